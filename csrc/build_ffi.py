@@ -1,0 +1,42 @@
+"""Builds ``nnburst._native`` (cffi, out-of-line API mode) from ``csrc/``.
+
+The cdef is cut from the marked region of ``csrc/nnburst.h``, so the header
+is the only place the C API is written down.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from cffi import FFI
+
+HERE = Path(__file__).resolve().parent
+HEADER = HERE / "nnburst.h"
+SOURCES = ["fmq.c", "fmq_blocking.c", "event_flag.c"]
+
+
+def cdef_region(text: str) -> str:
+    match = re.search(r"/\* cffi cdef begin \*/(.*?)/\* cffi cdef end \*/", text, re.S)
+    if match is None:
+        raise RuntimeError(f"{HEADER} has no cffi cdef region")
+    return match.group(1)
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(cdef_region(HEADER.read_text()))
+ffibuilder.set_source(
+    "nnburst._native",
+    '#include "nnburst.h"',
+    # Paths relative to the project root, where setup.py runs: setuptools
+    # refuses absolute source paths.
+    sources=[os.path.relpath(HERE / s) for s in SOURCES],
+    include_dirs=[os.path.relpath(HERE)],
+    extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra"],
+)
+
+if __name__ == "__main__":
+    # Quick C iteration without pip: rebuilds nnburst/_native*.so in place.
+    os.chdir(HERE.parent)
+    ffibuilder.compile(tmpdir=".", verbose=True)

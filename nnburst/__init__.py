@@ -1,0 +1,50 @@
+"""nnburst: Android's Neural Networks API (NNAPI) and its burst-execution path for Python.
+
+The names below are the NDK-style runtime (``import nnburst as nn``; see
+``docs/api.md`` §1).  The Fast Message Queue lives in :mod:`nnburst.fmq` and
+the HAL layer in :mod:`nnburst.hal`; import those subpackages directly.
+"""
+
+__version__ = "0.1.0"
+
+from .burst import Burst as Burst
+from .codes import DeviceTypeCode as DeviceTypeCode
+from .codes import DurationCode as DurationCode
+from .codes import FuseCode as FuseCode
+from .codes import OperandCode as OperandCode
+from .codes import OperationCode as OperationCode
+from .codes import PaddingCode as PaddingCode
+from .codes import PreferenceCode as PreferenceCode
+from .codes import PriorityCode as PriorityCode
+from .codes import ResultCode as ResultCode
+from .compilation import Compilation as Compilation
+from .devices import Device as Device
+from .devices import get_devices as get_devices
+from .errors import NNError as NNError
+from .execution import Event as Event
+from .execution import Execution as Execution
+from .memory import Memory as Memory
+from .model import Model as Model
+from .operands import OperandType as OperandType
+
+__all__ = [
+    "Burst",
+    "Compilation",
+    "Device",
+    "DeviceTypeCode",
+    "DurationCode",
+    "Event",
+    "Execution",
+    "FuseCode",
+    "Memory",
+    "Model",
+    "NNError",
+    "OperandCode",
+    "OperandType",
+    "OperationCode",
+    "PaddingCode",
+    "PreferenceCode",
+    "PriorityCode",
+    "ResultCode",
+    "get_devices",
+]

@@ -1,0 +1,223 @@
+"""``Compilation``: a finished model prepared for one device (``ANeuralNetworksCompilation``).
+
+Settings (preference, priority, timeout, caching) are collected first, then
+``finish()`` picks the device and asks its driver to prepare the model.  There
+is no partitioning yet: the whole model goes to one device that supports every
+operation.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .codes import PreferenceCode, PriorityCode, ResultCode
+from .devices import Device, get_devices
+from .errors import BadDataError, BadStateError, NNError
+from .hal.interfaces import IPreparedModel
+from .model import Model, operator_index, require
+
+__all__ = ["Compilation"]
+
+logger = logging.getLogger("nnburst.compilation")
+
+#: Length of a caching token (``ANEURALNETWORKS_BYTE_SIZE_OF_CACHE_TOKEN``).
+CACHE_TOKEN_BYTES = 32
+
+
+class Compilation:
+    """A model compiled for a device; a context manager (``close()`` is idempotent).
+
+    ``devices`` given is ``createForDevices``: only those devices are used and
+    every operation must be supported by one of them (else ``BAD_DATA``).
+    """
+
+    def __init__(self, model: Model, devices: Sequence[Device] | None = None) -> None:
+        require(model, "Compilation: model")
+        if not isinstance(model, Model):
+            raise BadDataError(f"Compilation: expected an nnburst.Model, got {type(model).__name__}")
+        if not model.finished:
+            raise BadStateError("Compilation: the model is not finished")
+        self._model = model
+        self._explicit: list[Device] | None = None
+        if devices is not None:
+            chosen = list(devices)
+            if not chosen:
+                raise BadDataError("Compilation: an empty device list")
+            for device in chosen:
+                if not isinstance(device, Device):
+                    raise BadDataError(f"Compilation: {device!r} is not an nnburst.Device")
+            if len({id(d) for d in chosen}) != len(chosen):
+                raise BadDataError("Compilation: a device is listed twice")
+            self._explicit = chosen
+        self._preference = PreferenceCode.FAST_SINGLE_ANSWER
+        self._priority = PriorityCode.DEFAULT
+        self._timeout_ns = 0
+        self._cache: tuple[str, bytes] | None = None
+        self._finished = False
+        self._failed: str | None = None
+        self._closed = False
+        self._device: Device | None = None
+        self._prepared: IPreparedModel | None = None
+        self._lock = threading.Lock()
+
+    # -- settings ----------------------------------------------------------------------------
+    def _check_settable(self, what: str) -> None:
+        if self._closed:
+            raise BadStateError(f"{what}: the compilation is closed")
+        if self._finished:
+            raise BadStateError(f"{what}: the compilation is already finished")
+
+    def set_preference(self, preference: PreferenceCode) -> None:
+        """Trade-off the driver should make (default FAST_SINGLE_ANSWER)."""
+        with self._lock:
+            self._check_settable("set_preference")
+            try:
+                self._preference = PreferenceCode(preference)
+            except ValueError:
+                raise BadDataError(f"set_preference: unknown preference {preference!r}") from None
+
+    def set_priority(self, priority: PriorityCode) -> None:
+        with self._lock:
+            self._check_settable("set_priority")
+            try:
+                self._priority = PriorityCode(priority)
+            except ValueError:
+                raise BadDataError(f"set_priority: unknown priority {priority!r}") from None
+
+    def set_timeout(self, duration_ns: int) -> None:
+        """Maximum time to prepare the model; 0 means none.
+
+        As in the NDK only a compilation for exactly one explicit device may
+        have a timeout (``BAD_DATA`` otherwise); devices older than feature
+        level 4 ignore it.
+        """
+        with self._lock:
+            self._check_settable("set_timeout")
+            duration_ns = _non_negative(duration_ns, "set_timeout")
+            if self._explicit is None or len(self._explicit) != 1:
+                raise BadDataError("set_timeout: only a compilation for exactly one explicit device can have a timeout")
+            self._timeout_ns = duration_ns
+
+    def set_caching(self, cache_dir: str | os.PathLike[str], token: bytes) -> None:
+        """Where the driver may cache the compiled model, under a 32-byte token unique to the model."""
+        with self._lock:
+            require(cache_dir, "set_caching: cache_dir")
+            require(token, "set_caching: token")
+            self._check_settable("set_caching")
+            if not isinstance(cache_dir, (str, os.PathLike)):
+                raise BadDataError(f"set_caching: cache_dir must be a path, got {type(cache_dir).__name__}")
+            try:
+                raw = bytes(token)
+            except TypeError:
+                raise BadDataError(f"set_caching: token must be bytes, got {type(token).__name__}") from None
+            if len(raw) != CACHE_TOKEN_BYTES:
+                raise BadDataError(f"set_caching: token must be {CACHE_TOKEN_BYTES} bytes, got {len(raw)}")
+            self._cache = (os.fspath(cache_dir), raw)
+
+    # -- finishing ---------------------------------------------------------------------------
+    def finish(self) -> None:
+        """Choose the device and prepare the model on it.
+
+        Raises:
+            BadStateError: finished twice, or closed.
+            BadDataError: no single device (among the given ones) supports
+                every operation; the message names the operations.
+            NNError: the driver failed to prepare the model.
+        """
+        with self._lock:
+            self._check_settable("finish")
+            self._finished = True
+            try:
+                self._device, self._prepared = self._prepare()
+            except NNError as exc:
+                self._failed = str(exc)
+                raise
+            except Exception as exc:
+                self._failed = f"{type(exc).__name__}: {exc}"
+                raise NNError(f"Compilation.finish: the driver failed: {self._failed}", ResultCode.OP_FAILED) from exc
+
+    def _prepare(self) -> tuple[Device, IPreparedModel]:
+        hal_model = self._model.hal_model
+        candidates = self._explicit if self._explicit is not None else get_devices()
+        operations = hal_model.main.operations
+        union = [False] * len(operations)
+        for device in candidates:
+            flags = device.hal.get_supported_operations(hal_model)
+            if all(flags):
+                logger.debug("compiling the whole model for %s", device.name)
+                deadline = time.monotonic_ns() + self._timeout_ns if self._timeout_ns else None
+                prepared = device.hal.prepare_model(hal_model, self._preference, self._priority, deadline, self._cache)
+                return device, prepared
+            union = [a or bool(b) for a, b in zip(union, flags)]
+        missing = [f"{n} ({operations[n].code.name})" for n, ok in enumerate(union) if not ok]
+        names = ", ".join(d.name for d in candidates)
+        if missing:
+            raise BadDataError(f"Compilation.finish: no device ({names}) supports operation(s) {', '.join(missing)}")
+        raise BadDataError(
+            f"Compilation.finish: no single device ({names}) supports every operation, and partitioning "
+            "across devices is not implemented"
+        )
+
+    # -- state used by executions and bursts -------------------------------------------------
+    def _check_ready(self, what: str) -> IPreparedModel:
+        if self._closed:
+            raise BadStateError(f"{what}: the compilation is closed")
+        if not self._finished:
+            raise BadStateError(f"{what}: the compilation is not finished")
+        if self._prepared is None:
+            raise BadStateError(f"{what}: the compilation failed ({self._failed})")
+        return self._prepared
+
+    @property
+    def model(self) -> Model:
+        return self._model
+
+    @property
+    def finished(self) -> bool:
+        return self._finished and self._prepared is not None
+
+    @property
+    def device(self) -> Device | None:
+        """The device the model was prepared for (None before a successful finish)."""
+        return self._device
+
+    @property
+    def prepared_model(self) -> IPreparedModel:
+        """The driver's prepared model (``BAD_STATE`` unless finished successfully)."""
+        return self._check_ready("prepared_model")
+
+    @property
+    def preference(self) -> PreferenceCode:
+        return self._preference
+
+    @property
+    def single_explicit_device(self) -> bool:
+        """Created for exactly one device: the NDK's condition for timeouts and timing."""
+        return self._explicit is not None and len(self._explicit) == 1
+
+    def close(self) -> None:
+        """Drop the prepared model; executions already created keep working on it."""
+        with self._lock:
+            self._closed = True
+            self._prepared = None
+
+    def __enter__(self) -> Compilation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _non_negative(value: Any, what: str) -> int:
+    try:
+        value = operator_index(value)
+    except TypeError:
+        raise BadDataError(f"{what}: duration must be an integer number of nanoseconds, got {value!r}") from None
+    if value < 0:
+        raise BadDataError(f"{what}: duration must not be negative, got {value}")
+    return value

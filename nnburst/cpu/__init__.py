@@ -1,0 +1,1 @@
+"""The numpy CPU reference driver."""

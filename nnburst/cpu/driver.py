@@ -1,0 +1,351 @@
+"""The numpy CPU reference driver behind the HAL interfaces.
+
+``CpuDevice`` is what the runtime lists as ``nnburst-reference``;
+``CpuPreparedModel`` executes HAL requests against a prepared graph.  The
+request path is the hot path of burst executions, so everything that depends
+only on the model (dtypes, declared shapes, byte sizes) is computed once at
+prepare time and each call only checks the request's own numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
+from ..errors import BadDataError, NNError, status_for_exception
+from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
+from ..hal.model import HalModel, Lifetime, Subgraph
+from ..hal.types import (
+    NO_TIMING,
+    Capabilities,
+    DataLocation,
+    DeviceType,
+    MeasureTiming,
+    OutputShape,
+    PerformanceInfo,
+    Request,
+    RequestArgument,
+    Timing,
+    pool_view,
+)
+from .executor import PreparedModel
+from .registry import OperationSignature, lookup
+
+if TYPE_CHECKING:
+    from ..fmq import Descriptor
+
+logger = logging.getLogger("nnburst.cpu")
+
+#: ``{VENDOR}-{DEVICE_NAME}`` as HAL 1.2 asks device names to be.
+DEVICE_NAME = "nnburst-reference"
+
+#: The NNAPI feature level the reference driver implements (1.1 operations).
+FEATURE_LEVEL = 2
+
+_NO_LOCATION = DataLocation()
+
+
+def _version_string() -> str:
+    # Imported late: the package's __init__ imports this module.
+    from .. import __version__
+
+    return f"{DEVICE_NAME} {__version__}"
+
+
+def operation_signature(subgraph: Subgraph, index: int, relaxed: bool) -> OperationSignature:
+    """The signature the registry validates for operation ``index`` of ``subgraph``."""
+    operation = subgraph.operations[index]
+    constants: dict[int, np.ndarray | None] = {}
+    for position, operand_index in enumerate(operation.inputs):
+        operand = subgraph.operands[operand_index]
+        if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE):
+            constants[position] = operand.value
+        elif operand.lifetime == Lifetime.NO_VALUE:
+            constants[position] = None
+    return OperationSignature(
+        code=OperationCode(operation.code),
+        inputs=[subgraph.operands[i].info for i in operation.inputs],
+        outputs=[subgraph.operands[i].info for i in operation.outputs],
+        constants=constants,
+        relaxed=relaxed,
+    )
+
+
+def validate_operation(model: HalModel, subgraph: Subgraph, index: int) -> bool:
+    """Validate one operation with its CPU registration.
+
+    Returns:
+        False when the CPU driver has no implementation of the operation (it
+        may still be valid for another device), True when it validated.
+
+    Raises:
+        BadDataError: the operation is invalid; the message names it.
+    """
+    operation = subgraph.operations[index]
+    registration = lookup(operation.code)
+    if registration is None:
+        return False
+    name = OperationCode(operation.code).name
+    try:
+        registration.validate(operation_signature(subgraph, index, model.relax_float32_to_float16))
+    except NNError as exc:
+        raise BadDataError(f"operation {index} ({name}) is invalid: {exc.args[0] if exc.args else exc}") from exc
+    except Exception as exc:  # a validator tripping over a malformed signature
+        raise BadDataError(f"operation {index} ({name}) is invalid: {type(exc).__name__}: {exc}") from exc
+    return True
+
+
+@dataclass(frozen=True)
+class _ArgumentSpec:
+    """What the model says about one input or output operand (fixed per model)."""
+
+    operand: int
+    dtype: np.dtype
+    itemsize: int
+    dims: tuple[int, ...] | None  # None: unknown rank
+    is_scalar: bool
+
+
+def _specs(subgraph: Subgraph, indexes: Sequence[int]) -> tuple[_ArgumentSpec, ...]:
+    specs = []
+    for index in indexes:
+        info = subgraph.operands[index].info
+        dims = () if info.is_scalar else info.dimensions
+        specs.append(_ArgumentSpec(index, info.dtype, info.dtype.itemsize, dims, info.is_scalar))
+    return tuple(specs)
+
+
+class _InvalidRequest(Exception):
+    """Internal: the request breaks a validateRequest rule (→ INVALID_ARGUMENT)."""
+
+
+def _check_dims(kind: str, i: int, spec: _ArgumentSpec, dims: tuple[int, ...]) -> None:
+    if spec.is_scalar:
+        raise _InvalidRequest(f"{kind} {i} is a scalar but the request gives dimensions {dims}")
+    if spec.dims is not None:
+        if len(dims) != len(spec.dims):
+            raise _InvalidRequest(f"{kind} {i}: request rank {len(dims)} != model rank {len(spec.dims)}")
+        for got, want in zip(dims, spec.dims):
+            if want and got != want:
+                raise _InvalidRequest(f"{kind} {i}: request dimensions {dims} conflict with model {spec.dims}")
+    if any(d < 0 for d in dims):
+        raise _InvalidRequest(f"{kind} {i}: negative dimension in {dims}")
+    if kind == "input" and any(d == 0 for d in dims):
+        raise _InvalidRequest(f"input {i}: dimensions {dims} contain an unknown (0) value")
+
+
+def _check_location(kind: str, i: int, location: DataLocation, views: list[memoryview]) -> memoryview:
+    if not 0 <= location.pool_index < len(views):
+        raise _InvalidRequest(f"{kind} {i}: pool index {location.pool_index} out of range ({len(views)} pools)")
+    view = views[location.pool_index]
+    if location.offset < 0 or location.length < 0 or location.offset + location.length > view.nbytes:
+        raise _InvalidRequest(
+            f"{kind} {i}: [{location.offset}, {location.offset + location.length}) is outside "
+            f"pool {location.pool_index} of {view.nbytes} bytes"
+        )
+    return view
+
+
+class CpuPreparedModel(IPreparedModel):
+    """A model prepared by the CPU driver; executes requests, serves bursts."""
+
+    def __init__(self, model: HalModel, preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER) -> None:
+        self.model = model
+        self.preference = PreferenceCode(preference)
+        self._executor = PreparedModel(model)
+        self._inputs = _specs(model.main, model.main.input_indexes)
+        self._outputs = _specs(model.main, model.main.output_indexes)
+
+    # -- execution -----------------------------------------------------------------------
+    def execute_synchronously(
+        self,
+        request: Request,
+        measure: MeasureTiming,
+        *,
+        deadline_ns: int | None = None,
+        loop_timeout_ns: int | None = None,
+    ) -> ExecutionResult:
+        """Validate and run one request; returns a status, never raises for bad input.
+
+        ``deadline_ns`` (absolute ``time.monotonic_ns()``) and
+        ``loop_timeout_ns`` are the HAL 1.3 additions; the burst server does
+        not pass them.
+        """
+        driver_start = time.perf_counter_ns()
+        try:
+            views = [pool_view(pool) for pool in request.pools]
+        except Exception as exc:  # a closed Memory, an object without a buffer
+            logger.debug("invalid request: unusable pool: %s", exc)
+            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
+        try:
+            inputs = self._input_arrays(request, views)
+            out_views = self._output_views(request, views)
+        except _InvalidRequest as exc:
+            logger.debug("invalid request: %s", exc)
+            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING
+        loop_deadline = None if loop_timeout_ns is None else time.monotonic_ns() + loop_timeout_ns
+        device_start = time.perf_counter_ns()
+        try:
+            results = self._executor.run(inputs, loop_deadline)
+        except NNError as exc:
+            logger.info("execution failed: %s", exc)
+            return status_for_exception(exc), [], NO_TIMING
+        except Exception as exc:
+            logger.warning("execution failed unexpectedly: %s: %s", type(exc).__name__, exc)
+            return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
+        device_end = time.perf_counter_ns()
+        status, shapes = self._write_outputs(request, out_views, results)
+        if status not in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
+            return status, [], NO_TIMING
+        timing = NO_TIMING
+        if measure == MeasureTiming.YES and status == ErrorStatus.NONE:
+            on_device = (device_end - device_start) // 1000
+            in_driver = (time.perf_counter_ns() - driver_start) // 1000
+            timing = Timing(on_device, max(in_driver, on_device))
+        return status, shapes, timing
+
+    def _input_arrays(self, request: Request, views: list[memoryview]) -> list[np.ndarray | None]:
+        if len(request.inputs) != len(self._inputs):
+            raise _InvalidRequest(f"request has {len(request.inputs)} inputs, the model {len(self._inputs)}")
+        arrays: list[np.ndarray | None] = []
+        for i, (arg, spec) in enumerate(zip(request.inputs, self._inputs)):
+            if arg.has_no_value:
+                if arg.location != _NO_LOCATION or arg.dimensions:
+                    raise _InvalidRequest(f"input {i} has no value but a location or dimensions")
+                arrays.append(None)
+                continue
+            view = _check_location("input", i, arg.location, views)
+            dims = tuple(arg.dimensions)
+            if dims:
+                _check_dims("input", i, spec, dims)
+            else:
+                if spec.dims is None or 0 in spec.dims:
+                    raise _InvalidRequest(f"input {i}: dimensions are unknown in the model and not given")
+                dims = spec.dims
+            count = math.prod(dims)
+            if arg.location.length != count * spec.itemsize:
+                raise _InvalidRequest(
+                    f"input {i}: location length {arg.location.length} != {count * spec.itemsize} "
+                    f"bytes needed for {spec.dtype} {dims}"
+                )
+            array = np.frombuffer(view, spec.dtype, count, arg.location.offset).reshape(dims)
+            array.flags.writeable = False
+            arrays.append(array)
+        return arrays
+
+    def _output_views(self, request: Request, views: list[memoryview]) -> list[memoryview | None]:
+        if len(request.outputs) != len(self._outputs):
+            raise _InvalidRequest(f"request has {len(request.outputs)} outputs, the model {len(self._outputs)}")
+        out: list[memoryview | None] = []
+        for i, (arg, spec) in enumerate(zip(request.outputs, self._outputs)):
+            if arg.has_no_value:
+                if arg.location != _NO_LOCATION or arg.dimensions:
+                    raise _InvalidRequest(f"output {i} has no value but a location or dimensions")
+                out.append(None)
+                continue
+            view = _check_location("output", i, arg.location, views)
+            if view.readonly:
+                raise _InvalidRequest(f"output {i}: pool {arg.location.pool_index} is read-only")
+            if arg.dimensions:
+                _check_dims("output", i, spec, tuple(arg.dimensions))
+            out.append(view)
+        return out
+
+    def _write_outputs(
+        self, request: Request, views: list[memoryview | None], results: list[np.ndarray]
+    ) -> tuple[ErrorStatus, list[OutputShape]]:
+        shapes: list[OutputShape] = []
+        sufficient = True
+        for i, (arg, result) in enumerate(zip(request.outputs, results)):
+            if arg.dimensions and not _compatible(arg.dimensions, result.shape):
+                fits = result.nbytes <= arg.location.length
+                if fits:
+                    logger.info("output %d: produced shape %s, the request declares %s", i, result.shape, arg.dimensions)
+                    return ErrorStatus.GENERAL_FAILURE, []
+            ok = arg.has_no_value or result.nbytes <= arg.location.length
+            sufficient = sufficient and ok
+            shapes.append(OutputShape(tuple(int(d) for d in result.shape), ok))
+        if not sufficient:
+            return ErrorStatus.OUTPUT_INSUFFICIENT_SIZE, shapes
+        for arg, view, result in zip(request.outputs, views, results):
+            if view is None or result.nbytes == 0:
+                continue
+            target = np.frombuffer(view, np.uint8, result.nbytes, arg.location.offset)
+            target[...] = np.ascontiguousarray(result).reshape(-1).view(np.uint8)
+        return ErrorStatus.NONE, shapes
+
+    # -- bursts --------------------------------------------------------------------------
+    def configure_execution_burst(
+        self,
+        callback: IBurstCallback,
+        request_channel: Descriptor,
+        result_channel: Descriptor,
+    ) -> tuple[ErrorStatus, IBurstContext | None]:
+        """Start a burst server thread executing through this prepared model."""
+        from ..hal.burst_server import ExecutionBurstServer
+
+        return ExecutionBurstServer.create(callback, request_channel, result_channel, self)
+
+
+def _compatible(declared: Sequence[int], actual: Sequence[int]) -> bool:
+    return len(declared) == len(actual) and all(d == 0 or d == a for d, a in zip(declared, actual))
+
+
+class CpuDevice(IDevice):
+    """The in-process numpy reference device (type CPU)."""
+
+    name = DEVICE_NAME
+    type = DeviceType.CPU
+    feature_level = FEATURE_LEVEL
+
+    def __init__(self) -> None:
+        self._capabilities = Capabilities(
+            operand_performance={code: PerformanceInfo() for code in OperandCode},
+        )
+
+    @property
+    def version_string(self) -> str:  # type: ignore[override]
+        return _version_string()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def get_supported_operations(self, model: HalModel) -> list[bool]:
+        supported = []
+        for index in range(len(model.main.operations)):
+            try:
+                supported.append(validate_operation(model, model.main, index))
+            except BadDataError:
+                supported.append(False)
+        return supported
+
+    def prepare_model(
+        self,
+        model: HalModel,
+        preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER,
+        priority: PriorityCode = PriorityCode.MEDIUM,
+        deadline_ns: int | None = None,
+        cache: Any = None,
+    ) -> CpuPreparedModel:
+        return CpuPreparedModel(model, preference)
+
+
+_DEVICE: CpuDevice | None = None
+
+
+def cpu_device() -> CpuDevice:
+    """The process-wide CPU device (it is stateless, so one is enough)."""
+    global _DEVICE
+    if _DEVICE is None:
+        _DEVICE = CpuDevice()
+    return _DEVICE

@@ -1,0 +1,165 @@
+"""Runs a subgraph's operations in dependency order on numpy arrays.
+
+Preparation happens once per prepared model: every operation is looked up and
+validated, constants are turned into arrays of the right dtype, operations are
+put in dependency order and each operation's ``prepare`` state is computed.
+An execution then only moves arrays between operand slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..codes import OperationCode, ResultCode
+from ..errors import BadDataError, NNError
+from ..hal.model import HalModel, Lifetime, Subgraph
+from .registry import ExecutionContext, OperationRegistration, OperationSignature, lookup
+
+
+@dataclass
+class _PreparedOperation:
+    registration: OperationRegistration
+    signature: OperationSignature
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    state: Any
+
+
+def _execution_order(subgraph: Subgraph) -> list[int]:
+    """Operation indexes in an order where every input is produced first."""
+    known = {
+        i
+        for i, operand in enumerate(subgraph.operands)
+        if operand.lifetime != Lifetime.TEMPORARY_VARIABLE
+        and operand.lifetime != Lifetime.SUBGRAPH_OUTPUT
+    }
+    pending = list(range(len(subgraph.operations)))
+    order: list[int] = []
+    while pending:
+        ready = [i for i in pending if all(x in known for x in subgraph.operations[i].inputs)]
+        if not ready:
+            raise BadDataError("the model's operations form a cycle or read an operand no one writes")
+        for i in ready:
+            order.append(i)
+            known.update(subgraph.operations[i].outputs)
+        pending = [i for i in pending if i not in set(ready)]
+    return order
+
+
+class PreparedSubgraph:
+    """A validated, ordered subgraph ready to execute any number of times."""
+
+    def __init__(self, model: HalModel, subgraph: Subgraph) -> None:
+        self.model = model
+        self.subgraph = subgraph
+        self.operations: list[_PreparedOperation] = []
+        for index in _execution_order(subgraph):
+            operation = subgraph.operations[index]
+            registration = lookup(operation.code)
+            if registration is None:
+                raise BadDataError(f"operation {index}: {OperationCode(operation.code).name} is not supported by the CPU driver")
+            signature = OperationSignature(
+                code=OperationCode(operation.code),
+                inputs=[subgraph.operands[i].info for i in operation.inputs],
+                outputs=[subgraph.operands[i].info for i in operation.outputs],
+                constants=self._constants(operation.inputs),
+                relaxed=model.relax_float32_to_float16,
+            )
+            registration.validate(signature)
+            state = registration.prepare(signature) if registration.prepare else None
+            self.operations.append(
+                _PreparedOperation(registration, signature, operation.inputs, operation.outputs, state)
+            )
+
+    def _constants(self, inputs: Sequence[int]) -> dict[int, np.ndarray | None]:
+        constants: dict[int, np.ndarray | None] = {}
+        for position, index in enumerate(inputs):
+            operand = self.subgraph.operands[index]
+            if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE):
+                constants[position] = operand.value
+            elif operand.lifetime == Lifetime.NO_VALUE:
+                constants[position] = None
+        return constants
+
+    def run(
+        self, inputs: Sequence[np.ndarray | None], loop_deadline_ns: int | None = None
+    ) -> list[np.ndarray]:
+        """Execute with one array per subgraph input; returns one per output."""
+        operands = self.subgraph.operands
+        values: dict[int, np.ndarray | None] = {}
+        for index, operand in enumerate(operands):
+            if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE):
+                values[index] = operand.value
+            elif operand.lifetime == Lifetime.NO_VALUE:
+                values[index] = None
+        if len(inputs) != len(self.subgraph.input_indexes):
+            raise BadDataError(
+                f"expected {len(self.subgraph.input_indexes)} inputs, got {len(inputs)}"
+            )
+        for index, value in zip(self.subgraph.input_indexes, inputs):
+            values[index] = value
+        for op in self.operations:
+            context = ExecutionContext(
+                op.signature, [values[i] for i in op.inputs], op.state, loop_deadline_ns
+            )
+            try:
+                results = op.registration.execute(context)
+            except NNError:
+                raise
+            except (ValueError, IndexError, FloatingPointError, OverflowError) as exc:
+                raise NNError(f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED) from exc
+            if len(results) != len(op.outputs):
+                raise NNError(f"{op.signature.code.name} produced {len(results)} outputs, expected {len(op.outputs)}")
+            for index, result in zip(op.outputs, results):
+                values[index] = _checked_output(op.signature.code, operands[index].info, result)
+        outputs: list[np.ndarray] = []
+        for index in self.subgraph.output_indexes:
+            value = values.get(index)
+            if value is None:
+                raise NNError(f"model output operand {index} was never written")
+            outputs.append(value)
+        return outputs
+
+
+def _checked_output(code: OperationCode, info: Any, result: np.ndarray) -> np.ndarray:
+    result = np.asarray(result)
+    if result.dtype != info.dtype:
+        result = result.astype(info.dtype)
+    declared = info.dimensions
+    if declared is not None and len(declared) == result.ndim:
+        for want, got in zip(declared, result.shape):
+            if want and want != got:
+                raise NNError(
+                    f"{code.name} produced shape {result.shape}, but the model declares {declared}",
+                    ResultCode.OP_FAILED,
+                )
+    elif declared is not None and declared and not info.is_scalar:
+        raise NNError(
+            f"{code.name} produced rank {result.ndim}, but the model declares {declared}",
+            ResultCode.OP_FAILED,
+        )
+    return result
+
+
+class PreparedModel:
+    """The CPU driver's prepared form of a whole model (main + referenced)."""
+
+    def __init__(self, model: HalModel) -> None:
+        self.model = model
+        self.main = PreparedSubgraph(model, model.main)
+        self._referenced: dict[int, PreparedSubgraph] = {}
+
+    def referenced(self, index: int) -> PreparedSubgraph:
+        """A referenced subgraph (IF/WHILE bodies), prepared on first use."""
+        if index not in self._referenced:
+            self._referenced[index] = PreparedSubgraph(self.model, self.model.referenced[index])
+        return self._referenced[index]
+
+    def run(
+        self, inputs: Sequence[np.ndarray | None], loop_deadline_ns: int | None = None
+    ) -> list[np.ndarray]:
+        return self.main.run(inputs, loop_deadline_ns)

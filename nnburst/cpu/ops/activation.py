@@ -1,0 +1,247 @@
+"""RELU, RELU1, RELU6, LOGISTIC, TANH and SOFTMAX.
+
+Float data (float16 included) is computed in float32 like the reference;
+softmax sums in float64, which only moves results closer to the exact value.
+Quantized RELUs clamp raw values, since input and output share scale and zero
+point.  Quantized LOGISTIC, TANH and SOFTMAX reproduce the reference's integer
+pipeline: the centred input is rescaled to a Q4.27 (Q5.26 for softmax)
+fixed-point value with a fixed-point multiplier, the function is evaluated in
+gemmlowp fixed point and the Q0.31 result is rounded into the fixed output
+format (scale 1/256 for LOGISTIC and SOFTMAX, 1/128 centred on 0 for TANH).
+Signed 8-bit data uses the same arithmetic shifted by 128.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...codes import FuseCode, OperandCode, OperationCode
+from ...operands import OperandInfo
+from ..registry import ExecutionContext, OperationSignature, register
+from .common import (
+    FLOAT_TENSOR_CODES,
+    QUANT8_ASYMM_CODES,
+    calculate_input_radius,
+    constant_scalar,
+    fixed_exp_on_negative_values,
+    fixed_logistic,
+    fixed_mul,
+    fixed_one_over_one_plus_x,
+    fixed_rescale,
+    fixed_tanh,
+    fused_activation_bounds,
+    multiply_by_quantized_multiplier,
+    op_failed,
+    quantize_multiplier,
+    rounding_divide_by_pot,
+    rounding_divide_by_pot_each,
+    require_operand_counts,
+    require_operand_rank,
+    require_operand_type,
+    wrap_int32,
+)
+
+_TYPES = FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES
+_SIGNED = OperandCode.TENSOR_QUANT8_ASYMM_SIGNED
+
+_RELU_FUSE = {
+    OperationCode.RELU: FuseCode.RELU,
+    OperationCode.RELU1: FuseCode.RELU1,
+    OperationCode.RELU6: FuseCode.RELU6,
+}
+
+#: (scale, zero point for QUANT8_ASYMM) the output of these must have.
+_FIXED_OUTPUT = {
+    OperationCode.LOGISTIC: (1.0 / 256, 0),
+    OperationCode.SOFTMAX: (1.0 / 256, 0),
+    OperationCode.TANH: (1.0 / 128, 128),
+}
+
+
+def _same_quant(a: OperandInfo, b: OperandInfo) -> bool:
+    return np.float32(a.scale) == np.float32(b.scale) and a.zero_point == b.zero_point
+
+
+def _require_same_dims(sig: OperationSignature) -> None:
+    a, b = sig.inputs[0].dimensions, sig.outputs[0].dimensions
+    if a is None or b is None or not b:
+        return
+    if len(a) != len(b) or any(x > 0 and y > 0 and x != y for x, y in zip(a, b)):
+        raise sig.fail(f"output dimensions {b} differ from input {a}")
+
+
+def _validate_tensor_io(sig: OperationSignature) -> OperandInfo:
+    """Checks shared by every activation: types, rank <= 4, output like input."""
+    info = require_operand_type(sig, 0, _TYPES, "input")
+    require_operand_type(sig, 0, (info.code,), "output", output=True)
+    require_operand_rank(sig, 0, range(0, 5), "input")
+    _require_same_dims(sig)
+    out = sig.outputs[0]
+    if info.code in QUANT8_ASYMM_CODES:
+        if sig.code in _FIXED_OUTPUT:
+            scale, zero_point = _FIXED_OUTPUT[sig.code]
+            if info.code == _SIGNED:
+                zero_point -= 128
+            if np.float32(out.scale) != np.float32(scale) or out.zero_point != zero_point:
+                raise sig.fail(
+                    f"a quantized output must have scale {scale} and zero point {zero_point}, "
+                    f"got {out.scale} and {out.zero_point}"
+                )
+        elif not _same_quant(info, out):
+            raise sig.fail("the output's scale and zero point must equal the input's")
+    return info
+
+
+def _validate_unary(sig: OperationSignature) -> None:
+    require_operand_counts(sig, (1,), 1)
+    _validate_tensor_io(sig)
+
+
+# --- RELU / RELU1 / RELU6 -------------------------------------------------------
+
+
+def _execute_relu(ctx: ExecutionContext) -> list[np.ndarray]:
+    x = ctx.input(0)
+    info = ctx.signature.inputs[0]
+    out = ctx.output_info(0)
+    fuse = _RELU_FUSE[ctx.code]
+    if info.code in QUANT8_ASYMM_CODES:
+        lo, hi = fused_activation_bounds(fuse, info)
+        return [np.clip(x, lo, hi).astype(out.dtype)]
+    x = x.astype(np.float32)
+    if fuse == FuseCode.RELU:
+        y = np.maximum(x, np.float32(0))
+    elif fuse == FuseCode.RELU1:
+        y = np.clip(x, np.float32(-1), np.float32(1))
+    else:
+        y = np.clip(x, np.float32(0), np.float32(6))
+    return [y.astype(out.dtype)]
+
+
+# --- LOGISTIC / TANH ----------------------------------------------------------
+
+
+def _input_rescaling(ctx: ExecutionContext, real: float) -> tuple[int, int]:
+    """(multiplier, left shift) for a real multiplier that must exceed 1."""
+    multiplier, shift = quantize_multiplier(real)
+    if real <= 1.0 or shift < 0:
+        raise op_failed(ctx.code, f"input scale is too small (rescaling multiplier {real} <= 1)")
+    return multiplier, shift
+
+
+def _quant8_sigmoid_like(ctx: ExecutionContext) -> np.ndarray:
+    """LOGISTIC/TANH on 8-bit data via a Q4.27 fixed-point evaluation."""
+    info = ctx.signature.inputs[0]
+    out = ctx.output_info(0)
+    integer_bits = 4
+    real = float(np.float32(info.scale)) * float(1 << (31 - integer_bits))
+    multiplier, left_shift = _input_rescaling(ctx, real)
+    radius = calculate_input_radius(integer_bits, left_shift)
+    centred = ctx.input(0).astype(np.int64) - info.zero_point
+    rescaled = multiply_by_quantized_multiplier(centred, multiplier, left_shift)
+    if ctx.code == OperationCode.LOGISTIC:
+        # Q0.31 -> Q23.8: the 1/256-scaled uint8 value.
+        value = rounding_divide_by_pot(fixed_logistic(rescaled, integer_bits), 23)
+    else:
+        # Q0.31 -> Q24.7, recentred on 128.
+        value = rounding_divide_by_pot(fixed_tanh(rescaled, integer_bits), 24) + 128
+    value = np.minimum(value, 255)
+    value = np.where(centred <= -radius, 0, np.where(centred >= radius, 255, value))
+    if info.code == _SIGNED:
+        value = value - 128
+    return value.astype(out.dtype)
+
+
+def _execute_logistic_tanh(ctx: ExecutionContext) -> list[np.ndarray]:
+    info = ctx.signature.inputs[0]
+    if info.code in QUANT8_ASYMM_CODES:
+        return [_quant8_sigmoid_like(ctx)]
+    x = ctx.input(0).astype(np.float32)
+    with np.errstate(over="ignore"):
+        if ctx.code == OperationCode.LOGISTIC:
+            y = np.float32(1) / (np.float32(1) + np.exp(-x))
+        else:
+            y = np.tanh(x)
+    return [y.astype(ctx.output_info(0).dtype)]
+
+
+# --- SOFTMAX --------------------------------------------------------------------
+
+
+def _validate_softmax(sig: OperationSignature) -> None:
+    require_operand_counts(sig, (2, 3), 1)
+    info = _validate_tensor_io(sig)
+    beta_type = OperandCode.FLOAT16 if info.code == OperandCode.TENSOR_FLOAT16 else OperandCode.FLOAT32
+    require_operand_type(sig, 1, (beta_type,), "beta")
+    beta = constant_scalar(sig, 1)
+    if beta is not None and not beta > 0:
+        raise sig.fail(f"beta must be positive, got {beta}")
+    rank = sig.inputs[0].rank
+    if rank is not None and rank == 0:
+        raise sig.fail("input must have rank 1 to 4")
+    if len(sig.inputs) == 3:
+        require_operand_type(sig, 2, (OperandCode.INT32,), "axis")
+        axis = constant_scalar(sig, 2)
+        if axis is not None and rank is not None and not -rank <= axis < rank:
+            raise sig.fail(f"axis {axis} is out of range for rank {rank}")
+
+
+def _softmax_axis(ctx: ExecutionContext, ndim: int) -> int:
+    axis = int(ctx.scalar(2)) if len(ctx.inputs) > 2 and ctx.has_input(2) else -1
+    if not -ndim <= axis < ndim:
+        raise op_failed(ctx.code, f"axis {axis} is out of range for rank {ndim}")
+    return axis % ndim
+
+
+def _softmax_quant8(ctx: ExecutionContext, x: np.ndarray, beta: float) -> np.ndarray:
+    """Softmax over the last axis of raw 8-bit data, in the reference's fixed point."""
+    info = ctx.signature.inputs[0]
+    out = ctx.output_info(0)
+    diff_bits, accum_bits = 5, 12
+    real = min(float(np.float32(beta)) * float(np.float32(info.scale)) * float(1 << (31 - diff_bits)),
+               float((1 << 31) - 1))
+    multiplier, left_shift = _input_rescaling(ctx, real)
+    diff_min = -calculate_input_radius(diff_bits, left_shift)
+    raw = x.astype(np.int64)
+    diff = raw - raw.max(axis=-1, keepdims=True)
+    inside = diff >= diff_min
+    exps = fixed_exp_on_negative_values(multiply_by_quantized_multiplier(diff, multiplier, left_shift),
+                                        diff_bits)
+    in_accum = np.where(inside, fixed_rescale(exps, 0, accum_bits), 0)
+    sum_of_exps = wrap_int32(in_accum.sum(axis=-1, keepdims=True))
+    # Normalise the sum to [1, 2) and take its reciprocal in Q0.31.
+    headroom_plus_one = 32 - np.frexp(sum_of_exps.astype(np.float64))[1].astype(np.int64)
+    bits_over_unit = accum_bits - headroom_plus_one
+    shifted_minus_one = ((sum_of_exps << headroom_plus_one) & 0xFFFFFFFF) - (1 << 31)
+    scale = fixed_one_over_one_plus_x(shifted_minus_one)
+    value = rounding_divide_by_pot_each(fixed_mul(scale, exps), bits_over_unit + 31 - 8)
+    if info.code == _SIGNED:
+        value = value - 128
+    qmin, qmax = np.iinfo(out.dtype).min, np.iinfo(out.dtype).max
+    return np.where(inside, np.clip(value, qmin, qmax), qmin).astype(out.dtype)
+
+
+def _execute_softmax(ctx: ExecutionContext) -> list[np.ndarray]:
+    x = ctx.input(0)
+    beta = float(ctx.scalar(1))
+    if x.ndim == 0:
+        raise op_failed(ctx.code, "input must have rank 1 to 4")
+    axis = _softmax_axis(ctx, x.ndim)
+    if x.size == 0:
+        return [np.zeros(x.shape, ctx.output_info(0).dtype)]
+    moved = np.moveaxis(x, axis, -1)
+    if ctx.signature.inputs[0].code in QUANT8_ASYMM_CODES:
+        result = _softmax_quant8(ctx, moved, beta)
+    else:
+        v = moved.astype(np.float64)
+        with np.errstate(over="ignore", under="ignore"):
+            e = np.exp((v - v.max(axis=-1, keepdims=True)) * np.float64(np.float32(beta)))
+            result = (e / e.sum(axis=-1, keepdims=True)).astype(ctx.output_info(0).dtype)
+    return [np.ascontiguousarray(np.moveaxis(result, -1, axis))]
+
+
+for _code in _RELU_FUSE:
+    register(_code, validate=_validate_unary, execute=_execute_relu)
+register(OperationCode.LOGISTIC, validate=_validate_unary, execute=_execute_logistic_tanh)
+register(OperationCode.TANH, validate=_validate_unary, execute=_execute_logistic_tanh)
+register(OperationCode.SOFTMAX, validate=_validate_softmax, execute=_execute_softmax)

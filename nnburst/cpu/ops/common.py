@@ -1,0 +1,570 @@
+"""Arithmetic shared by the CPU operations: fixed-point requantization,
+fused activations and padding.
+
+The fixed-point helpers reproduce the integer math of the NNAPI reference
+(gemmlowp's ``SaturatingRoundingDoublingHighMul`` and ``RoundingDivideByPOT``)
+vectorised over int64 numpy arrays, so quantized results match the reference
+bit for bit instead of drifting like a float shortcut would.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...codes import FuseCode, OperandCode, PaddingCode
+from ...operands import OperandInfo
+
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+
+
+def quantize_multiplier(real_multiplier: float) -> tuple[int, int]:
+    """Split a positive real multiplier into (int32 significand, shift).
+
+    ``real ≈ significand · 2**(shift - 31)``; ``shift`` may be negative.
+    """
+    if real_multiplier == 0.0:
+        return 0, 0
+    significand, shift = math.frexp(real_multiplier)
+    q = round(significand * (1 << 31))
+    if q == 1 << 31:
+        q //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    return int(q), int(shift)
+
+
+def _trunc_div(a: np.ndarray, d: int) -> np.ndarray:
+    """C-style integer division (rounds toward zero)."""
+    return np.where(a >= 0, a // d, -((-a) // d))
+
+
+def saturating_rounding_doubling_high_mul(a: np.ndarray, b: int) -> np.ndarray:
+    a = np.asarray(a, dtype=np.int64)
+    ab = a * np.int64(b)
+    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    result = _trunc_div(ab + nudge, 1 << 31)
+    if b == INT32_MIN:
+        result = np.where(a == INT32_MIN, INT32_MAX, result)
+    return result.astype(np.int64)
+
+
+def rounding_divide_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
+    x = np.asarray(x, dtype=np.int64)
+    if exponent <= 0:
+        return x
+    mask = np.int64((1 << exponent) - 1)
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0).astype(np.int64)
+    return (x >> exponent) + (remainder > threshold).astype(np.int64)
+
+
+def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
+    """``x · multiplier · 2**(shift-31)`` rounded as the reference does (int64 out)."""
+    left = shift if shift > 0 else 0
+    right = -shift if shift < 0 else 0
+    x = np.asarray(x, dtype=np.int64) * np.int64(1 << left)
+    x = np.clip(x, INT32_MIN, INT32_MAX)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), right)
+
+
+def apply_fused_activation(x: np.ndarray, fuse: int) -> np.ndarray:
+    """Fused activation on float data."""
+    fuse = FuseCode(fuse)
+    if fuse == FuseCode.RELU:
+        return np.maximum(x, 0, dtype=x.dtype)
+    if fuse == FuseCode.RELU1:
+        return np.clip(x, -1, 1).astype(x.dtype)
+    if fuse == FuseCode.RELU6:
+        return np.clip(x, 0, 6).astype(x.dtype)
+    return x
+
+
+def quantized_range(info: OperandInfo) -> tuple[int, int]:
+    """The representable integer range of a quantized operand type."""
+    dtype = info.dtype
+    limits = np.iinfo(dtype)
+    return int(limits.min), int(limits.max)
+
+
+def quantized_activation_range(fuse: int, info: OperandInfo) -> tuple[int, int]:
+    """Clamp bounds, in the output's quantized domain, for a fused activation."""
+    qmin, qmax = quantized_range(info)
+    scale, zp = info.scale, info.zero_point
+
+    def q(v: float) -> int:
+        return zp + int(round(v / scale))
+
+    fuse = FuseCode(fuse)
+    if fuse == FuseCode.RELU:
+        return max(qmin, q(0.0)), qmax
+    if fuse == FuseCode.RELU6:
+        return max(qmin, q(0.0)), min(qmax, q(6.0))
+    if fuse == FuseCode.RELU1:
+        return max(qmin, q(-1.0)), min(qmax, q(1.0))
+    return qmin, qmax
+
+
+def dequantize(values: np.ndarray, info: OperandInfo) -> np.ndarray:
+    """Real values of a quantized tensor as float32 (per-tensor quantization)."""
+    return ((values.astype(np.int32) - info.zero_point) * np.float32(info.scale)).astype(np.float32)
+
+
+def quantize(real: np.ndarray, info: OperandInfo) -> np.ndarray:
+    """Round real values into ``info``'s quantized type (round half away from zero)."""
+    qmin, qmax = quantized_range(info)
+    scaled = np.asarray(real, dtype=np.float64) / info.scale
+    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
+    return np.clip(rounded + info.zero_point, qmin, qmax).astype(info.dtype)
+
+
+def padding_for_scheme(
+    in_size: int, stride: int, filter_size: int, scheme: int, dilation: int = 1
+) -> tuple[int, int]:
+    """(head, tail) explicit padding for an implicit padding scheme."""
+    if PaddingCode(scheme) == PaddingCode.VALID:
+        return 0, 0
+    effective = (filter_size - 1) * dilation + 1
+    out_size = (in_size + stride - 1) // stride
+    needed = max(0, (out_size - 1) * stride + effective - in_size)
+    return needed // 2, needed - needed // 2
+
+
+def is_float(code: OperandCode) -> bool:
+    return code in (OperandCode.TENSOR_FLOAT32, OperandCode.TENSOR_FLOAT16)
+
+
+# ---------------------------------------------------------------------------
+# Helpers for the windowed (conv/pool), fully connected and recurrent
+# operations.  Appended; shared by conv.py, pooling.py, fully_connected.py,
+# recurrent.py and lsh_projection.py.
+# ---------------------------------------------------------------------------
+
+from collections.abc import Callable, Collection  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
+
+from ...codes import ResultCode  # noqa: E402
+from ...errors import NNError  # noqa: E402
+
+#: types a float operation accepts (float16 is computed in float32/64 and cast back).
+FLOAT_TENSOR_CODES = (OperandCode.TENSOR_FLOAT32, OperandCode.TENSOR_FLOAT16)
+#: asymmetric 8-bit quantized tensor types.
+QUANT8_ASYMM_CODES = (OperandCode.TENSOR_QUANT8_ASYMM, OperandCode.TENSOR_QUANT8_ASYMM_SIGNED)
+
+
+def op_failed(code: Any, message: str) -> NNError:
+    """An execution-time OP_FAILED error naming the operation."""
+    return NNError(f"{getattr(code, 'name', code)}: {message}", ResultCode.OP_FAILED)
+
+
+def require_operand_counts(sig: Any, inputs: Collection[int], outputs: int) -> None:
+    """Fail unless the operation has one of ``inputs`` inputs and ``outputs`` outputs."""
+    if len(sig.inputs) not in inputs:
+        want = " or ".join(str(n) for n in sorted(inputs))
+        raise sig.fail(f"expected {want} inputs, got {len(sig.inputs)}")
+    if len(sig.outputs) != outputs:
+        raise sig.fail(f"expected {outputs} outputs, got {len(sig.outputs)}")
+
+
+def require_operand_type(sig: Any, index: int, allowed: Collection[OperandCode], name: str,
+                         output: bool = False) -> OperandInfo:
+    """Fail unless input (or output) ``index`` has one of the ``allowed`` types."""
+    info = (sig.outputs if output else sig.inputs)[index]
+    if info.code not in allowed:
+        kind = "output" if output else "input"
+        names = ", ".join(OperandCode(c).name for c in allowed)
+        raise sig.fail(f"{kind} {index} ({name}) has type {info.code.name}; expected {names}")
+    return info
+
+
+def require_operand_rank(sig: Any, index: int, ranks: Collection[int], name: str,
+                         output: bool = False) -> None:
+    """Fail when the operand's rank is known and not one of ``ranks``."""
+    info = (sig.outputs if output else sig.inputs)[index]
+    if info.dimensions is not None and len(info.dimensions) not in ranks:
+        kind = "output" if output else "input"
+        want = " or ".join(str(r) for r in sorted(ranks))
+        raise sig.fail(f"{kind} {index} ({name}) has rank {len(info.dimensions)}; expected {want}")
+
+
+def known_dim(info: OperandInfo, axis: int) -> int | None:
+    """Dimension ``axis`` when declared (non-zero), else ``None``."""
+    dims = info.dimensions
+    if dims is None or not -len(dims) <= axis < len(dims) or dims[axis] <= 0:
+        return None
+    return dims[axis]
+
+
+def constant_scalar(sig: Any, index: int) -> Any:
+    """The Python value of constant scalar input ``index``, ``None`` when not constant."""
+    value = sig.constants.get(index)
+    return None if value is None else np.asarray(value).item()
+
+
+def bias_scale_matches(input_scale: float, filter_scale: float, bias_scale: float) -> bool:
+    """NNAPI's rule: a quantized bias has scale input_scale·filter_scale (to 1e-6)."""
+    product = input_scale * filter_scale
+    return abs(product - bias_scale) <= 1e-6 * min(product, bias_scale)
+
+
+def requantize(acc: np.ndarray, multiplier: int, shift: int, out: OperandInfo,
+               fuse: int) -> np.ndarray:
+    """int32 accumulators -> ``out``'s quantized type, fused activation clamped."""
+    scaled = multiply_by_quantized_multiplier(acc, multiplier, shift) + out.zero_point
+    lo, hi = fused_activation_bounds(fuse, out)  # defined below, with the reference's rounding
+    return np.clip(scaled, lo, hi).astype(out.dtype)
+
+
+def to_nhwc(x: np.ndarray, nchw: bool) -> np.ndarray:
+    return np.transpose(x, (0, 2, 3, 1)) if nchw else x
+
+
+def from_nhwc(x: np.ndarray, nchw: bool) -> np.ndarray:
+    return np.ascontiguousarray(np.transpose(x, (0, 3, 1, 2))) if nchw else x
+
+
+@dataclass(frozen=True)
+class WindowArgs:
+    """Input positions of the scalar parameters of a 2-D windowed operation.
+
+    CONV_2D, DEPTHWISE_CONV_2D and the pools share one parameter scheme: after
+    the tensors come either a padding code (implicit) or four explicit pads
+    (left, right, top, bottom), then stride_w, stride_h, op-specific extras
+    (depth multiplier, filter size), the fused activation and, from NNAPI 1.2,
+    an optional NCHW flag and optional dilation factors (w, h).
+    """
+
+    implicit: bool
+    positions: dict[str, int]
+
+
+def window_args(sig: Any, first: int, extras: tuple[str, ...], dilation: bool) -> WindowArgs:
+    """Decide implicit vs explicit padding from the input count and types."""
+    n = len(sig.inputs)
+    implicit_base = first + 4 + len(extras)
+    explicit_base = first + 7 + len(extras)
+    implicit = n == implicit_base or (
+        n > implicit_base and sig.inputs[implicit_base].code == OperandCode.BOOL
+    )
+    base = implicit_base if implicit else explicit_base
+    allowed = (base, base + 1, base + 3) if dilation else (base, base + 1)
+    if n not in allowed:
+        counts = sorted({implicit_base, implicit_base + 1, explicit_base, explicit_base + 1}
+                        | ({implicit_base + 3, explicit_base + 3} if dilation else set()))
+        raise sig.fail(f"expected {', '.join(map(str, counts))} inputs, got {n}")
+    positions: dict[str, int] = {}
+    i = first
+    if implicit:
+        positions["padding_scheme"] = i
+        i += 1
+    else:
+        for name in ("pad_left", "pad_right", "pad_top", "pad_bottom"):
+            positions[name] = i
+            i += 1
+    for name in ("stride_w", "stride_h", *extras, "fuse"):
+        positions[name] = i
+        i += 1
+    if n > base:
+        positions["nchw"] = i
+    if n > base + 1:
+        positions["dilation_w"] = i + 1
+        positions["dilation_h"] = i + 2
+    return WindowArgs(implicit, positions)
+
+
+def check_window_arg_types(sig: Any, args: WindowArgs) -> None:
+    for name, index in args.positions.items():
+        want = OperandCode.BOOL if name == "nchw" else OperandCode.INT32
+        require_operand_type(sig, index, (want,), name)
+
+
+def window_values(args: WindowArgs, value: Callable[[int], Any]) -> dict[str, Any]:
+    """Parameter name -> Python value (``None`` where ``value`` does not know it)."""
+    values: dict[str, Any] = {"nchw": False, "dilation_w": 1, "dilation_h": 1}
+    for name, index in args.positions.items():
+        values[name] = value(index)
+    return values
+
+
+def check_window_values(values: dict[str, Any], fail: Callable[[str], Exception]) -> None:
+    """Range checks on whatever parameter values are known."""
+    for name, v in values.items():
+        if v is None or name == "nchw":
+            continue
+        if name == "padding_scheme":
+            if v not in (int(PaddingCode.SAME), int(PaddingCode.VALID)):
+                raise fail(f"padding scheme {v} is not SAME (1) or VALID (2)")
+        elif name == "fuse":
+            if v not in tuple(int(c) for c in FuseCode):
+                raise fail(f"fused activation {v} is not a FuseCode (0..3)")
+        elif name.startswith("pad_"):
+            if v < 0:
+                raise fail(f"{name} is {v}; padding must be >= 0")
+        elif v < 1:
+            raise fail(f"{name} is {v}; it must be >= 1")
+
+
+@dataclass(frozen=True)
+class Window2D:
+    """Resolved padding, strides, dilation and output size for one input size."""
+
+    pad_top: int
+    pad_bottom: int
+    pad_left: int
+    pad_right: int
+    stride_h: int
+    stride_w: int
+    dilation_h: int
+    dilation_w: int
+    out_h: int
+    out_w: int
+
+
+def resolve_window(values: dict[str, Any], in_h: int, in_w: int, filter_h: int, filter_w: int,
+                   fail: Callable[[str], Exception]) -> Window2D:
+    """Explicit padding and output size, as NNAPI's reference computes them."""
+    sh, sw = int(values["stride_h"]), int(values["stride_w"])
+    dh, dw = int(values["dilation_h"]), int(values["dilation_w"])
+    if "padding_scheme" in values:
+        pt, pb = padding_for_scheme(in_h, sh, filter_h, values["padding_scheme"], dh)
+        pl, pr = padding_for_scheme(in_w, sw, filter_w, values["padding_scheme"], dw)
+    else:
+        pt, pb = int(values["pad_top"]), int(values["pad_bottom"])
+        pl, pr = int(values["pad_left"]), int(values["pad_right"])
+    eff_h = (filter_h - 1) * dh + 1
+    eff_w = (filter_w - 1) * dw + 1
+    span_h = in_h + pt + pb - eff_h
+    span_w = in_w + pl + pr - eff_w
+    if span_h < 0 or span_w < 0:
+        raise fail(
+            f"the {filter_h}x{filter_w} window (dilation {dh}x{dw}) does not fit the padded "
+            f"{in_h}x{in_w} input"
+        )
+    return Window2D(pt, pb, pl, pr, sh, sw, dh, dw, span_h // sh + 1, span_w // sw + 1)
+
+
+def window_view(x: np.ndarray, win: Window2D, filter_h: int, filter_w: int,
+                pad_value: Any = 0) -> np.ndarray:
+    """All windows of an NHWC tensor: a [N, out_h, out_w, C, filter_h, filter_w] view.
+
+    The input is padded once; the windows are a strided view of the padded
+    copy, so pooling can reduce over them and convolution can reshape them into
+    an im2col matrix without any Python loop over output pixels.
+    """
+    if win.pad_top or win.pad_bottom or win.pad_left or win.pad_right:
+        x = np.pad(x, ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0)),
+                   constant_values=pad_value)
+    eff_h = (filter_h - 1) * win.dilation_h + 1
+    eff_w = (filter_w - 1) * win.dilation_w + 1
+    windows = np.lib.stride_tricks.sliding_window_view(x, (eff_h, eff_w), axis=(1, 2))
+    return windows[
+        :,
+        : (win.out_h - 1) * win.stride_h + 1 : win.stride_h,
+        : (win.out_w - 1) * win.stride_w + 1 : win.stride_w,
+        :,
+        :: win.dilation_h,
+        :: win.dilation_w,
+    ]
+
+
+# ---------------------------------------------------------------------------
+# Reference rounding, activation bounds and gemmlowp-style fixed point on whole
+# arrays.  Appended; shared by elementwise.py, activation.py and
+# normalization.py.  Raw int32 fixed-point values are held in int64 arrays so
+# intermediate products never overflow; results equal the int32 reference.
+# ---------------------------------------------------------------------------
+
+
+def round_half_away(x: Any) -> np.ndarray:
+    """``std::round``: ties go away from zero (``np.rint`` would go to even)."""
+    x = np.asarray(x)
+    whole = np.trunc(x)
+    return whole + np.where(np.abs(x - whole) >= 0.5, np.sign(x), 0).astype(x.dtype)
+
+
+def fused_activation_bounds(fuse: int, info: OperandInfo) -> tuple[int, int]:
+    """Clamp bounds of a fused activation in ``info``'s quantized domain.
+
+    Same as the reference's ``CalculateActivationRange{Uint8,Int8}``: the real
+    bound is divided by the float32 scale in float32 and rounded half away from
+    zero, so ties and float32 rounding land where the reference puts them.
+    """
+    qmin, qmax = quantized_range(info)
+    scale = np.float32(info.scale)
+
+    def q(v: float) -> int:
+        with np.errstate(all="ignore"):
+            return info.zero_point + int(round_half_away(np.float32(v) / scale))
+
+    fuse = FuseCode(fuse)
+    if fuse == FuseCode.RELU:
+        return max(qmin, q(0.0)), qmax
+    if fuse == FuseCode.RELU6:
+        return max(qmin, q(0.0)), min(qmax, q(6.0))
+    if fuse == FuseCode.RELU1:
+        return max(qmin, q(-1.0)), min(qmax, q(1.0))
+    return qmin, qmax
+
+
+def wrap_int32(x: np.ndarray) -> np.ndarray:
+    """Two's-complement int32 wrap-around of int64 values (C int32 overflow)."""
+    x = np.asarray(x, dtype=np.int64)
+    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def fixed_mul(a: Any, b: Any) -> np.ndarray:
+    """``SaturatingRoundingDoublingHighMul`` with both operands arrays."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    ab = a * b
+    x = ab + np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    result = np.where(x >= 0, x >> 31, -((-x) >> 31))
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), np.int64(INT32_MAX), result)
+
+
+def rounding_divide_by_pot_each(x: Any, exponent: Any) -> np.ndarray:
+    """``RoundingDivideByPOT`` where the exponent may differ per element."""
+    x = np.asarray(x, dtype=np.int64)
+    exponent = np.asarray(exponent, dtype=np.int64)
+    mask = (np.int64(1) << exponent) - 1
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + ((x & mask) > threshold)
+
+
+def saturating_rounding_multiply_by_pot(x: Any, exponent: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT``: saturating left or rounding right shift."""
+    x = np.asarray(x, dtype=np.int64)
+    if exponent < 0:
+        return rounding_divide_by_pot(x, -exponent)
+    if exponent == 0:
+        return x
+    threshold = (1 << (31 - exponent)) - 1
+    shifted = np.where(x > threshold, INT32_MAX, x << exponent)
+    return np.where(x < -threshold, INT32_MIN, shifted)
+
+
+def fixed_rescale(x: Any, integer_bits: int, new_integer_bits: int) -> np.ndarray:
+    """gemmlowp ``Rescale``: move a raw value from Q(ib) to Q(new_ib)."""
+    return saturating_rounding_multiply_by_pot(x, integer_bits - new_integer_bits)
+
+
+def _exp_on_quarter_interval(a: np.ndarray) -> np.ndarray:
+    """exp(a) for Q0.31 ``a`` in [-1/4, 0): Taylor series around -1/8."""
+    constant_term = 1895147668  # exp(-1/8)
+    one_third = 715827883
+    x = a + (1 << 28)  # a + 1/8
+    x2 = fixed_mul(x, x)
+    x3 = fixed_mul(x2, x)
+    x4 = fixed_mul(x2, x2)
+    x4_over_4 = saturating_rounding_multiply_by_pot(x4, -2)
+    poly = saturating_rounding_multiply_by_pot(fixed_mul(x4_over_4 + x3, one_third) + x2, -1)
+    return wrap_int32(constant_term + fixed_mul(constant_term, x + poly))
+
+
+#: exp(-2**k) in Q0.31 for the barrel shifter of exp_on_negative_values.
+_EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+               (2, 39332535), (3, 720401), (4, 242))
+
+
+def fixed_exp_on_negative_values(a: Any, integer_bits: int) -> np.ndarray:
+    """gemmlowp ``exp_on_negative_values``: exp of Q(integer_bits) values <= 0, as Q0.31."""
+    a = np.asarray(a, dtype=np.int64)
+    fractional_bits = 31 - integer_bits
+    one_quarter = 1 << (fractional_bits - 2)
+    a_mod_quarter_minus_quarter = (a & (one_quarter - 1)) - one_quarter
+    result = _exp_on_quarter_interval(fixed_rescale(a_mod_quarter_minus_quarter, integer_bits, 0))
+    remainder = wrap_int32(a_mod_quarter_minus_quarter - a)
+    for exponent, multiplier in _EXP_BARREL:
+        if integer_bits > exponent:
+            bit = (remainder >> (fractional_bits + exponent)) & 1
+            result = np.where(bit != 0, fixed_mul(result, multiplier), result)
+    if integer_bits > 5:
+        result = np.where(a < -(1 << (36 - integer_bits)), 0, result)  # below -32
+    return np.where(a == 0, INT32_MAX, result)
+
+
+def _newton_reciprocal_q2(a: np.ndarray) -> np.ndarray:
+    """1/(1+a) for Q0.31 ``a`` in [0, 1), as Q2.29 (three Newton-Raphson steps)."""
+    total = a + INT32_MAX
+    half_denominator = _trunc_div(total + np.where(total >= 0, 1, -1), 2)  # RoundingHalfSum
+    x = 1515870810 + fixed_mul(half_denominator, -1010580540)  # 48/17 - 32/17 · d
+    for _ in range(3):
+        one_minus = (1 << 29) - fixed_mul(half_denominator, x)
+        x = wrap_int32(x + saturating_rounding_multiply_by_pot(fixed_mul(x, one_minus), 2))
+    return x
+
+
+def fixed_one_over_one_plus_x(a: Any) -> np.ndarray:
+    """gemmlowp ``one_over_one_plus_x_for_x_in_0_1`` (Q0.31 in and out)."""
+    x = _newton_reciprocal_q2(np.asarray(a, dtype=np.int64))
+    # x/2 exactly, by reading the Q2.29 raw value as Q1.30, then rescaled to Q0.31.
+    return saturating_rounding_multiply_by_pot(x, 1)
+
+
+def fixed_one_minus_x_over_one_plus_x(a: Any) -> np.ndarray:
+    """gemmlowp ``one_minus_x_over_one_plus_x_for_x_in_0_1`` (Q0.31 in and out)."""
+    x = _newton_reciprocal_q2(np.asarray(a, dtype=np.int64))
+    return saturating_rounding_multiply_by_pot(x - (1 << 29), 2)
+
+
+def fixed_logistic(a: Any, integer_bits: int) -> np.ndarray:
+    """gemmlowp ``logistic`` of Q(integer_bits) values, as Q0.31."""
+    a = np.asarray(a, dtype=np.int64)
+    negative_abs = wrap_int32(np.where(a > 0, -a, a))
+    positive = fixed_one_over_one_plus_x(fixed_exp_on_negative_values(negative_abs, integer_bits))
+    result = np.where(a > 0, positive, INT32_MAX - positive)
+    return np.where(a == 0, 1 << 30, result)
+
+
+def fixed_tanh(a: Any, integer_bits: int) -> np.ndarray:
+    """gemmlowp ``tanh`` of Q(integer_bits) values, as Q0.31."""
+    a = np.asarray(a, dtype=np.int64)
+    negative_abs = np.where(a < 0, a, wrap_int32(-a))
+    # exp(-2|a|): the same raw value read with one more integer bit is 2·(-|a|).
+    t = fixed_one_minus_x_over_one_plus_x(
+        fixed_exp_on_negative_values(negative_abs, integer_bits + 1))
+    result = np.where(a < 0, wrap_int32(-t), t)
+    return np.where(a == 0, 0, result)
+
+
+def calculate_input_radius(integer_bits: int, left_shift: int) -> int:
+    """Largest |input| (before rescaling) that does not saturate Q(integer_bits)."""
+    max_rescaled = (1.0 * ((1 << integer_bits) - 1) * (1 << (31 - integer_bits))
+                    / (1 << left_shift))
+    return int(math.floor(max_rescaled))
+
+
+def fixed_inv_sqrt_multiplier(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """tflite ``GetInvSqrtQuantizedMultiplierExp`` (reverse shift -1) per element.
+
+    Returns (multiplier, shift) with ``shift <= 0``, such that
+    ``1/sqrt(v) ≈ multiplier · 2**(shift - 31)``; used by quantized
+    L2_NORMALIZATION.  A zero input gives a meaningless but finite pair, as in
+    the reference.
+    """
+    x = np.asarray(values, dtype=np.int64).copy()
+    shift = np.full(x.shape, 11, dtype=np.int64)
+    while True:
+        big = x >= (1 << 29)
+        if not big.any():
+            break
+        x = np.where(big, x // 4, x)
+        shift += big
+    bit_length = np.frexp(x.astype(np.float64))[1].astype(np.int64)
+    left_shift_bit_pairs = (32 - bit_length - 1) // 2 - 1
+    shift -= left_shift_bit_pairs
+    x = x << (2 * left_shift_bit_pairs)
+    half_input = saturating_rounding_multiply_by_pot(x >> 1, -1)  # Q3.28
+    half_three = (1 << 28) + (1 << 27)
+    y = np.full(x.shape, 1 << 28, dtype=np.int64)  # 1.0 in Q3.28
+    for _ in range(5):
+        y3 = fixed_rescale(fixed_mul(fixed_mul(y, y), y), 9, 3)
+        y = fixed_rescale(wrap_int32(fixed_mul(half_three, y) - fixed_mul(half_input, y3)), 6, 3)
+    y = fixed_mul(y, 1518500250)  # · sqrt(2)/2
+    y = np.where(shift < 0, wrap_int32(y << np.maximum(-shift, 0)), y)
+    shift = np.maximum(shift, 0)
+    return y, -shift

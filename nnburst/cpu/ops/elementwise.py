@@ -1,0 +1,215 @@
+"""ADD, MUL, SUB, DIV (broadcasting binary arithmetic) and FLOOR.
+
+Float data (float16 included) is computed in float32, as the reference does,
+then clamped by the fused activation.  Quantized ADD/SUB follow the
+reference's integer scheme: both inputs are shifted left by 20 bits, scaled to
+a common ``2 * max(input scales)`` with per-input fixed-point multipliers
+(SUB negates the second), summed and requantized to the output.  Quantized MUL
+requantizes the integer product with one multiplier
+``in1_scale * in2_scale / out_scale``.  TENSOR_INT32 (NNAPI 1.3) wraps like
+C int32 and DIV floors.  Broadcasting is numpy's rule, which is NNAPI's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...codes import FuseCode, OperandCode, OperationCode
+from ...operands import OperandInfo
+from ..registry import ExecutionContext, OperationSignature, register
+from .common import (
+    FLOAT_TENSOR_CODES,
+    QUANT8_ASYMM_CODES,
+    constant_scalar,
+    fused_activation_bounds,
+    multiply_by_quantized_multiplier,
+    op_failed,
+    quantize_multiplier,
+    require_operand_counts,
+    require_operand_rank,
+    require_operand_type,
+    wrap_int32,
+)
+
+_INT32 = (OperandCode.TENSOR_INT32,)
+_ADD_LEFT_SHIFT = 20
+_RANKS = range(0, 5)
+
+#: tensor types each operation accepts (NNAPI 1.3 lists).
+_TYPES: dict[OperationCode, tuple[OperandCode, ...]] = {
+    OperationCode.ADD: FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES + _INT32,
+    OperationCode.MUL: FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES + _INT32,
+    OperationCode.SUB: FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES + _INT32,
+    OperationCode.DIV: FLOAT_TENSOR_CODES + _INT32,
+}
+
+
+def _f32(scale: float) -> float:
+    """A scale as the reference holds it: a float32, widened to double."""
+    return float(np.float32(scale))
+
+
+def _static_broadcast_check(sig: OperationSignature) -> None:
+    """Reject input shapes that can never broadcast, when both are declared."""
+    a, b = sig.inputs[0].dimensions, sig.inputs[1].dimensions
+    if a is None or b is None:
+        return
+    for x, y in zip(reversed(a), reversed(b)):
+        if x > 0 and y > 0 and x != y and x != 1 and y != 1:
+            raise sig.fail(f"input shapes {a} and {b} cannot be broadcast together")
+
+
+def _validate_binary(sig: OperationSignature) -> None:
+    require_operand_counts(sig, (3,), 1)
+    code = sig.code
+    first = require_operand_type(sig, 0, _TYPES[code], "input1")
+    require_operand_type(sig, 1, (first.code,), "input2")
+    require_operand_type(sig, 2, (OperandCode.INT32,), "fused activation")
+    require_operand_type(sig, 0, (first.code,), "output", output=True)
+    for i, name in ((0, "input1"), (1, "input2")):
+        require_operand_rank(sig, i, _RANKS, name)
+    fuse = constant_scalar(sig, 2)
+    if fuse is not None and fuse not in tuple(int(c) for c in FuseCode):
+        raise sig.fail(f"fused activation {fuse} is not a FuseCode (0..3)")
+    if first.code == OperandCode.TENSOR_INT32 and fuse not in (None, int(FuseCode.NONE)):
+        raise sig.fail("a TENSOR_INT32 operation takes no fused activation (it must be NONE)")
+    if code == OperationCode.MUL and first.code in QUANT8_ASYMM_CODES:
+        in1, in2, out = sig.inputs[0], sig.inputs[1], sig.outputs[0]
+        if not np.float32(out.scale) > np.float32(in1.scale) * np.float32(in2.scale):
+            raise sig.fail(
+                f"output scale {out.scale} must exceed input1 scale x input2 scale "
+                f"({in1.scale} x {in2.scale})"
+            )
+    _static_broadcast_check(sig)
+
+
+def _broadcast(ctx: ExecutionContext) -> tuple[np.ndarray, np.ndarray]:
+    a, b = ctx.input(0), ctx.input(1)
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise op_failed(ctx.code, f"input shapes {a.shape} and {b.shape} cannot be broadcast") from None
+    return a, b
+
+
+def _fuse(ctx: ExecutionContext) -> int:
+    fuse = int(ctx.scalar(2))
+    if fuse not in tuple(int(c) for c in FuseCode):
+        raise op_failed(ctx.code, f"fused activation {fuse} is not a FuseCode (0..3)")
+    return fuse
+
+
+def _float_bounds(fuse: int) -> tuple[float, float]:
+    return {
+        FuseCode.NONE: (-np.inf, np.inf),
+        FuseCode.RELU: (0.0, np.inf),
+        FuseCode.RELU1: (-1.0, 1.0),
+        FuseCode.RELU6: (0.0, 6.0),
+    }[FuseCode(fuse)]
+
+
+_FLOAT_OPS: dict[OperationCode, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    OperationCode.ADD: np.add,
+    OperationCode.SUB: np.subtract,
+    OperationCode.MUL: np.multiply,
+    OperationCode.DIV: np.divide,
+}
+
+
+def _execute_float(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
+    lo, hi = _float_bounds(fuse)
+    with np.errstate(all="ignore"):
+        result = _FLOAT_OPS[ctx.code](a.astype(np.float32), b.astype(np.float32))
+    if fuse != FuseCode.NONE:
+        result = np.clip(result, lo, hi)
+    return result.astype(ctx.output_info(0).dtype)
+
+
+def _execute_int32(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
+    if fuse != FuseCode.NONE:
+        raise op_failed(ctx.code, "a TENSOR_INT32 operation takes no fused activation")
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    if ctx.code == OperationCode.ADD:
+        result = a64 + b64
+    elif ctx.code == OperationCode.SUB:
+        result = a64 - b64
+    elif ctx.code == OperationCode.MUL:
+        result = a64 * b64  # exact in int64; wrapped below
+    else:
+        if np.any(b64 == 0):
+            raise op_failed(ctx.code, "integer division by zero")
+        result = np.floor_divide(a64, b64)  # NNAPI specifies floor division
+    return wrap_int32(result).astype(np.int32)
+
+
+def _add_sub_quant8(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
+    in1, in2 = ctx.signature.inputs[0], ctx.signature.inputs[1]
+    out = ctx.output_info(0)
+    s1, s2, so = _f32(in1.scale), _f32(in2.scale), _f32(out.scale)
+    twice_max = 2 * max(s1, s2)
+    m1, shift1 = quantize_multiplier(s1 / twice_max)
+    m2, shift2 = quantize_multiplier(s2 / twice_max)
+    mo, shift_o = quantize_multiplier(twice_max / ((1 << _ADD_LEFT_SHIFT) * so))
+    if ctx.code == OperationCode.SUB:
+        m2 = -m2  # subtracting is adding the negated second input
+    x1 = (a.astype(np.int64) - in1.zero_point) << _ADD_LEFT_SHIFT
+    x2 = (b.astype(np.int64) - in2.zero_point) << _ADD_LEFT_SHIFT
+    total = (multiply_by_quantized_multiplier(x1, m1, shift1)
+             + multiply_by_quantized_multiplier(x2, m2, shift2))
+    result = multiply_by_quantized_multiplier(total, mo, shift_o) + out.zero_point
+    lo, hi = fused_activation_bounds(fuse, out)
+    return np.clip(result, lo, hi).astype(out.dtype)
+
+
+def _mul_quant8(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
+    in1, in2 = ctx.signature.inputs[0], ctx.signature.inputs[1]
+    out = ctx.output_info(0)
+    # float32 product of the scales, widened, then divided in double (as the reference).
+    product_scale = float(np.float32(in1.scale) * np.float32(in2.scale))
+    multiplier, shift = quantize_multiplier(product_scale / _f32(out.scale))
+    prod = (a.astype(np.int64) - in1.zero_point) * (b.astype(np.int64) - in2.zero_point)
+    result = multiply_by_quantized_multiplier(prod, multiplier, shift) + out.zero_point
+    lo, hi = fused_activation_bounds(fuse, out)
+    return np.clip(result, lo, hi).astype(out.dtype)
+
+
+def _execute_binary(ctx: ExecutionContext) -> list[np.ndarray]:
+    a, b = _broadcast(ctx)
+    fuse = _fuse(ctx)
+    code = ctx.signature.inputs[0].code
+    if code in FLOAT_TENSOR_CODES:
+        return [_execute_float(ctx, a, b, fuse)]
+    if code == OperandCode.TENSOR_INT32:
+        return [_execute_int32(ctx, a, b, fuse)]
+    if ctx.code == OperationCode.MUL:
+        return [_mul_quant8(ctx, a, b, fuse)]
+    return [_add_sub_quant8(ctx, a, b, fuse)]
+
+
+def _validate_floor(sig: OperationSignature) -> None:
+    require_operand_counts(sig, (1,), 1)
+    info = require_operand_type(sig, 0, FLOAT_TENSOR_CODES, "input")
+    require_operand_type(sig, 0, (info.code,), "output", output=True)
+    require_operand_rank(sig, 0, _RANKS, "input")
+    _require_same_dims(sig, sig.inputs[0], sig.outputs[0])
+
+
+def _require_same_dims(sig: OperationSignature, a: OperandInfo, b: OperandInfo) -> None:
+    if a.dimensions is None or b.dimensions is None or not b.dimensions:
+        return
+    if len(a.dimensions) != len(b.dimensions) or any(
+        x > 0 and y > 0 and x != y for x, y in zip(a.dimensions, b.dimensions)
+    ):
+        raise sig.fail(f"output dimensions {b.dimensions} differ from input {a.dimensions}")
+
+
+def _execute_floor(ctx: ExecutionContext) -> list[np.ndarray]:
+    x = ctx.input(0).astype(np.float32)
+    return [np.floor(x).astype(ctx.output_info(0).dtype)]
+
+
+for _code in _TYPES:
+    register(_code, validate=_validate_binary, execute=_execute_binary)
+register(OperationCode.FLOOR, validate=_validate_floor, execute=_execute_floor)

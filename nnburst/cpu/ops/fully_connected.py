@@ -1,0 +1,132 @@
+"""FULLY_CONNECTED: ``output = activation(input · weightsᵀ + bias)``.
+
+The input is flattened to [batch, input_size] where input_size is the
+weights' second dimension, as NNAPI specifies for inputs of rank > 2.  Float
+math runs in float64; quantized math accumulates ``(x - x_zp)·(w - w_zp)``
+exactly (integer sums far below 2**53 through a float64 matmul), then
+requantizes with the reference fixed-point multiplier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...codes import FuseCode, OperandCode, OperationCode
+from ..registry import ExecutionContext, OperationSignature, register
+from .common import (
+    FLOAT_TENSOR_CODES,
+    QUANT8_ASYMM_CODES,
+    apply_fused_activation,
+    bias_scale_matches,
+    constant_scalar,
+    known_dim,
+    op_failed,
+    quantize_multiplier,
+    requantize,
+    require_operand_counts,
+    require_operand_rank,
+    require_operand_type,
+)
+
+
+def _validate(sig: OperationSignature) -> None:
+    require_operand_counts(sig, (4,), 1)
+    inp = require_operand_type(sig, 0, (*FLOAT_TENSOR_CODES, *QUANT8_ASYMM_CODES), "input")
+    quantized = inp.code in QUANT8_ASYMM_CODES
+    weights = require_operand_type(sig, 1, (inp.code,), "weights")
+    bias = require_operand_type(
+        sig, 2, (OperandCode.TENSOR_INT32,) if quantized else (inp.code,), "bias"
+    )
+    require_operand_type(sig, 3, (OperandCode.INT32,), "fused activation")
+    out = require_operand_type(sig, 0, (inp.code,), "output", output=True)
+    require_operand_rank(sig, 0, (2, 3, 4), "input")
+    require_operand_rank(sig, 1, (2,), "weights")
+    require_operand_rank(sig, 2, (1,), "bias")
+    require_operand_rank(sig, 0, (2,), "output", output=True)
+    fuse = constant_scalar(sig, 3)
+    if fuse is not None and fuse not in tuple(int(c) for c in FuseCode):
+        raise sig.fail(f"fused activation {fuse} is not a FuseCode (0..3)")
+    units = known_dim(weights, 0)
+    bias_len, out_units = known_dim(bias, 0), known_dim(out, 1)
+    if None not in (units, bias_len) and units != bias_len:
+        raise sig.fail(f"bias length {bias_len} != weights' num_units {units}")
+    if None not in (units, out_units) and units != out_units:
+        raise sig.fail(f"output dimension 1 is {out_units}; weights have {units} units")
+    input_size = known_dim(weights, 1)
+    if inp.dimensions and inp.is_fully_specified and input_size is not None:
+        total = int(np.prod(inp.dimensions))
+        if total % input_size:
+            raise sig.fail(f"input of {total} elements is not a multiple of input_size {input_size}")
+    if quantized:
+        if min(inp.scale, weights.scale, out.scale) <= 0:
+            raise sig.fail("quantized input, weights and output need positive scales")
+        if not bias_scale_matches(inp.scale, weights.scale, bias.scale):
+            raise sig.fail(
+                f"bias scale {bias.scale} != input scale {inp.scale} x weights scale {weights.scale}"
+            )
+
+
+@dataclass
+class _State:
+    #: constant weights as float64 [input_size, num_units], zero point removed; or None.
+    weights_t: np.ndarray | None
+    bias: np.ndarray | None
+    multiplier: tuple[int, int] | None
+
+
+def _convert_weights(sig: OperationSignature, w: np.ndarray) -> np.ndarray:
+    wf = w.astype(np.float64)
+    if sig.inputs[0].code in QUANT8_ASYMM_CODES:
+        wf -= sig.inputs[1].zero_point
+    return np.ascontiguousarray(wf.T)
+
+
+def _prepare(sig: OperationSignature) -> _State:
+    w, b = sig.constants.get(1), sig.constants.get(2)
+    multiplier = None
+    inp = sig.inputs[0]
+    if inp.code in QUANT8_ASYMM_CODES:
+        multiplier = quantize_multiplier(inp.scale * sig.inputs[1].scale / sig.outputs[0].scale)
+    return _State(
+        None if w is None else _convert_weights(sig, np.asarray(w)),
+        None if b is None else np.asarray(b).astype(np.float64),
+        multiplier,
+    )
+
+
+def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
+    sig = ctx.signature
+    state: _State = ctx.state
+    x = ctx.input(0)
+    weights_t = state.weights_t
+    if weights_t is None:
+        w = ctx.input(1)
+        if w.ndim != 2:
+            raise op_failed(sig.code, f"weights have rank {w.ndim}; expected 2")
+        weights_t = _convert_weights(sig, w)
+    bias = state.bias if state.bias is not None else ctx.input(2).astype(np.float64)
+    input_size, units = weights_t.shape
+    if bias.shape != (units,):
+        raise op_failed(sig.code, f"bias shape {bias.shape} != ({units},)")
+    if x.ndim < 2 or input_size == 0 or x.size % input_size:
+        raise op_failed(
+            sig.code, f"input of shape {x.shape} cannot be flattened to rows of {input_size}"
+        )
+    rows = x.reshape(-1, input_size).astype(np.float64)
+    quantized = sig.inputs[0].code in QUANT8_ASYMM_CODES
+    if quantized:
+        rows -= sig.inputs[0].zero_point
+    acc = rows @ weights_t + bias
+    fuse = ctx.scalar(3)
+    if fuse not in tuple(int(c) for c in FuseCode):
+        raise op_failed(sig.code, f"fused activation {fuse} is not a FuseCode (0..3)")
+    out = sig.outputs[0]
+    if state.multiplier is not None:  # quantized
+        multiplier, shift = state.multiplier
+        return [requantize(np.rint(acc).astype(np.int64), multiplier, shift, out, fuse)]
+    return [apply_fused_activation(acc, fuse).astype(out.dtype)]
+
+
+register(OperationCode.FULLY_CONNECTED, validate=_validate, execute=_execute, prepare=_prepare)

@@ -1,0 +1,83 @@
+"""Device discovery: the runtime's view of the drivers it can compile for.
+
+Devices come from *sources*: functions returning the HAL devices they know.
+Today the only source is the in-process CPU reference driver; driver-service
+processes will add a source here, and everything above (``get_devices``,
+``Compilation(devices=...)``) stays the same.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from .codes import DeviceTypeCode
+from .cpu.driver import cpu_device
+from .hal.interfaces import IDevice
+
+__all__ = ["Device", "get_devices"]
+
+
+def _cpu_source() -> list[IDevice]:
+    return [cpu_device()]
+
+
+#: Functions listing the HAL devices they provide, in preference order.
+_SOURCES: list[Callable[[], list[IDevice]]] = [_cpu_source]
+
+_wrappers: dict[int, Device] = {}
+_wrappers_lock = threading.Lock()
+
+
+class Device:
+    """One device as the app sees it (``ANeuralNetworksDevice``); wraps a HAL ``IDevice``."""
+
+    def __init__(self, hal: IDevice) -> None:
+        self._hal = hal
+
+    @property
+    def hal(self) -> IDevice:
+        """The HAL device behind this one (in-process driver or service proxy)."""
+        return self._hal
+
+    @property
+    def name(self) -> str:
+        """``{VENDOR}-{DEVICE_NAME}``, e.g. ``nnburst-reference``."""
+        return self._hal.name
+
+    @property
+    def type(self) -> DeviceTypeCode:
+        return DeviceTypeCode(int(self._hal.type))
+
+    @property
+    def version(self) -> str:
+        """The driver's version string; it changes with every driver release."""
+        return self._hal.version_string
+
+    @property
+    def feature_level(self) -> int:
+        return self._hal.feature_level
+
+    def wait(self) -> None:
+        """Block until the device is ready (``ANeuralNetworksDevice_wait``).
+
+        An in-process device is always ready; a service device will wait for
+        its process here.
+        """
+
+    def __repr__(self) -> str:
+        return f"<Device {self.name} {self.type.name} {self.version!r} feature level {self.feature_level}>"
+
+
+def _wrap(hal: IDevice) -> Device:
+    # One Device per IDevice, so devices compare equal (by identity) across calls.
+    with _wrappers_lock:
+        device = _wrappers.get(id(hal))
+        if device is None or device.hal is not hal:
+            device = _wrappers[id(hal)] = Device(hal)
+        return device
+
+
+def get_devices() -> list[Device]:
+    """Every device available now (``ANeuralNetworks_getDeviceCount`` + ``getDevice``)."""
+    return [_wrap(hal) for source in _SOURCES for hal in source()]

@@ -1,0 +1,718 @@
+"""``Execution`` and ``Event``: one application of a compiled model (``ANeuralNetworksExecution``).
+
+The app binds every input and output, then computes synchronously
+(``compute``), asynchronously (``start_compute`` → ``Event``) or through a
+``Burst``.  Bindings become a HAL ``Request`` whose pools are the app's own
+buffers: the in-process CPU driver reads and writes numpy arrays in place,
+and ``Memory`` objects are passed as they are.  A driver's HAL status comes
+back as an :class:`~nnburst.NNError` with the NDK result code.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .codes import DurationCode, ErrorStatus, ResultCode
+from .compilation import Compilation
+from .errors import BadDataError, BadStateError, NNError, result_code_for_status
+from .hal.interfaces import ExecutionResult, IPreparedModel
+from .hal.types import NO_TIMING, NO_TIMING_US, DataLocation, MeasureTiming, OutputShape, Request, RequestArgument, Timing
+from .memory import Memory
+from .model import as_operand_array, operand_byte_size, operator_index, require
+from .operands import OperandInfo, OperandType
+
+if TYPE_CHECKING:
+    from .burst import Burst
+
+__all__ = ["Event", "Execution"]
+
+logger = logging.getLogger("nnburst.execution")
+
+#: ``ANeuralNetworks_getDefaultLoopTimeout`` / ``getMaximumLoopTimeout``.
+DEFAULT_LOOP_TIMEOUT_NS = 2_000_000_000
+MAXIMUM_LOOP_TIMEOUT_NS = 15_000_000_000
+
+#: ``getDuration`` value when a duration is not available.
+NO_DURATION = 2**64 - 1
+
+_PREPARATION, _COMPUTATION, _COMPLETED = "preparation", "computation", "completed"
+
+
+# -- arguments --------------------------------------------------------------------------------
+@dataclass
+class Argument:
+    """One bound input or output, as the app gave it.
+
+    Exactly one of ``array``/``buffer``/``memory`` is set unless the argument
+    is omitted.  ``dims`` are the dimensions the app declared (``()`` when it
+    declared none beyond the model's).
+    """
+
+    omitted: bool = False
+    array: np.ndarray | None = None  # inputs: converted to ``dtype`` at compute time
+    buffer: memoryview | None = None  # flat bytes
+    memory: Memory | None = None
+    offset: int = 0
+    length: int = 0
+    dims: tuple[int, ...] = ()
+    dtype: np.dtype | None = None
+
+    def data(self) -> np.ndarray | memoryview:
+        """The argument's bytes source for a pool: an array of the operand's dtype or a flat view."""
+        if self.array is not None:
+            array = np.asarray(self.array, dtype=self.dtype, order="C")  # the array itself when it fits
+            return array if array.nbytes else memoryview(bytearray(0))
+        assert self.buffer is not None
+        return self.buffer
+
+
+# -- the asynchronous side --------------------------------------------------------------------
+class Event:
+    """Completion of an asynchronous execution; any number of threads may :meth:`wait` on it."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._error: NNError | None = None
+        self._callbacks: list[Callable[[Event], None]] = []
+        self._lock = threading.Lock()
+
+    def wait(self) -> None:
+        """Block until the execution ends (``ANeuralNetworksEvent_wait``).
+
+        Raises:
+            NNError: the execution failed; ``code`` says how.
+        """
+        self._done.wait()
+        if self._error is not None:
+            # A fresh exception per waiter: raising one instance from several
+            # threads would tangle their tracebacks.
+            raise type(self._error)(self._error.args[0], self._error.code) from self._error
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def _finish(self, error: NNError | None) -> None:
+        with self._lock:
+            self._error = error
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def _when_done(self, callback: Callable[[Event], None]) -> None:
+        with self._lock:
+            if not self._done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def close(self) -> None:
+        """Wait for the execution to end (``ANeuralNetworksEvent_free``), ignoring its result."""
+        self._done.wait()
+
+    def __enter__(self) -> Event:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _WorkerPool:
+    """A few daemon threads running asynchronous executions.
+
+    Daemon threads never keep the interpreter alive; ``shutdown`` (run at
+    exit) still stops and joins them so nothing runs during teardown.
+    """
+
+    def __init__(self, max_workers: int) -> None:
+        self._max = max_workers
+        self._queue: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            if self._closed:
+                raise BadStateError("the interpreter is shutting down")
+            if self._idle == 0 and len(self._threads) < self._max:
+                thread = threading.Thread(target=self._work, name=f"nnburst-exec-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._queue.put(task)
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            task = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+            if task is None:
+                return
+            try:
+                task()
+            except BaseException:  # tasks report their own errors; never kill the worker
+                logger.exception("asynchronous execution task failed")
+
+    def shutdown(self, timeout: float = 1.0) -> None:
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._queue.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+_pool = _WorkerPool(max_workers=4)
+atexit.register(_pool.shutdown)
+
+
+# -- the execution ----------------------------------------------------------------------------
+class Execution:
+    """Inputs and outputs bound to a compiled model, computed once (or many times if reusable).
+
+    Misuse is ``BAD_STATE``: binding after a computation started, computing
+    while a computation runs, or computing a completed execution that is not
+    reusable.
+    """
+
+    def __init__(self, compilation: Compilation) -> None:
+        require(compilation, "Execution: compilation")
+        if not isinstance(compilation, Compilation):
+            raise BadDataError(f"Execution: expected an nnburst.Compilation, got {type(compilation).__name__}")
+        self._prepared: IPreparedModel = compilation._check_ready("Execution")
+        self._compilation = compilation
+        model = compilation.model
+        self._input_infos: list[OperandInfo] = model.input_types
+        self._output_infos: list[OperandInfo] = model.output_types
+        self._inputs: list[Argument | None] = [None] * len(self._input_infos)
+        self._outputs: list[Argument | None] = [None] * len(self._output_infos)
+        self._measure = False
+        self._timeout_ns = 0
+        self._loop_timeout_ns = DEFAULT_LOOP_TIMEOUT_NS
+        self._reusable = False
+        self._state = _PREPARATION
+        self._status: ErrorStatus | None = None
+        self._shapes: list[OutputShape] = []
+        self._timing: Timing = NO_TIMING
+        self._lock = threading.Lock()
+
+    @property
+    def compilation(self) -> Compilation:
+        return self._compilation
+
+    # -- binding -------------------------------------------------------------------------
+    def _check_preparation(self, what: str) -> None:
+        if self._state != _PREPARATION:
+            raise BadStateError(f"{what}: the execution has already started")
+
+    def _bind(self, what: str, is_input: bool, index: Any) -> tuple[int, OperandInfo]:
+        self._check_preparation(what)
+        infos = self._input_infos if is_input else self._output_infos
+        try:
+            i = operator_index(index)
+        except TypeError:
+            raise BadDataError(f"{what}: index must be an integer, got {index!r}") from None
+        if not 0 <= i < len(infos):
+            kind = "inputs" if is_input else "outputs"
+            raise BadDataError(f"{what}: index {i} out of range (the model has {len(infos)} {kind})")
+        return i, infos[i]
+
+    def set_input(self, index: int, value: Any, operand_type: OperandType | None = None) -> None:
+        """Bind input ``index`` to a numpy array, a bytes-like buffer or a Python number.
+
+        The data is read when the execution runs, so a reusable execution sees
+        in-place updates of the array.  ``None`` omits an optional input.  A
+        numpy array's shape gives dimensions the model left unknown.
+        """
+        with self._lock:
+            what = f"set_input({index})"
+            i, info = self._bind(what, True, index)
+            self._inputs[i] = self._argument(what, True, info, value, operand_type)
+
+    def set_output(self, index: int, value: Any, operand_type: OperandType | None = None) -> None:
+        """Bind output ``index`` to a C-contiguous writable numpy array (or buffer), filled in place.
+
+        ``None`` omits the output.
+        """
+        with self._lock:
+            what = f"set_output({index})"
+            i, info = self._bind(what, False, index)
+            self._outputs[i] = self._argument(what, False, info, value, operand_type)
+
+    def set_input_from_memory(
+        self, index: int, memory: Memory, offset: int, length: int, operand_type: OperandType | None = None
+    ) -> None:
+        """Bind input ``index`` to ``memory[offset:offset+length]`` (read in place)."""
+        with self._lock:
+            what = f"set_input_from_memory({index})"
+            require(memory, f"{what}: memory")
+            i, info = self._bind(what, True, index)
+            self._inputs[i] = self._memory_argument(what, True, info, memory, offset, length, operand_type)
+
+    def set_output_from_memory(
+        self, index: int, memory: Memory, offset: int, length: int, operand_type: OperandType | None = None
+    ) -> None:
+        """Bind output ``index`` to ``memory[offset:offset+length]`` (written in place)."""
+        with self._lock:
+            what = f"set_output_from_memory({index})"
+            require(memory, f"{what}: memory")
+            i, info = self._bind(what, False, index)
+            self._outputs[i] = self._memory_argument(what, False, info, memory, offset, length, operand_type)
+
+    def _declared_dims(self, what: str, info: OperandInfo, operand_type: OperandType | None) -> tuple[int, ...] | None:
+        """Dimensions an ``operand_type`` adds to the model's (None: it adds none)."""
+        if operand_type is None:
+            return None
+        if not isinstance(operand_type, OperandType):
+            raise BadDataError(f"{what}: operand_type must be an nnburst.OperandType")
+        if (operand_type.code, operand_type.scale, operand_type.zero_point) != (info.code, info.scale, info.zero_point):
+            raise BadDataError(
+                f"{what}: operand_type {operand_type.code.name} (scale {operand_type.scale}, zero point "
+                f"{operand_type.zero_point}) differs from the model's {info.code.name} "
+                f"(scale {info.scale}, zero point {info.zero_point}); only dimensions may be refined"
+            )
+        if info.is_scalar:
+            if operand_type.dimensions not in ((), None):
+                raise BadDataError(f"{what}: a scalar operand takes no dimensions")
+            return None
+        if not operand_type.dimensions:
+            return None
+        return tuple(operand_type.dimensions)
+
+    def _check_dims(self, what: str, is_input: bool, info: OperandInfo, dims: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        """Check declared dims against the model; returns the effective dims (None: unknown rank)."""
+        if info.is_scalar:
+            return ()
+        model = info.dimensions
+        if dims is None:
+            effective = model
+        else:
+            if model is not None:
+                if len(dims) != len(model):
+                    raise BadDataError(f"{what}: rank {len(dims)} ({dims}) differs from the model's {len(model)} ({model})")
+                for got, want in zip(dims, model):
+                    if want and got != want:
+                        raise BadDataError(f"{what}: dimensions {dims} conflict with the model's {model}")
+            effective = dims
+        if is_input and (effective is None or not effective or any(d <= 0 for d in effective)):
+            raise BadDataError(
+                f"{what}: input dimensions {effective} are not fully specified; "
+                "pass an array of the right shape or an operand_type"
+            )
+        return effective
+
+    def _check_length(self, what: str, is_input: bool, info: OperandInfo, dims: tuple[int, ...] | None, length: int) -> None:
+        needed = operand_byte_size(info, dims)
+        if needed is not None and length != needed:
+            raise BadDataError(f"{what}: {length} bytes given, {info.code.name} {dims} needs {needed}")
+
+    def _argument(
+        self, what: str, is_input: bool, info: OperandInfo, value: Any, operand_type: OperandType | None
+    ) -> Argument:
+        declared = self._declared_dims(what, info, operand_type)
+        if value is None:
+            return Argument(omitted=True)
+        if isinstance(value, Memory):
+            raise BadDataError(f"{what}: pass Memory objects to set_{'input' if is_input else 'output'}_from_memory")
+        dtype = info.dtype
+        if isinstance(value, np.ndarray) or (is_input and not _is_buffer(value)):
+            if is_input:
+                array = as_operand_array(value, dtype, what)
+                if not isinstance(value, np.ndarray):
+                    array = np.array(array, copy=True)  # a Python value: freeze it now
+            else:
+                array = value
+                if array.dtype != dtype:
+                    raise BadDataError(f"{what}: output array must have dtype {dtype}, got {array.dtype}")
+                if not array.flags.c_contiguous or not array.flags.writeable:
+                    raise BadDataError(f"{what}: output array must be C-contiguous and writable")
+            if info.is_scalar:
+                if array.ndim != 0:
+                    raise BadDataError(f"{what}: scalar {info.code.name} takes a 0-d array or a number, got shape {array.shape}")
+                dims: tuple[int, ...] = ()
+            elif declared is not None:
+                if array.size != math.prod(declared):
+                    raise BadDataError(f"{what}: array of shape {array.shape} does not hold operand_type dimensions {declared}")
+                dims = declared
+            else:
+                dims = tuple(int(d) for d in array.shape)
+            effective = self._check_dims(what, is_input, info, dims if not info.is_scalar else None)
+            self._check_length(what, is_input, info, effective, array.size * dtype.itemsize)
+            return Argument(array=array, length=array.size * dtype.itemsize, dims=dims, dtype=dtype)
+        if not _is_buffer(value):
+            raise BadDataError(f"{what}: expected a numpy array or a writable buffer, got {type(value).__name__}")
+        view = memoryview(value)
+        if not view.c_contiguous:
+            raise BadDataError(f"{what}: the buffer must be C-contiguous")
+        view = view.cast("B") if view.nbytes else memoryview(bytearray(0))
+        if not is_input and view.readonly:
+            raise BadDataError(f"{what}: the output buffer is read-only")
+        effective = self._check_dims(what, is_input, info, declared)
+        self._check_length(what, is_input, info, effective, view.nbytes)
+        return Argument(buffer=view, length=view.nbytes, dims=declared or (), dtype=info.dtype)
+
+    def _memory_argument(
+        self, what: str, is_input: bool, info: OperandInfo, memory: Any, offset: Any, length: Any,
+        operand_type: OperandType | None,
+    ) -> Argument:
+        if not isinstance(memory, Memory):
+            raise BadDataError(f"{what}: expected an nnburst.Memory, got {type(memory).__name__}")
+        try:
+            offset, length = operator_index(offset), operator_index(length)
+        except TypeError as exc:
+            raise BadDataError(f"{what}: {exc}") from None
+        if memory.closed:
+            raise BadStateError(f"{what}: the memory is closed")
+        if offset < 0 or length < 0 or offset + length > memory.size:
+            raise BadDataError(f"{what}: [{offset}, {offset + length}) is outside the {memory.size}-byte memory")
+        if not is_input and memory.buffer.readonly:
+            raise BadDataError(f"{what}: the memory is read-only")
+        declared = self._declared_dims(what, info, operand_type)
+        effective = self._check_dims(what, is_input, info, declared)
+        self._check_length(what, is_input, info, effective, length)
+        return Argument(memory=memory, offset=offset, length=length, dims=declared or (), dtype=info.dtype)
+
+    # -- settings ------------------------------------------------------------------------
+    def set_measure_timing(self, measure: bool) -> None:
+        """Ask the driver for device and driver time (see :meth:`get_duration`).
+
+        As in the NDK, only for a compilation created for exactly one device.
+        """
+        with self._lock:
+            self._check_preparation("set_measure_timing")
+            if not self._compilation.single_explicit_device:
+                raise BadDataError("set_measure_timing: the compilation must be created for exactly one device")
+            self._measure = bool(measure)
+
+    def set_timeout(self, duration_ns: int) -> None:
+        """Maximum time for the computation (0: none); one-device compilations only."""
+        with self._lock:
+            self._check_preparation("set_timeout")
+            duration_ns = _duration(duration_ns, "set_timeout")
+            if not self._compilation.single_explicit_device:
+                raise BadDataError("set_timeout: the compilation must be created for exactly one device")
+            self._timeout_ns = duration_ns
+
+    def set_loop_timeout(self, duration_ns: int) -> None:
+        """Maximum time a WHILE loop may run; clamped to 15 s (default 2 s)."""
+        with self._lock:
+            self._check_preparation("set_loop_timeout")
+            self._loop_timeout_ns = min(_duration(duration_ns, "set_loop_timeout"), MAXIMUM_LOOP_TIMEOUT_NS)
+
+    def set_reusable(self, reusable: bool) -> None:
+        """Allow computing this execution again after it completes (feature level 5)."""
+        with self._lock:
+            self._check_preparation("set_reusable")
+            self._reusable = bool(reusable)
+
+    # -- computing -----------------------------------------------------------------------
+    def _begin(self, what: str) -> None:
+        """Move to COMPUTATION, or raise why this execution cannot compute now."""
+        with self._lock:
+            if self._state == _COMPUTATION:
+                raise BadStateError(f"{what}: the execution is already computing")
+            if self._state == _COMPLETED and not self._reusable:
+                raise BadStateError(f"{what}: the execution has completed and is not reusable")
+            if self._state == _PREPARATION:
+                for kind, args in (("input", self._inputs), ("output", self._outputs)):
+                    for i, arg in enumerate(args):
+                        if arg is None:
+                            raise BadDataError(f"{what}: {kind} {i} is not set (bind it, or pass None to omit it)")
+            self._state = _COMPUTATION
+
+    def _abort(self) -> None:
+        """Undo ``_begin`` when the computation could not even start."""
+        with self._lock:
+            self._state = _COMPLETED if self._status is not None else _PREPARATION
+
+    def _complete(self, result: ExecutionResult, what: str) -> None:
+        """Record a driver result and raise its error, if any."""
+        status, shapes, timing = result
+        status = ErrorStatus(status)
+        with self._lock:
+            self._status = status
+            keep = status in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE)
+            self._shapes = list(shapes) if keep else []
+            if status == ErrorStatus.NONE and len(self._shapes) != len(self._outputs):
+                self._shapes = [OutputShape(self._declared_shape(i)) for i in range(len(self._outputs))]
+            self._timing = timing if (status == ErrorStatus.NONE and self._measure) else NO_TIMING
+            self._state = _COMPLETED
+        if status == ErrorStatus.NONE:
+            return
+        device = self._compilation.device
+        where = f" on {device.name}" if device is not None else ""
+        if status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
+            short = [f"output {i} needs {s.dimensions}" for i, s in enumerate(self._shapes) if not s.is_sufficient]
+            detail = "; ".join(short) or "an output buffer is too small"
+            raise NNError(f"{what}: {detail}", ResultCode.OUTPUT_INSUFFICIENT_SIZE)
+        raise NNError(f"{what}: the execution failed{where} ({status.name})", result_code_for_status(status))
+
+    def _declared_shape(self, i: int) -> tuple[int, ...]:
+        arg = self._outputs[i]
+        if arg is not None and arg.dims:
+            return arg.dims
+        info = self._output_infos[i]
+        return () if info.is_scalar or info.dimensions is None else tuple(info.dimensions)
+
+    def _request(self) -> Request:
+        """The HAL request whose pools are the bound buffers themselves (no copies)."""
+        pools: list[Any] = []
+        memory_pools: dict[int, int] = {}
+
+        def location(arg: Argument) -> DataLocation:
+            if arg.memory is not None:
+                index = memory_pools.get(id(arg.memory))
+                if index is None:
+                    index = memory_pools[id(arg.memory)] = len(pools)
+                    pools.append(arg.memory)
+                return DataLocation(index, arg.offset, arg.length)
+            pools.append(arg.data())
+            return DataLocation(len(pools) - 1, 0, arg.length)
+
+        def arguments(args: list[Argument | None]) -> list[RequestArgument]:
+            out = []
+            for arg in args:
+                assert arg is not None
+                if arg.omitted:
+                    out.append(RequestArgument(has_no_value=True))
+                else:
+                    out.append(RequestArgument(False, location(arg), arg.dims))
+            return out
+
+        inputs = arguments(self._inputs)
+        outputs = arguments(self._outputs)
+        return Request(inputs, outputs, pools)
+
+    @property
+    def _measure_timing(self) -> MeasureTiming:
+        return MeasureTiming.YES if self._measure else MeasureTiming.NO
+
+    def _execute_directly(self, deadline_ns: int | None) -> ExecutionResult:
+        """Build the request and run it through ``execute_synchronously``; never raises for driver errors."""
+        try:
+            request = self._request()
+        except NNError:
+            raise
+        except Exception as exc:  # e.g. a buffer that stopped exporting
+            raise BadDataError(f"cannot build the request: {exc}") from exc
+        return execute_prepared(self._prepared, request, self._measure_timing, deadline_ns, self._loop_timeout_ns)
+
+    def _deadline(self, timeout_ns: int | None = None) -> int | None:
+        timeout_ns = self._timeout_ns if timeout_ns is None else timeout_ns
+        return time.monotonic_ns() + timeout_ns if timeout_ns else None
+
+    def compute(self) -> None:
+        """Run the execution and wait for it (``ANeuralNetworksExecution_compute``).
+
+        Raises:
+            BadStateError: see the class docstring.
+            BadDataError: an input or output is not bound, or the driver
+                rejected the request.
+            NNError: the execution failed (``OUTPUT_INSUFFICIENT_SIZE``:
+                query :meth:`get_output_operand_dimensions` for the sizes).
+        """
+        self._begin("compute")
+        try:
+            result = self._execute_directly(self._deadline())
+        except BaseException:
+            self._abort()
+            raise
+        self._complete(result, "compute")
+
+    def start_compute(self) -> Event:
+        """Run the execution on a worker thread; returns the :class:`Event` to wait on."""
+        return self.start_compute_with_dependencies([], 0)
+
+    def start_compute_with_dependencies(self, events: Iterable[Event], duration_ns: int = 0) -> Event:
+        """Run once every event in ``events`` has signalled; fails if any of them failed.
+
+        ``duration_ns`` bounds the computation after the dependencies are met
+        (0: no bound); one-device compilations only.
+        """
+        require(events, "start_compute_with_dependencies: events")
+        dependencies = list(events)
+        for event in dependencies:
+            if not isinstance(event, Event):
+                raise BadDataError(f"start_compute_with_dependencies: {event!r} is not an nnburst.Event")
+        duration_ns = _duration(duration_ns, "start_compute_with_dependencies")
+        if duration_ns and not self._compilation.single_explicit_device:
+            raise BadDataError("start_compute_with_dependencies: a duration needs a compilation for exactly one device")
+        what = "start_compute" if not dependencies else "start_compute_with_dependencies"
+        self._begin(what)
+        event = Event()
+        remaining = [len(dependencies)]
+        failed: list[NNError] = []
+        counter_lock = threading.Lock()
+
+        def run() -> None:
+            error: NNError | None = None
+            try:
+                if failed:
+                    raise NNError(f"{what}: a dependency failed: {failed[0]}", ResultCode.OP_FAILED)
+                deadline = self._deadline(duration_ns or None)
+                self._complete(self._execute_directly(deadline), what)
+            except NNError as exc:
+                error = exc
+                with self._lock:
+                    if self._state == _COMPUTATION:
+                        self._status = ErrorStatus.GENERAL_FAILURE
+                        self._state = _COMPLETED
+            except Exception as exc:
+                error = NNError(f"{what}: {type(exc).__name__}: {exc}", ResultCode.OP_FAILED)
+                with self._lock:
+                    self._status = ErrorStatus.GENERAL_FAILURE
+                    self._state = _COMPLETED
+            event._finish(error)
+
+        def dependency_done(dependency: Event) -> None:
+            if dependency._error is not None:
+                failed.append(dependency._error)
+            with counter_lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                self._submit(run, event)
+
+        if not dependencies:
+            self._submit(run, event)
+        for dependency in dependencies:
+            dependency._when_done(dependency_done)
+        return event
+
+    def _submit(self, task: Callable[[], None], event: Event) -> None:
+        try:
+            _pool.submit(task)
+        except NNError as exc:
+            with self._lock:
+                self._status = ErrorStatus.GENERAL_FAILURE
+                self._state = _COMPLETED
+            event._finish(exc)
+
+    def burst_compute(self, burst: Burst) -> None:
+        """Run synchronously through ``burst`` (``ANeuralNetworksExecution_burstCompute``).
+
+        Raises:
+            NNError: ``UNEXPECTED_NULL`` without a burst; ``BAD_DATA`` if the
+                burst belongs to another compilation; ``BAD_STATE`` if the
+                burst is closed or already in use, and as :meth:`compute`.
+        """
+        from .burst import Burst
+
+        require(burst, "burst_compute: burst")
+        if not isinstance(burst, Burst):
+            raise BadDataError(f"burst_compute: expected an nnburst.Burst, got {type(burst).__name__}")
+        if burst.compilation is not self._compilation:
+            raise BadDataError("burst_compute: the burst and the execution come from different compilations")
+        self._begin("burst_compute")
+        try:
+            result = burst._compute(self)
+        except BaseException:
+            self._abort()
+            raise
+        self._complete(result, "burst_compute")
+
+    # -- results -------------------------------------------------------------------------
+    def _check_shapes(self, what: str, index: Any) -> OutputShape:
+        with self._lock:
+            if self._state != _COMPLETED:
+                raise BadStateError(f"{what}: the execution has not completed")
+            if self._status not in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
+                raise BadStateError(f"{what}: the execution failed")
+            try:
+                i = operator_index(index)
+            except TypeError:
+                raise BadDataError(f"{what}: index must be an integer, got {index!r}") from None
+            if not 0 <= i < len(self._shapes):
+                raise BadDataError(f"{what}: index {i} out of range (the model has {len(self._outputs)} outputs)")
+            return self._shapes[i]
+
+    def get_output_operand_rank(self, index: int) -> int:
+        """Rank of output ``index`` as computed (0 for scalars)."""
+        return len(self._check_shapes("get_output_operand_rank", index).dimensions)
+
+    def get_output_operand_dimensions(self, index: int) -> tuple[int, ...]:
+        """Dimensions of output ``index`` as computed.
+
+        After ``OUTPUT_INSUFFICIENT_SIZE`` these are the dimensions the output
+        needs, as NNAPI reports them.
+
+        Raises:
+            BadStateError: not completed, or failed with another error.
+            BadDataError: bad index, or the output is a scalar.
+        """
+        shape = self._check_shapes("get_output_operand_dimensions", index)
+        if self._output_infos[operator_index(index)].is_scalar:
+            raise BadDataError(f"get_output_operand_dimensions: output {index} is a scalar")
+        return tuple(shape.dimensions)
+
+    def get_duration(self, duration_code: DurationCode) -> int:
+        """Nanoseconds the last computation took on the device or in the driver; 2**64-1 if unknown.
+
+        Raises:
+            BadStateError: not completed, failed, or timing was not requested.
+            BadDataError: unknown duration code.
+        """
+        try:
+            code = DurationCode(duration_code)
+        except ValueError:
+            raise BadDataError(f"get_duration: unknown duration code {duration_code!r}") from None
+        with self._lock:
+            if self._state != _COMPLETED:
+                raise BadStateError("get_duration: the execution has not completed")
+            if self._status != ErrorStatus.NONE:
+                raise BadStateError("get_duration: the execution failed")
+            if not self._measure:
+                raise BadStateError("get_duration: timing was not requested (set_measure_timing)")
+            timing = self._timing
+        micros = {
+            DurationCode.ON_HARDWARE: timing.time_on_device,
+            DurationCode.IN_DRIVER: timing.time_in_driver,
+        }.get(code, NO_TIMING_US)
+        return NO_DURATION if micros == NO_TIMING_US else micros * 1000
+
+
+def execute_prepared(
+    prepared: IPreparedModel, request: Request, measure: MeasureTiming,
+    deadline_ns: int | None = None, loop_timeout_ns: int | None = None,
+) -> ExecutionResult:
+    """``execute_synchronously``, passing the HAL 1.3 deadline and loop timeout where the driver takes them."""
+    from .cpu.driver import CpuPreparedModel
+
+    if isinstance(prepared, CpuPreparedModel):
+        return prepared.execute_synchronously(request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns)
+    return prepared.execute_synchronously(request, measure)
+
+
+def _is_buffer(value: Any) -> bool:
+    try:
+        memoryview(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _duration(value: Any, what: str) -> int:
+    try:
+        value = operator_index(value)
+    except TypeError:
+        raise BadDataError(f"{what}: duration must be an integer number of nanoseconds, got {value!r}") from None
+    if value < 0:
+        raise BadDataError(f"{what}: duration must not be negative, got {value}")
+    return value
+

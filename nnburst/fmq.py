@@ -1,0 +1,687 @@
+"""Fast Message Queue: a lock-free SPSC ring of numpy elements in shared memory.
+
+A :class:`MessageQueue` owns (or attaches to) one POSIX shared-memory
+segment laid out by the C core (``csrc/nnburst.h``).  Another process
+attaches from the queue's :class:`Descriptor`, a small explicit byte string.
+
+Segment lifetime (the rule this module keeps):
+
+* The creator owns the name and unlinks it in ``close()``.
+* A synchronized queue has exactly one peer, so the attacher unlinks the name
+  as soon as it has mapped the segment.  From then on nothing can be left in
+  ``/dev/shm`` whichever process dies.
+* An unsynchronized queue keeps its name while the creator lives (more
+  readers may come); an attacher that closes after the creator died unlinks
+  it.
+* A segment whose creator died before anyone attached is removed by the next
+  nnburst process that creates a queue (see :mod:`nnburst.shm`).
+
+Closing either side of a synchronized queue sets the teardown bit: every
+thread blocked on the queue, in this process or the peer's, wakes with
+:class:`~nnburst.errors.ClosedResourceError` (you closed it) or
+:class:`~nnburst.errors.BrokenResourceError` (the peer did).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import shm
+from ._bindings import (
+    EF_NOT_EMPTY,
+    EF_NOT_FULL,
+    EF_TEARDOWN,
+    EAGAIN,
+    EINTR,
+    EINVAL,
+    EOVERFLOW,
+    ETIMEDOUT,
+    HAS_EVFLAG,
+    RING_OFFSET,
+    error_for,
+    ffi,
+    lib,
+    required_bytes,
+)
+from .errors import BadDataError, BadStateError, ClosedResourceError
+from .event_flag import EventFlag, deadline_for
+
+__all__ = [
+    "FMQ_NOT_EMPTY",
+    "FMQ_NOT_FULL",
+    "Descriptor",
+    "EventFlag",
+    "Flavor",
+    "MessageQueue",
+    "Transaction",
+]
+
+FMQ_NOT_FULL = EF_NOT_FULL
+FMQ_NOT_EMPTY = EF_NOT_EMPTY
+
+#: How long close() waits for calls in other threads to leave the C core.
+_CLOSE_DRAIN_S = 2.0
+
+
+class Flavor(enum.IntEnum):
+    SYNCHRONIZED_READ_WRITE = 1
+    UNSYNCHRONIZED_WRITE = 2
+
+
+# Descriptor wire layout, little-endian:
+#   magic "NBQD", version u16, flavor u8, flags u8, quantum u32, reserved u32,
+#   count u64, segment size u64, creator pid u32, name length u16,
+#   dtype length u16, then the name (ASCII) and the dtype (JSON of numpy's
+#   portable dtype description).
+_DESCRIPTOR = struct.Struct("<4sHBBIIQQIHH")
+_DESCRIPTOR_MAGIC = b"NBQD"
+_DESCRIPTOR_VERSION = 1
+
+
+def _dtype_to_json(dtype: np.dtype) -> bytes:
+    return json.dumps(np.lib.format.dtype_to_descr(dtype)).encode()
+
+
+def _tuples(value: Any) -> Any:
+    """JSON turned the descr's tuples into lists; numpy wants tuples back."""
+    if isinstance(value, list) and value and isinstance(value[0], list):
+        return [tuple(_tuples(v) for v in field) for field in value]
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    return value
+
+
+def _dtype_from_json(raw: bytes) -> np.dtype:
+    try:
+        dtype = np.lib.format.descr_to_dtype(_tuples(json.loads(raw.decode())))
+    except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
+        raise BadDataError(f"descriptor has an invalid element type: {exc}") from exc
+    if dtype.hasobject:
+        raise BadDataError("descriptor element type holds Python objects")
+    return dtype
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """Everything another process needs to attach to a queue."""
+
+    name: str
+    flavor: Flavor
+    dtype: np.dtype
+    count: int
+    size: int
+    has_event_flag: bool
+    creator_pid: int
+
+    @property
+    def quantum(self) -> int:
+        return self.dtype.itemsize
+
+    def to_bytes(self) -> bytes:
+        name = self.name.encode("ascii")
+        dtype = _dtype_to_json(self.dtype)
+        header = _DESCRIPTOR.pack(
+            _DESCRIPTOR_MAGIC,
+            _DESCRIPTOR_VERSION,
+            int(self.flavor),
+            HAS_EVFLAG if self.has_event_flag else 0,
+            self.quantum,
+            0,
+            self.count,
+            self.size,
+            self.creator_pid,
+            len(name),
+            len(dtype),
+        )
+        return header + name + dtype
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Descriptor:
+        """Parse and validate; raises BadDataError naming what is wrong."""
+        data = bytes(data)
+        if len(data) < _DESCRIPTOR.size:
+            raise BadDataError(f"descriptor truncated: {len(data)} bytes, header needs {_DESCRIPTOR.size}")
+        (magic, version, flavor, flags, quantum, reserved, count, size, pid, name_len,
+         dtype_len) = _DESCRIPTOR.unpack_from(data)
+        if magic != _DESCRIPTOR_MAGIC:
+            raise BadDataError(f"not an FMQ descriptor (magic {magic!r})")
+        if version != _DESCRIPTOR_VERSION:
+            raise BadDataError(f"unsupported descriptor version {version}")
+        if flavor not in (Flavor.SYNCHRONIZED_READ_WRITE, Flavor.UNSYNCHRONIZED_WRITE):
+            raise BadDataError(f"unknown queue flavor {flavor}")
+        if flags & ~HAS_EVFLAG or reserved:
+            raise BadDataError(f"unknown descriptor flags {flags:#x}/{reserved:#x}")
+        if len(data) != _DESCRIPTOR.size + name_len + dtype_len:
+            raise BadDataError(
+                f"descriptor is {len(data)} bytes but its fields need {_DESCRIPTOR.size + name_len + dtype_len}"
+            )
+        if quantum == 0 or count == 0:
+            raise BadDataError(f"descriptor has quantum {quantum} and count {count}; both must be positive")
+        if size != required_bytes(quantum, count):
+            raise BadDataError(
+                f"descriptor size {size} does not match {count} elements of {quantum} bytes"
+            )
+        name_end = _DESCRIPTOR.size + name_len
+        try:
+            name = data[_DESCRIPTOR.size : name_end].decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise BadDataError("descriptor segment name is not ASCII") from exc
+        if not shm.NAME_PATTERN.match(name):
+            raise BadDataError(f"descriptor names {name!r}, not an nnburst segment")
+        dtype = _dtype_from_json(data[name_end:])
+        if dtype.itemsize != quantum:
+            raise BadDataError(f"element type is {dtype.itemsize} bytes but the quantum is {quantum}")
+        return cls(name, Flavor(flavor), dtype, count, size, bool(flags & HAS_EVFLAG), pid)
+
+
+class Transaction:
+    """A zero-copy grant: one or two numpy views into the ring (two when it wraps).
+
+    The views alias shared memory: write into them between ``begin_write``
+    and ``commit_write``, read them between ``begin_read`` and ``commit_read``.
+    """
+
+    __slots__ = ("regions", "count")
+
+    def __init__(self, regions: tuple[np.ndarray, ...], count: int) -> None:
+        self.regions = regions
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def copy_to(self, data: np.ndarray, start: int = 0) -> None:
+        """Copy ``data`` into the granted slots from index ``start``."""
+        _copy_across(self.regions, np.asarray(data).reshape(-1), start, into=True)
+
+    def copy_from(self, start: int = 0, n: int | None = None) -> np.ndarray:
+        """Copy ``n`` granted slots out, from index ``start``."""
+        n = self.count - start if n is None else n
+        out = np.empty(n, dtype=self.regions[0].dtype)
+        _copy_across(self.regions, out, start, into=False)
+        return out
+
+
+def _copy_across(regions: tuple[np.ndarray, ...], data: np.ndarray, start: int, into: bool) -> None:
+    total = sum(len(r) for r in regions)
+    if start < 0 or start + len(data) > total:
+        raise BadDataError(f"slots [{start}, {start + len(data)}) are outside the {total} granted")
+    done = 0
+    for region in regions:
+        if start >= len(region):
+            start -= len(region)
+            continue
+        take = min(len(region) - start, len(data) - done)
+        if into:
+            region[start : start + take] = data[done : done + take]
+        else:
+            data[done : done + take] = region[start : start + take]
+        done += take
+        start = 0
+
+
+class MessageQueue:
+    """A single-producer/single-consumer queue of ``dtype`` elements.
+
+    Non-blocking calls return ``False``/``None`` when they cannot complete,
+    exactly like libfmq; blocking calls take a timeout in ns (0 = forever).
+    Every C call runs without the GIL.
+    """
+
+    _closed = True
+    _region: shm.SharedRegion | None = None
+
+    def __init__(
+        self,
+        dtype: Any,
+        count: int,
+        flavor: Flavor = Flavor.SYNCHRONIZED_READ_WRITE,
+        event_flag: bool = True,
+    ) -> None:
+        dtype = np.dtype(dtype)
+        if dtype.hasobject or dtype.itemsize == 0:
+            raise BadDataError(f"element type {dtype} cannot live in shared memory")
+        flavor = Flavor(flavor)
+        if count <= 0:
+            raise BadDataError(f"queue length must be positive, got {count}")
+        size = required_bytes(dtype.itemsize, count)
+        if size == 0:
+            raise BadDataError(f"{count} elements of {dtype.itemsize} bytes overflow the queue size")
+        region = shm.SharedRegion.create(size)
+        try:
+            self._bind(region, dtype, count, flavor, event_flag, creator=True, reset=False)
+        except BaseException:
+            region.close()
+            region.unlink()
+            raise
+
+    @classmethod
+    def attach(cls, descriptor: Descriptor | bytes, reset_pointers: bool = False) -> MessageQueue:
+        """Attach to a queue another process (or thread) created.
+
+        Raises:
+            BadDataError: the descriptor is malformed, its segment is missing
+                or smaller than it claims, or the segment's header disagrees.
+        """
+        if not isinstance(descriptor, Descriptor):
+            descriptor = Descriptor.from_bytes(descriptor)
+        region = shm.SharedRegion.attach(descriptor.name, descriptor.size)
+        queue = cls.__new__(cls)
+        try:
+            queue._bind(
+                region,
+                descriptor.dtype,
+                descriptor.count,
+                descriptor.flavor,
+                descriptor.has_event_flag,
+                creator=False,
+                reset=reset_pointers,
+                creator_pid=descriptor.creator_pid,
+            )
+        except BaseException:
+            region.close()
+            raise
+        if descriptor.flavor == Flavor.SYNCHRONIZED_READ_WRITE:
+            region.unlink()  # both ends are mapped: the name has done its job
+        return queue
+
+    def _bind(
+        self,
+        region: shm.SharedRegion,
+        dtype: np.dtype,
+        count: int,
+        flavor: Flavor,
+        event_flag: bool,
+        *,
+        creator: bool,
+        reset: bool,
+        creator_pid: int | None = None,
+    ) -> None:
+        self._region = region
+        self.dtype = dtype
+        self.flavor = flavor
+        self._count = count
+        self._creator = creator
+        self._creator_pid = os.getpid() if creator_pid is None else creator_pid
+        self._active: list[None] = []  # one entry per call inside the C core
+        self._handle = ffi.new("char[]", lib.nnb_fmq_handle_bytes())
+        self._q = ffi.cast("nnb_fmq_t *", self._handle)
+        self._base = ffi.from_buffer(region.mmap, require_writable=True)
+        self._regions = ffi.new("nnb_region_t[2]")
+        flags = HAS_EVFLAG if event_flag else 0
+        if creator:
+            rc = lib.nnb_fmq_create(self._q, self._base, region.size, dtype.itemsize, count, flavor, flags)
+        else:
+            rc = lib.nnb_fmq_attach(
+                self._q, self._base, region.size, dtype.itemsize, count, flavor, flags, int(reset)
+            )
+        if rc:
+            ffi.release(self._base)
+            raise BadDataError(
+                f"shared segment {region.name} does not hold the queue the descriptor describes"
+            )
+        self._ring = np.frombuffer(region.mmap, dtype=dtype, count=count, offset=RING_OFFSET)
+        word = lib.nnb_fmq_evflag_word(self._q)
+        self._event_flag = EventFlag(word, self, self._active) if event_flag else None
+        self._closed = False
+
+    # -- properties -------------------------------------------------------
+
+    @property
+    def descriptor(self) -> Descriptor:
+        self._check_open()
+        assert self._region is not None
+        return Descriptor(
+            self._region.name,
+            self.flavor,
+            self.dtype,
+            self._count,
+            self._region.size,
+            self._event_flag is not None,
+            self._creator_pid,
+        )
+
+    @property
+    def quantum_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def quantum_count(self) -> int:
+        return self._count
+
+    @property
+    def event_flag(self) -> EventFlag | None:
+        return self._event_flag
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def is_valid(self) -> bool:
+        return not self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedResourceError("the queue is closed")
+
+    def _check_blocking(self) -> None:
+        if self.flavor != Flavor.SYNCHRONIZED_READ_WRITE:
+            raise BadStateError("blocking calls need a synchronized queue")
+        if self._event_flag is None:
+            raise BadStateError("blocking calls need a queue created with an event flag")
+
+    def _fail(self, rc: int, what: str) -> Exception:
+        return error_for(rc, what, closed_locally=self._closed)
+
+    def _as_elements(self, items: Any) -> np.ndarray:
+        """Items as a contiguous array of our dtype, without copying if it already is."""
+        if (
+            type(items) is np.ndarray
+            and items.dtype == self.dtype
+            and items.flags.c_contiguous
+        ):
+            return items
+        array = np.ascontiguousarray(items, dtype=self.dtype)
+        return array.reshape(-1) if array.ndim != 1 else array
+
+    # -- counts -----------------------------------------------------------
+
+    def available_to_read(self) -> int:
+        """Elements readable now; more than the capacity means an unsynchronized
+        reader was overrun (its next read fails once and resyncs)."""
+        self._check_open()
+        self._active.append(None)
+        try:
+            n = lib.nnb_fmq_available_to_read(self._q)
+        finally:
+            self._active.pop()
+        if n < 0:
+            raise self._fail(n, "available_to_read")
+        return int(n)
+
+    def available_to_write(self) -> int:
+        self._check_open()
+        self._active.append(None)
+        try:
+            n = lib.nnb_fmq_available_to_write(self._q)
+        finally:
+            self._active.pop()
+        if n < 0:
+            raise self._fail(n, "available_to_write")
+        return int(n)
+
+    # -- non-blocking -----------------------------------------------------
+
+    def write(self, items: Any) -> bool:
+        """Write all of ``items`` or nothing; False if there is not room."""
+        self._check_open()
+        array = self._as_elements(items)
+        self._active.append(None)
+        try:
+            rc = lib.nnb_fmq_write(self._q, ffi.from_buffer(array), array.size)
+        finally:
+            self._active.pop()
+        if rc == 0:
+            return True
+        if rc in (EAGAIN, EINVAL):
+            return False
+        raise self._fail(rc, "write")
+
+    def read(self, n: int) -> np.ndarray | None:
+        """Read exactly ``n`` elements, or None if fewer are there (or an
+        unsynchronized reader was overrun: it resumes at the newest half)."""
+        out = np.empty(n, dtype=self.dtype)
+        return out if self.read_into(out) else None
+
+    def read_into(self, out: np.ndarray) -> bool:
+        """Fill ``out`` (a contiguous array of our dtype) or leave it untouched."""
+        self._check_open()
+        self._check_out(out)
+        self._active.append(None)
+        try:
+            rc = lib.nnb_fmq_read(self._q, ffi.from_buffer(out, require_writable=True), out.size)
+        finally:
+            self._active.pop()
+        if rc == 0:
+            return True
+        if rc in (EAGAIN, EINVAL, EOVERFLOW):
+            return False
+        raise self._fail(rc, "read")
+
+    def _check_out(self, out: np.ndarray) -> None:
+        if type(out) is not np.ndarray or out.dtype != self.dtype or not out.flags.c_contiguous:
+            raise BadDataError(f"out must be a C-contiguous numpy array of {self.dtype}")
+
+    # -- blocking ---------------------------------------------------------
+
+    def write_blocking(
+        self,
+        items: Any,
+        timeout_ns: int = 0,
+        read_notification: int = FMQ_NOT_FULL,
+        write_notification: int = FMQ_NOT_EMPTY,
+        spin_ns: int = 0,
+    ) -> bool:
+        """Write all of ``items``, waiting for room; wakes ``write_notification``.
+
+        Returns False without blocking when ``items`` exceeds the capacity, and
+        False when ``timeout_ns`` (0 = forever) runs out.
+
+        Raises:
+            ClosedResourceError / BrokenResourceError: the queue was closed
+                (by you / by the peer) while waiting or before.
+        """
+        self._check_open()
+        self._check_blocking()
+        array = self._as_elements(items)
+        if array.size > self._count:
+            return False
+        deadline = deadline_for(timeout_ns)
+        pointer = ffi.from_buffer(array)
+        self._active.append(None)
+        try:
+            while True:
+                rc = lib.nnb_fmq_write_blocking(
+                    self._q, pointer, array.size, read_notification, write_notification, deadline, spin_ns
+                )
+                if rc != EINTR:
+                    break
+        finally:
+            self._active.pop()
+        if rc == 0:
+            return True
+        if rc == ETIMEDOUT:
+            return False
+        raise self._fail(rc, "write_blocking")
+
+    def read_blocking(
+        self,
+        n: int,
+        timeout_ns: int = 0,
+        read_notification: int = FMQ_NOT_FULL,
+        write_notification: int = FMQ_NOT_EMPTY,
+        spin_ns: int = 0,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray | None:
+        """Read exactly ``n`` elements, waiting for them; wakes ``read_notification``.
+
+        ``out`` is a preallocated array of ``n`` elements to fill and return.
+        ``spin_ns`` polls (in C, without the GIL) for that long before
+        sleeping on the futex.  Returns None without blocking when ``n``
+        exceeds the capacity, and None when ``timeout_ns`` (0 = forever) runs
+        out.
+
+        Raises:
+            ClosedResourceError / BrokenResourceError: as for write_blocking.
+        """
+        self._check_open()
+        self._check_blocking()
+        if out is None:
+            out = np.empty(n, dtype=self.dtype)
+        else:
+            self._check_out(out)
+            if out.size != n:
+                raise BadDataError(f"out holds {out.size} elements, not {n}")
+        if n > self._count:
+            return None
+        deadline = deadline_for(timeout_ns)
+        pointer = ffi.from_buffer(out, require_writable=True)
+        self._active.append(None)
+        try:
+            while True:
+                rc = lib.nnb_fmq_read_blocking(
+                    self._q, pointer, n, read_notification, write_notification, deadline, spin_ns
+                )
+                if rc != EINTR:
+                    break
+        finally:
+            self._active.pop()
+        if rc == 0:
+            return out
+        if rc == ETIMEDOUT:
+            return None
+        raise self._fail(rc, "read_blocking")
+
+    def read_available_blocking(
+        self,
+        out: np.ndarray,
+        timeout_ns: int = 0,
+        read_notification: int = FMQ_NOT_FULL,
+        write_notification: int = FMQ_NOT_EMPTY,
+        spin_ns: int = 0,
+    ) -> int:
+        """Wait for at least one element, then read all that are there (up to
+        ``len(out)``) into ``out``; returns the count, 0 on timeout.
+
+        This receives a message of unknown length that the peer wrote with
+        one write, in one call: how burst packets are read.
+        """
+        self._check_open()
+        self._check_blocking()
+        self._check_out(out)
+        deadline = deadline_for(timeout_ns)
+        pointer = ffi.from_buffer(out, require_writable=True)
+        self._active.append(None)
+        try:
+            while True:
+                rc = lib.nnb_fmq_read_available_blocking(
+                    self._q, pointer, out.size, read_notification, write_notification, deadline, spin_ns
+                )
+                if rc != EINTR:
+                    break
+        finally:
+            self._active.pop()
+        if rc > 0:
+            return int(rc)
+        if rc == ETIMEDOUT:
+            return 0
+        raise self._fail(rc, "read_available_blocking")
+
+    # -- zero copy --------------------------------------------------------
+
+    def _transaction(self, n: int) -> Transaction:
+        quantum = self.dtype.itemsize
+        views = []
+        for region in self._regions:
+            if region.count:
+                first = region.offset_bytes // quantum
+                views.append(self._ring[first : first + region.count])
+        return Transaction(tuple(views), n)
+
+    def begin_write(self, n: int) -> Transaction | None:
+        """Grant ``n`` slots to fill in place; None if there is not room."""
+        self._check_open()
+        if n < 0:
+            raise BadDataError(f"cannot write {n} elements")
+        rc = lib.nnb_fmq_begin_write(self._q, n, self._regions)
+        if rc in (EAGAIN, EINVAL):
+            return None
+        if rc:
+            raise self._fail(rc, "begin_write")
+        return self._transaction(n)
+
+    def commit_write(self, n: int) -> bool:
+        """Publish ``n`` slots filled since ``begin_write`` (at most as many as granted)."""
+        self._check_open()
+        rc = lib.nnb_fmq_commit_write(self._q, n)
+        if rc == EINVAL:
+            return False
+        if rc:
+            raise self._fail(rc, "commit_write")
+        return True
+
+    def begin_read(self, n: int) -> Transaction | None:
+        """Grant read access to the next ``n`` elements in place; None if fewer are there."""
+        self._check_open()
+        if n < 0:
+            raise BadDataError(f"cannot read {n} elements")
+        rc = lib.nnb_fmq_begin_read(self._q, n, self._regions)
+        if rc in (EAGAIN, EINVAL, EOVERFLOW):
+            return None
+        if rc:
+            raise self._fail(rc, "begin_read")
+        return self._transaction(n)
+
+    def commit_read(self, n: int) -> bool:
+        """Release ``n`` elements read since ``begin_read``.  False if more than
+        granted, or if an unsynchronized writer overran them meanwhile."""
+        self._check_open()
+        rc = lib.nnb_fmq_commit_read(self._q, n)
+        if rc in (EINVAL, EOVERFLOW):
+            return False
+        if rc:
+            raise self._fail(rc, "commit_read")
+        return True
+
+    # -- lifetime ---------------------------------------------------------
+
+    def tear_down(self) -> None:
+        """Set the teardown bit: wake every waiter on this queue, in both
+        processes, with an error.  What a watchdog calls when the peer dies."""
+        if self._event_flag is not None and not self._closed:
+            self._event_flag.wake(EF_TEARDOWN)
+
+    def close(self) -> None:
+        """Tear down (synchronized queues, or the creator of an unsynchronized
+        one), wait for calls in other threads to leave, unmap, and unlink the
+        name if we own it.  Idempotent."""
+        if self._closed:
+            return
+        if self.flavor == Flavor.SYNCHRONIZED_READ_WRITE or self._creator:
+            self.tear_down()
+        self._closed = True
+        region = self._region
+        assert region is not None
+        deadline = time.monotonic() + _CLOSE_DRAIN_S
+        while self._active and time.monotonic() < deadline:
+            time.sleep(0.0002)
+        if not self._active:
+            # Nothing of ours is inside the C core: safe to unmap.  numpy
+            # views the caller still holds keep the pages mapped until they go.
+            ffi.release(self._base)
+            self._ring = None  # type: ignore[assignment]
+            region.close()
+        if self._creator or not shm.pid_alive(self._creator_pid):
+            region.unlink()
+
+    def __enter__(self) -> MessageQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not self._closed:
+            self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{self._region.name if self._region else ''}"
+        return f"<MessageQueue {self.flavor.name} {self._count} x {self.dtype} {state}>"

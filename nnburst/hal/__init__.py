@@ -1,0 +1,1 @@
+"""HAL layer: model, request and packet types, burst server and controller."""

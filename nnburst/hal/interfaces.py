@@ -1,0 +1,104 @@
+"""HAL interfaces as abstract base classes.
+
+A driver is anything implementing :class:`IDevice`; the runtime talks to an
+in-process CPU driver and to a proxy for a driver in a service process through
+exactly these methods.  The burst interfaces follow HAL 1.2.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..codes import ErrorStatus, PreferenceCode, PriorityCode
+from .model import HalModel
+from .types import Capabilities, DeviceType, MeasureTiming, OutputShape, Request, Timing
+
+if TYPE_CHECKING:
+    from ..fmq import Descriptor
+
+ExecutionResult = tuple[ErrorStatus, list[OutputShape], Timing]
+
+
+class IBurstCallback(abc.ABC):
+    """Client side of a burst: hands the server the memory behind a slot."""
+
+    @abc.abstractmethod
+    def get_memories(self, slots: Sequence[int]) -> tuple[ErrorStatus, list[Any]]:
+        """Memories for ``slots`` (same order); ``INVALID_ARGUMENT`` and ``[]`` if any is unknown."""
+
+
+class IBurstContext(abc.ABC):
+    """Server side of a burst, owned by the client: freeing it ends the burst."""
+
+    @abc.abstractmethod
+    def free_memory(self, slot: int) -> None:
+        """Forget the memory cached for ``slot``; unknown slots are ignored."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop the worker and release every cached mapping; idempotent."""
+
+
+class IBurstExecutorWithCache(abc.ABC):
+    """What a burst server executes with: a prepared model plus a slot → memory cache.
+
+    The server never calls it concurrently.
+    """
+
+    @abc.abstractmethod
+    def is_cache_entry_present(self, slot: int) -> bool: ...
+
+    @abc.abstractmethod
+    def add_cache_entry(self, memory: Any, slot: int) -> None: ...
+
+    @abc.abstractmethod
+    def remove_cache_entry(self, slot: int) -> None: ...
+
+    @abc.abstractmethod
+    def execute(
+        self, request: Request, slots: Sequence[int], measure: MeasureTiming
+    ) -> ExecutionResult:
+        """Run ``request`` whose pool indexes refer to ``slots``."""
+
+
+class IPreparedModel(abc.ABC):
+    @abc.abstractmethod
+    def execute_synchronously(self, request: Request, measure: MeasureTiming) -> ExecutionResult:
+        """Run one request; never raises for a bad request, returns a status."""
+
+    @abc.abstractmethod
+    def configure_execution_burst(
+        self,
+        callback: IBurstCallback,
+        request_channel: Descriptor,
+        result_channel: Descriptor,
+    ) -> tuple[ErrorStatus, IBurstContext | None]:
+        """Start serving bursts on the two FMQs described."""
+
+
+class IDevice(abc.ABC):
+    name: str
+    type: DeviceType
+    version_string: str
+    feature_level: int
+
+    @property
+    @abc.abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @abc.abstractmethod
+    def get_supported_operations(self, model: HalModel) -> list[bool]:
+        """One flag per operation of ``model.main``, in order."""
+
+    @abc.abstractmethod
+    def prepare_model(
+        self,
+        model: HalModel,
+        preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER,
+        priority: PriorityCode = PriorityCode.MEDIUM,
+        deadline_ns: int | None = None,
+        cache: Any = None,
+    ) -> IPreparedModel:
+        """Compile ``model``; raises :class:`nnburst.NNError` on failure."""
