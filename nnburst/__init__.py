@@ -5,8 +5,7 @@ The names below are the NDK-style runtime (``import nnburst as nn``; see
 the HAL layer in :mod:`nnburst.hal`; import those subpackages directly.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__ as __version__
 from .burst import Burst as Burst
 from .codes import DeviceTypeCode as DeviceTypeCode
 from .codes import DurationCode as DurationCode
@@ -24,6 +23,7 @@ from .errors import NNError as NNError
 from .execution import Event as Event
 from .execution import Execution as Execution
 from .memory import Memory as Memory
+from .memory import MemoryDesc as MemoryDesc
 from .model import Model as Model
 from .operands import OperandType as OperandType
 
@@ -37,6 +37,7 @@ __all__ = [
     "Execution",
     "FuseCode",
     "Memory",
+    "MemoryDesc",
     "Model",
     "NNError",
     "OperandCode",

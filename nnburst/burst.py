@@ -12,6 +12,8 @@ created, or asks for a fallback, the same staged request goes through
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import math
 import threading
@@ -65,7 +67,9 @@ class Burst:
     def __init__(self, compilation: Compilation) -> None:
         require(compilation, "Burst: compilation")
         if not isinstance(compilation, Compilation):
-            raise BadDataError(f"Burst: expected an nnburst.Compilation, got {type(compilation).__name__}")
+            raise BadDataError(
+                f"Burst: expected an nnburst.Compilation, got {type(compilation).__name__}"
+            )
         self._prepared = compilation._check_ready("Burst")
         self._compilation = compilation
         self._lock = threading.Lock()  # held for a whole computation
@@ -82,10 +86,15 @@ class Burst:
             logger.info("no burst controller available: bursts run through execute_synchronously")
             return None
         try:
-            return ExecutionBurstController.create(self._prepared, polling_window_us=polling_window_us)
+            return ExecutionBurstController.create(
+                self._prepared, polling_window_us=polling_window_us
+            )
         except NNError as exc:
             # As the NN runtime: a driver that cannot burst still executes, just not over FMQs.
-            logger.info("the driver could not configure a burst (%s): falling back to execute_synchronously", exc)
+            logger.info(
+                "the driver could not configure a burst (%s): falling back to execute_synchronously",
+                exc,
+            )
             return None
 
     @property
@@ -116,10 +125,16 @@ class Burst:
             try:
                 fallback = self._controller is None
                 if not fallback:
-                    status, shapes, timing, fallback = self._controller.compute(request, measure, keys)
+                    status, shapes, timing, fallback = self._controller.compute(
+                        request, measure, keys
+                    )
                 if fallback:
                     status, shapes, timing = execute_prepared(
-                        self._prepared, request, measure, execution._deadline(), execution._loop_timeout_ns
+                        self._prepared,
+                        request,
+                        measure,
+                        execution._deadline(),
+                        execution._loop_timeout_ns,
                     )
             except NNError as exc:
                 logger.info("burst execution failed: %s", exc)
@@ -130,7 +145,9 @@ class Burst:
         finally:
             self._lock.release()
 
-    def _stage(self, execution: Execution) -> tuple[Request, list[Any], list[tuple[int, Argument, int]]]:
+    def _stage(
+        self, execution: Execution
+    ) -> tuple[Request, list[Any], list[tuple[int, Argument, int]]]:
         """The execution's request over shareable pools: staging memory first, then the app's memories."""
         arguments = [*execution._inputs, *execution._outputs]
         offsets: list[int] = []
@@ -165,14 +182,18 @@ class Burst:
                     pools.append(arg.memory)
                     keys.append(arg.memory)
                     self._track(arg.memory)
-                request_args.append(RequestArgument(False, DataLocation(index, arg.offset, arg.length), arg.dims))
+                request_args.append(
+                    RequestArgument(False, DataLocation(index, arg.offset, arg.length), arg.dims)
+                )
                 continue
             if position < n_inputs and arg.length:
                 assert self._staging_bytes is not None
                 self._staging_bytes[offset : offset + arg.length] = _bytes_of(arg)
             elif position >= n_inputs:
                 copy_back.append((position - n_inputs, arg, offset))
-            request_args.append(RequestArgument(False, DataLocation(0, offset, arg.length), arg.dims))
+            request_args.append(
+                RequestArgument(False, DataLocation(0, offset, arg.length), arg.dims)
+            )
         request = Request(request_args[:n_inputs], request_args[n_inputs:], pools)
         return request, keys, copy_back
 
@@ -201,15 +222,19 @@ class Burst:
             if n <= 0:
                 continue
             assert self._staging_bytes is not None
-            target = arg.array.reshape(-1).view(np.uint8) if arg.array is not None else np.frombuffer(arg.buffer, np.uint8)
+            if arg.array is not None:
+                target = arg.array.reshape(-1).view(np.uint8)
+            else:
+                assert arg.buffer is not None
+                target = np.frombuffer(arg.buffer, np.uint8)
             target[:n] = self._staging_bytes[offset : offset + n]
 
     # -- memories ------------------------------------------------------------------------
     def _track(self, memory: Memory) -> None:
         if memory not in self._memories:
             self._memories.add(memory)
-            ref = weakref.ref(self)
-            memory.on_close(self, lambda m, ref=ref: _forget_closed_memory(m, ref))
+            # The callback holds the burst weakly: a memory must not keep a burst alive.
+            memory.on_close(self, functools.partial(_forget_closed_memory, ref=weakref.ref(self)))
 
     def _memory_closed(self, memory: Memory) -> None:
         self._memories.discard(memory)
@@ -248,10 +273,8 @@ class Burst:
 
     def __del__(self) -> None:
         if not self._closed:
-            try:
+            with contextlib.suppress(Exception):  # never raise from a finalizer
                 self.close()
-            except Exception:  # never raise from a finalizer
-                pass
 
 
 def _bytes_of(arg: Argument) -> np.ndarray:

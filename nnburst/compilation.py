@@ -39,7 +39,9 @@ class Compilation:
     def __init__(self, model: Model, devices: Sequence[Device] | None = None) -> None:
         require(model, "Compilation: model")
         if not isinstance(model, Model):
-            raise BadDataError(f"Compilation: expected an nnburst.Model, got {type(model).__name__}")
+            raise BadDataError(
+                f"Compilation: expected an nnburst.Model, got {type(model).__name__}"
+            )
         if not model.finished:
             raise BadStateError("Compilation: the model is not finished")
         self._model = model
@@ -100,7 +102,9 @@ class Compilation:
             self._check_settable("set_timeout")
             duration_ns = _non_negative(duration_ns, "set_timeout")
             if self._explicit is None or len(self._explicit) != 1:
-                raise BadDataError("set_timeout: only a compilation for exactly one explicit device can have a timeout")
+                raise BadDataError(
+                    "set_timeout: only a compilation for exactly one explicit device can have a timeout"
+                )
             self._timeout_ns = duration_ns
 
     def set_caching(self, cache_dir: str | os.PathLike[str], token: bytes) -> None:
@@ -110,13 +114,19 @@ class Compilation:
             require(token, "set_caching: token")
             self._check_settable("set_caching")
             if not isinstance(cache_dir, (str, os.PathLike)):
-                raise BadDataError(f"set_caching: cache_dir must be a path, got {type(cache_dir).__name__}")
+                raise BadDataError(
+                    f"set_caching: cache_dir must be a path, got {type(cache_dir).__name__}"
+                )
             try:
                 raw = bytes(token)
             except TypeError:
-                raise BadDataError(f"set_caching: token must be bytes, got {type(token).__name__}") from None
+                raise BadDataError(
+                    f"set_caching: token must be bytes, got {type(token).__name__}"
+                ) from None
             if len(raw) != CACHE_TOKEN_BYTES:
-                raise BadDataError(f"set_caching: token must be {CACHE_TOKEN_BYTES} bytes, got {len(raw)}")
+                raise BadDataError(
+                    f"set_caching: token must be {CACHE_TOKEN_BYTES} bytes, got {len(raw)}"
+                )
             self._cache = (os.fspath(cache_dir), raw)
 
     # -- finishing ---------------------------------------------------------------------------
@@ -139,7 +149,9 @@ class Compilation:
                 raise
             except Exception as exc:
                 self._failed = f"{type(exc).__name__}: {exc}"
-                raise NNError(f"Compilation.finish: the driver failed: {self._failed}", ResultCode.OP_FAILED) from exc
+                raise NNError(
+                    f"Compilation.finish: the driver failed: {self._failed}", ResultCode.OP_FAILED
+                ) from exc
 
     def _prepare(self) -> tuple[Device, IPreparedModel]:
         hal_model = self._model.hal_model
@@ -151,13 +163,17 @@ class Compilation:
             if all(flags):
                 logger.debug("compiling the whole model for %s", device.name)
                 deadline = time.monotonic_ns() + self._timeout_ns if self._timeout_ns else None
-                prepared = device.hal.prepare_model(hal_model, self._preference, self._priority, deadline, self._cache)
+                prepared = device.hal.prepare_model(
+                    hal_model, self._preference, self._priority, deadline, self._cache
+                )
                 return device, prepared
             union = [a or bool(b) for a, b in zip(union, flags)]
         missing = [f"{n} ({operations[n].code.name})" for n, ok in enumerate(union) if not ok]
         names = ", ".join(d.name for d in candidates)
         if missing:
-            raise BadDataError(f"Compilation.finish: no device ({names}) supports operation(s) {', '.join(missing)}")
+            raise BadDataError(
+                f"Compilation.finish: no device ({names}) supports operation(s) {', '.join(missing)}"
+            )
         raise BadDataError(
             f"Compilation.finish: no single device ({names}) supports every operation, and partitioning "
             "across devices is not implemented"
@@ -217,7 +233,9 @@ def _non_negative(value: Any, what: str) -> int:
     try:
         value = operator_index(value)
     except TypeError:
-        raise BadDataError(f"{what}: duration must be an integer number of nanoseconds, got {value!r}") from None
+        raise BadDataError(
+            f"{what}: duration must be an integer number of nanoseconds, got {value!r}"
+        ) from None
     if value < 0:
         raise BadDataError(f"{what}: duration must not be negative, got {value}")
     return value

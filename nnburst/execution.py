@@ -16,7 +16,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,16 @@ from .codes import DurationCode, ErrorStatus, ResultCode
 from .compilation import Compilation
 from .errors import BadDataError, BadStateError, NNError, result_code_for_status
 from .hal.interfaces import ExecutionResult, IPreparedModel
-from .hal.types import NO_TIMING, NO_TIMING_US, DataLocation, MeasureTiming, OutputShape, Request, RequestArgument, Timing
+from .hal.types import (
+    NO_TIMING,
+    NO_TIMING_US,
+    DataLocation,
+    MeasureTiming,
+    OutputShape,
+    Request,
+    RequestArgument,
+    Timing,
+)
 from .memory import Memory
 from .model import as_operand_array, operand_byte_size, operator_index, require
 from .operands import OperandInfo, OperandType
@@ -70,7 +79,8 @@ class Argument:
     def data(self) -> np.ndarray | memoryview:
         """The argument's bytes source for a pool: an array of the operand's dtype or a flat view."""
         if self.array is not None:
-            array = np.asarray(self.array, dtype=self.dtype, order="C")  # the array itself when it fits
+            # np.asarray returns the array itself when it already fits: no copy.
+            array = np.asarray(self.array, dtype=self.dtype, order="C")
             return array if array.nbytes else memoryview(bytearray(0))
         assert self.buffer is not None
         return self.buffer
@@ -148,7 +158,9 @@ class _WorkerPool:
             if self._closed:
                 raise BadStateError("the interpreter is shutting down")
             if self._idle == 0 and len(self._threads) < self._max:
-                thread = threading.Thread(target=self._work, name=f"nnburst-exec-{len(self._threads)}", daemon=True)
+                thread = threading.Thread(
+                    target=self._work, name=f"nnburst-exec-{len(self._threads)}", daemon=True
+                )
                 self._threads.append(thread)
                 thread.start()
             self._queue.put(task)
@@ -194,7 +206,9 @@ class Execution:
     def __init__(self, compilation: Compilation) -> None:
         require(compilation, "Execution: compilation")
         if not isinstance(compilation, Compilation):
-            raise BadDataError(f"Execution: expected an nnburst.Compilation, got {type(compilation).__name__}")
+            raise BadDataError(
+                f"Execution: expected an nnburst.Compilation, got {type(compilation).__name__}"
+            )
         self._prepared: IPreparedModel = compilation._check_ready("Execution")
         self._compilation = compilation
         model = compilation.model
@@ -230,7 +244,9 @@ class Execution:
             raise BadDataError(f"{what}: index must be an integer, got {index!r}") from None
         if not 0 <= i < len(infos):
             kind = "inputs" if is_input else "outputs"
-            raise BadDataError(f"{what}: index {i} out of range (the model has {len(infos)} {kind})")
+            raise BadDataError(
+                f"{what}: index {i} out of range (the model has {len(infos)} {kind})"
+            )
         return i, infos[i]
 
     def set_input(self, index: int, value: Any, operand_type: OperandType | None = None) -> None:
@@ -256,32 +272,52 @@ class Execution:
             self._outputs[i] = self._argument(what, False, info, value, operand_type)
 
     def set_input_from_memory(
-        self, index: int, memory: Memory, offset: int, length: int, operand_type: OperandType | None = None
+        self,
+        index: int,
+        memory: Memory,
+        offset: int,
+        length: int,
+        operand_type: OperandType | None = None,
     ) -> None:
         """Bind input ``index`` to ``memory[offset:offset+length]`` (read in place)."""
         with self._lock:
             what = f"set_input_from_memory({index})"
             require(memory, f"{what}: memory")
             i, info = self._bind(what, True, index)
-            self._inputs[i] = self._memory_argument(what, True, info, memory, offset, length, operand_type)
+            self._inputs[i] = self._memory_argument(
+                what, True, i, info, memory, offset, length, operand_type
+            )
 
     def set_output_from_memory(
-        self, index: int, memory: Memory, offset: int, length: int, operand_type: OperandType | None = None
+        self,
+        index: int,
+        memory: Memory,
+        offset: int,
+        length: int,
+        operand_type: OperandType | None = None,
     ) -> None:
         """Bind output ``index`` to ``memory[offset:offset+length]`` (written in place)."""
         with self._lock:
             what = f"set_output_from_memory({index})"
             require(memory, f"{what}: memory")
             i, info = self._bind(what, False, index)
-            self._outputs[i] = self._memory_argument(what, False, info, memory, offset, length, operand_type)
+            self._outputs[i] = self._memory_argument(
+                what, False, i, info, memory, offset, length, operand_type
+            )
 
-    def _declared_dims(self, what: str, info: OperandInfo, operand_type: OperandType | None) -> tuple[int, ...] | None:
+    def _declared_dims(
+        self, what: str, info: OperandInfo, operand_type: OperandType | None
+    ) -> tuple[int, ...] | None:
         """Dimensions an ``operand_type`` adds to the model's (None: it adds none)."""
         if operand_type is None:
             return None
         if not isinstance(operand_type, OperandType):
             raise BadDataError(f"{what}: operand_type must be an nnburst.OperandType")
-        if (operand_type.code, operand_type.scale, operand_type.zero_point) != (info.code, info.scale, info.zero_point):
+        if (operand_type.code, operand_type.scale, operand_type.zero_point) != (
+            info.code,
+            info.scale,
+            info.zero_point,
+        ):
             raise BadDataError(
                 f"{what}: operand_type {operand_type.code.name} (scale {operand_type.scale}, zero point "
                 f"{operand_type.zero_point}) differs from the model's {info.code.name} "
@@ -295,7 +331,9 @@ class Execution:
             return None
         return tuple(operand_type.dimensions)
 
-    def _check_dims(self, what: str, is_input: bool, info: OperandInfo, dims: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    def _check_dims(
+        self, what: str, is_input: bool, info: OperandInfo, dims: tuple[int, ...] | None
+    ) -> tuple[int, ...] | None:
         """Check declared dims against the model; returns the effective dims (None: unknown rank)."""
         if info.is_scalar:
             return ()
@@ -305,10 +343,14 @@ class Execution:
         else:
             if model is not None:
                 if len(dims) != len(model):
-                    raise BadDataError(f"{what}: rank {len(dims)} ({dims}) differs from the model's {len(model)} ({model})")
+                    raise BadDataError(
+                        f"{what}: rank {len(dims)} ({dims}) differs from the model's {len(model)} ({model})"
+                    )
                 for got, want in zip(dims, model):
                     if want and got != want:
-                        raise BadDataError(f"{what}: dimensions {dims} conflict with the model's {model}")
+                        raise BadDataError(
+                            f"{what}: dimensions {dims} conflict with the model's {model}"
+                        )
             effective = dims
         if is_input and (effective is None or not effective or any(d <= 0 for d in effective)):
             raise BadDataError(
@@ -317,38 +359,61 @@ class Execution:
             )
         return effective
 
-    def _check_length(self, what: str, is_input: bool, info: OperandInfo, dims: tuple[int, ...] | None, length: int) -> None:
+    def _check_length(
+        self,
+        what: str,
+        is_input: bool,
+        info: OperandInfo,
+        dims: tuple[int, ...] | None,
+        length: int,
+    ) -> None:
         needed = operand_byte_size(info, dims)
         if needed is not None and length != needed:
-            raise BadDataError(f"{what}: {length} bytes given, {info.code.name} {dims} needs {needed}")
+            raise BadDataError(
+                f"{what}: {length} bytes given, {info.code.name} {dims} needs {needed}"
+            )
 
     def _argument(
-        self, what: str, is_input: bool, info: OperandInfo, value: Any, operand_type: OperandType | None
+        self,
+        what: str,
+        is_input: bool,
+        info: OperandInfo,
+        value: Any,
+        operand_type: OperandType | None,
     ) -> Argument:
         declared = self._declared_dims(what, info, operand_type)
         if value is None:
             return Argument(omitted=True)
         if isinstance(value, Memory):
-            raise BadDataError(f"{what}: pass Memory objects to set_{'input' if is_input else 'output'}_from_memory")
+            raise BadDataError(
+                f"{what}: pass Memory objects to set_{'input' if is_input else 'output'}_from_memory"
+            )
         dtype = info.dtype
-        if isinstance(value, np.ndarray) or (is_input and not _is_buffer(value)):
+        if isinstance(value, (np.ndarray, np.generic)) or (is_input and not _is_buffer(value)):
             if is_input:
-                array = as_operand_array(value, dtype, what)
+                # Arrays are read (and converted) when the execution runs; Python values are frozen now.
+                array = as_operand_array(value, dtype, what, convert=False)
                 if not isinstance(value, np.ndarray):
-                    array = np.array(array, copy=True)  # a Python value: freeze it now
+                    array = np.array(array, dtype=dtype, copy=True)
             else:
                 array = value
                 if array.dtype != dtype:
-                    raise BadDataError(f"{what}: output array must have dtype {dtype}, got {array.dtype}")
+                    raise BadDataError(
+                        f"{what}: output array must have dtype {dtype}, got {array.dtype}"
+                    )
                 if not array.flags.c_contiguous or not array.flags.writeable:
                     raise BadDataError(f"{what}: output array must be C-contiguous and writable")
             if info.is_scalar:
                 if array.ndim != 0:
-                    raise BadDataError(f"{what}: scalar {info.code.name} takes a 0-d array or a number, got shape {array.shape}")
+                    raise BadDataError(
+                        f"{what}: scalar {info.code.name} takes a 0-d array or a number, got shape {array.shape}"
+                    )
                 dims: tuple[int, ...] = ()
             elif declared is not None:
                 if array.size != math.prod(declared):
-                    raise BadDataError(f"{what}: array of shape {array.shape} does not hold operand_type dimensions {declared}")
+                    raise BadDataError(
+                        f"{what}: array of shape {array.shape} does not hold operand_type dimensions {declared}"
+                    )
                 dims = declared
             else:
                 dims = tuple(int(d) for d in array.shape)
@@ -356,7 +421,9 @@ class Execution:
             self._check_length(what, is_input, info, effective, array.size * dtype.itemsize)
             return Argument(array=array, length=array.size * dtype.itemsize, dims=dims, dtype=dtype)
         if not _is_buffer(value):
-            raise BadDataError(f"{what}: expected a numpy array or a writable buffer, got {type(value).__name__}")
+            raise BadDataError(
+                f"{what}: expected a numpy array or a writable buffer, got {type(value).__name__}"
+            )
         view = memoryview(value)
         if not view.c_contiguous:
             raise BadDataError(f"{what}: the buffer must be C-contiguous")
@@ -368,7 +435,14 @@ class Execution:
         return Argument(buffer=view, length=view.nbytes, dims=declared or (), dtype=info.dtype)
 
     def _memory_argument(
-        self, what: str, is_input: bool, info: OperandInfo, memory: Any, offset: Any, length: Any,
+        self,
+        what: str,
+        is_input: bool,
+        index: int,
+        info: OperandInfo,
+        memory: Any,
+        offset: Any,
+        length: Any,
         operand_type: OperandType | None,
     ) -> Argument:
         if not isinstance(memory, Memory):
@@ -379,14 +453,60 @@ class Execution:
             raise BadDataError(f"{what}: {exc}") from None
         if memory.closed:
             raise BadStateError(f"{what}: the memory is closed")
+        if memory.desc is not None:
+            return self._desc_memory_argument(
+                what, is_input, index, info, memory, offset, length, operand_type
+            )
         if offset < 0 or length < 0 or offset + length > memory.size:
-            raise BadDataError(f"{what}: [{offset}, {offset + length}) is outside the {memory.size}-byte memory")
+            raise BadDataError(
+                f"{what}: [{offset}, {offset + length}) is outside the {memory.size}-byte memory"
+            )
         if not is_input and memory.buffer.readonly:
             raise BadDataError(f"{what}: the memory is read-only")
         declared = self._declared_dims(what, info, operand_type)
         effective = self._check_dims(what, is_input, info, declared)
         self._check_length(what, is_input, info, effective, length)
-        return Argument(memory=memory, offset=offset, length=length, dims=declared or (), dtype=info.dtype)
+        return Argument(
+            memory=memory, offset=offset, length=length, dims=declared or (), dtype=info.dtype
+        )
+
+    def _desc_memory_argument(
+        self,
+        what: str,
+        is_input: bool,
+        index: int,
+        info: OperandInfo,
+        memory: Memory,
+        offset: int,
+        length: int,
+        operand_type: OperandType | None,
+    ) -> Argument:
+        """A memory from a MemoryDesc: used whole, and only in a role its descriptor names."""
+        desc = memory.desc
+        assert desc is not None
+        if offset or length:
+            raise BadDataError(
+                f"{what}: a memory from a MemoryDesc is used whole: offset and length must be 0"
+            )
+        if not desc.has_role(self._compilation, is_input, index):
+            kind = "input" if is_input else "output"
+            raise BadDataError(
+                f"{what}: the memory's descriptor has no role as {kind} {index} of this compilation"
+            )
+        declared = self._declared_dims(what, info, operand_type)
+        dims = desc.dimensions or ()
+        if declared is not None and declared != dims:
+            raise BadDataError(
+                f"{what}: operand_type dimensions {declared} differ from the memory's {dims}"
+            )
+        self._check_dims(what, is_input, info, None if info.is_scalar else dims)
+        return Argument(
+            memory=memory,
+            offset=0,
+            length=memory.size,
+            dims=() if info.is_scalar else dims,
+            dtype=info.dtype,
+        )
 
     # -- settings ------------------------------------------------------------------------
     def set_measure_timing(self, measure: bool) -> None:
@@ -397,7 +517,9 @@ class Execution:
         with self._lock:
             self._check_preparation("set_measure_timing")
             if not self._compilation.single_explicit_device:
-                raise BadDataError("set_measure_timing: the compilation must be created for exactly one device")
+                raise BadDataError(
+                    "set_measure_timing: the compilation must be created for exactly one device"
+                )
             self._measure = bool(measure)
 
     def set_timeout(self, duration_ns: int) -> None:
@@ -406,14 +528,18 @@ class Execution:
             self._check_preparation("set_timeout")
             duration_ns = _duration(duration_ns, "set_timeout")
             if not self._compilation.single_explicit_device:
-                raise BadDataError("set_timeout: the compilation must be created for exactly one device")
+                raise BadDataError(
+                    "set_timeout: the compilation must be created for exactly one device"
+                )
             self._timeout_ns = duration_ns
 
     def set_loop_timeout(self, duration_ns: int) -> None:
         """Maximum time a WHILE loop may run; clamped to 15 s (default 2 s)."""
         with self._lock:
             self._check_preparation("set_loop_timeout")
-            self._loop_timeout_ns = min(_duration(duration_ns, "set_loop_timeout"), MAXIMUM_LOOP_TIMEOUT_NS)
+            self._loop_timeout_ns = min(
+                _duration(duration_ns, "set_loop_timeout"), MAXIMUM_LOOP_TIMEOUT_NS
+            )
 
     def set_reusable(self, reusable: bool) -> None:
         """Allow computing this execution again after it completes (feature level 5)."""
@@ -433,7 +559,12 @@ class Execution:
                 for kind, args in (("input", self._inputs), ("output", self._outputs)):
                     for i, arg in enumerate(args):
                         if arg is None:
-                            raise BadDataError(f"{what}: {kind} {i} is not set (bind it, or pass None to omit it)")
+                            raise BadDataError(
+                                f"{what}: {kind} {i} is not set (bind it, or pass None to omit it)"
+                            )
+            for i, arg in enumerate(self._inputs):
+                if arg is not None and arg.memory is not None and not arg.memory.initialized:
+                    raise BadDataError(f"{what}: input {i}'s memory holds no data yet")
             self._state = _COMPUTATION
 
     def _abort(self) -> None:
@@ -450,18 +581,30 @@ class Execution:
             keep = status in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE)
             self._shapes = list(shapes) if keep else []
             if status == ErrorStatus.NONE and len(self._shapes) != len(self._outputs):
-                self._shapes = [OutputShape(self._declared_shape(i)) for i in range(len(self._outputs))]
+                self._shapes = [
+                    OutputShape(self._declared_shape(i)) for i in range(len(self._outputs))
+                ]
             self._timing = timing if (status == ErrorStatus.NONE and self._measure) else NO_TIMING
+            for arg in self._outputs:
+                if arg is not None and arg.memory is not None and arg.memory.desc is not None:
+                    # As NNAPI: a failed execution leaves its device-memory outputs without data.
+                    arg.memory.initialized = status == ErrorStatus.NONE
             self._state = _COMPLETED
         if status == ErrorStatus.NONE:
             return
         device = self._compilation.device
         where = f" on {device.name}" if device is not None else ""
         if status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
-            short = [f"output {i} needs {s.dimensions}" for i, s in enumerate(self._shapes) if not s.is_sufficient]
+            short = [
+                f"output {i} needs {s.dimensions}"
+                for i, s in enumerate(self._shapes)
+                if not s.is_sufficient
+            ]
             detail = "; ".join(short) or "an output buffer is too small"
             raise NNError(f"{what}: {detail}", ResultCode.OUTPUT_INSUFFICIENT_SIZE)
-        raise NNError(f"{what}: the execution failed{where} ({status.name})", result_code_for_status(status))
+        raise NNError(
+            f"{what}: the execution failed{where} ({status.name})", result_code_for_status(status)
+        )
 
     def _declared_shape(self, i: int) -> tuple[int, ...]:
         arg = self._outputs[i]
@@ -511,7 +654,9 @@ class Execution:
             raise
         except Exception as exc:  # e.g. a buffer that stopped exporting
             raise BadDataError(f"cannot build the request: {exc}") from exc
-        return execute_prepared(self._prepared, request, self._measure_timing, deadline_ns, self._loop_timeout_ns)
+        return execute_prepared(
+            self._prepared, request, self._measure_timing, deadline_ns, self._loop_timeout_ns
+        )
 
     def _deadline(self, timeout_ns: int | None = None) -> int | None:
         timeout_ns = self._timeout_ns if timeout_ns is None else timeout_ns
@@ -539,7 +684,9 @@ class Execution:
         """Run the execution on a worker thread; returns the :class:`Event` to wait on."""
         return self.start_compute_with_dependencies([], 0)
 
-    def start_compute_with_dependencies(self, events: Iterable[Event], duration_ns: int = 0) -> Event:
+    def start_compute_with_dependencies(
+        self, events: Iterable[Event], duration_ns: int = 0
+    ) -> Event:
         """Run once every event in ``events`` has signalled; fails if any of them failed.
 
         ``duration_ns`` bounds the computation after the dependencies are met
@@ -549,10 +696,14 @@ class Execution:
         dependencies = list(events)
         for event in dependencies:
             if not isinstance(event, Event):
-                raise BadDataError(f"start_compute_with_dependencies: {event!r} is not an nnburst.Event")
+                raise BadDataError(
+                    f"start_compute_with_dependencies: {event!r} is not an nnburst.Event"
+                )
         duration_ns = _duration(duration_ns, "start_compute_with_dependencies")
         if duration_ns and not self._compilation.single_explicit_device:
-            raise BadDataError("start_compute_with_dependencies: a duration needs a compilation for exactly one device")
+            raise BadDataError(
+                "start_compute_with_dependencies: a duration needs a compilation for exactly one device"
+            )
         what = "start_compute" if not dependencies else "start_compute_with_dependencies"
         self._begin(what)
         event = Event()
@@ -616,9 +767,13 @@ class Execution:
 
         require(burst, "burst_compute: burst")
         if not isinstance(burst, Burst):
-            raise BadDataError(f"burst_compute: expected an nnburst.Burst, got {type(burst).__name__}")
+            raise BadDataError(
+                f"burst_compute: expected an nnburst.Burst, got {type(burst).__name__}"
+            )
         if burst.compilation is not self._compilation:
-            raise BadDataError("burst_compute: the burst and the execution come from different compilations")
+            raise BadDataError(
+                "burst_compute: the burst and the execution come from different compilations"
+            )
         self._begin("burst_compute")
         try:
             result = burst._compute(self)
@@ -639,7 +794,9 @@ class Execution:
             except TypeError:
                 raise BadDataError(f"{what}: index must be an integer, got {index!r}") from None
             if not 0 <= i < len(self._shapes):
-                raise BadDataError(f"{what}: index {i} out of range (the model has {len(self._outputs)} outputs)")
+                raise BadDataError(
+                    f"{what}: index {i} out of range (the model has {len(self._outputs)} outputs)"
+                )
             return self._shapes[i]
 
     def get_output_operand_rank(self, index: int) -> int:
@@ -688,14 +845,19 @@ class Execution:
 
 
 def execute_prepared(
-    prepared: IPreparedModel, request: Request, measure: MeasureTiming,
-    deadline_ns: int | None = None, loop_timeout_ns: int | None = None,
+    prepared: IPreparedModel,
+    request: Request,
+    measure: MeasureTiming,
+    deadline_ns: int | None = None,
+    loop_timeout_ns: int | None = None,
 ) -> ExecutionResult:
     """``execute_synchronously``, passing the HAL 1.3 deadline and loop timeout where the driver takes them."""
     from .cpu.driver import CpuPreparedModel
 
     if isinstance(prepared, CpuPreparedModel):
-        return prepared.execute_synchronously(request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns)
+        return prepared.execute_synchronously(
+            request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns
+        )
     return prepared.execute_synchronously(request, measure)
 
 
@@ -711,8 +873,9 @@ def _duration(value: Any, what: str) -> int:
     try:
         value = operator_index(value)
     except TypeError:
-        raise BadDataError(f"{what}: duration must be an integer number of nanoseconds, got {value!r}") from None
+        raise BadDataError(
+            f"{what}: duration must be an integer number of nanoseconds, got {value!r}"
+        ) from None
     if value < 0:
         raise BadDataError(f"{what}: duration must not be negative, got {value}")
     return value
-

@@ -58,7 +58,9 @@ def _index_list(values: Any, what: str, count: int) -> tuple[int, ...]:
         raise BadDataError(f"{what} must be a sequence of integers: {exc}") from None
     for i in indexes:
         if not 0 <= i < count:
-            raise BadDataError(f"{what}: operand index {i} out of range (the model has {count} operands)")
+            raise BadDataError(
+                f"{what}: operand index {i} out of range (the model has {count} operands)"
+            )
     return indexes
 
 
@@ -87,13 +89,13 @@ def _castable(src: np.dtype, dst: np.dtype) -> bool:
     return src.kind == "f" and dst.kind == "f"  # float64 data for a float32/16 operand
 
 
-def as_operand_array(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
+def as_operand_array(value: Any, dtype: np.dtype, what: str, convert: bool = True) -> np.ndarray:
     """``value`` (numpy array, numpy scalar, Python scalar or list) as an array of ``dtype``.
 
     Numpy data must already have a compatible dtype (a safe cast, or float to
     float); Python numbers are range-checked, so 300 never silently becomes 44
     in a uint8 operand.  Returns the original array when no conversion is
-    needed.
+    needed, or when ``convert`` is false (the caller converts later).
 
     Raises:
         BadDataError: the value cannot represent this operand's type.
@@ -102,9 +104,11 @@ def as_operand_array(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
         array = np.asarray(value)
         if not _castable(array.dtype, dtype):
             raise BadDataError(f"{what}: expected {dtype} data, got {array.dtype}")
-        return array if array.dtype == dtype else array.astype(dtype)
+        return array if array.dtype == dtype or not convert else array.astype(dtype)
     if not isinstance(value, (bool, int, float, list, tuple)):
-        raise BadDataError(f"{what}: expected a numpy array, a buffer or a number, got {type(value).__name__}")
+        raise BadDataError(
+            f"{what}: expected a numpy array, a buffer or a number, got {type(value).__name__}"
+        )
     try:
         raw = np.asarray(value)
     except (ValueError, OverflowError) as exc:
@@ -120,7 +124,9 @@ def as_operand_array(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
         elif raw.size:
             limits = np.iinfo(dtype)
             if int(raw.min()) < limits.min or int(raw.max()) > limits.max:
-                raise BadDataError(f"{what}: values outside the {dtype} range [{limits.min}, {limits.max}]")
+                raise BadDataError(
+                    f"{what}: values outside the {dtype} range [{limits.min}, {limits.max}]"
+                )
     return raw.astype(dtype)
 
 
@@ -139,7 +145,9 @@ class _OperandEntry:
             dims = ()
         elif dims == ():
             dims = None  # NNAPI: a tensor of rank 0 is a tensor of unknown rank
-        return OperandInfo(self.type.code, dims, self.type.scale, self.type.zero_point, self.channel_quant)
+        return OperandInfo(
+            self.type.code, dims, self.type.scale, self.type.zero_point, self.channel_quant
+        )
 
 
 def _check_operand_type(t: Any, what: str) -> OperandType:
@@ -149,7 +157,9 @@ def _check_operand_type(t: Any, what: str) -> OperandType:
     code = t.code
     if code in SCALAR_CODES:
         if t.dimensions not in ((), None):
-            raise BadDataError(f"{what}: scalar type {code.name} cannot have dimensions {t.dimensions}")
+            raise BadDataError(
+                f"{what}: scalar type {code.name} cannot have dimensions {t.dimensions}"
+            )
     elif t.dimensions is not None:
         for d in t.dimensions:
             if not 0 <= d <= _UINT32_MAX:
@@ -161,12 +171,16 @@ def _check_operand_type(t: Any, what: str) -> OperandType:
         if t.scale <= 0:
             raise BadDataError(f"{what}: {code.name} needs a positive scale, got {t.scale}")
         if not low <= t.zero_point <= high:
-            raise BadDataError(f"{what}: {code.name} zero point {t.zero_point} outside [{low}, {high}]")
+            raise BadDataError(
+                f"{what}: {code.name} zero point {t.zero_point} outside [{low}, {high}]"
+            )
     elif code == OperandCode.TENSOR_INT32:
         if t.zero_point != 0:
             raise BadDataError(f"{what}: TENSOR_INT32 zero point must be 0, got {t.zero_point}")
     elif t.scale != 0 or t.zero_point != 0:
-        raise BadDataError(f"{what}: {code.name} takes no scale or zero point (got {t.scale}, {t.zero_point})")
+        raise BadDataError(
+            f"{what}: {code.name} takes no scale or zero point (got {t.scale}, {t.zero_point})"
+        )
     return t
 
 
@@ -204,12 +218,16 @@ class Model:
         except TypeError:
             raise BadDataError(f"{what}: operand index must be an integer, got {index!r}") from None
         if not 0 <= i < len(self._operands):
-            raise BadDataError(f"{what}: operand index {i} out of range (the model has {len(self._operands)} operands)")
+            raise BadDataError(
+                f"{what}: operand index {i} out of range (the model has {len(self._operands)} operands)"
+            )
         return self._operands[i]
 
     def _check_settable(self, index: int, entry: _OperandEntry, what: str) -> None:
         if entry.lifetime in (Lifetime.SUBGRAPH_INPUT, Lifetime.SUBGRAPH_OUTPUT):
-            raise BadDataError(f"{what}: operand {index} is a model input or output and cannot have a value")
+            raise BadDataError(
+                f"{what}: operand {index} is a model input or output and cannot have a value"
+            )
 
     def add_operand(self, operand_type: OperandType) -> int:
         """Add an operand; returns its index (operands are numbered in insertion order)."""
@@ -234,29 +252,39 @@ class Model:
             code = entry.type.code
             if code == OperandCode.MODEL:
                 raise BadDataError(f"{what}: a MODEL operand takes set_operand_value_from_model")
-            if value is None or (isinstance(value, (bytes, bytearray, memoryview)) and memoryview(value).nbytes == 0):
+            if value is None or (
+                isinstance(value, (bytes, bytearray, memoryview)) and memoryview(value).nbytes == 0
+            ):
                 entry.lifetime, entry.value = Lifetime.NO_VALUE, None
                 return
             info = entry.info
-            dims = info.dimensions if not info.is_scalar else ()
             needed = operand_byte_size(info)
             if needed is None:
-                raise BadDataError(f"{what}: a constant tensor needs fully specified dimensions, has {entry.type.dimensions}")
+                raise BadDataError(
+                    f"{what}: a constant tensor needs fully specified dimensions, has {entry.type.dimensions}"
+                )
+            dims: tuple[int, ...] = info.dimensions or ()  # known here; () for scalars
             dtype = info.dtype
             if isinstance(value, (bytes, bytearray, memoryview)):
                 raw = bytes(memoryview(value).cast("B"))
                 if len(raw) != needed:
-                    raise BadDataError(f"{what}: {len(raw)} bytes given, {code.name} {dims} needs {needed}")
+                    raise BadDataError(
+                        f"{what}: {len(raw)} bytes given, {code.name} {dims} needs {needed}"
+                    )
                 array = np.frombuffer(raw, dtype).reshape(dims)
             else:
                 array = np.array(as_operand_array(value, dtype, what), dtype=dtype, copy=True)
                 if array.size != math.prod(dims):
-                    raise BadDataError(f"{what}: value has {array.size} elements ({array.shape}), operand is {dims}")
+                    raise BadDataError(
+                        f"{what}: value has {array.size} elements ({array.shape}), operand is {dims}"
+                    )
                 array = array.reshape(dims)
                 array.flags.writeable = False
             entry.lifetime, entry.value, entry.referenced = Lifetime.CONSTANT_COPY, array, None
 
-    def set_operand_value_from_memory(self, index: int, memory: Memory, offset: int, length: int) -> None:
+    def set_operand_value_from_memory(
+        self, index: int, memory: Memory, offset: int, length: int
+    ) -> None:
         """Make an operand a constant that reads ``memory[offset:offset+length]`` in place (no copy).
 
         The memory must stay unchanged while the model, or anything compiled
@@ -269,7 +297,9 @@ class Model:
             entry = self._operand(index, what)
             self._check_settable(index, entry, what)
             if not isinstance(memory, Memory):
-                raise BadDataError(f"{what}: expected an nnburst.Memory, got {type(memory).__name__}")
+                raise BadDataError(
+                    f"{what}: expected an nnburst.Memory, got {type(memory).__name__}"
+                )
             if entry.type.code == OperandCode.MODEL:
                 raise BadDataError(f"{what}: a MODEL operand takes set_operand_value_from_model")
             try:
@@ -279,15 +309,21 @@ class Model:
             if memory.closed:
                 raise BadStateError(f"{what}: the memory is closed")
             if offset < 0 or length < 0 or offset + length > memory.size:
-                raise BadDataError(f"{what}: [{offset}, {offset + length}) is outside the {memory.size}-byte memory")
+                raise BadDataError(
+                    f"{what}: [{offset}, {offset + length}) is outside the {memory.size}-byte memory"
+                )
             info = entry.info
             needed = operand_byte_size(info)
             if needed is None:
-                raise BadDataError(f"{what}: a constant tensor needs fully specified dimensions, has {entry.type.dimensions}")
+                raise BadDataError(
+                    f"{what}: a constant tensor needs fully specified dimensions, has {entry.type.dimensions}"
+                )
             if length != needed:
                 raise BadDataError(f"{what}: length {length} != {needed} bytes needed")
             dims = () if info.is_scalar else info.dimensions
-            array = np.frombuffer(memoryview(memory.buffer), info.dtype, math.prod(dims or ()), offset).reshape(dims)
+            array = np.frombuffer(
+                memoryview(memory.buffer), info.dtype, math.prod(dims or ()), offset
+            ).reshape(dims)
             array.flags.writeable = False
             entry.lifetime, entry.value, entry.referenced = Lifetime.CONSTANT_REFERENCE, array, None
             if memory not in self._memories:
@@ -319,7 +355,9 @@ class Model:
             self._check_building("set_operand_symm_per_channel_quant_params")
             entry = self._operand(index, what)
             if entry.type.code != OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL:
-                raise BadDataError(f"{what}: operand is {entry.type.code.name}, not TENSOR_QUANT8_SYMM_PER_CHANNEL")
+                raise BadDataError(
+                    f"{what}: operand is {entry.type.code.name}, not TENSOR_QUANT8_SYMM_PER_CHANNEL"
+                )
             dims = entry.type.dimensions
             try:
                 channel_dim = operator_index(channel_dim)
@@ -334,7 +372,9 @@ class Model:
                 raise BadDataError(f"{what}: every scale must be positive")
             entry.channel_quant = ChannelQuant(channel_dim, values)
 
-    def add_operation(self, operation_code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+    def add_operation(
+        self, operation_code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]
+    ) -> None:
         """Add an operation reading ``inputs`` and writing ``outputs`` (operand indexes).
 
         Operations may be added in any order; their signatures are validated
@@ -347,7 +387,9 @@ class Model:
             try:
                 code = OperationCode(operation_code)
             except ValueError:
-                raise BadDataError(f"add_operation (operation {n}): unknown operation code {operation_code!r}") from None
+                raise BadDataError(
+                    f"add_operation (operation {n}): unknown operation code {operation_code!r}"
+                ) from None
             what = f"add_operation (operation {n}, {code.name})"
             ins = _index_list(inputs, f"{what}: inputs", len(self._operands))
             outs = _index_list(outputs, f"{what}: outputs", len(self._operands))
@@ -355,7 +397,9 @@ class Model:
                 raise BadDataError(f"{what}: an operation needs at least one output")
             both = set(ins) & set(outs)
             if both:
-                raise BadDataError(f"{what}: operand {min(both)} is both an input and an output of the operation")
+                raise BadDataError(
+                    f"{what}: operand {min(both)} is both an input and an output of the operation"
+                )
             self._operations.append(Operation(code, ins, outs))
 
     def identify_inputs_and_outputs(self, inputs: Sequence[int], outputs: Sequence[int]) -> None:
@@ -371,13 +415,19 @@ class Model:
             for kind, indexes in (("input", ins), ("output", outs)):
                 for i in indexes:
                     if i in seen:
-                        raise BadDataError(f"{what}: operand {i} is listed twice (an operand cannot be both a model input and output)")
+                        raise BadDataError(
+                            f"{what}: operand {i} is listed twice (an operand cannot be both a model input and output)"
+                        )
                     seen.add(i)
                     entry = self._operands[i]
                     if entry.lifetime != Lifetime.TEMPORARY_VARIABLE:
-                        raise BadDataError(f"{what}: operand {i} has a value ({entry.lifetime.name}) and cannot be a model {kind}")
+                        raise BadDataError(
+                            f"{what}: operand {i} has a value ({entry.lifetime.name}) and cannot be a model {kind}"
+                        )
                     if entry.type.code == OperandCode.MODEL:
-                        raise BadDataError(f"{what}: operand {i} is a MODEL operand and cannot be a model {kind}")
+                        raise BadDataError(
+                            f"{what}: operand {i} is a MODEL operand and cannot be a model {kind}"
+                        )
             for i in ins:
                 self._operands[i].lifetime = Lifetime.SUBGRAPH_INPUT
             for i in outs:
@@ -418,23 +468,39 @@ class Model:
         if not self._operations:
             raise BadDataError("finish: the model has no operations")
         if not self._outputs:
-            raise BadDataError("finish: the model has no outputs (call identify_inputs_and_outputs)")
+            raise BadDataError(
+                "finish: the model has no outputs (call identify_inputs_and_outputs)"
+            )
         writer: dict[int, int] = {}
         for n, operation in enumerate(self._operations):
             for i in operation.outputs:
                 entry = self._operands[i]
                 name = f"operation {n} ({operation.code.name})"
                 if i in writer:
-                    raise BadDataError(f"finish: operand {i} is written by operation {writer[i]} and by {name}")
+                    raise BadDataError(
+                        f"finish: operand {i} is written by operation {writer[i]} and by {name}"
+                    )
                 if entry.lifetime not in (Lifetime.TEMPORARY_VARIABLE, Lifetime.SUBGRAPH_OUTPUT):
-                    raise BadDataError(f"finish: {name} writes operand {i}, which is a {_describe(entry.lifetime)}")
+                    raise BadDataError(
+                        f"finish: {name} writes operand {i}, which is a {_describe(entry.lifetime)}"
+                    )
                 writer[i] = n
         for i, entry in enumerate(self._operands):
-            if entry.type.code == OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL and entry.channel_quant is None:
-                raise BadDataError(f"finish: operand {i} is TENSOR_QUANT8_SYMM_PER_CHANNEL but has no per-channel scales")
+            if (
+                entry.type.code == OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL
+                and entry.channel_quant is None
+            ):
+                raise BadDataError(
+                    f"finish: operand {i} is TENSOR_QUANT8_SYMM_PER_CHANNEL but has no per-channel scales"
+                )
             if entry.type.code == OperandCode.MODEL and entry.lifetime != Lifetime.SUBGRAPH:
-                raise BadDataError(f"finish: MODEL operand {i} refers to no model (set_operand_value_from_model)")
-            if entry.lifetime in (Lifetime.TEMPORARY_VARIABLE, Lifetime.SUBGRAPH_OUTPUT) and i not in writer:
+                raise BadDataError(
+                    f"finish: MODEL operand {i} refers to no model (set_operand_value_from_model)"
+                )
+            if (
+                entry.lifetime in (Lifetime.TEMPORARY_VARIABLE, Lifetime.SUBGRAPH_OUTPUT)
+                and i not in writer
+            ):
                 raise BadDataError(
                     f"finish: operand {i} is neither a model input, a constant nor the output of an operation"
                 )
@@ -500,7 +566,9 @@ class Model:
         supported = [False] * len(self._operations)
         for device in devices:
             if not isinstance(device, Device):
-                raise BadDataError(f"get_supported_operations_for_devices: {device!r} is not an nnburst.Device")
+                raise BadDataError(
+                    f"get_supported_operations_for_devices: {device!r} is not an nnburst.Device"
+                )
             flags = device.hal.get_supported_operations(self.hal_model)
             supported = [a or bool(b) for a, b in zip(supported, flags)]
         return supported

@@ -114,7 +114,7 @@ def stream_writer(desc_hex: str, total: str, seed: str, blocking: str) -> None:
     with _attach(desc_hex) as q:
         sent = 0
         while sent < int(total):
-            n = min(int(rng.integers(1, 257)), int(total) - sent)
+            n = min(int(rng.integers(1, 257)), q.quantum_count, int(total) - sent)
             seq = np.arange(sent, sent + n, dtype=np.uint64)
             items = np.empty(n, dtype=q.dtype)
             items["seq"] = seq

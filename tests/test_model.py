@@ -35,7 +35,9 @@ def raises(code: nn.ResultCode):
     return _Check()
 
 
-def build_example(memory: nn.Memory | None = None, finish: bool = True, identify: bool = True) -> nn.Model:
+def build_example(
+    memory: nn.Memory | None = None, finish: bool = True, identify: bool = True
+) -> nn.Model:
     """The NNAPI guide's example: operand 6 = (operand 1 + operand 0) * operand 3.
 
     Seven [3][4] float32 / activation operands; operands 1 and 3 come from
@@ -200,7 +202,9 @@ def test_add_operand_rejects_none_and_non_types():
 def test_add_operand_accepts_quantized_bias_scale():
     model = nn.Model()
     model.add_operand(nn.OperandType(nn.OperandCode.TENSOR_INT32, (2,), scale=0.25))
-    model.add_operand(nn.OperandType(nn.OperandCode.TENSOR_QUANT8_ASYMM, (2,), scale=0.5, zero_point=128))
+    model.add_operand(
+        nn.OperandType(nn.OperandCode.TENSOR_QUANT8_ASYMM, (2,), scale=0.5, zero_point=128)
+    )
 
 
 # -- set_operand_value* -----------------------------------------------------------------------
@@ -301,7 +305,9 @@ def test_per_channel_quant_params_are_checked():
         model.set_operand_symm_per_channel_quant_params(w, 0, None)
     model.set_operand_symm_per_channel_quant_params(w, 0, [0.5, 0.25])
     model.set_operand_value(w, np.zeros((2, 3), np.int8))
-    model.add_operation(nn.OperationCode.ADD, [f, f, model.add_operand(ACT)], [model.add_operand(T3x4)])
+    model.add_operation(
+        nn.OperationCode.ADD, [f, f, model.add_operand(ACT)], [model.add_operand(T3x4)]
+    )
     model.set_operand_value(2, 0)
     model.identify_inputs_and_outputs([f], [3])
     model.finish()
@@ -448,9 +454,15 @@ def test_failed_finish_leaves_the_model_invalid():
         lambda m: m.finish(),
     ],
     ids=[
-        "add_operand", "set_operand_value", "set_operand_value_from_memory", "set_operand_value_from_model",
-        "set_operand_symm_per_channel_quant_params", "add_operation", "identify_inputs_and_outputs",
-        "relax_computation_float32_to_float16", "finish",
+        "add_operand",
+        "set_operand_value",
+        "set_operand_value_from_memory",
+        "set_operand_value_from_model",
+        "set_operand_symm_per_channel_quant_params",
+        "add_operation",
+        "identify_inputs_and_outputs",
+        "relax_computation_float32_to_float16",
+        "finish",
     ],
 )
 def test_finished_model_cannot_change(call):
@@ -472,7 +484,9 @@ def test_supported_operations_for_devices():
 
 
 def test_operation_the_cpu_lacks_is_unsupported_not_invalid():
-    missing = sorted(set(nn.OperationCode) - registered_codes() - {nn.OperationCode.IF, nn.OperationCode.WHILE})
+    missing = sorted(
+        set(nn.OperationCode) - registered_codes() - {nn.OperationCode.IF, nn.OperationCode.WHILE}
+    )
     if not missing:
         pytest.skip("the CPU driver implements every operation")
     model = build_example(finish=False, identify=False)

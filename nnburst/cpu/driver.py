@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._version import __version__
 from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
@@ -31,7 +32,6 @@ from ..hal.types import (
     OutputShape,
     PerformanceInfo,
     Request,
-    RequestArgument,
     Timing,
     pool_view,
 )
@@ -52,11 +52,8 @@ FEATURE_LEVEL = 2
 _NO_LOCATION = DataLocation()
 
 
-def _version_string() -> str:
-    # Imported late: the package's __init__ imports this module.
-    from .. import __version__
-
-    return f"{DEVICE_NAME} {__version__}"
+#: Different for every release, as HAL 1.2 asks of ``getVersionString``.
+VERSION_STRING = f"{DEVICE_NAME} {__version__}"
 
 
 def operation_signature(subgraph: Subgraph, index: int, relaxed: bool) -> OperationSignature:
@@ -96,9 +93,13 @@ def validate_operation(model: HalModel, subgraph: Subgraph, index: int) -> bool:
     try:
         registration.validate(operation_signature(subgraph, index, model.relax_float32_to_float16))
     except NNError as exc:
-        raise BadDataError(f"operation {index} ({name}) is invalid: {exc.args[0] if exc.args else exc}") from exc
+        raise BadDataError(
+            f"operation {index} ({name}) is invalid: {exc.args[0] if exc.args else exc}"
+        ) from exc
     except Exception as exc:  # a validator tripping over a malformed signature
-        raise BadDataError(f"operation {index} ({name}) is invalid: {type(exc).__name__}: {exc}") from exc
+        raise BadDataError(
+            f"operation {index} ({name}) is invalid: {type(exc).__name__}: {exc}"
+        ) from exc
     return True
 
 
@@ -131,21 +132,33 @@ def _check_dims(kind: str, i: int, spec: _ArgumentSpec, dims: tuple[int, ...]) -
         raise _InvalidRequest(f"{kind} {i} is a scalar but the request gives dimensions {dims}")
     if spec.dims is not None:
         if len(dims) != len(spec.dims):
-            raise _InvalidRequest(f"{kind} {i}: request rank {len(dims)} != model rank {len(spec.dims)}")
+            raise _InvalidRequest(
+                f"{kind} {i}: request rank {len(dims)} != model rank {len(spec.dims)}"
+            )
         for got, want in zip(dims, spec.dims):
             if want and got != want:
-                raise _InvalidRequest(f"{kind} {i}: request dimensions {dims} conflict with model {spec.dims}")
+                raise _InvalidRequest(
+                    f"{kind} {i}: request dimensions {dims} conflict with model {spec.dims}"
+                )
     if any(d < 0 for d in dims):
         raise _InvalidRequest(f"{kind} {i}: negative dimension in {dims}")
     if kind == "input" and any(d == 0 for d in dims):
         raise _InvalidRequest(f"input {i}: dimensions {dims} contain an unknown (0) value")
 
 
-def _check_location(kind: str, i: int, location: DataLocation, views: list[memoryview]) -> memoryview:
+def _check_location(
+    kind: str, i: int, location: DataLocation, views: list[memoryview]
+) -> memoryview:
     if not 0 <= location.pool_index < len(views):
-        raise _InvalidRequest(f"{kind} {i}: pool index {location.pool_index} out of range ({len(views)} pools)")
+        raise _InvalidRequest(
+            f"{kind} {i}: pool index {location.pool_index} out of range ({len(views)} pools)"
+        )
     view = views[location.pool_index]
-    if location.offset < 0 or location.length < 0 or location.offset + location.length > view.nbytes:
+    if (
+        location.offset < 0
+        or location.length < 0
+        or location.offset + location.length > view.nbytes
+    ):
         raise _InvalidRequest(
             f"{kind} {i}: [{location.offset}, {location.offset + location.length}) is outside "
             f"pool {location.pool_index} of {view.nbytes} bytes"
@@ -156,7 +169,9 @@ def _check_location(kind: str, i: int, location: DataLocation, views: list[memor
 class CpuPreparedModel(IPreparedModel):
     """A model prepared by the CPU driver; executes requests, serves bursts."""
 
-    def __init__(self, model: HalModel, preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER) -> None:
+    def __init__(
+        self, model: HalModel, preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER
+    ) -> None:
         self.model = model
         self.preference = PreferenceCode(preference)
         self._executor = PreparedModel(model)
@@ -215,7 +230,9 @@ class CpuPreparedModel(IPreparedModel):
 
     def _input_arrays(self, request: Request, views: list[memoryview]) -> list[np.ndarray | None]:
         if len(request.inputs) != len(self._inputs):
-            raise _InvalidRequest(f"request has {len(request.inputs)} inputs, the model {len(self._inputs)}")
+            raise _InvalidRequest(
+                f"request has {len(request.inputs)} inputs, the model {len(self._inputs)}"
+            )
         arrays: list[np.ndarray | None] = []
         for i, (arg, spec) in enumerate(zip(request.inputs, self._inputs)):
             if arg.has_no_value:
@@ -226,10 +243,13 @@ class CpuPreparedModel(IPreparedModel):
             view = _check_location("input", i, arg.location, views)
             dims = tuple(arg.dimensions)
             if dims:
-                _check_dims("input", i, spec, dims)
+                if dims != spec.dims or 0 in dims:  # the model's own full shape needs no check
+                    _check_dims("input", i, spec, dims)
             else:
                 if spec.dims is None or 0 in spec.dims:
-                    raise _InvalidRequest(f"input {i}: dimensions are unknown in the model and not given")
+                    raise _InvalidRequest(
+                        f"input {i}: dimensions are unknown in the model and not given"
+                    )
                 dims = spec.dims
             count = math.prod(dims)
             if arg.location.length != count * spec.itemsize:
@@ -244,7 +264,9 @@ class CpuPreparedModel(IPreparedModel):
 
     def _output_views(self, request: Request, views: list[memoryview]) -> list[memoryview | None]:
         if len(request.outputs) != len(self._outputs):
-            raise _InvalidRequest(f"request has {len(request.outputs)} outputs, the model {len(self._outputs)}")
+            raise _InvalidRequest(
+                f"request has {len(request.outputs)} outputs, the model {len(self._outputs)}"
+            )
         out: list[memoryview | None] = []
         for i, (arg, spec) in enumerate(zip(request.outputs, self._outputs)):
             if arg.has_no_value:
@@ -255,7 +277,7 @@ class CpuPreparedModel(IPreparedModel):
             view = _check_location("output", i, arg.location, views)
             if view.readonly:
                 raise _InvalidRequest(f"output {i}: pool {arg.location.pool_index} is read-only")
-            if arg.dimensions:
+            if arg.dimensions and tuple(arg.dimensions) != spec.dims:
                 _check_dims("output", i, spec, tuple(arg.dimensions))
             out.append(view)
         return out
@@ -269,7 +291,12 @@ class CpuPreparedModel(IPreparedModel):
             if arg.dimensions and not _compatible(arg.dimensions, result.shape):
                 fits = result.nbytes <= arg.location.length
                 if fits:
-                    logger.info("output %d: produced shape %s, the request declares %s", i, result.shape, arg.dimensions)
+                    logger.info(
+                        "output %d: produced shape %s, the request declares %s",
+                        i,
+                        result.shape,
+                        arg.dimensions,
+                    )
                     return ErrorStatus.GENERAL_FAILURE, []
             ok = arg.has_no_value or result.nbytes <= arg.location.length
             sufficient = sufficient and ok
@@ -305,16 +332,13 @@ class CpuDevice(IDevice):
 
     name = DEVICE_NAME
     type = DeviceType.CPU
+    version_string = VERSION_STRING
     feature_level = FEATURE_LEVEL
 
     def __init__(self) -> None:
         self._capabilities = Capabilities(
             operand_performance={code: PerformanceInfo() for code in OperandCode},
         )
-
-    @property
-    def version_string(self) -> str:  # type: ignore[override]
-        return _version_string()
 
     @property
     def capabilities(self) -> Capabilities:

@@ -33,11 +33,11 @@ from .common import (
     multiply_by_quantized_multiplier,
     op_failed,
     quantize_multiplier,
-    rounding_divide_by_pot,
-    rounding_divide_by_pot_each,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
+    rounding_divide_by_pot,
+    rounding_divide_by_pot_each,
     wrap_int32,
 )
 

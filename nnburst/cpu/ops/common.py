@@ -28,7 +28,7 @@ def quantize_multiplier(real_multiplier: float) -> tuple[int, int]:
     if real_multiplier == 0.0:
         return 0, 0
     significand, shift = math.frexp(real_multiplier)
-    q = round(significand * (1 << 31))
+    q = math.floor(significand * (1 << 31) + 0.5)  # std::round: ties away from zero
     if q == 1 << 31:
         q //= 2
         shift += 1
@@ -88,24 +88,6 @@ def quantized_range(info: OperandInfo) -> tuple[int, int]:
     dtype = info.dtype
     limits = np.iinfo(dtype)
     return int(limits.min), int(limits.max)
-
-
-def quantized_activation_range(fuse: int, info: OperandInfo) -> tuple[int, int]:
-    """Clamp bounds, in the output's quantized domain, for a fused activation."""
-    qmin, qmax = quantized_range(info)
-    scale, zp = info.scale, info.zero_point
-
-    def q(v: float) -> int:
-        return zp + int(round(v / scale))
-
-    fuse = FuseCode(fuse)
-    if fuse == FuseCode.RELU:
-        return max(qmin, q(0.0)), qmax
-    if fuse == FuseCode.RELU6:
-        return max(qmin, q(0.0)), min(qmax, q(6.0))
-    if fuse == FuseCode.RELU1:
-        return max(qmin, q(-1.0)), min(qmax, q(1.0))
-    return qmin, qmax
 
 
 def dequantize(values: np.ndarray, info: OperandInfo) -> np.ndarray:
@@ -568,3 +550,123 @@ def fixed_inv_sqrt_multiplier(values: Any) -> tuple[np.ndarray, np.ndarray]:
     y = np.where(shift < 0, wrap_int32(y << np.maximum(-shift, 0)), y)
     shift = np.maximum(shift, 0)
     return y, -shift
+
+
+# ---------------------------------------------------------------------------
+# Helpers for the NNAPI 1.2/1.3 element-wise, reduction and data-movement
+# operations.  Appended; shared by compare.py, unary.py, binary.py, reduce.py,
+# tensor.py, normalization_v2.py and resize_nearest.py.
+# ---------------------------------------------------------------------------
+
+
+def float_scalar_code(tensor_code: OperandCode) -> OperandCode:
+    """The scalar type NNAPI pairs with a tensor: FLOAT16 for TENSOR_FLOAT16, else FLOAT32."""
+    return OperandCode.FLOAT16 if tensor_code == OperandCode.TENSOR_FLOAT16 else OperandCode.FLOAT32
+
+
+def normalize_axis(axis: int, rank: int, fail: Callable[[str], Exception]) -> int:
+    """An axis in ``[-rank, rank)`` as a non-negative index (``fail`` builds the error)."""
+    if not -rank <= axis < rank:
+        raise fail(f"axis {axis} is out of range [{-rank}, {rank})")
+    return axis % rank
+
+
+def check_broadcastable(sig: Any, first: int, second: int) -> None:
+    """Fail when the declared shapes of two inputs can never broadcast together."""
+    a, b = sig.inputs[first].dimensions, sig.inputs[second].dimensions
+    if a is None or b is None:
+        return
+    for x, y in zip(reversed(a), reversed(b)):
+        if x > 0 and y > 0 and x != y and x != 1 and y != 1:
+            raise sig.fail(f"input {first} dimensions {a} and input {second} dimensions {b} "
+                           "cannot be broadcast together")
+
+
+def broadcast_shape_or_fail(code: Any, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """numpy's (= NNAPI's) broadcast shape, or OP_FAILED when the shapes do not broadcast."""
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise op_failed(code, f"shapes {', '.join(map(str, shapes))} cannot be broadcast") from None
+
+
+def same_quantization(a: OperandInfo, b: OperandInfo) -> bool:
+    """Equal scale (as float32, like the reference stores it) and zero point."""
+    return np.float32(a.scale) == np.float32(b.scale) and a.zero_point == b.zero_point
+
+
+def require_same_quantization(sig: Any, src: OperandInfo, index: int = 0) -> None:
+    """Quant8 data only: output ``index`` must carry ``src``'s scale and zero point."""
+    out = sig.outputs[index]
+    if src.code in QUANT8_ASYMM_CODES and not same_quantization(src, out):
+        raise sig.fail(f"output {index} scale and zero point ({out.scale}, {out.zero_point}) "
+                       f"must equal the input's ({src.scale}, {src.zero_point})")
+
+
+def require_dims_like(sig: Any, src: OperandInfo, index: int = 0) -> None:
+    """Fail when output ``index``'s declared dimensions contradict ``src``'s."""
+    a, b = src.dimensions, sig.outputs[index].dimensions
+    if a is None or not b:
+        return
+    if len(a) != len(b) or any(x > 0 and y > 0 and x != y for x, y in zip(a, b)):
+        raise sig.fail(f"output {index} dimensions {b} differ from the input's {a}")
+
+
+def requantize_reference(values: np.ndarray, src: OperandInfo, dst: OperandInfo) -> np.ndarray:
+    """NNAPI's ``requantize<T>``: raw ``src`` values moved to ``dst``'s quantization.
+
+    The real value is formed in float32 (an int times the float32 scale), then
+    divided by the new scale and offset by the new zero point in double,
+    clamped to the type and rounded half away from zero.
+    """
+    real = (values.astype(np.int32) - np.int32(src.zero_point)).astype(np.float32) \
+        * np.float32(src.scale)
+    moved = real.astype(np.float64) / float(np.float32(dst.scale)) + dst.zero_point
+    lo, hi = quantized_range(dst)
+    return np.clip(round_half_away(moved), lo, hi).astype(dst.dtype)
+
+
+# ---------------------------------------------------------------------------
+# Helpers for the NNAPI 1.2/1.3 convolution, ROI, detection and quantized LSTM
+# operations.  Appended; shared by conv_v12.py, roi.py, detection.py and
+# quantized_lstm.py.
+# ---------------------------------------------------------------------------
+
+
+def quantize_float32(real: Any, info: OperandInfo) -> np.ndarray:
+    """The reference's ``convertFloat32ToQuant``: ``round(x / scale + zero_point)``.
+
+    Done in float32 (the reference's arithmetic) and rounded half away from
+    zero, so box coordinates and scores land on the same integers.
+    """
+    with np.errstate(all="ignore"):
+        scaled = np.asarray(real, dtype=np.float32) / np.float32(info.scale) \
+            + np.float32(info.zero_point)
+    lo, hi = quantized_range(info)
+    return np.clip(round_half_away(scaled), lo, hi).astype(info.dtype)
+
+
+def conv_multiplier(input_scale: float, filter_scale: float, output_scale: float) -> tuple[int, int]:
+    """``GetQuantizedConvolutionMultipler`` + ``QuantizeMultiplier`` as the reference does them.
+
+    The input x filter scale product is formed in float32 before it is widened,
+    which can move the multiplier by one unit against a pure double product.
+    """
+    product = float(np.float32(input_scale) * np.float32(filter_scale))
+    return quantize_multiplier(product / float(np.float32(output_scale)))
+
+
+def optional_input(ctx: Any, i: int) -> np.ndarray | None:
+    """Input ``i``, or ``None`` when omitted (no value, or a model input given no data)."""
+    value = ctx.inputs[i] if i < len(ctx.inputs) else None
+    if value is None or np.asarray(value).size == 0:
+        return None
+    return np.asarray(value)
+
+
+def maybe_omitted(sig: Any, i: int) -> bool:
+    """True when input ``i`` is, or may at execution be, an omitted optional operand."""
+    if i in sig.constants:
+        return sig.constants[i] is None
+    dims = sig.inputs[i].dimensions
+    return dims is None or 0 in dims

@@ -78,14 +78,20 @@ def _validate_l2(sig: OperationSignature) -> None:
     _validate_axis(sig, 1)
 
 
-def _l2_quant8(ctx: ExecutionContext, x: np.ndarray) -> np.ndarray:
-    """Integer L2 normalisation over the last axis of raw 8-bit data."""
+def _l2_quant8(ctx: ExecutionContext, x: np.ndarray, last_axis: bool) -> np.ndarray:
+    """Integer L2 normalisation over the last axis of (moved) raw 8-bit data."""
     info = ctx.signature.inputs[0]
     out = ctx.output_info(0)
     centred = x.astype(np.int64) - info.zero_point
     squares = (centred * centred).sum(axis=-1, keepdims=True)
     multiplier, shift = fixed_inv_sqrt_multiplier(squares)  # shift <= 0
-    value = rounding_divide_by_pot_each(fixed_mul(centred * 128, multiplier), -shift)
+    if info.code == _SIGNED and last_axis:
+        # The reference's int8 kernel folds the ·128 into the shift instead.
+        total = shift + 7
+        scaled = fixed_mul(centred << np.maximum(total, 0), multiplier)
+        value = rounding_divide_by_pot_each(scaled, np.maximum(-total, 0))
+    else:
+        value = rounding_divide_by_pot_each(fixed_mul(centred * 128, multiplier), -shift)
     if info.code != _SIGNED:
         value = value + 128
     limits = np.iinfo(out.dtype)
@@ -97,7 +103,7 @@ def _execute_l2(ctx: ExecutionContext) -> list[np.ndarray]:
     axis = _axis(ctx, 1, x.ndim)
     moved = np.moveaxis(x, axis, -1)
     if ctx.signature.inputs[0].code in QUANT8_ASYMM_CODES:
-        result = _l2_quant8(ctx, moved)
+        result = _l2_quant8(ctx, moved, last_axis=axis == x.ndim - 1)
     else:
         v = moved.astype(np.float64)
         norm = np.maximum(np.sqrt((v * v).sum(axis=-1, keepdims=True)), _L2_EPSILON)

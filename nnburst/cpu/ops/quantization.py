@@ -49,17 +49,19 @@ def _validate(sig: OperationSignature) -> None:
                 f"{dims[quant.channel_dim]}"
             )
     a, b = info.dimensions, sig.outputs[0].dimensions
-    if a is not None and b:
-        if len(a) != len(b) or any(x > 0 and y > 0 and x != y for x, y in zip(a, b)):
-            raise sig.fail(f"output dimensions {b} differ from input {a}")
+    if a is not None and b and (
+        len(a) != len(b) or any(x > 0 and y > 0 and x != y for x, y in zip(a, b))
+    ):
+        raise sig.fail(f"output dimensions {b} differ from input {a}")
 
 
 def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
     info = ctx.signature.inputs[0]
     diff = x.astype(np.int32) - np.int32(info.zero_point)
-    if info.code == _PER_CHANNEL:
-        quant = info.channel_quant
+    quant = info.channel_quant
+    scale: np.ndarray | np.float32
+    if info.code == _PER_CHANNEL and quant is not None:
         axis = quant.channel_dim
         if x.ndim <= axis or x.shape[axis] != len(quant.scales):
             raise op_failed(ctx.code, f"input shape {x.shape} does not match "

@@ -577,12 +577,13 @@ def _validate_strided_slice(sig: OperationSignature) -> None:
     strides = _const_ints(sig, 3)
     if strides is not None and (strides == 0).any():
         raise sig.fail(f"strides must be non-zero, got {strides.tolist()}")
-    values = [_const_ints(sig, i) for i in (1, 2, 3)]
+    begin, end = _const_ints(sig, 1), _const_ints(sig, 2)
     masks = [constant_scalar(sig, i) for i in (4, 5, 6)]
     dims = _known_dims(sig.inputs[0])
-    if dims is None or any(v is None for v in values) or any(m is None for m in masks):
+    if dims is None or begin is None or end is None or strides is None or None in masks:
         return
-    indices, dropped = _slice_indices(dims, *values, tuple(masks), sig.fail)
+    indices, dropped = _slice_indices(dims, begin, end, strides,
+                                      (masks[0], masks[1], masks[2]), sig.fail)
     kept = [len(ix) for axis, ix in enumerate(indices) if axis not in dropped]
     _check_declared_output(sig, kept or [1])
 

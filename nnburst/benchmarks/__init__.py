@@ -1,0 +1,1 @@
+"""Benchmarks shared by ``nnburst bench`` and the pytest-benchmark suite in ``bench/``."""

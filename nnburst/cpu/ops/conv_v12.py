@@ -1,0 +1,342 @@
+"""TRANSPOSE_CONV_2D and GROUPED_CONV_2D (NNAPI 1.2).
+
+Both work on NHWC data (NCHW is transposed in and out) with filters in
+NNAPI's ``[depth_out, height, width, depth_in]`` order.  Float data is
+computed in float64 and cast to the output type.  Quantized data subtracts
+the zero points first, so every accumulator is an exact integer (far below
+2**53 in float64); the sums are then requantized with the reference's
+fixed-point multipliers, per channel for TENSOR_QUANT8_SYMM_PER_CHANNEL
+filters.
+
+TRANSPOSE_CONV_2D is one matmul (every input pixel times every filter tap)
+followed by a scatter-add of the taps into the output canvas, one strided
+slice per tap; GROUPED_CONV_2D is a batched im2col matmul, one batch per
+group.  Neither loops over pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...codes import FuseCode, OperandCode, OperationCode, PaddingCode
+from ...operands import OperandInfo
+from ..registry import ExecutionContext, OperationSignature, register
+from .common import (
+    FLOAT_TENSOR_CODES,
+    QUANT8_ASYMM_CODES,
+    apply_fused_activation,
+    bias_scale_matches,
+    check_window_arg_types,
+    check_window_values,
+    constant_scalar,
+    conv_multiplier,
+    from_nhwc,
+    known_dim,
+    op_failed,
+    requantize,
+    require_operand_rank,
+    require_operand_type,
+    resolve_window,
+    to_nhwc,
+    window_args,
+    window_values,
+    window_view,
+)
+
+_PER_CHANNEL = OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL
+_FUSE_CODES = tuple(int(c) for c in FuseCode)
+
+
+# --------------------------------------------------------------- shared checks
+
+
+def _check_tensors(sig: OperationSignature) -> OperandInfo:
+    """Types, ranks and quantization of input, filter, bias and output."""
+    inp = require_operand_type(sig, 0, (*FLOAT_TENSOR_CODES, *QUANT8_ASYMM_CODES), "input")
+    quantized = inp.code in QUANT8_ASYMM_CODES
+    filt = require_operand_type(sig, 1, (inp.code, _PER_CHANNEL) if quantized else (inp.code,),
+                                "filter")
+    bias = require_operand_type(sig, 2, (OperandCode.TENSOR_INT32,) if quantized else (inp.code,),
+                                "bias")
+    out = require_operand_type(sig, 0, (inp.code,), "output", output=True)
+    require_operand_rank(sig, 0, (4,), "input")
+    require_operand_rank(sig, 1, (4,), "filter")
+    require_operand_rank(sig, 2, (1,), "bias")
+    require_operand_rank(sig, 0, (4,), "output", output=True)
+    depth_out, bias_len = known_dim(filt, 0), known_dim(bias, 0)
+    if None not in (depth_out, bias_len) and depth_out != bias_len:
+        raise sig.fail(f"bias length {bias_len} != filter depth_out {depth_out}")
+    if not quantized:
+        return inp
+    if inp.scale <= 0 or out.scale <= 0:
+        raise sig.fail("quantized input and output need a positive scale")
+    if filt.code == _PER_CHANNEL:
+        quant = filt.channel_quant
+        if quant is None or quant.channel_dim != 0:
+            raise sig.fail("per-channel filter must be quantized along dimension 0")
+        if any(s <= 0 for s in quant.scales):
+            raise sig.fail("per-channel filter scales must be positive")
+        if depth_out is not None and len(quant.scales) != depth_out:
+            raise sig.fail(f"{len(quant.scales)} per-channel scales for {depth_out} channels")
+    else:
+        if filt.scale <= 0:
+            raise sig.fail("quantized filter needs a positive scale")
+        if not bias_scale_matches(inp.scale, filt.scale, bias.scale):
+            raise sig.fail(f"bias scale {bias.scale} != input scale {inp.scale} x filter scale "
+                           f"{filt.scale}")
+    return inp
+
+
+@dataclass
+class _Weights:
+    """A filter converted once: float64 with the zero point removed, plus requantization."""
+
+    weights: np.ndarray  # [depth_out, fh, fw, depth_in]
+    #: (multiplier, shift) per output channel (one entry per-tensor); None for float.
+    multipliers: list[tuple[int, int]] | None
+
+
+def _convert(sig: OperationSignature, w: np.ndarray) -> _Weights:
+    inp, filt, out = sig.inputs[0], sig.inputs[1], sig.outputs[0]
+    wf = np.asarray(w).astype(np.float64)
+    if inp.code not in QUANT8_ASYMM_CODES:
+        return _Weights(wf, None)
+    if filt.channel_quant is not None:
+        scales = filt.channel_quant.scales
+        if len(scales) != wf.shape[0]:
+            raise op_failed(sig.code, f"{len(scales)} filter scales for {wf.shape[0]} channels")
+    else:
+        wf -= filt.zero_point
+        scales = (filt.scale,)
+    return _Weights(wf, [conv_multiplier(inp.scale, s, out.scale) for s in scales])
+
+
+def _prepare(sig: OperationSignature) -> dict[str, Any]:
+    """Convert a constant filter once per prepared model."""
+    w = sig.constants.get(1)
+    return {"weights": None if w is None else _convert(sig, np.asarray(w))}
+
+
+def _weights(ctx: ExecutionContext) -> _Weights:
+    state = ctx.state or {}
+    if state.get("weights") is not None:
+        return state["weights"]
+    w = ctx.input(1)
+    if w.ndim != 4:
+        raise op_failed(ctx.code, f"filter has rank {w.ndim}; expected 4")
+    return _convert(ctx.signature, w)
+
+
+def _finish(ctx: ExecutionContext, acc: np.ndarray, filt: _Weights, fuse: int,
+            nchw: bool) -> list[np.ndarray]:
+    """Add the bias, then activate (float) or requantize (quantized) and restore the layout."""
+    bias = ctx.input(2)
+    depth_out = filt.weights.shape[0]
+    if bias.shape != (depth_out,):
+        raise op_failed(ctx.code, f"bias shape {bias.shape} != ({depth_out},)")
+    acc = acc + bias.astype(np.float64)
+    out = ctx.output_info(0)
+    if filt.multipliers is None:
+        return [from_nhwc(apply_fused_activation(acc, fuse).astype(out.dtype), nchw)]
+    acc = np.rint(acc).astype(np.int64)
+    if len(filt.multipliers) == 1:
+        result = requantize(acc, *filt.multipliers[0], out, fuse)
+    else:
+        result = np.empty(acc.shape, dtype=out.dtype)
+        for channel, (m, s) in enumerate(filt.multipliers):
+            result[..., channel] = requantize(acc[..., channel], m, s, out, fuse)
+    return [from_nhwc(result, nchw)]
+
+
+def _input_nhwc(ctx: ExecutionContext, nchw: bool) -> np.ndarray:
+    """The input as float64 NHWC, zero point removed for quantized data."""
+    x = ctx.input(0)
+    if x.ndim != 4:
+        raise op_failed(ctx.code, f"input has rank {x.ndim}; expected 4")
+    xf = to_nhwc(x, nchw).astype(np.float64)
+    info = ctx.signature.inputs[0]
+    if info.code in QUANT8_ASYMM_CODES:
+        xf -= info.zero_point  # zero padding now means padding with the zero point
+    return xf
+
+
+# --------------------------------------------------------------- TRANSPOSE_CONV_2D
+
+# Positions of the scalar parameters for the two input counts.
+_TC_EXPLICIT = {"pad_left": 3, "pad_right": 4, "pad_top": 5, "pad_bottom": 6,
+                "stride_w": 7, "stride_h": 8, "fuse": 9, "nchw": 10}
+_TC_IMPLICIT = {"output_shape": 3, "padding_scheme": 4, "stride_w": 5, "stride_h": 6,
+                "fuse": 7, "nchw": 8}
+
+
+def _tc_positions(sig: OperationSignature) -> dict[str, int]:
+    n = len(sig.inputs)
+    if n not in (9, 11):
+        raise sig.fail(f"expected 9 (implicit padding) or 11 (explicit padding) inputs, got {n}")
+    if len(sig.outputs) != 1:
+        raise sig.fail(f"expected 1 output, got {len(sig.outputs)}")
+    return _TC_EXPLICIT if n == 11 else _TC_IMPLICIT
+
+
+def _tc_check_values(values: dict[str, Any], fail: Any) -> None:
+    """Range checks; pad_right/pad_bottom may be negative (they trim the output)."""
+    for name, v in values.items():
+        if v is None or name in ("nchw", "pad_right", "pad_bottom"):
+            continue
+        if name == "padding_scheme" and v not in (int(PaddingCode.SAME), int(PaddingCode.VALID)):
+            raise fail(f"padding scheme {v} is not SAME (1) or VALID (2)")
+        if name == "fuse" and v not in _FUSE_CODES:
+            raise fail(f"fused activation {v} is not a FuseCode (0..3)")
+        if name in ("pad_left", "pad_top") and v < 0:
+            raise fail(f"{name} is {v}; it must be >= 0")
+        if name.startswith("stride") and v < 1:
+            raise fail(f"{name} is {v}; it must be >= 1")
+
+
+def _validate_transpose(sig: OperationSignature) -> None:
+    positions = _tc_positions(sig)
+    for name, i in positions.items():
+        want = {"nchw": OperandCode.BOOL, "output_shape": OperandCode.TENSOR_INT32}
+        require_operand_type(sig, i, (want.get(name, OperandCode.INT32),), name)
+    values = {name: constant_scalar(sig, i) for name, i in positions.items()
+              if name != "output_shape"}
+    _tc_check_values(values, sig.fail)
+    if "output_shape" in positions:
+        require_operand_rank(sig, 3, (1,), "output_shape")
+        length = known_dim(sig.inputs[3], 0)
+        if length not in (None, 4):
+            raise sig.fail(f"output_shape has {length} elements; expected 4")
+    inp = _check_tensors(sig)
+    nchw = values.get("nchw")
+    if nchw is not None:
+        depth_in = known_dim(inp, 1 if nchw else 3)
+        filter_depth = known_dim(sig.inputs[1], 3)
+        if None not in (depth_in, filter_depth) and depth_in != filter_depth:
+            raise sig.fail(f"filter depth_in {filter_depth} != input depth {depth_in}")
+
+
+def _transpose_padding(out_size: int, stride: int, filter_size: int,
+                       scheme: int) -> tuple[int, int]:
+    """(head, tail) padding for an implicit scheme, given the wanted output size.
+
+    SAME pads so the output is exactly ``out_size``; the tail is fitted to the
+    end of the last stride and may come out negative, as in the reference.
+    """
+    if scheme != PaddingCode.SAME:
+        return 0, 0
+    in_size = (out_size + stride - 1) // stride
+    needed = (in_size - 1) * stride + filter_size - out_size
+    head = needed // 2 if needed > 0 else 0
+    return head, needed - head
+
+
+def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
+    sig = ctx.signature
+    positions = _tc_positions(sig)
+    values = {name: ctx.scalar(i) for name, i in positions.items() if name != "output_shape"}
+
+    def fail(msg: str) -> Exception:
+        return op_failed(sig.code, msg)
+
+    _tc_check_values(values, fail)
+    nchw = bool(values["nchw"])
+    x = _input_nhwc(ctx, nchw)
+    filt = _weights(ctx)
+    n, in_h, in_w, depth_in = x.shape
+    depth_out, fh, fw, filter_depth = filt.weights.shape
+    if filter_depth != depth_in:
+        raise fail(f"filter depth_in {filter_depth} != input depth {depth_in}")
+    sh, sw = int(values["stride_h"]), int(values["stride_w"])
+    if "output_shape" in positions:
+        shape = ctx.input(3).reshape(-1)
+        if shape.size != 4:
+            raise fail(f"output_shape has {shape.size} elements; expected 4")
+        want_h, want_w = (int(shape[2]), int(shape[3])) if nchw else (int(shape[1]), int(shape[2]))
+        pt, pb = _transpose_padding(want_h, sh, fh, values["padding_scheme"])
+        pl, pr = _transpose_padding(want_w, sw, fw, values["padding_scheme"])
+    else:
+        pt, pb = int(values["pad_top"]), int(values["pad_bottom"])
+        pl, pr = int(values["pad_left"]), int(values["pad_right"])
+    full_h, full_w = (in_h - 1) * sh + fh, (in_w - 1) * sw + fw
+    out_h, out_w = full_h - pt - pb, full_w - pl - pr
+    if min(in_h, in_w, depth_in, depth_out, out_h, out_w) <= 0:
+        raise fail(f"empty spatial size: input {in_h}x{in_w}x{depth_in}, output {out_h}x{out_w}")
+
+    # Every input pixel times every tap, then each tap lands on a strided slice.
+    taps = x.reshape(-1, depth_in) @ filt.weights.transpose(3, 1, 2, 0).reshape(depth_in, -1)
+    taps = taps.reshape(n, in_h, in_w, fh, fw, depth_out)
+    canvas = np.zeros((n, max(full_h, pt + out_h), max(full_w, pl + out_w), depth_out))
+    for i in range(fh):
+        for j in range(fw):
+            canvas[:, i : i + (in_h - 1) * sh + 1 : sh, j : j + (in_w - 1) * sw + 1 : sw] \
+                += taps[:, :, :, i, j]
+    acc = canvas[:, pt : pt + out_h, pl : pl + out_w]
+    return _finish(ctx, acc, filt, int(values["fuse"]), nchw)
+
+
+# --------------------------------------------------------------- GROUPED_CONV_2D
+
+
+def _gc_args(sig: OperationSignature) -> Any:
+    if len(sig.inputs) not in (9, 12):
+        raise sig.fail(f"expected 9 (implicit padding) or 12 (explicit padding) inputs, "
+                       f"got {len(sig.inputs)}")
+    if len(sig.outputs) != 1:
+        raise sig.fail(f"expected 1 output, got {len(sig.outputs)}")
+    return window_args(sig, 3, ("num_groups",), dilation=False)
+
+
+def _validate_grouped(sig: OperationSignature) -> None:
+    args = _gc_args(sig)
+    check_window_arg_types(sig, args)
+    values = window_values(args, lambda i: constant_scalar(sig, i))
+    check_window_values(values, sig.fail)
+    inp = _check_tensors(sig)
+    groups, nchw = values["num_groups"], values["nchw"]
+    filt = sig.inputs[1]
+    depth_out, filter_depth = known_dim(filt, 0), known_dim(filt, 3)
+    depth_in = None if nchw is None else known_dim(inp, 1 if nchw else 3)
+    if groups is not None:
+        if depth_out is not None and depth_out % groups:
+            raise sig.fail(f"filter depth_out {depth_out} is not divisible by {groups} groups")
+        if None not in (depth_in, filter_depth) and depth_in != filter_depth * groups:
+            raise sig.fail(f"input depth {depth_in} != filter depth {filter_depth} x {groups} "
+                           "groups")
+
+
+def _execute_grouped(ctx: ExecutionContext) -> list[np.ndarray]:
+    sig = ctx.signature
+    values = window_values(_gc_args(sig), ctx.scalar)
+
+    def fail(msg: str) -> Exception:
+        return op_failed(sig.code, msg)
+
+    check_window_values(values, fail)
+    nchw = bool(values["nchw"])
+    x = _input_nhwc(ctx, nchw)
+    filt = _weights(ctx)
+    groups = int(values["num_groups"])
+    n, in_h, in_w, depth_in = x.shape
+    depth_out, fh, fw, depth_group = filt.weights.shape
+    if depth_group * groups != depth_in or depth_out % groups:
+        raise fail(f"input depth {depth_in} and filter {filt.weights.shape} do not split into "
+                   f"{groups} groups")
+    win = resolve_window(values, in_h, in_w, fh, fw, fail)
+
+    # im2col per group: patches [P, G, Cg*fh*fw] times weights [G, Cg*fh*fw, Og].
+    per_group = depth_out // groups
+    patches = window_view(x, win, fh, fw).reshape(-1, groups, depth_group * fh * fw)
+    weights = filt.weights.reshape(groups, per_group, fh, fw, depth_group)
+    weights = weights.transpose(0, 4, 2, 3, 1).reshape(groups, -1, per_group)
+    acc = np.matmul(patches.transpose(1, 0, 2), weights).transpose(1, 0, 2)
+    acc = acc.reshape(n, win.out_h, win.out_w, depth_out)
+    return _finish(ctx, acc, filt, int(values["fuse"]), nchw)
+
+
+register(OperationCode.TRANSPOSE_CONV_2D, validate=_validate_transpose,
+         execute=_execute_transpose, prepare=_prepare)
+register(OperationCode.GROUPED_CONV_2D, validate=_validate_grouped, execute=_execute_grouped,
+         prepare=_prepare)

@@ -1,0 +1,927 @@
+"""CPU driver: the simple NNAPI 1.2/1.3 operations (comparisons, logical ops,
+SELECT, unary math, CAST, QUANTIZE, ELU, HARD_SWISH, ARGMAX/ARGMIN, REDUCE_*,
+MAXIMUM/MINIMUM/POW/PRELU, data movement, LOG_SOFTMAX,
+INSTANCE_NORMALIZATION, RESIZE_NEAREST_NEIGHBOR, FILL, RANK).
+
+No public conformance vectors exist for these, so every case is checked
+against an independent computation: plain numpy in float64, or a scalar
+Python loop over the NNAPI formula, written without the driver's helpers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nnburst.codes import OperandCode as T
+from nnburst.codes import OperationCode as Op
+from nnburst.codes import ResultCode
+from nnburst.cpu.executor import PreparedModel
+from nnburst.errors import BadDataError, NNError
+from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
+from nnburst.operands import OperandInfo
+
+OMITTED = object()
+RNG = np.random.default_rng(1234)
+
+F32, F16, I32 = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_INT32
+QU8, QS8, B8 = T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED, T.TENSOR_BOOL8
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def t(code: T, *dims: int, scale: float = 0.0, zp: int = 0) -> OperandInfo:
+    """A tensor type; no dimensions means unknown rank (as the runtime stores it)."""
+    if code in (QU8, QS8) and scale == 0.0:
+        scale = 0.5
+    return OperandInfo(code, dims or None, scale, zp)
+
+
+def const(info: OperandInfo, value: Any) -> tuple[OperandInfo, np.ndarray]:
+    return info, np.asarray(value, dtype=info.dtype).reshape(info.dimensions)
+
+
+def i32(value: int) -> tuple[OperandInfo, np.ndarray]:
+    return const(OperandInfo(T.INT32, ()), value)
+
+
+def f32s(value: float) -> tuple[OperandInfo, np.ndarray]:
+    return const(OperandInfo(T.FLOAT32, ()), value)
+
+
+def f16s(value: float) -> tuple[OperandInfo, np.ndarray]:
+    return const(OperandInfo(T.FLOAT16, ()), value)
+
+
+def boolean(value: bool) -> tuple[OperandInfo, np.ndarray]:
+    return const(OperandInfo(T.BOOL, ()), value)
+
+
+def ivec(*values: int) -> tuple[OperandInfo, np.ndarray]:
+    return const(OperandInfo(I32, (len(values),)), list(values))
+
+
+def model(code: Op, inputs: list[Any], outputs: list[OperandInfo]) -> HalModel:
+    """One-operation model. Each input is an OperandInfo (a model input),
+    an (info, value) pair (a constant) or (info, OMITTED) (NO_VALUE)."""
+    operands: list[Operand] = []
+    model_inputs = []
+    for item in inputs:
+        if isinstance(item, OperandInfo):
+            model_inputs.append(len(operands))
+            operands.append(Operand(item, Lifetime.SUBGRAPH_INPUT))
+        elif item[1] is OMITTED:
+            operands.append(Operand(item[0], Lifetime.NO_VALUE))
+        else:
+            operands.append(Operand(item[0], Lifetime.CONSTANT_COPY, item[1]))
+    first = len(operands)
+    operands += [Operand(info, Lifetime.SUBGRAPH_OUTPUT) for info in outputs]
+    outs = tuple(range(first, len(operands)))
+    operation = Operation(code, tuple(range(len(inputs))), outs)
+    return HalModel(Subgraph(operands, [operation], tuple(model_inputs), outs))
+
+
+def run(code: Op, inputs: list[Any], outputs: list[OperandInfo], *feed: Any) -> list[np.ndarray]:
+    return PreparedModel(model(code, inputs, outputs)).run(list(feed))
+
+
+def run1(code: Op, inputs: list[Any], output: OperandInfo, *feed: Any) -> np.ndarray:
+    return run(code, inputs, [output], *feed)[0]
+
+
+def rejects(code: Op, inputs: list[Any], outputs: list[OperandInfo], match: str = "") -> None:
+    with pytest.raises(BadDataError, match=match):
+        PreparedModel(model(code, inputs, outputs))
+
+
+def op_fails(code: Op, inputs: list[Any], outputs: list[OperandInfo], *feed: Any) -> None:
+    prepared = PreparedModel(model(code, inputs, outputs))
+    with pytest.raises(NNError) as info:
+        prepared.run(list(feed))
+    assert info.value.code == ResultCode.OP_FAILED
+
+
+def rand(code: T, *shape: int, lo: float = -4, hi: float = 4) -> np.ndarray:
+    if code in (F32, F16):
+        return RNG.uniform(lo, hi, shape).astype(np.float32 if code == F32 else np.float16)
+    if code == I32:
+        return RNG.integers(-50, 50, shape, dtype=np.int32)
+    if code == QU8:
+        return RNG.integers(0, 256, shape, dtype=np.uint8)
+    if code == QS8:
+        return RNG.integers(-128, 128, shape, dtype=np.int8)
+    return RNG.integers(0, 2, shape).astype(bool)
+
+
+def real(q: np.ndarray, info: OperandInfo) -> np.ndarray:
+    return (q.astype(np.float64) - info.zero_point) * info.scale
+
+
+def quant(x: np.ndarray, info: OperandInfo) -> np.ndarray:
+    """Round half away from zero (scalar Python, independent of the driver), clamp."""
+    limits = np.iinfo(info.dtype)
+    flat = [math.copysign(math.floor(abs(v) + 0.5), v) for v in np.ravel(x / info.scale)]
+    q = np.asarray(flat).reshape(np.shape(x)) + info.zero_point
+    return np.clip(q, limits.min, limits.max).astype(info.dtype)
+
+
+# --------------------------------------------------------------------------- comparisons
+
+COMPARE = {
+    Op.EQUAL: np.equal, Op.NOT_EQUAL: np.not_equal, Op.GREATER: np.greater,
+    Op.GREATER_EQUAL: np.greater_equal, Op.LESS: np.less, Op.LESS_EQUAL: np.less_equal,
+}
+
+
+@pytest.mark.parametrize("op", list(COMPARE))
+@pytest.mark.parametrize("code", [F32, F16, I32, B8])
+def test_comparisons_broadcast(op: Op, code: T) -> None:
+    a = rand(code, 2, 3, 4)
+    b = rand(code, 3, 1)
+    b[0, 0] = a[0, 0, 0]  # make equality happen at least once
+    got = run1(op, [t(code, 2, 3, 4), t(code, 3, 1)], t(B8, 2, 3, 4), a, b)
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, COMPARE[op](a, b))
+
+
+@pytest.mark.parametrize("op", list(COMPARE))
+@pytest.mark.parametrize("code", [QU8, QS8])
+def test_comparisons_quantized_compare_real_values(op: Op, code: T) -> None:
+    # Different scales and zero points per input: only real values are comparable.
+    ia = t(code, 3, 4, scale=0.25, zp=3)
+    ib = t(code, 4, scale=0.5, zp=-2 if code == QS8 else 10)
+    a, b = rand(code, 3, 4), rand(code, 4)
+    limits = np.iinfo(a.dtype)
+    same = (b.astype(np.int64) - ib.zero_point) * 2 + ia.zero_point  # equal real values
+    a[0] = np.clip(same, limits.min, limits.max)
+    got = run1(op, [ia, ib], t(B8, 3, 4), a, b)
+    np.testing.assert_array_equal(got, COMPARE[op](real(a, ia), real(b, ib)))
+
+
+def test_comparison_validation() -> None:
+    rejects(Op.LESS, [t(F32, 2), t(I32, 2)], [t(B8, 2)], "input 1")
+    rejects(Op.LESS, [t(F32, 2), t(F32, 2)], [t(F32, 2)], "output 0")
+    rejects(Op.EQUAL, [t(F32, 2, 3), t(F32, 4)], [t(B8, 2, 3)], "broadcast")
+    rejects(Op.GREATER, [t(F32, 2)], [t(B8, 2)], "inputs")
+    rejects(Op.GREATER, [t(T.TENSOR_QUANT16_ASYMM, 2), t(T.TENSOR_QUANT16_ASYMM, 2)],
+            [t(B8, 2)], "input 0")
+
+
+def test_logical_ops() -> None:
+    a, b = rand(B8, 2, 3), rand(B8, 3)
+    np.testing.assert_array_equal(
+        run1(Op.LOGICAL_AND, [t(B8, 2, 3), t(B8, 3)], t(B8, 2, 3), a, b), a & b)
+    np.testing.assert_array_equal(
+        run1(Op.LOGICAL_OR, [t(B8, 2, 3), t(B8, 3)], t(B8, 2, 3), a, b), a | b)
+    np.testing.assert_array_equal(run1(Op.LOGICAL_NOT, [t(B8, 2, 3)], t(B8, 2, 3), a), ~a)
+    rejects(Op.LOGICAL_AND, [t(F32, 2), t(F32, 2)], [t(B8, 2)], "input 0")
+    rejects(Op.LOGICAL_NOT, [t(B8, 2)], [t(F32, 2)], "output 0")
+
+
+# --------------------------------------------------------------------------- SELECT
+
+
+@pytest.mark.parametrize("code", [F32, F16, I32])
+def test_select(code: T) -> None:
+    c, a, b = rand(B8, 2, 3), rand(code, 2, 3), rand(code, 2, 3)
+    got = run1(Op.SELECT, [t(B8, 2, 3), t(code, 2, 3), t(code, 2, 3)], t(code, 2, 3), c, a, b)
+    np.testing.assert_array_equal(got, [[x if k else y for k, x, y in zip(*r)]
+                                        for r in zip(c, a, b)])
+
+
+@pytest.mark.parametrize("code", [QU8, QS8])
+def test_select_quantized_requantizes_to_output(code: T) -> None:
+    ia, ib = t(code, 2, 5, scale=0.5, zp=1), t(code, 2, 5, scale=0.125, zp=-3)
+    out = t(code, 2, 5, scale=0.25, zp=4)
+    c, a, b = rand(B8, 2, 5), rand(code, 2, 5), rand(code, 2, 5)
+    got = run1(Op.SELECT, [t(B8, 2, 5), ia, ib], out, c, a, b)
+    want = np.where(c, quant(real(a, ia), out), quant(real(b, ib), out))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_select_shapes() -> None:
+    rejects(Op.SELECT, [t(B8, 2, 3), t(F32, 2, 3), t(F32, 3)], [t(F32, 2, 3)], "shape")
+    rejects(Op.SELECT, [t(F32, 2), t(F32, 2), t(F32, 2)], [t(F32, 2)], "input 0")
+    op_fails(Op.SELECT, [t(B8, 0), t(F32, 0), t(F32, 0)], [t(F32, 0)],
+             rand(B8, 2), rand(F32, 3), rand(F32, 3))
+
+
+# --------------------------------------------------------------------------- unary math
+
+MATH64 = {
+    Op.EXP: np.exp, Op.LOG: np.log, Op.SIN: np.sin, Op.SQRT: np.sqrt,
+    Op.RSQRT: lambda x: 1 / np.sqrt(x), Op.ABS: np.abs, Op.NEG: np.negative,
+}
+
+
+@pytest.mark.parametrize("op", list(MATH64))
+@pytest.mark.parametrize("code", [F32, F16])
+def test_float_unary(op: Op, code: T) -> None:
+    lo = 0.1 if op in (Op.LOG, Op.SQRT, Op.RSQRT) else -3
+    x = rand(code, 3, 4, lo=lo, hi=3)
+    got = run1(op, [t(code, 3, 4)], t(code, 3, 4), x)
+    assert got.dtype == x.dtype
+    want = MATH64[op](x.astype(np.float64))
+    if code == F32:
+        np.testing.assert_allclose(got, want, rtol=3e-7, atol=1e-7)
+    else:  # computed in float32 and rounded to half: within half an ulp of half
+        np.testing.assert_array_equal(got, want.astype(np.float16))
+
+
+def test_int_abs_neg_wrap() -> None:
+    x = np.array([-5, 0, 7, -2**31, 2**31 - 1], dtype=np.int32)
+    np.testing.assert_array_equal(run1(Op.ABS, [t(I32, 5)], t(I32, 5), x),
+                                  [5, 0, 7, -2**31, 2**31 - 1])
+    np.testing.assert_array_equal(run1(Op.NEG, [t(I32, 5)], t(I32, 5), x),
+                                  [5, 0, -7, -2**31, -(2**31) + 1])
+
+
+def test_unary_validation() -> None:
+    rejects(Op.EXP, [t(I32, 2)], [t(I32, 2)], "input 0")
+    rejects(Op.ABS, [t(F32, 2)], [t(F16, 2)], "output 0")
+    rejects(Op.SQRT, [t(F32, 2)], [t(F32, 3)], "dimensions")
+    rejects(Op.SIN, [t(F32, 2), t(F32, 2)], [t(F32, 2)], "inputs")
+
+
+# --------------------------------------------------------------------------- CAST
+
+
+def test_cast_float_to_int_truncates_and_saturates() -> None:
+    x = np.array([-2.7, -0.5, 0.5, 2.7, 300.9, 3e9, np.nan], dtype=np.float32)
+    np.testing.assert_array_equal(run1(Op.CAST, [t(F32, 7)], t(I32, 7), x),
+                                  [-2, 0, 0, 2, 300, 2**31 - 1, 0])
+    np.testing.assert_array_equal(run1(Op.CAST, [t(F32, 7)], t(QU8, 7, scale=3.0), x),
+                                  [0, 0, 0, 2, 255, 255, 0])
+
+
+def test_cast_other_pairs() -> None:
+    x = np.array([-70000, -3, 0, 100, 1000], dtype=np.int32)
+    np.testing.assert_array_equal(run1(Op.CAST, [t(I32, 5)], t(QU8, 5), x), [0, 0, 0, 100, 255])
+    np.testing.assert_array_equal(run1(Op.CAST, [t(I32, 5)], t(F16, 5), x),
+                                  [-np.inf, -3, 0, 100, 1000])
+    q = np.array([0, 7, 255], dtype=np.uint8)
+    np.testing.assert_array_equal(run1(Op.CAST, [t(QU8, 3, scale=0.1, zp=9)], t(F32, 3), q),
+                                  [0.0, 7.0, 255.0])  # quantization is ignored
+    h = np.array([1.5, -1e4], dtype=np.float16)
+    np.testing.assert_array_equal(run1(Op.CAST, [t(F16, 2)], t(F32, 2), h), [1.5, -1e4])
+    b = rand(B8, 4)
+    np.testing.assert_array_equal(run1(Op.CAST, [t(B8, 4)], t(B8, 4), b), b)
+    s = rand(QS8, 4)
+    np.testing.assert_array_equal(run1(Op.CAST, [t(QS8, 4)], t(QS8, 4), s), s)
+
+
+def test_cast_validation() -> None:
+    rejects(Op.CAST, [t(F32, 2)], [t(B8, 2)], "output 0")
+    rejects(Op.CAST, [t(B8, 2)], [t(I32, 2)], "output 0")
+    rejects(Op.CAST, [t(QS8, 2)], [t(F32, 2)], "output 0")
+
+
+# --------------------------------------------------------------------------- QUANTIZE
+
+
+@pytest.mark.parametrize("code,out", [(F32, t(QU8, 8, scale=0.5, zp=10)),
+                                      (F16, t(QS8, 8, scale=0.25, zp=-3))])
+def test_quantize(code: T, out: OperandInfo) -> None:
+    x = np.array([0.25, -0.25, 1.25, -1.75, 0.0, 1000, -1000, 3.1], dtype=np.float32)
+    x = x.astype(np.float16 if code == F16 else np.float32)
+    got = run1(Op.QUANTIZE, [t(code, 8)], out, x)
+    np.testing.assert_array_equal(got, quant(x.astype(np.float64), out))
+
+
+def test_quantize_ties_round_away_and_zero_sized() -> None:
+    out = t(QS8, 4, scale=1.0, zp=0)
+    x = np.array([0.5, -0.5, 2.5, -2.5], dtype=np.float32)
+    np.testing.assert_array_equal(run1(Op.QUANTIZE, [t(F32, 4)], out, x), [1, -1, 3, -3])
+    empty = run1(Op.QUANTIZE, [t(F32, 0, 3)], t(QU8, 0, 3), np.zeros((0, 3), np.float32))
+    assert empty.shape == (0, 3) and empty.dtype == np.uint8
+    rejects(Op.QUANTIZE, [t(F32, 2)], [t(I32, 2)], "output 0")
+    rejects(Op.QUANTIZE, [t(QU8, 2)], [t(QU8, 2)], "input 0")
+
+
+# --------------------------------------------------------------------------- ELU, HARD_SWISH
+
+
+@pytest.mark.parametrize("code", [F32, F16])
+def test_elu(code: T) -> None:
+    x = rand(code, 2, 5)
+    alpha = 0.75
+    scalar = f32s(alpha) if code == F32 else f16s(alpha)
+    got = run1(Op.ELU, [t(code, 2, 5), scalar], t(code, 2, 5), x)
+    x64 = x.astype(np.float64)
+    want = np.where(x64 > 0, x64, alpha * np.expm1(x64))
+    tol = 1e-6 if code == F32 else 1e-3
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    empty = run1(Op.ELU, [t(code, 0), scalar], t(code, 0), np.zeros(0, x.dtype))
+    assert empty.shape == (0,)
+    rejects(Op.ELU, [t(F32, 2), f16s(1.0)], [t(F32, 2)], "alpha")
+
+
+@pytest.mark.parametrize("code", [F32, F16])
+def test_hard_swish_float(code: T) -> None:
+    x = rand(code, 23, lo=-6, hi=6)
+    x[:3] = [-3, 0, 3]
+    got = run1(Op.HARD_SWISH, [t(code, 23)], t(code, 23), x)
+    x64 = x.astype(np.float64)
+    want = (x64 * np.clip(x64 + 3, 0, 6) / 6).astype(x.dtype)
+    np.testing.assert_allclose(got, want, rtol=1e-3 if code == F16 else 1e-6, atol=1e-6)
+    empty = run1(Op.HARD_SWISH, [t(code, 0)], t(code, 0), np.zeros(0, x.dtype))
+    assert empty.shape == (0,)
+
+
+def _hard_swish_scalar(q: int, src: OperandInfo, out: OperandInfo) -> int:
+    """TFLite's quantized hard-swish, one value at a time in plain Python ints."""
+
+    def c_div(a: int, b: int) -> int:
+        return -((-a) // b) if (a < 0) != (b < 0) and a % b else a // b
+
+    def clamp16(v: int) -> int:
+        return max(-32768, min(32767, v))
+
+    def wrap16(v: int) -> int:
+        return (v + 32768) % 65536 - 32768
+
+    def srdhm(a: int, b: int) -> int:
+        if a == b == -32768:
+            return 32767
+        ab = a * b
+        return wrap16(c_div(ab + ((1 << 14) if ab >= 0 else 1 - (1 << 14)), 1 << 15))
+
+    def sdhm(a: int, b: int) -> int:
+        if a == b == -32768:
+            return 32767
+        return wrap16(c_div(a * b, 1 << 15))
+
+    def rdbp(x: int, e: int) -> int:
+        mask = (1 << e) - 1
+        rem, thr = x & mask, (mask >> 1) + (1 if x < 0 else 0)
+        return (x >> e) + (1 if rem > thr else 0)
+
+    def mult16(r: float) -> tuple[int, int]:
+        sig, exp = math.frexp(r)
+        m = int(math.floor(sig * 2**31 + 0.5))
+        if m == 2**31:
+            m, exp = m // 2, exp + 1
+        return (32767 if m >= 2**31 - 1 - 2**15 else (m + 2**15) >> 16), exp
+
+    hires_scale = float(np.float32(1 / 128) * np.float32(src.scale))
+    om, oe = mult16(float(np.float32(hires_scale) / np.float32(out.scale)))
+    rm, re_ = mult16(float(np.float32(hires_scale) / np.float32(3 / 32768)))
+    hires = wrap16((q - src.zero_point) * 128)
+    pre = srdhm(hires, om)
+    r = hires
+    if re_ > 0:
+        r = clamp16(r * 2 ** (re_ - 1))
+    r = srdhm(r, rm)
+    if re_ > 0:
+        r = clamp16(r * 2)
+    elif re_ < 0:
+        r = rdbp(r, -re_)
+    r = (r + 32768) >> 1
+    v = wrap16(rdbp(sdhm(r, pre), -oe) + out.zero_point)
+    limits = np.iinfo(out.dtype)
+    return max(int(limits.min), min(int(limits.max), v))
+
+
+@pytest.mark.parametrize("code,src,out", [
+    (QU8, (0.05, 120), (0.03, 30)),
+    (QS8, (0.1, -5), (0.04, -100)),
+    (QU8, (0.5, 128), (0.25, 10)),     # reluish multiplier needs a left shift
+    (QS8, (0.001, 0), (0.002, -10)),   # ... and a right shift
+])
+def test_hard_swish_quantized(code: T, src: tuple[float, int], out: tuple[float, int]) -> None:
+    limits = np.iinfo(np.uint8 if code == QU8 else np.int8)
+    x = np.arange(limits.min, limits.max + 1).astype(limits.dtype)
+    isrc = t(code, x.size, scale=src[0], zp=src[1])
+    iout = t(code, x.size, scale=out[0], zp=out[1])
+    got = run1(Op.HARD_SWISH, [isrc], iout, x)
+    np.testing.assert_array_equal(got, [_hard_swish_scalar(int(v), isrc, iout) for v in x])
+    r = real(x, isrc)
+    want = quant(r * np.clip(r + 3, 0, 6) / 6, iout)
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+
+
+# --------------------------------------------------------------------------- ARGMAX / ARGMIN
+
+
+@pytest.mark.parametrize("op", [Op.ARGMAX, Op.ARGMIN])
+@pytest.mark.parametrize("code", [F32, F16, I32, QU8, QS8])
+def test_argmax_argmin(op: Op, code: T) -> None:
+    x = rand(code, 3, 4, 5)
+    x[1, :, 2] = x[1, 0, 2]  # ties: the first index wins
+    pick = np.argmax if op == Op.ARGMAX else np.argmin
+    for axis in (1, -1, 0):
+        got = run1(op, [t(code, 3, 4, 5), i32(axis)], t(I32), x)
+        np.testing.assert_array_equal(got, pick(x, axis=axis))
+    assert run1(op, [t(code, 6), i32(0)], t(I32, 1), x.reshape(-1)[:6]).shape == (1,)
+
+
+def test_argmax_nan_and_validation() -> None:
+    x = np.array([[1.0, np.nan, 3.0], [np.nan, 5.0, 9.0]], dtype=np.float32)
+    np.testing.assert_array_equal(run1(Op.ARGMAX, [t(F32, 2, 3), i32(1)], t(I32, 2), x), [2, 0])
+    rejects(Op.ARGMAX, [t(F32, 2, 3), i32(2)], [t(I32, 2)], "axis")
+    rejects(Op.ARGMIN, [t(F32, 2, 3), i32(0)], [t(F32, 3)], "output 0")
+    rejects(Op.ARGMIN, [t(B8, 2, 3), i32(0)], [t(I32, 3)], "input 0")
+    op_fails(Op.ARGMAX, [t(F32, 2, 3), OperandInfo(T.INT32, ())], [t(I32, 2)],
+             x, np.array(-3, np.int32))
+
+
+# --------------------------------------------------------------------------- REDUCE_*
+
+
+def _seq_reduce(x: np.ndarray, axes: tuple[int, ...], multiply: bool) -> np.ndarray:
+    """The reference's walk: one accumulator per output, input in row-major order."""
+    rank = x.ndim
+    axes = tuple(a % rank for a in axes)
+    out_shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+    acc = np.full(out_shape, 1 if multiply else 0, dtype=x.dtype)
+    for index in np.ndindex(*x.shape):
+        o = tuple(0 if i in axes else v for i, v in enumerate(index))
+        a, b = acc[o], x[index]
+        if multiply:
+            acc[o] = 0 if a == 0 or b == 0 else x.dtype.type(a * b)
+        else:
+            acc[o] = x.dtype.type(a + b)
+    return acc
+
+
+@pytest.mark.parametrize("op", [Op.REDUCE_SUM, Op.REDUCE_PROD])
+@pytest.mark.parametrize("code", [F32, F16])
+def test_reduce_sum_prod_sequential(op: Op, code: T) -> None:
+    x = rand(code, 3, 4, 5, lo=0.5, hi=1.5) if op == Op.REDUCE_PROD else rand(code, 3, 4, 5) * 50
+    x = x.astype(np.float16 if code == F16 else np.float32)
+    for axes, keep in (((1,), False), ((-1, 0), True), ((0, 1, 2), False)):
+        want = _seq_reduce(x, axes, op == Op.REDUCE_PROD)
+        shape = want.shape if keep else tuple(
+            d for i, d in enumerate(x.shape) if i not in {a % 3 for a in axes}) or (1,)
+        got = run1(op, [t(code, 3, 4, 5), ivec(*axes), boolean(keep)], t(code), x)
+        assert got.shape == shape
+        np.testing.assert_array_equal(got, want.reshape(shape))
+
+
+def test_reduce_prod_zero_beats_infinity() -> None:
+    x = np.array([[0.0, np.inf, 2.0], [1e30, 1e30, np.inf], [1e-30, 1e-30, np.inf]], np.float32)
+    got = run1(Op.REDUCE_PROD, [t(F32, 3, 3), ivec(1), boolean(False)], t(F32, 3), x)
+    np.testing.assert_array_equal(got, [0.0, np.inf, 0.0])  # the last underflows to 0 first
+
+
+@pytest.mark.parametrize("op", [Op.REDUCE_MAX, Op.REDUCE_MIN])
+@pytest.mark.parametrize("code", [F32, F16, QU8, QS8])
+def test_reduce_max_min(op: Op, code: T) -> None:
+    x = rand(code, 2, 3, 4)
+    pick = np.max if op == Op.REDUCE_MAX else np.min
+    info = t(code, 2, 3, 4, scale=0.3, zp=5)
+    got = run1(op, [info, ivec(-1, 0), boolean(True)], t(code, scale=0.3, zp=5), x)
+    np.testing.assert_array_equal(got, pick(x, axis=(0, 2), keepdims=True))
+    rejects(op, [info, ivec(0), boolean(False)], [t(code, scale=0.6, zp=5)]
+            if code in (QU8, QS8) else [t(F16 if code == F32 else F32)], "output 0")
+
+
+def test_reduce_max_skips_nan_and_empty_gives_identity() -> None:
+    x = np.array([[np.nan, 2.0, -1.0], [np.nan, np.nan, np.nan]], dtype=np.float32)
+    got = run1(Op.REDUCE_MAX, [t(F32, 2, 3), ivec(1), boolean(False)], t(F32), x)
+    np.testing.assert_array_equal(got, [2.0, np.finfo(np.float32).min])
+    e = np.zeros((2, 0), np.float32)
+    np.testing.assert_array_equal(
+        run1(Op.REDUCE_SUM, [t(F32, 2, 0), ivec(1), boolean(False)], t(F32), e), [0, 0])
+    np.testing.assert_array_equal(
+        run1(Op.REDUCE_PROD, [t(F32, 2, 0), ivec(1), boolean(False)], t(F32), e), [1, 1])
+    np.testing.assert_array_equal(
+        run1(Op.REDUCE_MIN, [t(F16, 2, 0), ivec(1), boolean(False)], t(F16),
+             e.astype(np.float16)), [65504, 65504])
+
+
+def test_reduce_all_any() -> None:
+    x = rand(B8, 2, 3, 4)
+    for op, fn in ((Op.REDUCE_ALL, np.all), (Op.REDUCE_ANY, np.any)):
+        got = run1(op, [t(B8, 2, 3, 4), ivec(1, -1), boolean(False)], t(B8), x)
+        np.testing.assert_array_equal(got, fn(x, axis=(1, 2)))
+        every = run1(op, [t(B8, 2, 3, 4), ivec(0, 1, 2), boolean(False)], t(B8, 1), x)
+        np.testing.assert_array_equal(every, [fn(x)])
+
+
+def test_reduce_validation() -> None:
+    rejects(Op.REDUCE_SUM, [t(F32, 1, 2, 3, 4, 5), ivec(0), boolean(False)], [t(F32)], "rank")
+    rejects(Op.REDUCE_SUM, [t(F32, 2, 3), ivec(2), boolean(False)], [t(F32)], "axis")
+    rejects(Op.REDUCE_SUM, [t(QU8, 2, 3), ivec(0), boolean(False)], [t(QU8)], "input 0")
+    rejects(Op.REDUCE_ANY, [t(F32, 2, 3), ivec(0), boolean(False)], [t(F32)], "input 0")
+    rejects(Op.REDUCE_MAX, [t(F32, 2, 3), ivec(0), i32(0)], [t(F32)], "keep_dims")
+    op_fails(Op.REDUCE_MIN, [t(F32, 2, 3), t(I32, 1), boolean(False)], [t(F32)],
+             rand(F32, 2, 3), np.array([-3], np.int32))
+
+
+# --------------------------------------------------------------------------- binary ops
+
+
+@pytest.mark.parametrize("op", [Op.MAXIMUM, Op.MINIMUM])
+@pytest.mark.parametrize("code", [F32, F16, I32])
+def test_maximum_minimum(op: Op, code: T) -> None:
+    a, b = rand(code, 2, 1, 4), rand(code, 3, 1)
+    got = run1(op, [t(code, 2, 1, 4), t(code, 3, 1)], t(code, 2, 3, 4), a, b)
+    np.testing.assert_array_equal(got, (np.maximum if op == Op.MAXIMUM else np.minimum)(a, b))
+
+
+@pytest.mark.parametrize("op", [Op.MAXIMUM, Op.MINIMUM])
+@pytest.mark.parametrize("code", [QU8, QS8])
+def test_maximum_minimum_quantized(op: Op, code: T) -> None:
+    ia, ib = t(code, 3, 4, scale=0.5, zp=7), t(code, 4, scale=0.125, zp=-1)
+    out = t(code, 3, 4, scale=0.25, zp=2)
+    a, b = rand(code, 3, 4), rand(code, 4)
+    got = run1(op, [ia, ib], out, a, b)
+    pick = np.maximum if op == Op.MAXIMUM else np.minimum
+    np.testing.assert_array_equal(got, pick(quant(real(a, ia), out), quant(real(b, ib), out)))
+
+
+def test_maximum_nan_returns_first_input() -> None:
+    a = np.array([np.nan, 1.0, 5.0], dtype=np.float32)
+    b = np.array([2.0, np.nan, 3.0], dtype=np.float32)
+    got = run1(Op.MAXIMUM, [t(F32, 3), t(F32, 3)], t(F32, 3), a, b)
+    np.testing.assert_array_equal(got, [np.nan, 1.0, 5.0])
+
+
+@pytest.mark.parametrize("code", [F32, F16])
+def test_pow(code: T) -> None:
+    base = rand(code, 2, 3, lo=0.1, hi=3)
+    exponent = rand(code, 3, lo=-2, hi=2)
+    got = run1(Op.POW, [t(code, 2, 3), t(code, 3)], t(code, 2, 3), base, exponent)
+    want = np.power(base.astype(np.float64), exponent.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-6 if code == F32 else 1e-3)
+    rejects(Op.POW, [t(I32, 2), t(I32, 2)], [t(I32, 2)], "input 0")
+
+
+@pytest.mark.parametrize("code", [F32, F16])
+def test_prelu_float(code: T) -> None:
+    x, alpha = rand(code, 2, 3, 4), rand(code, 4, lo=0, hi=1)
+    got = run1(Op.PRELU, [t(code, 2, 3, 4), t(code, 4)], t(code, 2, 3, 4), x, alpha)
+    np.testing.assert_array_equal(got, np.where(x >= 0, x, x * alpha))
+
+
+@pytest.mark.parametrize("code", [QU8, QS8])
+def test_prelu_quantized(code: T) -> None:
+    zp = 128 if code == QU8 else 0
+    ix = t(code, 3, 8, scale=0.1, zp=zp)
+    ia = t(code, 8, scale=0.01, zp=zp // 2)
+    out = t(code, 3, 8, scale=0.05, zp=zp // 4)
+    x, alpha = rand(code, 3, 8), rand(code, 8)
+    got = run1(Op.PRELU, [ix, ia], out, x, alpha)
+    rx = real(x, ix)
+    want = quant(np.where(rx >= 0, rx, rx * real(alpha, ia)), out)
+    assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+    # Exact points: positive inputs scale by 2 exactly, 0 maps to the output zero point.
+    exact = np.array([[zp, zp + 10, zp + 20, zp + 5, zp, zp, zp, zp]] * 3, dtype=x.dtype)
+    got = run1(Op.PRELU, [ix, ia], out, exact, alpha)
+    np.testing.assert_array_equal(got[0, :4].astype(int) - out.zero_point, [0, 20, 40, 10])
+
+
+def test_binary_validation() -> None:
+    rejects(Op.MAXIMUM, [t(F32, 2), t(F16, 2)], [t(F32, 2)], "input 1")
+    rejects(Op.PRELU, [t(I32, 2), t(I32, 2)], [t(I32, 2)], "input 0")
+    rejects(Op.MINIMUM, [t(F32, 2, 3), t(F32, 2)], [t(F32, 2, 3)], "broadcast")
+    op_fails(Op.MAXIMUM, [t(F32, 0), t(F32, 0)], [t(F32, 0)], rand(F32, 3), rand(F32, 2))
+
+
+# --------------------------------------------------------------------------- data movement
+
+
+@pytest.mark.parametrize("code", [F32, F16, QU8, QS8])
+def test_channel_shuffle(code: T) -> None:
+    x = rand(code, 2, 3, 12)
+    for axis in (-1, 2):
+        got = run1(Op.CHANNEL_SHUFFLE, [t(code, 2, 3, 12), i32(3), i32(axis)],
+                   t(code, 2, 3, 12), x)
+        group = 12 // 3
+        want = np.stack([x[..., (c % 3) * group + c // 3] for c in range(12)], axis=-1)
+        np.testing.assert_array_equal(got, want)
+    y = rand(code, 6, 2)
+    got = run1(Op.CHANNEL_SHUFFLE, [t(code, 6, 2), i32(2), i32(0)], t(code, 6, 2), y)
+    np.testing.assert_array_equal(got, y[[0, 3, 1, 4, 2, 5]])
+
+
+def test_channel_shuffle_validation() -> None:
+    rejects(Op.CHANNEL_SHUFFLE, [t(F32, 2, 5), i32(2), i32(1)], [t(F32, 2, 5)], "divisible")
+    rejects(Op.CHANNEL_SHUFFLE, [t(F32, 2, 4), i32(0), i32(1)], [t(F32, 2, 4)], "positive")
+    rejects(Op.CHANNEL_SHUFFLE, [t(F32, 2, 4), i32(2), i32(2)], [t(F32, 2, 4)], "axis")
+    rejects(Op.CHANNEL_SHUFFLE, [t(I32, 2, 4), i32(2), i32(1)], [t(I32, 2, 4)], "input 0")
+    rejects(Op.CHANNEL_SHUFFLE, [t(QU8, 2, 4, zp=1), i32(2), i32(1)], [t(QU8, 2, 4, zp=2)],
+            "zero point")
+
+
+@pytest.mark.parametrize("code", [F32, I32, QS8])
+def test_expand_dims(code: T) -> None:
+    x = rand(code, 2, 3)
+    for axis, shape in ((0, (1, 2, 3)), (2, (2, 3, 1)), (-1, (2, 3, 1)), (-3, (1, 2, 3))):
+        got = run1(Op.EXPAND_DIMS, [t(code, 2, 3), i32(axis)], t(code, *shape), x)
+        np.testing.assert_array_equal(got, x.reshape(shape))
+    rejects(Op.EXPAND_DIMS, [t(code, 2, 3), i32(3)], [t(code, 2, 3, 1)], "axis")
+
+
+@pytest.mark.parametrize("code", [F32, F16, I32, QU8, QS8])
+def test_gather(code: T) -> None:
+    x = rand(code, 3, 4, 2)
+    idx = np.array([[3, 0], [1, 1], [2, 3]], dtype=np.int32)
+    got = run1(Op.GATHER, [t(code, 3, 4, 2), i32(-2), t(I32, 3, 2)], t(code, 3, 3, 2, 2), x, idx)
+    want = np.empty((3, 3, 2, 2), dtype=x.dtype)
+    for a in range(3):
+        for i in range(3):
+            for j in range(2):
+                want[a, i, j] = x[a, idx[i, j]]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_gather_index_out_of_range_fails() -> None:
+    x = rand(F32, 3, 4)
+    op_fails(Op.GATHER, [t(F32, 3, 4), i32(0), t(I32, 2)], [t(F32, 2, 4)],
+             x, np.array([0, 3], np.int32))
+    op_fails(Op.GATHER, [t(F32, 3, 4), i32(1), t(I32, 1)], [t(F32, 3, 1)],
+             x, np.array([-1], np.int32))
+    rejects(Op.GATHER, [t(F32, 3, 4), i32(0), ivec(5)], [t(F32, 1, 4)], "indices")
+    rejects(Op.GATHER, [t(F32, 3, 4), i32(0), t(F32, 1)], [t(F32, 1, 4)], "input 2")
+
+
+@pytest.mark.parametrize("code", [F32, F16, QU8, QS8])
+def test_pad_v2(code: T) -> None:
+    x = rand(code, 2, 3)
+    if code in (QU8, QS8):
+        value, scalar = 7, i32(7)
+    else:
+        value, scalar = 1.5, (f32s(1.5) if code == F32 else f16s(1.5))
+    pads = const(t(I32, 2, 2), [[1, 0], [2, 3]])
+    got = run1(Op.PAD_V2, [t(code, 2, 3), pads, scalar], t(code, 3, 8), x)
+    want = np.full((3, 8), value, dtype=x.dtype)
+    want[1:, 2:5] = x
+    np.testing.assert_array_equal(got, want)
+
+
+def test_pad_v2_validation() -> None:
+    bad = const(t(I32, 2, 2), [[1, -1], [0, 0]])
+    rejects(Op.PAD_V2, [t(F32, 2, 3), bad, f32s(0)], [t(F32, 3, 3)], "non-negative")
+    pads = const(t(I32, 2, 2), [[0, 0], [0, 0]])
+    rejects(Op.PAD_V2, [t(F32, 2, 3), pads, i32(0)], [t(F32, 2, 3)], "pad value")
+    rejects(Op.PAD_V2, [t(QU8, 2, 3), pads, f32s(0)], [t(QU8, 2, 3)], "pad value")
+    rejects(Op.PAD_V2, [t(F32, 2, 3), const(t(I32, 3, 2), [[0, 0]] * 3), f32s(0)],
+            [t(F32, 2, 3)], "shape")
+
+
+@pytest.mark.parametrize("code", [F32, I32, QU8, QS8])
+def test_slice(code: T) -> None:
+    x = rand(code, 3, 4, 5)
+    got = run1(Op.SLICE, [t(code, 3, 4, 5), ivec(1, 0, 2), ivec(2, -1, 3)], t(code, 2, 4, 3), x)
+    np.testing.assert_array_equal(got, x[1:3, 0:4, 2:5])
+    empty = run1(Op.SLICE, [t(code, 3, 4, 5), ivec(0, 0, 0), ivec(0, 4, 5)], t(code, 0, 4, 5), x)
+    assert empty.shape == (0, 4, 5)
+
+
+def test_slice_out_of_bounds() -> None:
+    x = rand(F32, 3, 4)
+    rejects(Op.SLICE, [t(F32, 3, 4), ivec(2, 0), ivec(2, 4)], [t(F32, 2, 4)], "fit")
+    op_fails(Op.SLICE, [t(F32, 3, 4), t(I32, 2), ivec(1, 1)], [t(F32, 1, 1)],
+             x, np.array([-1, 0], np.int32))
+    op_fails(Op.SLICE, [t(F32, 3, 4), ivec(0, 0), t(I32, 2)], [t(F32, 0, 0)],
+             x, np.array([1, 5], np.int32))
+
+
+@pytest.mark.parametrize("code", [F32, F16, I32, QU8, QS8])
+def test_split(code: T) -> None:
+    x = rand(code, 2, 6)
+    outs = run(Op.SPLIT, [t(code, 2, 6), i32(-1), i32(3)], [t(code, 2, 2)] * 3, x)
+    for k, part in enumerate(outs):
+        np.testing.assert_array_equal(part, x[:, 2 * k:2 * k + 2])
+
+
+def test_split_validation() -> None:
+    rejects(Op.SPLIT, [t(F32, 2, 6), i32(1), i32(2)], [t(F32, 2, 3)] * 3, "num_splits")
+    rejects(Op.SPLIT, [t(F32, 2, 5), i32(1), i32(2)], [t(F32, 2, 2)] * 2, "evenly")
+    rejects(Op.SPLIT, [t(QU8, 2, 4), i32(1), i32(2)], [t(QU8, 2, 2), t(QU8, 2, 2, zp=3)],
+            "zero point")
+
+
+@pytest.mark.parametrize("code", [F32, F16, I32, QU8, QS8])
+def test_tile(code: T) -> None:
+    x = rand(code, 2, 3)
+    got = run1(Op.TILE, [t(code, 2, 3), ivec(2, 1)], t(code, 4, 3), x)
+    np.testing.assert_array_equal(got, np.concatenate([x, x]))
+    got = run1(Op.TILE, [t(code, 2, 3), ivec(1, 3)], t(code, 2, 9), x)
+    np.testing.assert_array_equal(got, np.concatenate([x, x, x], axis=1))
+    rejects(Op.TILE, [t(code, 2, 3), ivec(2)], [t(code, 4, 3)], "multiples")
+
+
+@pytest.mark.parametrize("code", [F32, F16, I32, QU8, QS8])
+def test_topk(code: T) -> None:
+    x = rand(code, 3, 6)
+    x[0] = [1, 9, 3, 2, 9, 0]  # a tie at the top: the larger index comes first
+    values, indices = run(Op.TOPK_V2, [t(code, 3, 6), i32(3)], [t(code, 3, 3), t(I32, 3, 3)], x)
+    for row, vals, idx in zip(x, values, indices):
+        ranked = sorted(range(6), key=lambda i: (row[i], i), reverse=True)[:3]
+        np.testing.assert_array_equal(idx, ranked)
+        np.testing.assert_array_equal(vals, row[ranked])
+    assert list(indices[0, :2]) == [4, 1]
+
+
+def test_topk_validation() -> None:
+    rejects(Op.TOPK_V2, [t(F32, 2, 3), i32(4)], [t(F32, 2, 4), t(I32, 2, 4)], "k")
+    rejects(Op.TOPK_V2, [t(F32, 2, 3), i32(1)], [t(F32, 2, 1), t(F32, 2, 1)], "output 1")
+    op_fails(Op.TOPK_V2, [t(F32, 2, 3), OperandInfo(T.INT32, ())], [t(F32, 2, 0), t(I32, 2, 0)],
+             rand(F32, 2, 3), np.array(0, np.int32))
+
+
+@pytest.mark.parametrize("code,scalar", [(F32, f32s(2.5)), (F16, f16s(-1.25)), (I32, i32(-7))])
+def test_fill(code: T, scalar: tuple[OperandInfo, np.ndarray]) -> None:
+    got = run1(Op.FILL, [t(I32, 3), scalar], t(code, 0, 0, 0), np.array([2, 1, 3], np.int32))
+    assert got.shape == (2, 1, 3) and got.dtype == t(code).dtype
+    assert (got == scalar[1]).all()
+
+
+def test_fill_validation() -> None:
+    rejects(Op.FILL, [t(I32, 2), f32s(1)], [t(I32, 2, 2)], "value")
+    rejects(Op.FILL, [t(I32, 2), i32(1)], [t(QU8, 2, 2)], "output 0")
+    op_fails(Op.FILL, [t(I32, 2), i32(1)], [t(I32, 0, 0)], np.array([2, -1], np.int32))
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3), (1, 2, 3, 4)])
+def test_rank(shape: tuple[int, ...]) -> None:
+    for code in (F32, QU8, B8, T.TENSOR_QUANT16_SYMM):
+        info = t(code, *shape) if code != T.TENSOR_QUANT16_SYMM else OperandInfo(code, shape, 0.5)
+        x = np.zeros(shape, dtype=info.dtype)
+        got = run1(Op.RANK, [info], OperandInfo(T.INT32, ()), x)
+        assert got.shape == () and got.dtype == np.int32 and int(got) == len(shape)
+    rejects(Op.RANK, [t(F32, 2)], [t(I32, 1)], "output 0")
+
+
+# --------------------------------------------------------------------------- LOG_SOFTMAX
+
+
+@pytest.mark.parametrize("code", [F32, F16])
+def test_log_softmax(code: T) -> None:
+    x = rand(code, 2, 3, 5)
+    beta = 0.7
+    scalar = f32s(beta) if code == F32 else f16s(beta)
+    for axis in (-1, 0, 1):
+        got = run1(Op.LOG_SOFTMAX, [t(code, 2, 3, 5), scalar, i32(axis)], t(code, 2, 3, 5), x)
+        z = x.astype(np.float64) * float(np.asarray(beta, x.dtype))
+        want = z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+        np.testing.assert_allclose(got, want, rtol=1e-5 if code == F32 else 3e-3,
+                                   atol=1e-5 if code == F32 else 1e-2)
+    rejects(Op.LOG_SOFTMAX, [t(F32, 2, 3), f16s(1), i32(0)], [t(F32, 2, 3)], "beta")
+    rejects(Op.LOG_SOFTMAX, [t(F32, 2, 3), f32s(1), i32(-3)], [t(F32, 2, 3)], "axis")
+
+
+# --------------------------------------------------------------------------- INSTANCE_NORMALIZATION
+
+
+@pytest.mark.parametrize("nchw", [False, True])
+def test_instance_normalization_float32(nchw: bool) -> None:
+    x = rand(F32, 2, 3, 4, 5)  # NHWC view
+    gamma, beta, eps = 1.5, -0.25, 1e-3
+    mean = x.astype(np.float64).mean(axis=(1, 2), keepdims=True)
+    var = x.astype(np.float64).var(axis=(1, 2), keepdims=True)
+    want = (x - mean) * gamma / np.sqrt(var + eps) + beta
+    feed = x.transpose(0, 3, 1, 2) if nchw else x
+    shape = feed.shape
+    got = run1(Op.INSTANCE_NORMALIZATION,
+               [t(F32, *shape), f32s(gamma), f32s(beta), f32s(eps), boolean(nchw)],
+               t(F32, *shape), feed)
+    if nchw:
+        got = got.transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_instance_normalization_float16_and_validation() -> None:
+    x = rand(F16, 1, 2, 3, 2)
+    got = run1(Op.INSTANCE_NORMALIZATION,
+               [t(F16, 1, 2, 3, 2), f16s(1.0), f16s(0.0), f16s(1e-3), boolean(False)],
+               t(F16, 1, 2, 3, 2), x)
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean(axis=(1, 2), keepdims=True)) / np.sqrt(
+        x64.var(axis=(1, 2), keepdims=True) + 1e-3)
+    np.testing.assert_allclose(got, want, atol=1e-2)
+    # Bit-exact against the reference's loop, which works in half precision throughout
+    # (only the square root is taken in float32).
+    h = np.float16
+    exact = np.empty_like(x)
+    for b in range(1):
+        for c in range(2):
+            plane = [x[b, i, j, c] for i in range(2) for j in range(3)]
+            mean = h(0)
+            for v in plane:
+                mean = h(mean + v)
+            mean = h(mean / h(6))
+            sigma = h(0)
+            for v in plane:
+                sigma = h(sigma + h(h(v - mean) * h(v - mean)))
+            sigma = h(np.sqrt(np.float32(h(sigma / h(6))) + np.float32(h(1e-3))))
+            for i in range(2):
+                for j in range(3):
+                    exact[b, i, j, c] = h(h(h(h(x[b, i, j, c] - mean) * h(1.0)) / sigma) + h(0))
+    np.testing.assert_array_equal(got, exact)
+    rejects(Op.INSTANCE_NORMALIZATION,
+            [t(F32, 2, 2, 2), f32s(1), f32s(0), f32s(1e-3), boolean(False)], [t(F32, 2, 2, 2)],
+            "rank")
+    rejects(Op.INSTANCE_NORMALIZATION,
+            [t(F16, 1, 2, 2, 1), f32s(1), f16s(0), f16s(1e-3), boolean(False)],
+            [t(F16, 1, 2, 2, 1)], "gamma")
+
+
+# --------------------------------------------------------------------------- RESIZE_NEAREST
+
+
+def _nearest_index(out_size: int, in_size: int, align: bool, half: bool) -> list[int]:
+    f = np.float32
+    scale = f(in_size - 1) / f(out_size - 1) if align and out_size > 1 else f(in_size) / f(out_size)
+    result = []
+    for i in range(out_size):
+        c = (f(i) + f(0.5)) * scale if half else f(i) * scale
+        v = math.floor(abs(c) + 0.5) if align else math.floor(c)
+        v = min(v, in_size - 1)
+        result.append(max(v, 0) if half else v)
+    return result
+
+
+def test_resize_nearest_known_values() -> None:
+    x = np.array([3, 6, 9, 12], dtype=np.float32).reshape(1, 2, 2, 1)
+    cases = {
+        (False, False): [3, 3, 6, 3, 3, 6, 9, 9, 12],
+        (True, False): [3, 6, 6, 9, 12, 12, 9, 12, 12],
+        (False, True): [3, 6, 6, 9, 12, 12, 9, 12, 12],
+    }
+    for (align, half), want in cases.items():
+        got = run1(Op.RESIZE_NEAREST_NEIGHBOR,
+                   [t(F32, 1, 2, 2, 1), i32(3), i32(3), boolean(False), boolean(align),
+                    boolean(half)], t(F32, 1, 3, 3, 1), x)
+        np.testing.assert_array_equal(got.reshape(-1), want)
+
+
+@pytest.mark.parametrize("code", [F32, F16, QU8, QS8])
+@pytest.mark.parametrize("flags", [(), (False, False), (True, False), (False, True)])
+def test_resize_nearest(code: T, flags: tuple[bool, ...]) -> None:
+    x = rand(code, 2, 3, 5, 2)
+    align, half = (flags + (False, False))[:2]
+    out_h, out_w = 7, 3
+    extra = [boolean(f) for f in flags]
+    got = run1(Op.RESIZE_NEAREST_NEIGHBOR,
+               [t(code, 2, 3, 5, 2), i32(out_w), i32(out_h), boolean(False), *extra],
+               t(code, 2, out_h, out_w, 2), x)
+    rows, cols = _nearest_index(out_h, 3, align, half), _nearest_index(out_w, 5, align, half)
+    np.testing.assert_array_equal(got, x[:, rows][:, :, cols])
+    # NCHW, resizing by scale (FLOAT16 scale for float16 data).
+    scalar = f16s if code == F16 else f32s
+    nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    got = run1(Op.RESIZE_NEAREST_NEIGHBOR,
+               [t(code, 2, 2, 3, 5), scalar(1.5), scalar(2.0), boolean(True), *extra],
+               t(code, 2, 2, 6, 7), nchw)
+    rows, cols = _nearest_index(6, 3, align, half), _nearest_index(7, 5, align, half)
+    np.testing.assert_array_equal(got, nchw[:, :, rows][:, :, :, cols])
+
+
+def test_resize_nearest_zero_batch_and_validation() -> None:
+    empty = np.zeros((0, 2, 2, 1), np.float32)
+    got = run1(Op.RESIZE_NEAREST_NEIGHBOR, [t(F32, 0, 2, 2, 1), i32(4), i32(4), boolean(False)],
+               t(F32, 0, 4, 4, 1), empty)
+    assert got.shape == (0, 4, 4, 1)
+    base = [t(F32, 1, 2, 2, 1), i32(4), i32(4)]
+    rejects(Op.RESIZE_NEAREST_NEIGHBOR, base, [t(F32, 1, 4, 4, 1)], "inputs")
+    rejects(Op.RESIZE_NEAREST_NEIGHBOR, [*base, boolean(False), boolean(True), boolean(True)],
+            [t(F32, 1, 4, 4, 1)], "align_corners")
+    rejects(Op.RESIZE_NEAREST_NEIGHBOR, [t(F16, 1, 2, 2, 1), f32s(2), f32s(2), boolean(False)],
+            [t(F16, 1, 4, 4, 1)], "input 1")
+    rejects(Op.RESIZE_NEAREST_NEIGHBOR, [t(QU8, 1, 2, 2, 1), i32(4), i32(4), boolean(False)],
+            [t(QU8, 1, 4, 4, 1, zp=9)], "zero point")
+    rejects(Op.RESIZE_NEAREST_NEIGHBOR, [t(F32, 2, 2, 1), i32(4), i32(4), boolean(False)],
+            [t(F32, 4, 4, 1)], "rank")
+    op_fails(Op.RESIZE_NEAREST_NEIGHBOR,
+             [t(F32, 1, 2, 2, 1), OperandInfo(T.INT32, ()), i32(4), boolean(False)],
+             [t(F32, 1, 4, 0, 1)], np.ones((1, 2, 2, 1), np.float32), np.array(0, np.int32))
+
+
+# --------------------------------------------------------------------------- dynamic shapes
+
+
+def test_unknown_ranks_validate_and_run() -> None:
+    """Operands of unknown rank or size pass validation; shapes are decided at execution."""
+    x = rand(F32, 2, 6)
+    got = run1(Op.GATHER, [t(F32), i32(-1), t(I32)], t(F32), x, np.array([5, 0], np.int32))
+    np.testing.assert_array_equal(got, x[:, [5, 0]])
+    got = run1(Op.REDUCE_SUM, [t(F32), ivec(0), boolean(True)], t(F32), x)
+    np.testing.assert_array_equal(got, _seq_reduce(x, (0,), False))
+    values, indices = run(Op.TOPK_V2, [t(F32), i32(2)], [t(F32), t(I32)], x)
+    np.testing.assert_array_equal(values, -np.sort(-x, axis=1)[:, :2])
+    parts = run(Op.SPLIT, [t(F32), i32(1), i32(2)], [t(F32), t(F32)], x)
+    np.testing.assert_array_equal(np.concatenate(parts, axis=1), x)
+    got = run1(Op.CHANNEL_SHUFFLE, [t(F32, 0, 0), i32(2), i32(1)], t(F32, 0, 0), x)
+    np.testing.assert_array_equal(got, x[:, [0, 3, 1, 4, 2, 5]])
+    got = run1(Op.ARGMIN, [t(F32), OperandInfo(T.INT32, ())], t(I32), x, np.array(0, np.int32))
+    np.testing.assert_array_equal(got, np.argmin(x, axis=0))
+    got = run1(Op.SLICE, [t(F32), t(I32), t(I32)], t(F32), x,
+               np.array([1, 2], np.int32), np.array([-1, 3], np.int32))
+    np.testing.assert_array_equal(got, x[1:, 2:5])
+    got = run1(Op.PAD_V2, [t(F32), t(I32), f32s(9)], t(F32), x, np.array([[0, 1], [1, 0]],
+                                                                           np.int32))
+    assert got.shape == (3, 7) and got[2, 0] == 9
+    got = run1(Op.EXPAND_DIMS, [t(F32), OperandInfo(T.INT32, ())], t(F32), x,
+               np.array(-2, np.int32))
+    assert got.shape == (2, 1, 6)
+    got = run1(Op.RESIZE_NEAREST_NEIGHBOR, [t(F32), i32(2), i32(2), boolean(False)], t(F32),
+               x.reshape(1, 2, 6, 1))
+    np.testing.assert_array_equal(got.reshape(2, 2), x[:, [0, 3]])
