@@ -28,6 +28,16 @@ static long futex(uint32_t *word, int op, uint32_t val, const struct timespec *t
 
 int nnb_evflag_wake(uint32_t *word, uint32_t bits) {
     if (word == NULL || ((uintptr_t)word & 3) != 0 || bits == 0) return -EINVAL;
+    /* Fast path: when every bit is already pending nobody has consumed it,
+     * so nobody sleeps on it: skip the locked RMW, which would bounce the
+     * word's cache line between the two cores on every message.  The
+     * seq_cst fence pairs with the waiter's seq_cst fetch_and (S3): either
+     * the waiter's fetch_and comes first in the total order and our load
+     * sees the bit cleared (we take the slow path), or our fence comes
+     * first and the waiter's re-check after consuming the bit sees the data
+     * we published before calling wake (the release store of w, S1). */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if ((__atomic_load_n(word, __ATOMIC_RELAXED) & bits) == bits) return 0;
     /* S3: seq_cst RMW; a waiter's fetch_and either sees our bits or its
      * futex compare fails, so no wake-up is lost. */
     uint32_t old = __atomic_fetch_or(word, bits, __ATOMIC_SEQ_CST);

@@ -115,7 +115,7 @@ int nnb_fmq_load_counters(nnb_fmq_t *q, int for_write, nnb_counters_t *out) {
     return 0;
 }
 
-int64_t nnb_fmq_available_to_read(nnb_fmq_t *q) {
+int64_t nnb_fmq_readable(nnb_fmq_t *q) {
     nnb_counters_t c;
     int rc = nnb_fmq_load_counters(q, 0, &c);
     if (rc) return rc;
@@ -123,7 +123,7 @@ int64_t nnb_fmq_available_to_read(nnb_fmq_t *q) {
     return (int64_t)((c.write - c.read) / q->quantum);
 }
 
-int64_t nnb_fmq_available_to_write(nnb_fmq_t *q) {
+int64_t nnb_fmq_writable(nnb_fmq_t *q) {
     nnb_counters_t c;
     int rc = nnb_fmq_load_counters(q, 1, &c);
     if (rc) return rc;
@@ -175,11 +175,21 @@ static int prepare_write(nnb_fmq_t *q, uint64_t n, uint64_t *pos) {
         *pos = w;
         return 0;
     }
-    nnb_counters_t c;
-    int rc = nnb_fmq_load_counters(q, 1, &c);
-    if (rc) return rc;
-    if (q->ring_bytes - (c.write - c.read) < n * q->quantum) return -EAGAIN;
-    *pos = c.write;
+    uint64_t need = n * q->quantum;
+    /* Our own counter: relaxed is enough for a value only we store; a
+     * hostile store is caught by the checks. */
+    uint64_t w = LOAD_RELAXED(q->write_ctr);
+    uint64_t r = q->cached_read;
+    if (w % q->quantum != 0 || w < r || w - r > q->ring_bytes ||
+        q->ring_bytes - (w - r) < need) {
+        nnb_counters_t c;
+        int rc = nnb_fmq_load_counters(q, 1, &c); /* S2 acquire of r */
+        if (rc) return rc;
+        q->cached_read = c.read;
+        w = c.write;
+        if (q->ring_bytes - (c.write - c.read) < need) return -EAGAIN;
+    }
+    *pos = w;
     return 0;
 }
 
@@ -192,10 +202,21 @@ static int overflowed(nnb_fmq_t *q, uint64_t w) {
 }
 
 static int prepare_read(nnb_fmq_t *q, uint64_t n, uint64_t *pos) {
+    if (q->flavor == NNB_FLAVOR_SYNCHRONIZED && n <= q->count) {
+        /* Data up to cached_write was made visible by the acquire load that
+         * read it (S1), so reading below it needs no new load of w. */
+        uint64_t r = LOAD_RELAXED(q->read_ctr); /* our own counter */
+        uint64_t w = q->cached_write;
+        if (r % q->quantum == 0 && w >= r && w - r <= q->ring_bytes && w - r >= n * q->quantum) {
+            *pos = r;
+            return 0;
+        }
+    }
     nnb_counters_t c;
     int rc = nnb_fmq_load_counters(q, 0, &c);
     if (rc) return rc;
     if (c.write - c.read > q->ring_bytes) return overflowed(q, c.write);
+    q->cached_write = c.write;
     if (n > q->count) return -EINVAL;
     if (c.write - c.read < n * q->quantum) return -EAGAIN;
     *pos = c.read;
@@ -237,17 +258,17 @@ int nnb_fmq_try_read(nnb_fmq_t *q, void *dst, uint64_t n) {
     return 0;
 }
 
-int nnb_fmq_write(nnb_fmq_t *q, const void *src, uint64_t n) {
+static int write_unguarded(nnb_fmq_t *q, const void *src, uint64_t n) {
     if (src == NULL && n) return -EINVAL;
     return nnb_fmq_try_write(q, src, n);
 }
 
-int nnb_fmq_read(nnb_fmq_t *q, void *dst, uint64_t n) {
+static int read_unguarded(nnb_fmq_t *q, void *dst, uint64_t n) {
     if (dst == NULL && n) return -EINVAL;
     return nnb_fmq_try_read(q, dst, n);
 }
 
-int nnb_fmq_begin_write(nnb_fmq_t *q, uint64_t n, nnb_region_t *regions) {
+static int begin_write_unguarded(nnb_fmq_t *q, uint64_t n, nnb_region_t *regions) {
     memset(regions, 0, 2 * sizeof *regions);
     q->granted_write = 0;
     uint64_t pos;
@@ -258,7 +279,7 @@ int nnb_fmq_begin_write(nnb_fmq_t *q, uint64_t n, nnb_region_t *regions) {
     return 0;
 }
 
-int nnb_fmq_commit_write(nnb_fmq_t *q, uint64_t n) {
+static int commit_write_unguarded(nnb_fmq_t *q, uint64_t n) {
     /* Unlike libfmq, refuse to publish more than begin_write granted. */
     if (n > q->granted_write) return -EINVAL;
     q->granted_write = 0;
@@ -268,7 +289,7 @@ int nnb_fmq_commit_write(nnb_fmq_t *q, uint64_t n) {
     return 0;
 }
 
-int nnb_fmq_begin_read(nnb_fmq_t *q, uint64_t n, nnb_region_t *regions) {
+static int begin_read_unguarded(nnb_fmq_t *q, uint64_t n, nnb_region_t *regions) {
     memset(regions, 0, 2 * sizeof *regions);
     q->granted_read = 0;
     uint64_t pos;
@@ -279,7 +300,7 @@ int nnb_fmq_begin_read(nnb_fmq_t *q, uint64_t n, nnb_region_t *regions) {
     return 0;
 }
 
-int nnb_fmq_commit_read(nnb_fmq_t *q, uint64_t n) {
+static int commit_read_unguarded(nnb_fmq_t *q, uint64_t n) {
     if (n > q->granted_read) return -EINVAL;
     q->granted_read = 0;
     uint64_t r = LOAD_RELAXED(q->read_ctr); /* our own counter */
@@ -290,3 +311,32 @@ int nnb_fmq_commit_read(nnb_fmq_t *q, uint64_t n) {
     STORE_RELEASE(q->read_ctr, r + n * q->quantum); /* S2 */
     return 0;
 }
+
+/* Public entry points: the unguarded operations above, run between enter()
+ * and leave() (see nnb_enter in fmq_internal.h). */
+
+void nnb_fmq_shutdown(nnb_fmq_t *q) { __atomic_store_n(&q->shut, 1, __ATOMIC_SEQ_CST); }
+
+int nnb_fmq_calls_inside(nnb_fmq_t *q) { return (int)__atomic_load_n(&q->inside, __ATOMIC_ACQUIRE); }
+
+#define GUARDED(q, call)              \
+    do {                              \
+        int64_t guard_rc = nnb_enter(q); \
+        if (guard_rc) return guard_rc;   \
+        guard_rc = (call);               \
+        nnb_leave(q);                    \
+        return guard_rc;                 \
+    } while (0)
+
+int64_t nnb_fmq_available_to_read(nnb_fmq_t *q) { GUARDED(q, nnb_fmq_readable(q)); }
+int64_t nnb_fmq_available_to_write(nnb_fmq_t *q) { GUARDED(q, nnb_fmq_writable(q)); }
+int nnb_fmq_write(nnb_fmq_t *q, const void *src, uint64_t n) { GUARDED(q, write_unguarded(q, src, n)); }
+int nnb_fmq_read(nnb_fmq_t *q, void *dst, uint64_t n) { GUARDED(q, read_unguarded(q, dst, n)); }
+int nnb_fmq_begin_write(nnb_fmq_t *q, uint64_t n, nnb_region_t *regions) {
+    GUARDED(q, begin_write_unguarded(q, n, regions));
+}
+int nnb_fmq_commit_write(nnb_fmq_t *q, uint64_t n) { GUARDED(q, commit_write_unguarded(q, n)); }
+int nnb_fmq_begin_read(nnb_fmq_t *q, uint64_t n, nnb_region_t *regions) {
+    GUARDED(q, begin_read_unguarded(q, n, regions));
+}
+int nnb_fmq_commit_read(nnb_fmq_t *q, uint64_t n) { GUARDED(q, commit_read_unguarded(q, n)); }

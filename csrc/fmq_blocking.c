@@ -20,7 +20,7 @@ static int teardown_pending(const nnb_fmq_t *q) {
 /* Would a blocked writer (or reader) of n elements now succeed?  Errors
  * (corruption) count as "ready" so the retry reports them. */
 static int ready(nnb_fmq_t *q, int writer, uint64_t n) {
-    int64_t avail = writer ? nnb_fmq_available_to_write(q) : nnb_fmq_available_to_read(q);
+    int64_t avail = writer ? nnb_fmq_writable(q) : nnb_fmq_readable(q);
     return avail < 0 || (uint64_t)avail >= n;
 }
 
@@ -71,7 +71,7 @@ static void wake_peer(nnb_fmq_t *q, uint32_t bit) {
     if (bit) nnb_evflag_wake(q->evflag, bit);
 }
 
-int nnb_fmq_write_blocking(nnb_fmq_t *q, const void *src, uint64_t n, uint32_t read_notification,
+static int write_blocking(nnb_fmq_t *q, const void *src, uint64_t n, uint32_t read_notification,
                            uint32_t write_notification, int64_t deadline_ns, int64_t spin_ns) {
     int rc = check_blocking(q, n, read_notification);
     if (rc) return rc;
@@ -96,7 +96,7 @@ int nnb_fmq_write_blocking(nnb_fmq_t *q, const void *src, uint64_t n, uint32_t r
     }
 }
 
-int nnb_fmq_read_blocking(nnb_fmq_t *q, void *dst, uint64_t n, uint32_t read_notification,
+static int read_blocking(nnb_fmq_t *q, void *dst, uint64_t n, uint32_t read_notification,
                           uint32_t write_notification, int64_t deadline_ns, int64_t spin_ns) {
     int rc = check_blocking(q, n, write_notification);
     if (rc) return rc;
@@ -120,7 +120,7 @@ int nnb_fmq_read_blocking(nnb_fmq_t *q, void *dst, uint64_t n, uint32_t read_not
     }
 }
 
-int64_t nnb_fmq_read_available_blocking(nnb_fmq_t *q, void *dst, uint64_t max_n,
+static int64_t read_available_blocking(nnb_fmq_t *q, void *dst, uint64_t max_n,
                                         uint32_t read_notification, uint32_t write_notification,
                                         int64_t deadline_ns, int64_t spin_ns) {
     int rc = check_blocking(q, 1, write_notification);
@@ -128,7 +128,7 @@ int64_t nnb_fmq_read_available_blocking(nnb_fmq_t *q, void *dst, uint64_t max_n,
     if (dst == NULL || max_n == 0) return -EINVAL;
     waiter_t w = {q, 0, 1, write_notification, deadline_ns, spin_ns};
     for (;;) {
-        int64_t avail = nnb_fmq_available_to_read(q);
+        int64_t avail = nnb_fmq_readable(q);
         if (avail < 0) return avail;
         if (avail > 0) {
             uint64_t n = (uint64_t)avail < max_n ? (uint64_t)avail : max_n;
@@ -138,7 +138,60 @@ int64_t nnb_fmq_read_available_blocking(nnb_fmq_t *q, void *dst, uint64_t max_n,
             return (int64_t)n;
         }
         rc = wait_for_peer(&w);
-        if (rc == -ETIMEDOUT && nnb_fmq_available_to_read(q) > 0) continue;
+        if (rc == -ETIMEDOUT && nnb_fmq_readable(q) > 0) continue;
         if (rc) return rc;
     }
+}
+
+/* Public entry points, guarded as in fmq.c. */
+
+int nnb_fmq_write_blocking(nnb_fmq_t *q, const void *src, uint64_t n, uint32_t read_notification,
+                           uint32_t write_notification, int64_t deadline_ns, int64_t spin_ns) {
+    int rc = nnb_enter(q);
+    if (rc) return rc;
+    rc = write_blocking(q, src, n, read_notification, write_notification, deadline_ns, spin_ns);
+    nnb_leave(q);
+    return rc;
+}
+
+int nnb_fmq_read_blocking(nnb_fmq_t *q, void *dst, uint64_t n, uint32_t read_notification,
+                          uint32_t write_notification, int64_t deadline_ns, int64_t spin_ns) {
+    int rc = nnb_enter(q);
+    if (rc) return rc;
+    rc = read_blocking(q, dst, n, read_notification, write_notification, deadline_ns, spin_ns);
+    nnb_leave(q);
+    return rc;
+}
+
+int64_t nnb_fmq_read_available_blocking(nnb_fmq_t *q, void *dst, uint64_t max_n,
+                                        uint32_t read_notification, uint32_t write_notification,
+                                        int64_t deadline_ns, int64_t spin_ns) {
+    int64_t rc = nnb_enter(q);
+    if (rc) return rc;
+    rc = read_available_blocking(q, dst, max_n, read_notification, write_notification, deadline_ns,
+                                 spin_ns);
+    nnb_leave(q);
+    return rc;
+}
+
+int64_t nnb_fmq_write_then_read(nnb_fmq_t *wq, const void *src, uint64_t n, nnb_fmq_t *rq,
+                                void *dst, uint64_t max_n, int64_t deadline_ns, int64_t spin_ns,
+                                int *wrote) {
+    *wrote = 0;
+    int64_t rc = nnb_enter(wq);
+    if (rc) return rc;
+    rc = nnb_enter(rq);
+    if (rc) {
+        nnb_leave(wq);
+        return rc;
+    }
+    rc = write_blocking(wq, src, n, NNB_EF_NOT_FULL, NNB_EF_NOT_EMPTY, deadline_ns, spin_ns);
+    if (rc == 0) {
+        *wrote = 1;
+        rc = read_available_blocking(rq, dst, max_n, NNB_EF_NOT_FULL, NNB_EF_NOT_EMPTY,
+                                     deadline_ns, spin_ns);
+    }
+    nnb_leave(rq);
+    nnb_leave(wq);
+    return rc;
 }

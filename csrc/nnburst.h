@@ -13,6 +13,7 @@
  *   -EPROTO     the shared header or counters are corrupt (hostile peer)
  *   -EOVERFLOW  unsynchronized reader was overrun; it resumed at the newest half
  *   -EPIPE      the teardown bit is set: the queue is being closed
+ *   -EBADF      this handle was shut down (nnb_fmq_shutdown) by its owner
  *
  * Shared-memory layout of one queue (all offsets 8-byte aligned; each hot
  * word on its own 64-byte cache line so reader and writer don't false-share):
@@ -64,6 +65,7 @@
 #define NNB_EPROTO -71
 #define NNB_EOVERFLOW -75
 #define NNB_EPIPE -32
+#define NNB_EBADF -9
 
 /* Process-local queue handle; callers allocate nnb_fmq_handle_bytes(). */
 typedef struct nnb_fmq nnb_fmq_t;
@@ -123,6 +125,22 @@ int64_t nnb_fmq_read_available_blocking(nnb_fmq_t *q, void *dst, uint64_t max_n,
                                         uint32_t read_notification,
                                         uint32_t write_notification,
                                         int64_t deadline_ns, int64_t spin_ns);
+
+/* One round trip in one call: write n elements to wq (blocking, waking its
+ * reader), then wait for and read everything available on rq (up to max_n),
+ * both with the default bits (writer waits NOT_FULL and wakes NOT_EMPTY).
+ * *wrote is set to 1 once the write went through.  Returns the count read,
+ * or a negative errno.  This is the hot path of a request/response peer:
+ * one crossing from Python per round trip instead of two. */
+int64_t nnb_fmq_write_then_read(nnb_fmq_t *wq, const void *src, uint64_t n, nnb_fmq_t *rq,
+                                void *dst, uint64_t max_n, int64_t deadline_ns, int64_t spin_ns,
+                                int *wrote);
+
+/* Closing from another thread: after nnb_fmq_shutdown every new call on the
+ * handle returns -EBADF at once; the owner waits until nnb_fmq_calls_inside
+ * is 0 (a teardown wake ends blocked calls) and only then unmaps. */
+void nnb_fmq_shutdown(nnb_fmq_t *q);
+int nnb_fmq_calls_inside(nnb_fmq_t *q);
 
 /* The queue's event-flag word, or NULL. */
 uint32_t *nnb_fmq_evflag_word(nnb_fmq_t *q);

@@ -29,6 +29,7 @@ EINVAL: int = lib.NNB_EINVAL
 EPROTO: int = lib.NNB_EPROTO
 EOVERFLOW: int = lib.NNB_EOVERFLOW
 EPIPE: int = lib.NNB_EPIPE
+EBADF: int = lib.NNB_EBADF
 
 FLAVOR_SYNCHRONIZED: int = lib.NNB_FLAVOR_SYNCHRONIZED
 FLAVOR_UNSYNCHRONIZED: int = lib.NNB_FLAVOR_UNSYNCHRONIZED
@@ -47,6 +48,8 @@ def error_for(rc: int, what: str, *, closed_locally: bool = False) -> NNError:
     """The exception for a C status ``rc`` returned by operation ``what``."""
     if rc == EPROTO:
         return CorruptQueueError(f"{what}: the shared queue header or counters are corrupt")
+    if rc == EBADF:
+        return ClosedResourceError(f"{what}: the queue was closed")
     if rc == EPIPE:
         if closed_locally:
             return ClosedResourceError(f"{what}: the queue was closed")

@@ -90,9 +90,12 @@ class EventFlag:
         raise error_for(rc, "EventFlag.wait", closed_locally=self._closed())
 
     def _enter(self) -> None:
-        if self._closed():
-            raise ClosedResourceError("the queue that owns this event flag is closed")
+        # Register first, then check: the owner's close() sets closed before
+        # it waits for the active calls to drain (see MessageQueue._recheck_open).
         self._active.append(None)
+        if self._closed():
+            self._active.pop()
+            raise ClosedResourceError("the queue that owns this event flag is closed")
 
     @property
     def word(self) -> int:

@@ -61,6 +61,7 @@ __all__ = [
     "EventFlag",
     "Flavor",
     "MessageQueue",
+    "RoundTrip",
     "Transaction",
 ]
 
@@ -69,6 +70,20 @@ FMQ_NOT_EMPTY = EF_NOT_EMPTY
 
 #: How long close() waits for calls in other threads to leave the C core.
 _CLOSE_DRAIN_S = 2.0
+_CLOSED = "the queue is closed"
+_NO_ARRAY: tuple[Any, Any, int] = (None, None, 0)
+_write_then_read = lib.nnb_fmq_write_then_read
+
+# Closing while another thread is inside a call: the C core counts the calls
+# inside each handle, and after nnb_fmq_shutdown() refuses new ones with
+# -EBADF (ClosedResourceError); close() wakes blocked calls with the teardown
+# bit and unmaps only when none is left inside.  EventFlag calls, made from
+# Python on the queue's word, are counted in the queue's ``_active`` list.
+
+
+def _remaining(deadline: int) -> int:
+    """What is left of an absolute deadline, as a timeout (0 = forever)."""
+    return 0 if deadline < 0 else max(1, deadline - time.monotonic_ns())
 
 
 class Flavor(enum.IntEnum):
@@ -228,6 +243,64 @@ def _copy_across(regions: tuple[np.ndarray, ...], data: np.ndarray, start: int, 
         start = 0
 
 
+class RoundTrip:
+    """``rt(n)``: send ``request[:n]`` on one queue, then wait for a reply on
+    another and read all of it into ``reply``; returns the reply's length.
+
+    Everything that does not change between round trips (queues, buffer
+    pointers, spin window) is resolved once here, so a call costs little
+    more than the C call itself.  Closing either queue makes calls fail with
+    ClosedResourceError; the C core refuses them before touching memory.
+    """
+
+    __slots__ = ("_requests", "_replies", "_request", "_reply", "_wq", "_rq", "_src", "_dst", "_size", "_limit", "_spin", "_wrote")
+
+    def __init__(
+        self, requests: MessageQueue, replies: MessageQueue, request: np.ndarray, reply: np.ndarray, spin_ns: int
+    ) -> None:
+        requests._check_blocking()
+        replies._check_blocking()
+        for name, queue, array in (("request", requests, request), ("reply", replies, reply)):
+            if type(array) is not np.ndarray or array.dtype != queue.dtype or not array.flags.c_contiguous:
+                raise BadDataError(f"{name} must be a C-contiguous numpy array of {queue.dtype}")
+        if not reply.flags.writeable:
+            raise BadDataError("reply must be writable")
+        self._requests, self._replies = requests, replies  # keep the handles alive
+        self._request, self._reply = request, reply
+        self._wq, self._rq = requests._q, replies._q
+        self._src, self._dst = ffi.from_buffer(request), ffi.from_buffer(reply)
+        self._size = reply.size
+        self._limit = request.size
+        self._spin = spin_ns
+        self._wrote = ffi.new("int *")
+
+    def __call__(self, n: int, timeout_ns: int = 0) -> int:
+        """Round trip of ``request[:n]``.  Returns the reply length; 0 if the
+        reply did not come in time (the request went out); -1 if the request
+        could not be written in time."""
+        if not 0 <= n <= self._limit:
+            raise BadDataError(f"cannot send {n} elements from a {self._limit}-element request")
+        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
+        rc = _write_then_read(self._wq, self._src, n, self._rq, self._dst, self._size, deadline, self._spin, self._wrote)
+        if rc > 0:
+            return int(rc)
+        if rc == EINTR and not self._wrote[0]:
+            return self(n, _remaining(deadline))  # nothing went out: start again
+        return _round_trip_result(rc, self._wrote[0], self._requests, self._replies, self._reply, deadline, self._spin)
+
+
+def _round_trip_result(
+    rc: int, wrote: int, requests: MessageQueue, replies: MessageQueue, reply: np.ndarray, deadline: int, spin_ns: int
+) -> int:
+    """What a write-then-read C call that did not return a reply means."""
+    if rc == EINTR:
+        # A signal's Python handler has run; the request is out: keep waiting.
+        return replies.read_available_blocking(reply, _remaining(deadline), spin_ns=spin_ns)
+    if rc == ETIMEDOUT:
+        return 0 if wrote else -1
+    raise (replies if wrote else requests)._fail(rc, "round trip")
+
+
 class MessageQueue:
     """A single-producer/single-consumer queue of ``dtype`` elements.
 
@@ -311,7 +384,7 @@ class MessageQueue:
         self._count = count
         self._creator = creator
         self._creator_pid = os.getpid() if creator_pid is None else creator_pid
-        self._active: list[None] = []  # one entry per call inside the C core
+        self._active: list[None] = []  # EventFlag calls in flight on our word
         self._handle = ffi.new("char[]", lib.nnb_fmq_handle_bytes())
         self._q = ffi.cast("nnb_fmq_t *", self._handle)
         self._base = ffi.from_buffer(region.mmap, require_writable=True)
@@ -331,7 +404,15 @@ class MessageQueue:
         self._ring = np.frombuffer(region.mmap, dtype=dtype, count=count, offset=RING_OFFSET)
         word = lib.nnb_fmq_evflag_word(self._q)
         self._event_flag = EventFlag(word, self, self._active) if event_flag else None
+        self._can_block = event_flag and flavor == Flavor.SYNCHRONIZED_READ_WRITE
+        # One-entry caches (array, C pointer, element count) of the last
+        # caller arrays: the hot path reuses the same message and out arrays,
+        # and looking a pointer up again costs more than the C call it feeds.
+        self._src: tuple[Any, Any, int] = _NO_ARRAY
+        self._dst: tuple[Any, Any, int] = _NO_ARRAY
+        self._wrote = ffi.new("int *")
         self._closed = False
+        self._blocking_ready = self._can_block  # open and able to block: one check on hot paths
 
     # -- properties -------------------------------------------------------
 
@@ -373,10 +454,44 @@ class MessageQueue:
             raise ClosedResourceError("the queue is closed")
 
     def _check_blocking(self) -> None:
+        if self._closed:
+            raise ClosedResourceError("the queue is closed")
         if self.flavor != Flavor.SYNCHRONIZED_READ_WRITE:
             raise BadStateError("blocking calls need a synchronized queue")
         if self._event_flag is None:
             raise BadStateError("blocking calls need a queue created with an event flag")
+
+    def _source(self, items: Any) -> tuple[Any, Any, int]:
+        """(array, C pointer, count) of what to write; cached for reused arrays."""
+        src = self._src
+        if items is src[0]:
+            return src
+        array = self._as_elements(items)
+        src = (array, ffi.from_buffer(array), array.size)
+        if array is items:
+            self._src = src
+        return src
+
+    def _target(self, out: np.ndarray) -> tuple[Any, Any, int]:
+        """(array, C pointer, count) of an out array; cached, callers reuse one."""
+        dst = self._dst
+        if out is dst[0]:
+            return dst
+        if (
+            type(out) is not np.ndarray
+            or out.dtype != self.dtype
+            or not out.flags.c_contiguous
+            or not out.flags.writeable
+        ):
+            raise BadDataError(f"out must be a writable C-contiguous numpy array of {self.dtype}")
+        self._dst = (out, ffi.from_buffer(out), out.size)
+        return self._dst
+
+    def _forget_arrays(self) -> None:
+        for _, pointer, _ in (self._src, self._dst):
+            if pointer is not None:
+                ffi.release(pointer)
+        self._src = self._dst = _NO_ARRAY
 
     def _fail(self, rc: int, what: str) -> Exception:
         return error_for(rc, what, closed_locally=self._closed)
@@ -398,22 +513,14 @@ class MessageQueue:
         """Elements readable now; more than the capacity means an unsynchronized
         reader was overrun (its next read fails once and resyncs)."""
         self._check_open()
-        self._active.append(None)
-        try:
-            n = lib.nnb_fmq_available_to_read(self._q)
-        finally:
-            self._active.pop()
+        n = lib.nnb_fmq_available_to_read(self._q)
         if n < 0:
             raise self._fail(n, "available_to_read")
         return int(n)
 
     def available_to_write(self) -> int:
         self._check_open()
-        self._active.append(None)
-        try:
-            n = lib.nnb_fmq_available_to_write(self._q)
-        finally:
-            self._active.pop()
+        n = lib.nnb_fmq_available_to_write(self._q)
         if n < 0:
             raise self._fail(n, "available_to_write")
         return int(n)
@@ -422,13 +529,9 @@ class MessageQueue:
 
     def write(self, items: Any) -> bool:
         """Write all of ``items`` or nothing; False if there is not room."""
-        self._check_open()
-        array = self._as_elements(items)
-        self._active.append(None)
-        try:
-            rc = lib.nnb_fmq_write(self._q, ffi.from_buffer(array), array.size)
-        finally:
-            self._active.pop()
+        src = self._src
+        _, pointer, n = src if items is src[0] else self._source(items)
+        rc = lib.nnb_fmq_write(self._q, pointer, n)
         if rc == 0:
             return True
         if rc in (EAGAIN, EINVAL):
@@ -443,22 +546,14 @@ class MessageQueue:
 
     def read_into(self, out: np.ndarray) -> bool:
         """Fill ``out`` (a contiguous array of our dtype) or leave it untouched."""
-        self._check_open()
-        self._check_out(out)
-        self._active.append(None)
-        try:
-            rc = lib.nnb_fmq_read(self._q, ffi.from_buffer(out, require_writable=True), out.size)
-        finally:
-            self._active.pop()
+        dst = self._dst
+        _, pointer, n = dst if out is dst[0] else self._target(out)
+        rc = lib.nnb_fmq_read(self._q, pointer, n)
         if rc == 0:
             return True
         if rc in (EAGAIN, EINVAL, EOVERFLOW):
             return False
         raise self._fail(rc, "read")
-
-    def _check_out(self, out: np.ndarray) -> None:
-        if type(out) is not np.ndarray or out.dtype != self.dtype or not out.flags.c_contiguous:
-            raise BadDataError(f"out must be a C-contiguous numpy array of {self.dtype}")
 
     # -- blocking ---------------------------------------------------------
 
@@ -479,23 +574,18 @@ class MessageQueue:
             ClosedResourceError / BrokenResourceError: the queue was closed
                 (by you / by the peer) while waiting or before.
         """
-        self._check_open()
-        self._check_blocking()
-        array = self._as_elements(items)
-        if array.size > self._count:
+        if not self._blocking_ready:
+            self._check_blocking()
+        src = self._src
+        _, pointer, n = src if items is src[0] else self._source(items)
+        if n > self._count:
             return False
-        deadline = deadline_for(timeout_ns)
-        pointer = ffi.from_buffer(array)
-        self._active.append(None)
-        try:
-            while True:
-                rc = lib.nnb_fmq_write_blocking(
-                    self._q, pointer, array.size, read_notification, write_notification, deadline, spin_ns
-                )
-                if rc != EINTR:
-                    break
-        finally:
-            self._active.pop()
+        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
+        rc = EINTR
+        while rc == EINTR:  # a signal: its Python handler has run; go on
+            rc = lib.nnb_fmq_write_blocking(
+                self._q, pointer, n, read_notification, write_notification, deadline, spin_ns
+            )
         if rc == 0:
             return True
         if rc == ETIMEDOUT:
@@ -522,28 +612,24 @@ class MessageQueue:
         Raises:
             ClosedResourceError / BrokenResourceError: as for write_blocking.
         """
-        self._check_open()
-        self._check_blocking()
+        if not self._blocking_ready:
+            self._check_blocking()
         if out is None:
             out = np.empty(n, dtype=self.dtype)
+            pointer = ffi.from_buffer(out)
         else:
-            self._check_out(out)
-            if out.size != n:
+            dst = self._dst
+            _, pointer, size = dst if out is dst[0] else self._target(out)
+            if size != n:
                 raise BadDataError(f"out holds {out.size} elements, not {n}")
         if n > self._count:
             return None
-        deadline = deadline_for(timeout_ns)
-        pointer = ffi.from_buffer(out, require_writable=True)
-        self._active.append(None)
-        try:
-            while True:
-                rc = lib.nnb_fmq_read_blocking(
-                    self._q, pointer, n, read_notification, write_notification, deadline, spin_ns
-                )
-                if rc != EINTR:
-                    break
-        finally:
-            self._active.pop()
+        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
+        rc = EINTR
+        while rc == EINTR:
+            rc = lib.nnb_fmq_read_blocking(
+                self._q, pointer, n, read_notification, write_notification, deadline, spin_ns
+            )
         if rc == 0:
             return out
         if rc == ETIMEDOUT:
@@ -564,26 +650,66 @@ class MessageQueue:
         This receives a message of unknown length that the peer wrote with
         one write, in one call: how burst packets are read.
         """
-        self._check_open()
-        self._check_blocking()
-        self._check_out(out)
-        deadline = deadline_for(timeout_ns)
-        pointer = ffi.from_buffer(out, require_writable=True)
-        self._active.append(None)
-        try:
-            while True:
-                rc = lib.nnb_fmq_read_available_blocking(
-                    self._q, pointer, out.size, read_notification, write_notification, deadline, spin_ns
-                )
-                if rc != EINTR:
-                    break
-        finally:
-            self._active.pop()
+        if not self._blocking_ready:
+            self._check_blocking()
+        dst = self._dst
+        _, pointer, size = dst if out is dst[0] else self._target(out)
+        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
+        rc = EINTR
+        while rc == EINTR:
+            rc = lib.nnb_fmq_read_available_blocking(
+                self._q, pointer, size, read_notification, write_notification, deadline, spin_ns
+            )
         if rc > 0:
             return int(rc)
         if rc == ETIMEDOUT:
             return 0
         raise self._fail(rc, "read_available_blocking")
+
+    def write_then_read(
+        self,
+        items: Any,
+        reply_queue: MessageQueue,
+        out: np.ndarray,
+        timeout_ns: int = 0,
+        spin_ns: int = 0,
+    ) -> int:
+        """One request/response round trip in a single C call.
+
+        Writes ``items`` here (as :meth:`write_blocking`), then waits on
+        ``reply_queue`` and reads everything available into ``out`` (as
+        :meth:`read_available_blocking`), both with the default bits and one
+        deadline.  Returns the count read; 0 if the reply did not come in
+        time (the request was sent); -1 if the request could not be written
+        in time (nothing was sent).
+
+        The arrays are remembered (their pointers are cached) until another
+        array is passed or the queue closes.
+        """
+        if not (self._blocking_ready and reply_queue._blocking_ready):
+            self._check_blocking()
+            reply_queue._check_blocking()
+        src = self._src
+        _, pointer, n = src if items is src[0] else self._source(items)
+        if n > self._count:
+            return -1
+        dst = reply_queue._dst
+        _, target, size = dst if out is dst[0] else reply_queue._target(out)
+        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
+        wrote = self._wrote
+        rc = _write_then_read(self._q, pointer, n, reply_queue._q, target, size, deadline, spin_ns, wrote)
+        if rc > 0:
+            return int(rc)
+        if rc == EINTR and not wrote[0]:
+            return self.write_then_read(items, reply_queue, out, _remaining(deadline), spin_ns)
+        return _round_trip_result(rc, wrote[0], self, reply_queue, out, deadline, spin_ns)
+
+    def round_trip(
+        self, reply_queue: MessageQueue, request: np.ndarray, reply: np.ndarray, spin_ns: int = 0
+    ) -> RoundTrip:
+        """A prepared request/response exchange over fixed buffers: the hot
+        path of a burst client or server, one C call per round trip."""
+        return RoundTrip(self, reply_queue, request, reply, spin_ns)
 
     # -- zero copy --------------------------------------------------------
 
@@ -658,14 +784,17 @@ class MessageQueue:
         if self.flavor == Flavor.SYNCHRONIZED_READ_WRITE or self._creator:
             self.tear_down()
         self._closed = True
+        self._blocking_ready = False
         region = self._region
         assert region is not None
+        lib.nnb_fmq_shutdown(self._q)
         deadline = time.monotonic() + _CLOSE_DRAIN_S
-        while self._active and time.monotonic() < deadline:
+        while (self._active or lib.nnb_fmq_calls_inside(self._q)) and time.monotonic() < deadline:
             time.sleep(0.0002)
-        if not self._active:
-            # Nothing of ours is inside the C core: safe to unmap.  numpy
-            # views the caller still holds keep the pages mapped until they go.
+        if not self._active and not lib.nnb_fmq_calls_inside(self._q):
+            # Nothing is inside the C core: safe to unmap.  numpy views the
+            # caller still holds keep the pages mapped until they go.
+            self._forget_arrays()
             ffi.release(self._base)
             self._ring = None  # type: ignore[assignment]
             region.close()

@@ -47,6 +47,16 @@ def read_blocking_sizes(desc_hex: str, sizes: str) -> None:
             expected += size
 
 
+def echo_plus_one(requests_hex: str, replies_hex: str, count: str) -> None:
+    """Answer each request with its elements plus one."""
+    with _attach(requests_hex) as requests, _attach(replies_hex) as replies:
+        buffer = np.zeros(requests.quantum_count, dtype=np.int32)
+        for _ in range(int(count)):
+            n = requests.read_available_blocking(buffer, timeout_ns=5 * SECOND)
+            assert n > 0
+            assert replies.write_blocking(buffer[:n] + 1, timeout_ns=5 * SECOND)
+
+
 def write_blocking_batches(desc_hex: str, batches: str, batch: str) -> None:
     with _attach(desc_hex) as q:
         start = 0

@@ -20,7 +20,15 @@ from nnburst.hal.types import (
     RequestArgument,
 )
 
-from .test_model import F32, add_model, build_example, example_expected, raises, softmax_model
+from .test_model import (
+    F32,
+    AddOnlyDevice,
+    add_model,
+    build_example,
+    example_expected,
+    raises,
+    softmax_model,
+)
 
 X = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
 
@@ -456,24 +464,19 @@ def test_compilation_settings_are_validated():
 
 
 def test_unsupported_operation_fails_compilation_for_devices():
-    from nnburst.cpu.registry import registered_codes
-
-    missing = sorted(
-        set(nn.OperationCode) - registered_codes() - {nn.OperationCode.IF, nn.OperationCode.WHILE}
-    )
-    if not missing:
-        pytest.skip("the CPU driver implements every operation")
-    model = build_example(finish=False, identify=False)
-    out = model.add_operand(nn.OperandType(F32, (3, 4)))
-    model.add_operation(missing[0], [0], [out])
-    model.identify_inputs_and_outputs([0], [6, out])
-    model.finish()
-    compilation = nn.Compilation(model, [cpu()])
+    add_only = nn.Device(AddOnlyDevice())
+    compilation = nn.Compilation(build_example(), [add_only])
     with raises(nn.ResultCode.BAD_DATA) as info:
         compilation.finish()
-    assert f"2 ({missing[0].name})" in str(info.value)
+    assert "0 (MUL)" in str(info.value)
     with raises(nn.ResultCode.BAD_STATE):
-        nn.Execution(compilation)
+        nn.Execution(compilation)  # the compilation failed
+
+
+def test_compilation_picks_a_device_that_runs_everything():
+    compilation = nn.Compilation(build_example(), [nn.Device(AddOnlyDevice()), cpu()])
+    compilation.finish()
+    assert compilation.device is cpu()
 
 
 # -- the CPU driver's request validation ------------------------------------------------------

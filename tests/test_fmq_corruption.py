@@ -41,15 +41,38 @@ def test_corrupt_counters_are_reported_not_used(queue, read, write):
     with pytest.raises(CorruptQueueError):
         queue.read(1)
     with pytest.raises(CorruptQueueError):
-        queue.write(np.zeros(1, np.int32))
-    with pytest.raises(CorruptQueueError):
         queue.available_to_read()
+    with pytest.raises(CorruptQueueError):
+        queue.available_to_write()
     with pytest.raises(CorruptQueueError):
         queue.begin_read(1)
     with pytest.raises(CorruptQueueError):
         queue.read_blocking(1, timeout_ns=10_000_000)
+
+
+@pytest.mark.parametrize(
+    ("read", "write"),
+    [(0, 3), (0, 4 * COUNT + 4), (4, 2)],
+    ids=["misaligned-write", "more-than-a-ring", "write-behind-read"],
+)
+def test_corrupt_writer_counter_is_reported_to_the_writer(queue, read, write):
+    scribble(queue, read, write)
+    with pytest.raises(CorruptQueueError):
+        queue.write(np.zeros(1, np.int32))
     with pytest.raises(CorruptQueueError):
         queue.write_blocking(np.zeros(1, np.int32), timeout_ns=10_000_000)
+
+
+def test_a_scribbled_read_counter_never_lets_a_write_out_of_bounds(queue):
+    """The writer trusts its cached copy of r while it shows room (r only
+    goes up); a scribbled r is caught the moment the writer re-reads it."""
+    scribble(queue, 4 * 3 + 2, 0)  # misaligned r, ahead of w
+    for _ in range(COUNT + 1):
+        try:
+            queue.write(np.zeros(1, np.int32))
+        except CorruptQueueError:
+            return
+    pytest.fail("a full ring of writes never re-read the corrupt read counter")
 
 
 def test_large_consistent_counters_keep_working(queue):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from nnburst import shm
-from nnburst.errors import BadDataError, BrokenResourceError
+from nnburst.errors import BadDataError, BrokenResourceError, ClosedResourceError
 from nnburst.fmq import Flavor, MessageQueue
 
 from .fmq_peer import SECOND, sequence
@@ -207,3 +207,33 @@ def test_segment_of_a_creator_killed_before_anyone_attached_is_swept():
     assert segment_exists(desc)
     shm.sweep_stale_segments()
     assert not segment_exists(desc)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("prepared", [False, True], ids=["write_then_read", "round_trip"])
+def test_request_reply_round_trips_in_one_call(mode, prepared):
+    with MessageQueue(np.int32, 64) as requests, MessageQueue(np.int32, 64) as replies:
+        peer = Peer(mode, "echo_plus_one", requests.descriptor.to_bytes().hex(), replies.descriptor.to_bytes().hex(), 50)
+        message = np.zeros(16, np.int32)
+        reply = np.zeros(64, np.int32)
+        call = requests.round_trip(replies, message, reply, spin_ns=10_000)
+        for i in range(50):
+            message[:] = sequence(i, 16)
+            n = call(1 + i % 16, timeout_ns=5 * SECOND) if prepared else requests.write_then_read(
+                message[: 1 + i % 16], replies, reply, timeout_ns=5 * SECOND
+            )
+            assert n == 1 + i % 16
+            assert np.array_equal(reply[:n], sequence(i, n) + 1)
+        peer.join()
+
+
+def test_round_trip_reports_a_reply_timeout_and_a_closed_queue():
+    with MessageQueue(np.int32, 8) as requests, MessageQueue(np.int32, 8) as replies:
+        call = requests.round_trip(replies, np.zeros(4, np.int32), np.zeros(8, np.int32))
+        assert call(4, timeout_ns=2_000_000) == 0  # sent, no reply
+        assert call(4, timeout_ns=2_000_000) == 0
+        assert call(4, timeout_ns=2_000_000) == -1  # the request queue is full now
+        with pytest.raises(BadDataError):
+            call(5)
+    with pytest.raises(ClosedResourceError):
+        call(1)

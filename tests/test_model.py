@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import nnburst as nn
-from nnburst.cpu.registry import registered_codes
+from nnburst.hal.interfaces import IDevice
 from nnburst.hal.model import Lifetime
+from nnburst.hal.types import Capabilities, DeviceType
 
 F32 = nn.OperandCode.TENSOR_FLOAT32
 T3x4 = nn.OperandType(F32, (3, 4))
@@ -483,15 +484,27 @@ def test_supported_operations_for_devices():
         build_example(finish=False).get_supported_operations_for_devices(nn.get_devices())
 
 
-def test_operation_the_cpu_lacks_is_unsupported_not_invalid():
-    missing = sorted(
-        set(nn.OperationCode) - registered_codes() - {nn.OperationCode.IF, nn.OperationCode.WHILE}
-    )
-    if not missing:
-        pytest.skip("the CPU driver implements every operation")
-    model = build_example(finish=False, identify=False)
-    out = model.add_operand(T3x4)
-    model.add_operation(missing[0], [0], [out])
-    model.identify_inputs_and_outputs([0], [6, out])
-    model.finish()
-    assert model.get_supported_operations_for_devices(nn.get_devices()) == [True, True, False]
+class AddOnlyDevice(IDevice):
+    """A device that runs ADD and nothing else (it never prepares anything)."""
+
+    name = "test-addonly"
+    type = DeviceType.ACCELERATOR
+    version_string = "test-addonly 1"
+    feature_level = 2
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities()
+
+    def get_supported_operations(self, model):
+        return [op.code == nn.OperationCode.ADD for op in model.main.operations]
+
+    def prepare_model(self, model, preference=None, priority=None, deadline_ns=None, cache=None):
+        raise AssertionError("an add-only device cannot prepare the example")
+
+
+def test_supported_operations_combine_devices():
+    model = build_example()  # operation 0 is MUL, operation 1 is ADD
+    add_only = nn.Device(AddOnlyDevice())
+    assert model.get_supported_operations_for_devices([add_only]) == [False, True]
+    assert model.get_supported_operations_for_devices([add_only, *nn.get_devices()]) == [True, True]

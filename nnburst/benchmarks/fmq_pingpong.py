@@ -79,15 +79,19 @@ def _fmq_echo(request_desc: bytes, response_desc: bytes, total: int, spin_ns: in
     request = MessageQueue.attach(request_desc)
     response = MessageQueue.attach(response_desc)
     buffer = np.empty(MESSAGE_BYTES, dtype=np.uint8)
-    for _ in range(total):
-        if nowait:
+    if nowait:
+        for _ in range(total):
             while not request.read_into(buffer):
                 pass
             while not response.write(buffer):
                 pass
-        else:
-            request.read_blocking(MESSAGE_BYTES, out=buffer, spin_ns=spin_ns)
-            response.write_blocking(buffer, spin_ns=spin_ns)
+    else:
+        # Reply and wait for the next request in one C call per round trip.
+        request.read_blocking(MESSAGE_BYTES, out=buffer, spin_ns=spin_ns)
+        reply_and_wait = response.round_trip(request, buffer, buffer, spin_ns)
+        for _ in range(total - 1):
+            reply_and_wait(MESSAGE_BYTES)
+        response.write_blocking(buffer, spin_ns=spin_ns)
     request.close()
     response.close()
 
@@ -107,9 +111,10 @@ def fmq_round_trips(iterations: int, spin_ns: int = 0, nowait: bool = False) -> 
         message = np.full(MESSAGE_BYTES, 7, dtype=np.uint8)
         reply = np.empty(MESSAGE_BYTES, dtype=np.uint8)
 
+        call = request.round_trip(response, message, reply, spin_ns)
+
         def blocking() -> None:
-            request.write_blocking(message, spin_ns=spin_ns)
-            response.read_blocking(MESSAGE_BYTES, out=reply, spin_ns=spin_ns)
+            call(MESSAGE_BYTES)
 
         def polling() -> None:
             while not request.write(message):
