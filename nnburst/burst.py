@@ -73,6 +73,7 @@ class Burst:
         self._prepared = compilation._check_ready("Burst")
         self._compilation = compilation
         self._lock = threading.Lock()  # held for a whole computation
+        self._close_lock = threading.Lock()
         self._staging_bytes: np.ndarray | None = None
         self._memories: weakref.WeakSet[Memory] = weakref.WeakSet()
         self._closed = False
@@ -246,17 +247,18 @@ class Burst:
     def close(self) -> None:
         """End the burst: stop the controller (and the driver's burst thread), release the staging memory.
 
-        Waits for a computation in progress on another thread.
+        A computation in progress on another thread is woken (it fails with
+        ``UNAVAILABLE_DEVICE``) and waited for before the staging memory goes.
         """
-        if self._closed:
-            return
-        with self._lock:
+        with self._close_lock:
             if self._closed:
                 return
             self._closed = True
-            controller, self._controller = self._controller, None
-            if controller is not None:
-                controller.close()
+        controller = self._controller
+        if controller is not None:
+            controller.close()  # first: wakes a compute blocked on the result queue
+        with self._lock:
+            self._controller = None
             for memory in list(self._memories):
                 memory.forget(self)
             self._memories = weakref.WeakSet()

@@ -25,6 +25,7 @@ thread blocked on the queue, in this process or the peer's, wakes with
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import os
 import struct
@@ -101,27 +102,59 @@ _DESCRIPTOR_MAGIC = b"NBQD"
 _DESCRIPTOR_VERSION = 1
 
 
+def _encode_dtype(dtype: np.dtype) -> Any:
+    """A JSON-able description of a dtype that keeps explicit offsets, so
+    union-like layouts (overlapping fields, as the burst datums) survive."""
+    if dtype.subdtype is not None:
+        base, shape = dtype.subdtype
+        return {"subarray": _encode_dtype(base), "shape": list(shape)}
+    if dtype.names is not None:
+        fields = dtype.fields
+        assert fields is not None
+        return {
+            "names": list(dtype.names),
+            "formats": [_encode_dtype(fields[name][0]) for name in dtype.names],
+            "offsets": [int(fields[name][1]) for name in dtype.names],
+            "itemsize": dtype.itemsize,
+        }
+    return dtype.str
+
+
+_PLAIN_KINDS = frozenset("biufcVSU")
+
+
+def _decode_dtype(obj: Any, depth: int = 0) -> np.dtype:
+    if depth > 8:
+        raise ValueError("element type nests too deeply")
+    if isinstance(obj, str):
+        dtype = np.dtype(obj)
+        if dtype.kind not in _PLAIN_KINDS:
+            raise ValueError(f"element kind {dtype.kind!r} cannot cross a process boundary")
+        return dtype
+    if isinstance(obj, dict) and "subarray" in obj:
+        shape = tuple(int(n) for n in obj["shape"])
+        return np.dtype((_decode_dtype(obj["subarray"], depth + 1), shape))
+    if isinstance(obj, dict):
+        return np.dtype(
+            {
+                "names": [str(n) for n in obj["names"]],
+                "formats": [_decode_dtype(f, depth + 1) for f in obj["formats"]],
+                "offsets": [int(o) for o in obj["offsets"]],
+                "itemsize": int(obj["itemsize"]),
+            }
+        )
+    raise ValueError(f"unknown element type description {obj!r}")
+
+
 def _dtype_to_json(dtype: np.dtype) -> bytes:
-    return json.dumps(np.lib.format.dtype_to_descr(dtype)).encode()
-
-
-def _tuples(value: Any) -> Any:
-    """JSON turned the descr's tuples into lists; numpy wants tuples back."""
-    if isinstance(value, list) and value and isinstance(value[0], list):
-        return [tuple(_tuples(v) for v in field) for field in value]
-    if isinstance(value, list) and all(isinstance(v, int) for v in value):
-        return tuple(value)
-    return value
+    return json.dumps(_encode_dtype(dtype), separators=(",", ":")).encode()
 
 
 def _dtype_from_json(raw: bytes) -> np.dtype:
     try:
-        dtype = np.lib.format.descr_to_dtype(_tuples(json.loads(raw.decode())))
-    except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
+        return _decode_dtype(json.loads(raw.decode()))
+    except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError, RecursionError) as exc:
         raise BadDataError(f"descriptor has an invalid element type: {exc}") from exc
-    if dtype.hasobject:
-        raise BadDataError("descriptor element type holds Python objects")
-    return dtype
 
 
 @dataclass(frozen=True)
@@ -253,7 +286,7 @@ class RoundTrip:
     ClosedResourceError; the C core refuses them before touching memory.
     """
 
-    __slots__ = ("_requests", "_replies", "_request", "_reply", "_wq", "_rq", "_src", "_dst", "_size", "_limit", "_spin", "_wrote")
+    __slots__ = ("_requests", "_replies", "_request", "_reply", "_call", "_wrote", "_spin")
 
     def __init__(
         self, requests: MessageQueue, replies: MessageQueue, request: np.ndarray, reply: np.ndarray, spin_ns: int
@@ -267,23 +300,35 @@ class RoundTrip:
             raise BadDataError("reply must be writable")
         self._requests, self._replies = requests, replies  # keep the handles alive
         self._request, self._reply = request, reply
-        self._wq, self._rq = requests._q, replies._q
-        self._src, self._dst = ffi.from_buffer(request), ffi.from_buffer(reply)
-        self._size = reply.size
-        self._limit = request.size
-        self._spin = spin_ns
         self._wrote = ffi.new("int *")
+        self._spin = spin_ns
+        # Everything but (n, deadline) bound once; the C side checks n against
+        # the request's capacity, so a call cannot read past the buffer.
+        self._call = functools.partial(
+            _write_then_read,
+            requests._q,
+            ffi.from_buffer(request),
+            request.size,
+            replies._q,
+            ffi.from_buffer(reply),
+            reply.size,
+            spin_ns,
+            self._wrote,
+        )
 
     def __call__(self, n: int, timeout_ns: int = 0) -> int:
         """Round trip of ``request[:n]``.  Returns the reply length; 0 if the
         reply did not come in time (the request went out); -1 if the request
         could not be written in time."""
-        if not 0 <= n <= self._limit:
-            raise BadDataError(f"cannot send {n} elements from a {self._limit}-element request")
         deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
-        rc = _write_then_read(self._wq, self._src, n, self._rq, self._dst, self._size, deadline, self._spin, self._wrote)
+        try:
+            rc: int = self._call(n, deadline)
+        except OverflowError:  # a negative n does not fit the C uint64_t
+            rc = EINVAL
         if rc > 0:
-            return int(rc)
+            return rc
+        if rc == EINVAL and not 0 <= n <= self._request.size:
+            raise BadDataError(f"cannot send {n} elements from a {self._request.size}-element request")
         if rc == EINTR and not self._wrote[0]:
             return self(n, _remaining(deadline))  # nothing went out: start again
         return _round_trip_result(rc, self._wrote[0], self._requests, self._replies, self._reply, deadline, self._spin)
@@ -697,7 +742,7 @@ class MessageQueue:
         _, target, size = dst if out is dst[0] else reply_queue._target(out)
         deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
         wrote = self._wrote
-        rc = _write_then_read(self._q, pointer, n, reply_queue._q, target, size, deadline, spin_ns, wrote)
+        rc = _write_then_read(self._q, pointer, n, reply_queue._q, target, size, spin_ns, wrote, n, deadline)
         if rc > 0:
             return int(rc)
         if rc == EINTR and not wrote[0]:

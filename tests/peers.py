@@ -19,7 +19,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class Peer:
-    def __init__(self, mode: str, function: str, *args: object, capture_stdout: bool = False) -> None:
+    def __init__(
+        self,
+        mode: str,
+        function: str,
+        *args: object,
+        capture_stdout: bool = False,
+        module: str = "tests.fmq_peer",
+        pass_fds: tuple[int, ...] = (),
+    ) -> None:
         self.mode = mode
         self.function = function
         argv = [str(a) for a in args]
@@ -28,17 +36,18 @@ class Peer:
         if mode == "process":
             env = dict(os.environ, PYTHONPATH=str(REPO))
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.fmq_peer", function, *argv],
+                [sys.executable, "-m", module, function, *argv],
                 cwd=REPO,
                 env=env,
+                pass_fds=pass_fds,
                 stdout=subprocess.PIPE if capture_stdout else None,
                 stderr=subprocess.PIPE,
                 text=True,
             )
         elif mode == "thread":
-            from . import fmq_peer
+            import importlib
 
-            target = getattr(fmq_peer, function)
+            target = getattr(importlib.import_module(module), function)
 
             def run() -> None:
                 try:

@@ -510,6 +510,8 @@ def _example_request(**changes) -> Request:
         {"outputs": [RequestArgument(False, DataLocation(0, 48, 48), (3,))]},
         {"pools": [bytes(96)]},  # read-only pool for an output
         {"pools": [object()]},  # not a buffer
+        {"inputs": [None]},  # not an argument at all
+        {"outputs": [RequestArgument(False, DataLocation(0, 48, 48), ("3", 4))]},
     ],
     ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items())[:60],
 )
@@ -817,3 +819,27 @@ def test_reusable_execution_reads_converted_inputs_again():
     x += 1
     execution.compute()
     np.testing.assert_allclose(out, example_expected(X + 1), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "memory_first", [True, False], ids=["free-memory-first", "free-burst-first"]
+)
+def test_memory_and_burst_can_be_freed_in_either_order(memory_first):
+    compilation = compiled()
+    burst = nn.Burst(compilation)
+    memory = nn.Memory.create_shared(48)
+    execution = nn.Execution(compilation)
+    execution.set_input(0, X)
+    execution.set_output_from_memory(0, memory, 0, 48)
+    execution.burst_compute(burst)
+    got = np.frombuffer(memory.buffer, np.float32).reshape(3, 4).copy()
+    np.testing.assert_allclose(got, example_expected(X), rtol=1e-6)
+    if memory_first:
+        memory.close()
+        execution, out = example_execution(compilation)  # the burst goes on without it
+        execution.burst_compute(burst)
+        np.testing.assert_allclose(out, example_expected(X), rtol=1e-6)
+        burst.close()
+    else:
+        burst.close()
+        memory.close()

@@ -49,6 +49,9 @@ DEVICE_NAME = "nnburst-reference"
 #: The NNAPI feature level the reference driver implements (1.1 operations).
 FEATURE_LEVEL = 2
 
+#: How long the burst server polls for a request before sleeping (SampleDriver, Android 11).
+SERVER_POLLING_WINDOW_US = 50
+
 _NO_LOCATION = DataLocation()
 
 
@@ -196,14 +199,13 @@ class CpuPreparedModel(IPreparedModel):
         driver_start = time.perf_counter_ns()
         try:
             views = [pool_view(pool) for pool in request.pools]
-        except Exception as exc:  # a closed Memory, an object without a buffer
-            logger.debug("invalid request: unusable pool: %s", exc)
-            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
-        try:
             inputs = self._input_arrays(request, views)
             out_views = self._output_views(request, views)
         except _InvalidRequest as exc:
             logger.debug("invalid request: %s", exc)
+            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
+        except Exception as exc:  # a closed Memory, a pool without a buffer, a malformed argument
+            logger.debug("invalid request: %s: %s", type(exc).__name__, exc)
             return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING
@@ -218,7 +220,11 @@ class CpuPreparedModel(IPreparedModel):
             logger.warning("execution failed unexpectedly: %s: %s", type(exc).__name__, exc)
             return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
         device_end = time.perf_counter_ns()
-        status, shapes = self._write_outputs(request, out_views, results)
+        try:
+            status, shapes = self._write_outputs(request, out_views, results)
+        except Exception as exc:  # e.g. an operation returned something that is not an array
+            logger.warning("cannot write the outputs: %s: %s", type(exc).__name__, exc)
+            return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
         if status not in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
             return status, [], NO_TIMING
         timing = NO_TIMING
@@ -317,10 +323,22 @@ class CpuPreparedModel(IPreparedModel):
         request_channel: Descriptor,
         result_channel: Descriptor,
     ) -> tuple[ErrorStatus, IBurstContext | None]:
-        """Start a burst server thread executing through this prepared model."""
+        """Start a burst server thread executing through this prepared model.
+
+        As SampleDriver: the server polls for 50 µs (0 for LOW_POWER) before
+        sleeping, and a server that cannot start is ``GENERAL_FAILURE``.
+        """
         from ..hal.burst_server import ExecutionBurstServer
 
-        return ExecutionBurstServer.create(callback, request_channel, result_channel, self)
+        window = 0 if self.preference == PreferenceCode.LOW_POWER else SERVER_POLLING_WINDOW_US
+        try:
+            context = ExecutionBurstServer.create(
+                callback, request_channel, result_channel, self, polling_window_us=window
+            )
+        except (ValueError, NNError) as exc:  # a bad channel: reported as a status
+            logger.info("cannot start a burst server: %s", exc)
+            return ErrorStatus.GENERAL_FAILURE, None
+        return ErrorStatus.NONE, context
 
 
 def _compatible(declared: Sequence[int], actual: Sequence[int]) -> bool:

@@ -1,0 +1,243 @@
+"""The driver side of a burst: a worker thread serving requests from an FMQ.
+
+One worker per burst.  It waits for a request packet (spinning in C for the
+polling window, then sleeping on the futex, GIL released throughout),
+validates and deserializes it, makes sure every pool slot it names is cached
+(asking the client's callback once for all unknown slots), executes, and
+writes the result packet, which is also where it starts waiting for the next
+request: one C call per execution.
+
+It replies to *every* request: a malformed packet gets ``GENERAL_FAILURE``
+with no shapes and no timing, and the worker keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..codes import ErrorStatus
+from ..errors import BrokenResourceError, ClosedResourceError, NNError, PacketError, status_for_exception
+from ..fmq import Descriptor, MessageQueue
+from .interfaces import ExecutionResult, IBurstCallback, IBurstContext, IBurstExecutorWithCache, IPreparedModel
+from .packets import REQUEST_DATUM, RESULT_DATUM, deserialize_request, error_result_packet, serialize_result
+from .types import MeasureTiming, Request, Timing
+
+log = logging.getLogger("nnburst.burst")
+
+#: How long closing waits for the worker to finish an execution in progress.
+JOIN_TIMEOUT_S = 10.0
+
+
+class DefaultBurstExecutorWithCache(IBurstExecutorWithCache):
+    """Executes through a prepared model's ``execute_synchronously``, with the
+    pools cached by slot so they are mapped once per burst, not per execution."""
+
+    def __init__(self, prepared_model: IPreparedModel) -> None:
+        self._model = prepared_model
+        self._cache: dict[int, Any] = {}
+
+    def is_cache_entry_present(self, slot: int) -> bool:
+        return slot in self._cache
+
+    def add_cache_entry(self, memory: Any, slot: int) -> None:
+        self._cache[slot] = memory
+
+    def remove_cache_entry(self, slot: int) -> None:
+        self._cache.pop(slot, None)
+
+    def execute(self, request: Request, slots: Sequence[int], measure: MeasureTiming) -> ExecutionResult:
+        try:
+            request.pools = [self._cache[slot] for slot in slots]
+        except KeyError:  # a slot the callback could not resolve
+            return ErrorStatus.INVALID_ARGUMENT, [], Timing()
+        return self._model.execute_synchronously(request, measure)
+
+
+def _channel(channel: Descriptor | bytes | MessageQueue, dtype: np.dtype) -> MessageQueue:
+    """Attach to a channel the client created; it must carry ``dtype`` and an event flag."""
+    queue = channel if isinstance(channel, MessageQueue) else MessageQueue.attach(channel)
+    if queue.dtype != dtype or queue.event_flag is None:
+        queue.close()
+        raise ValueError(f"a burst channel needs {dtype} elements and an event flag")
+    return queue
+
+
+class ExecutionBurstServer(IBurstContext):
+    """Serves one burst; ``close()`` (or dropping the last reference) ends it."""
+
+    _worker: _Worker | None = None
+
+    @classmethod
+    def create(
+        cls,
+        callback: IBurstCallback,
+        request_channel: Descriptor | bytes | MessageQueue,
+        result_channel: Descriptor | bytes | MessageQueue,
+        executor_or_prepared_model: IBurstExecutorWithCache | IPreparedModel,
+        polling_window_us: int = 0,
+    ) -> ExecutionBurstServer:
+        """Attach to the client's two FMQs and start the worker.
+
+        Raises:
+            ValueError / BadDataError: a channel is invalid (wrong element
+                type, no event flag, bad descriptor).
+        """
+        if callback is None or executor_or_prepared_model is None:
+            raise ValueError("a burst needs a callback and an executor or prepared model")
+        executor = (
+            executor_or_prepared_model
+            if isinstance(executor_or_prepared_model, IBurstExecutorWithCache)
+            else DefaultBurstExecutorWithCache(executor_or_prepared_model)
+        )
+        requests = _channel(request_channel, REQUEST_DATUM)
+        try:
+            results = _channel(result_channel, RESULT_DATUM)
+        except BaseException:
+            requests.close()
+            raise
+        return cls(_Worker(callback, requests, results, executor, polling_window_us))
+
+    def __init__(self, worker: _Worker) -> None:
+        self._worker = worker
+        worker.thread.start()
+
+    def free_memory(self, slot: int) -> None:
+        """The client no longer needs ``slot``; unknown slots are ignored."""
+        worker = self._worker
+        if worker is not None:
+            worker.free_memory(slot)
+
+    def close(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.stop()
+
+    @property
+    def closed(self) -> bool:
+        return self._worker is None
+
+    def __enter__(self) -> ExecutionBurstServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class _Worker:
+    """Everything the worker thread touches.  Kept apart from the context so
+    the thread holds no reference to it: dropping the context closes the burst."""
+
+    def __init__(
+        self,
+        callback: IBurstCallback,
+        requests: MessageQueue,
+        results: MessageQueue,
+        executor: IBurstExecutorWithCache,
+        polling_window_us: int,
+    ) -> None:
+        self.callback = callback
+        self.requests = requests
+        self.results = results
+        self.executor = executor
+        self.spin_ns = max(0, int(polling_window_us)) * 1000
+        self.lock = threading.Lock()  # executor cache: worker vs free_memory
+        self.owned: dict[int, Any] = {}  # memories the callback handed over to us
+        self.request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
+        self.result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
+        # Packets are copied as raw words: a structured assignment would copy
+        # field by field and leave the padding bytes behind.
+        self.result_words = self.result_buffer.view("<u4")
+        self.thread = threading.Thread(target=self.run, name="nnburst-burst-server", daemon=True)
+
+    def run(self) -> None:
+        try:
+            n = self.requests.read_available_blocking(self.request_buffer, spin_ns=self.spin_ns)
+            reply_and_wait = self.results.round_trip(self.requests, self.result_buffer, self.request_buffer, self.spin_ns)
+            while True:
+                length = self.respond(self.request_buffer[:n])
+                n = reply_and_wait(length)
+        except (ClosedResourceError, BrokenResourceError):
+            pass  # torn down by either side: the burst is over
+        except NNError as exc:
+            log.error("burst worker stopped: %s", exc)
+        finally:
+            self.release()
+
+    def respond(self, packet: np.ndarray) -> int:
+        """Serve one packet; leave the result in ``result_buffer``, return its length."""
+        try:
+            request, slots, measure = deserialize_request(packet)
+        except PacketError as exc:
+            log.debug("malformed request packet: %s", exc)
+            result = error_result_packet()
+        else:
+            with self.lock:
+                self.cache_slots(slots)
+                try:
+                    status, shapes, timing = self.executor.execute(request, slots, measure)
+                except Exception as exc:  # a driver bug must not kill the burst
+                    log.exception("burst execution failed")
+                    status, shapes, timing = status_for_exception(exc), [], Timing()
+            result = serialize_result(status, shapes, timing)
+        if len(result) > len(self.result_buffer):
+            result = error_result_packet()  # the 2-datum failure packet always fits
+        self.result_words[: 6 * len(result)] = result.view("<u4")
+        return len(result)
+
+    def cache_slots(self, slots: Sequence[int]) -> None:
+        """Fetch every unknown slot with one callback call (sorted, unique).
+
+        On failure nothing is added: the executor then rejects the request
+        with INVALID_ARGUMENT because a slot is missing."""
+        unknown = sorted({s for s in slots if not self.executor.is_cache_entry_present(s)})
+        if not unknown:
+            return
+        try:
+            status, memories = self.callback.get_memories(unknown)
+        except NNError as exc:
+            log.warning("burst callback failed: %s", exc)
+            return
+        if status != ErrorStatus.NONE or len(memories) != len(unknown):
+            log.debug("callback refused slots %s: %s", unknown, status)
+            return
+        owned = getattr(self.callback, "transfers_ownership", False)
+        for slot, memory in zip(unknown, memories):
+            self.executor.add_cache_entry(memory, slot)
+            if owned:
+                self.owned[slot] = memory
+
+    def free_memory(self, slot: int) -> None:
+        with self.lock:
+            self.executor.remove_cache_entry(slot)
+            memory = self.owned.pop(slot, None)
+        if memory is not None:
+            memory.close()
+
+    def stop(self) -> None:
+        """Wake the worker with the teardown bit, join it, release everything."""
+        self.requests.tear_down()
+        if self.thread.is_alive() and threading.current_thread() is not self.thread:
+            self.thread.join(JOIN_TIMEOUT_S)
+            if self.thread.is_alive():
+                log.error("burst worker did not stop within %.0f s", JOIN_TIMEOUT_S)
+                return
+        self.release()
+
+    def release(self) -> None:
+        """Close both channels and every mapping the burst cached.  Idempotent."""
+        with self.lock:
+            owned, self.owned = self.owned, {}
+            for slot in owned:
+                self.executor.remove_cache_entry(slot)
+        for memory in owned.values():
+            memory.close()
+        self.requests.close()
+        self.results.close()

@@ -1,0 +1,1 @@
+"""Driver service: the app ↔ driver-process control channel and its calls."""

@@ -1,0 +1,315 @@
+"""Bursts across a process boundary: the control calls that set one up, the
+memory callback, and peer-death handling.  The FMQs themselves are shared
+memory; only set-up, memories (as fds) and teardown cross the socket.
+
+Payloads (little-endian):
+
+``CONFIGURE_BURST`` app → service
+    ``u32 model id | u32 request-descriptor length | u32 result-descriptor
+    length | u32 polling window µs`` then both descriptors' bytes.
+    Reply: ``i32 status | u32 burst id``.
+``GET_MEMORIES`` service → app
+    ``u32 burst id | u32 count`` then ``count`` × ``i32`` slot.
+    Reply: ``i32 status | u32 count`` then ``count`` × (``u64`` offset,
+    ``u64`` size) of the region in its file, with ``count`` fds (SCM_RIGHTS),
+    one per slot, in order.
+``FREE_MEMORY`` app → service, no reply: ``u32 burst id | i32 slot``.
+``CLOSE_BURST`` app → service: ``u32 burst id``; empty reply.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+import struct
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..codes import ErrorStatus, ResultCode
+from ..errors import BadDataError, BrokenResourceError, NNError
+from ..fmq import Descriptor
+from ..hal.burst_server import ExecutionBurstServer
+from ..hal.interfaces import IBurstCallback, IBurstContext, IPreparedModel
+from ..memory import Memory
+from .wire import MAX_FDS, Connection, Frame
+
+log = logging.getLogger("nnburst.service")
+
+_CONFIGURE = struct.Struct("<IIII")
+_STATUS_ID = struct.Struct("<iI")
+_ID_COUNT = struct.Struct("<II")
+_ID_SLOT = struct.Struct("<Ii")
+_ID = struct.Struct("<I")
+MAX_DESCRIPTOR = 4096
+
+
+class Kind(enum.IntEnum):
+    CONFIGURE_BURST = 10
+    GET_MEMORIES = 11
+    FREE_MEMORY = 12
+    CLOSE_BURST = 13
+
+
+# -- the service end -----------------------------------------------------------
+
+
+class RemoteBurstCallback(IBurstCallback):
+    """The app's BurstSlots, reached over the socket.  Memories arrive as fds
+    and are mapped here once; the burst owns (and closes) them."""
+
+    transfers_ownership = True
+
+    def __init__(self, connection: Connection, burst_id: int) -> None:
+        self._connection = connection
+        self._burst_id = burst_id
+
+    def get_memories(self, slots: Sequence[int]) -> tuple[ErrorStatus, list[Any]]:
+        memories: list[Memory] = []
+        try:
+            for start in range(0, len(slots), MAX_FDS):
+                memories += self._fetch(slots[start : start + MAX_FDS])
+        except BaseException:
+            for memory in memories:
+                memory.close()
+            raise
+        return ErrorStatus.NONE, memories
+
+    def _fetch(self, slots: Sequence[int]) -> list[Memory]:
+        payload = _ID_COUNT.pack(self._burst_id, len(slots)) + struct.pack(f"<{len(slots)}i", *slots)
+        reply = self._connection.call(Kind.GET_MEMORIES, payload)
+        fds = reply.fds
+        try:
+            status, count = _STATUS_ID.unpack_from(reply.payload)
+            if status != ErrorStatus.NONE:
+                raise NNError(f"the app refused slots {list(slots)}", ResultCode.BAD_DATA)
+            if count != len(slots) or len(fds) != count or len(reply.payload) != _STATUS_ID.size + 16 * count:
+                raise NNError("malformed GET_MEMORIES reply", ResultCode.OP_FAILED)
+            regions = struct.unpack_from(f"<{2 * count}Q", reply.payload, _STATUS_ID.size)
+        except BaseException:
+            reply.close_fds()
+            raise
+        memories: list[Memory] = []
+        try:
+            for i, fd in enumerate(fds):
+                reply.fds = fds[i + 1 :]  # Memory takes this fd; the rest stay the reply's to close
+                # Memory checks the region against the file's real size.
+                memories.append(Memory(fd, regions[2 * i + 1], regions[2 * i]))
+        except BaseException:
+            reply.close_fds()
+            for memory in memories:
+                memory.close()
+            raise
+        return memories
+
+
+class BurstHost:
+    """Serves the burst calls of one app connection, for the prepared models
+    ``lookup`` can find by id.  Closing it (or the app dying) ends every burst."""
+
+    def __init__(self, lookup: Callable[[int], IPreparedModel | None]) -> None:
+        self._lookup = lookup
+        self._bursts: dict[int, ExecutionBurstServer] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self.connection: Connection | None = None
+
+    def handlers(self) -> dict[int, Callable[[Frame], tuple[bytes, Sequence[int]]]]:
+        return {
+            Kind.CONFIGURE_BURST: self._configure,
+            Kind.FREE_MEMORY: self._free_memory,
+            Kind.CLOSE_BURST: self._close_burst,
+        }
+
+    def _configure(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        frame.close_fds()
+        model_id, request_len, result_len, polling_us = _CONFIGURE.unpack_from(frame.payload)
+        if request_len > MAX_DESCRIPTOR or result_len > MAX_DESCRIPTOR or len(frame.payload) != _CONFIGURE.size + request_len + result_len:
+            raise BadDataError("malformed CONFIGURE_BURST payload")
+        model = self._lookup(model_id)
+        if model is None:
+            raise BadDataError(f"no prepared model {model_id}")
+        assert self.connection is not None
+        request_desc = frame.payload[_CONFIGURE.size : _CONFIGURE.size + request_len]
+        result_desc = frame.payload[_CONFIGURE.size + request_len :]
+        burst_id = next(self._ids)
+        try:
+            server = ExecutionBurstServer.create(
+                RemoteBurstCallback(self.connection, burst_id),
+                Descriptor.from_bytes(request_desc),
+                Descriptor.from_bytes(result_desc),
+                model,
+                polling_window_us=min(polling_us, 1_000_000),
+            )
+        except (ValueError, NNError) as exc:
+            log.info("burst refused: %s", exc)
+            return _STATUS_ID.pack(ErrorStatus.GENERAL_FAILURE, 0), ()
+        with self._lock:
+            self._bursts[burst_id] = server
+        return _STATUS_ID.pack(ErrorStatus.NONE, burst_id), ()
+
+    def _free_memory(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        frame.close_fds()
+        burst_id, slot = _ID_SLOT.unpack(frame.payload)
+        with self._lock:
+            server = self._bursts.get(burst_id)
+        if server is not None:
+            server.free_memory(slot)
+        return b"", ()
+
+    def _close_burst(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        frame.close_fds()
+        (burst_id,) = _ID.unpack(frame.payload)
+        with self._lock:
+            server = self._bursts.pop(burst_id, None)
+        if server is not None:
+            server.close()
+        return b"", ()
+
+    def close(self) -> None:
+        """End every burst: workers stop, mappings go, the app's waits wake."""
+        with self._lock:
+            bursts, self._bursts = list(self._bursts.values()), {}
+        for server in bursts:
+            server.close()
+
+    @property
+    def burst_count(self) -> int:
+        return len(self._bursts)
+
+
+def serve_bursts(connection_socket: Any, lookup: Callable[[int], IPreparedModel | None]) -> tuple[Connection, BurstHost]:
+    """Start serving burst calls on an accepted socket."""
+    host = BurstHost(lookup)
+    connection = Connection(connection_socket, host.handlers(), on_close=host.close, name="nnburst-burst-host")
+    host.connection = connection
+    return connection, host
+
+
+# -- the app end ---------------------------------------------------------------
+
+
+class RemoteBurstContext(IBurstContext):
+    """The app's handle on a burst served in another process."""
+
+    def __init__(self, client: RemoteBurstClient, burst_id: int) -> None:
+        self._client = client
+        self.burst_id = burst_id
+        self._closed = False
+        self._on_death: list[Callable[[], None]] = []
+
+    def link_to_death(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` if the service dies while the burst is open."""
+        self._on_death.append(callback)
+
+    def peer_died(self) -> None:
+        for callback in self._on_death:
+            callback()
+
+    def free_memory(self, slot: int) -> None:
+        if self._closed:
+            return
+        try:
+            self._client.connection.notify(Kind.FREE_MEMORY, _ID_SLOT.pack(self.burst_id, slot))
+        except BrokenResourceError:
+            pass  # the service is gone, and the mapping with it
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._client.forget(self.burst_id)
+        try:
+            self._client.connection.call(Kind.CLOSE_BURST, _ID.pack(self.burst_id), timeout=10)
+        except (BrokenResourceError, NNError):
+            pass
+
+
+class RemoteBurstClient:
+    """App side of the burst calls on one connection: configures bursts on
+    prepared models in the service and answers its memory callbacks."""
+
+    def __init__(self, connection_socket: Any) -> None:
+        self._callbacks: dict[int, IBurstCallback] = {}
+        self._contexts: weakref.WeakValueDictionary[int, RemoteBurstContext] = weakref.WeakValueDictionary()
+        self._lock = threading.Lock()
+        self.connection = Connection(
+            connection_socket,
+            {Kind.GET_MEMORIES: self._get_memories},
+            on_close=self._service_died,
+            name="nnburst-burst-client",
+        )
+
+    def configure(
+        self,
+        model_id: int,
+        callback: IBurstCallback,
+        request_channel: Descriptor,
+        result_channel: Descriptor,
+        polling_window_us: int = 0,
+    ) -> tuple[ErrorStatus, IBurstContext | None]:
+        request, result = request_channel.to_bytes(), result_channel.to_bytes()
+        payload = _CONFIGURE.pack(model_id, len(request), len(result), polling_window_us) + request + result
+        try:
+            reply = self.connection.call(Kind.CONFIGURE_BURST, payload, timeout=30)
+        except BrokenResourceError:
+            return ErrorStatus.DEVICE_UNAVAILABLE, None
+        except NNError:
+            return ErrorStatus.INVALID_ARGUMENT, None
+        status, burst_id = _STATUS_ID.unpack_from(reply.payload)
+        if status != ErrorStatus.NONE:
+            return ErrorStatus(status), None
+        context = RemoteBurstContext(self, burst_id)
+        with self._lock:
+            self._callbacks[burst_id] = callback
+            self._contexts[burst_id] = context
+        return ErrorStatus.NONE, context
+
+    def forget(self, burst_id: int) -> None:
+        with self._lock:
+            self._callbacks.pop(burst_id, None)
+            self._contexts.pop(burst_id, None)
+
+    def _get_memories(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        frame.close_fds()
+        burst_id, count = _ID_COUNT.unpack_from(frame.payload)
+        if count > MAX_FDS or len(frame.payload) != _ID_COUNT.size + 4 * count:
+            raise BadDataError("malformed GET_MEMORIES payload")
+        slots = struct.unpack_from(f"<{count}i", frame.payload, _ID_COUNT.size)
+        with self._lock:
+            callback = self._callbacks.get(burst_id)
+        refused = _STATUS_ID.pack(ErrorStatus.INVALID_ARGUMENT, 0), ()
+        if callback is None:
+            return refused
+        status, memories = callback.get_memories(slots)
+        # Only fd-backed memories can cross; a numpy buffer cannot.
+        if status != ErrorStatus.NONE or not all(isinstance(m, Memory) and not m.closed for m in memories):
+            return refused
+        regions = struct.pack(f"<{2 * len(memories)}Q", *(v for m in memories for v in (m.offset, m.size)))
+        return _STATUS_ID.pack(ErrorStatus.NONE, len(memories)) + regions, [m.fd for m in memories]
+
+    def _service_died(self) -> None:
+        with self._lock:
+            contexts = list(self._contexts.values())
+        for context in contexts:
+            context.peer_died()
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class RemoteBurstModel:
+    """A prepared model in a service process, as far as bursts need it: what
+    :meth:`ExecutionBurstController.create` calls."""
+
+    def __init__(self, client: RemoteBurstClient, model_id: int, polling_window_us: int = 0) -> None:
+        self._client = client
+        self.model_id = model_id
+        self.polling_window_us = polling_window_us
+
+    def configure_execution_burst(
+        self, callback: IBurstCallback, request_channel: Descriptor, result_channel: Descriptor
+    ) -> tuple[ErrorStatus, IBurstContext | None]:
+        return self._client.configure(self.model_id, callback, request_channel, result_channel, self.polling_window_us)

@@ -1,0 +1,259 @@
+"""The control channel between an app and a driver process: framed messages
+on a Unix-domain stream socket, file descriptors passed with SCM_RIGHTS.
+
+Frame layout (little-endian), then ``length`` payload bytes::
+
+    u32 length | u16 kind | u16 flags | u64 call id
+
+``flags`` bit 0 marks a reply (``call id`` names the call it answers), bit 1
+an error reply (payload: a u32 result code and a UTF-8 message).  Payload
+layouts are defined next to each kind (see :mod:`nnburst.service.burst`);
+every one is explicit ``struct`` packing or raw numpy bytes, never pickle.
+Everything read is validated: lengths, counts and fd numbers are bounded
+before anything is allocated.
+
+A :class:`Connection` runs one reader thread that hands replies to the
+waiting caller and requests to the handler registered for their kind.  When
+the peer goes away (EOF, reset), every pending and future call fails with
+:class:`~nnburst.errors.BrokenResourceError` and ``on_close`` runs: that is
+how peer death reaches bursts blocked on shared-memory queues.
+"""
+
+from __future__ import annotations
+
+import array
+import itertools
+import logging
+import os
+import socket
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..codes import ResultCode
+from ..errors import BadDataError, BrokenResourceError, NNError
+
+log = logging.getLogger("nnburst.service")
+
+HEADER = struct.Struct("<IHHQ")
+MAX_PAYLOAD = 64 * 1024 * 1024
+MAX_FDS = 253  # SCM_MAX_FD
+FLAG_REPLY = 1
+FLAG_ERROR = 2
+_ERROR = struct.Struct("<I")
+
+
+@dataclass
+class Frame:
+    kind: int
+    flags: int
+    call_id: int
+    payload: bytes
+    fds: list[int] = field(default_factory=list)
+
+    def close_fds(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+
+def send_frame(sock: socket.socket, frame: Frame) -> None:
+    if len(frame.payload) > MAX_PAYLOAD or len(frame.fds) > MAX_FDS:
+        raise BadDataError(f"frame too large: {len(frame.payload)} bytes, {len(frame.fds)} fds")
+    data = HEADER.pack(len(frame.payload), frame.kind, frame.flags, frame.call_id) + frame.payload
+    sent = socket.send_fds(sock, [data], frame.fds) if frame.fds else sock.send(data)
+    if sent < len(data):
+        sock.sendall(memoryview(data)[sent:])
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise EOFError("the peer closed the connection")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_frame(sock: socket.socket) -> Frame:
+    """Read one frame.  Raises EOFError when the peer is gone, BadDataError
+    when the header is invalid (the connection must then be dropped)."""
+    fds = array.array("i")
+    data, ancillary, msg_flags, _ = sock.recvmsg(HEADER.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    received = list(fds)
+    try:
+        if not data:
+            raise EOFError("the peer closed the connection")
+        if msg_flags & socket.MSG_CTRUNC:
+            raise BadDataError("too many file descriptors in one frame")
+        if len(data) < HEADER.size:
+            data += _recv_exactly(sock, HEADER.size - len(data))
+        length, kind, flags, call_id = HEADER.unpack(data)
+        if length > MAX_PAYLOAD:
+            raise BadDataError(f"frame payload of {length} bytes exceeds {MAX_PAYLOAD}")
+        payload = _recv_exactly(sock, length) if length else b""
+    except BaseException:
+        for fd in received:
+            os.close(fd)
+        raise
+    return Frame(kind, flags, call_id, payload, received)
+
+
+Handler = Callable[[Frame], tuple[bytes, Sequence[int]]]
+
+
+class Connection:
+    """Calls in both directions over one socket; see the module docstring.
+
+    Handlers run on the reader thread and must not call back over the same
+    connection (the reply could never be read).  A handler returns
+    ``(payload, fds)``; it raises NNError to send an error reply.  The fds it
+    returns are sent (duplicated into the peer) and stay the handler's.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        handlers: dict[int, Handler] | None = None,
+        on_close: Callable[[], None] | None = None,
+        name: str = "nnburst-connection",
+    ) -> None:
+        self.sock = sock
+        self.handlers = dict(handlers or {})
+        self.on_close = on_close
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, list[Frame | BaseException | None]] = {}
+        self._pending_lock = threading.Lock()
+        self._done = threading.Condition(self._pending_lock)
+        self._closed = False
+        self._broken: BaseException | None = None
+        self._reader = threading.Thread(target=self._read_loop, name=name, daemon=True)
+        self._reader.start()
+
+    @property
+    def broken(self) -> bool:
+        return self._broken is not None
+
+    def call(self, kind: int, payload: bytes = b"", fds: Sequence[int] = (), timeout: float | None = None) -> Frame:
+        """Send a request and wait for its reply (or peer death, or ``timeout``).
+
+        Raises:
+            BrokenResourceError: the peer is gone.
+            NNError: the peer answered with an error (its result code).
+        """
+        call_id = next(self._ids)
+        slot: list[Frame | BaseException | None] = [None]
+        with self._pending_lock:
+            if self._broken is not None:
+                raise BrokenResourceError(f"connection lost: {self._broken}")
+            self._pending[call_id] = slot
+        try:
+            with self._send_lock:
+                send_frame(self.sock, Frame(kind, 0, call_id, payload, list(fds)))
+            with self._done:
+                if not self._done.wait_for(lambda: slot[0] is not None, timeout):
+                    raise NNError(f"no reply to call {kind} within {timeout} s", ResultCode.MISSED_DEADLINE_TRANSIENT)
+        except OSError as exc:
+            raise BrokenResourceError(f"connection lost: {exc}") from exc
+        finally:
+            with self._pending_lock:
+                self._pending.pop(call_id, None)
+        reply = slot[0]
+        if isinstance(reply, BaseException):
+            raise BrokenResourceError(f"connection lost: {reply}") from reply
+        assert isinstance(reply, Frame)
+        if reply.flags & FLAG_ERROR:
+            reply.close_fds()
+            code, = _ERROR.unpack_from(reply.payload)
+            message = reply.payload[_ERROR.size :].decode(errors="replace")
+            raise NNError(message, ResultCode(code) if code in ResultCode._value2member_map_ else ResultCode.OP_FAILED)
+        return reply
+
+    def notify(self, kind: int, payload: bytes = b"") -> None:
+        """A one-way message (call id 0: no reply expected)."""
+        try:
+            with self._send_lock:
+                send_frame(self.sock, Frame(kind, 0, 0, payload))
+        except OSError as exc:
+            raise BrokenResourceError(f"connection lost: {exc}") from exc
+
+    def _read_loop(self) -> None:
+        reason: BaseException = EOFError("closed")
+        try:
+            while True:
+                frame = recv_frame(self.sock)
+                if frame.flags & FLAG_REPLY:
+                    self._deliver(frame)
+                else:
+                    self._serve(frame)
+        except (EOFError, OSError, BadDataError) as exc:
+            reason = exc
+        finally:
+            self._break(reason)
+
+    def _deliver(self, frame: Frame) -> None:
+        with self._done:
+            slot = self._pending.get(frame.call_id)
+            if slot is None:
+                frame.close_fds()  # a reply nobody waits for (timed out)
+                return
+            slot[0] = frame
+            self._done.notify_all()
+
+    def _serve(self, frame: Frame) -> None:
+        handler = self.handlers.get(frame.kind)
+        reply_fds: Sequence[int] = ()
+        try:
+            if handler is None:
+                frame.close_fds()
+                raise BadDataError(f"unknown request kind {frame.kind}")
+            payload, reply_fds = handler(frame)
+            flags = FLAG_REPLY
+        except NNError as exc:
+            payload, flags = _ERROR.pack(int(exc.code)) + str(exc).encode(), FLAG_REPLY | FLAG_ERROR
+        except (ValueError, struct.error) as exc:  # a malformed payload
+            payload, flags = _ERROR.pack(int(ResultCode.BAD_DATA)) + str(exc).encode(), FLAG_REPLY | FLAG_ERROR
+        except Exception as exc:  # a handler bug must not kill the connection
+            log.exception("handler for kind %d failed", frame.kind)
+            payload, flags = _ERROR.pack(int(ResultCode.OP_FAILED)) + str(exc).encode(), FLAG_REPLY | FLAG_ERROR
+        if frame.call_id:
+            with self._send_lock:
+                send_frame(self.sock, Frame(frame.kind, flags, frame.call_id, payload, list(reply_fds)))
+
+    def _break(self, reason: BaseException) -> None:
+        with self._done:
+            self._broken = reason
+            for slot in self._pending.values():
+                slot[0] = reason
+            self._done.notify_all()
+        if self.on_close is not None:
+            try:
+                self.on_close()
+            except Exception:
+                log.exception("on_close handler failed")
+
+    def close(self) -> None:
+        """Shut the socket down (the peer sees EOF) and join the reader."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if threading.current_thread() is not self._reader:
+            self._reader.join(5)
+        self.sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
