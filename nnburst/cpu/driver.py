@@ -46,8 +46,9 @@ logger = logging.getLogger("nnburst.cpu")
 #: ``{VENDOR}-{DEVICE_NAME}`` as HAL 1.2 asks device names to be.
 DEVICE_NAME = "nnburst-reference"
 
-#: The NNAPI feature level the reference driver implements (1.1 operations).
-FEATURE_LEVEL = 2
+#: ``ANEURALNETWORKS_FEATURE_LEVEL_3`` (NNAPI 1.2, Android Q): every 1.2
+#: operation is registered.  (1.3's control flow is not there yet.)
+FEATURE_LEVEL = 29
 
 #: How long the burst server polls for a request before sleeping (SampleDriver, Android 11).
 SERVER_POLLING_WINDOW_US = 50

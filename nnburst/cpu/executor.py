@@ -75,6 +75,20 @@ class PreparedSubgraph:
                 _PreparedOperation(registration, signature, operation.inputs, operation.outputs, state)
             )
 
+    @property
+    def _initial_values(self) -> list[np.ndarray | None]:
+        """Operand slots at the start of every execution: constants filled in."""
+        initial = self.__dict__.get("_initial")
+        if initial is None:
+            initial = [
+                operand.value
+                if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE)
+                else None
+                for operand in self.subgraph.operands
+            ]
+            self.__dict__["_initial"] = initial
+        return initial
+
     def _constants(self, inputs: Sequence[int]) -> dict[int, np.ndarray | None]:
         constants: dict[int, np.ndarray | None] = {}
         for position, index in enumerate(inputs):
@@ -89,36 +103,31 @@ class PreparedSubgraph:
         self, inputs: Sequence[np.ndarray | None], loop_deadline_ns: int | None = None
     ) -> list[np.ndarray]:
         """Execute with one array per subgraph input; returns one per output."""
-        operands = self.subgraph.operands
-        values: dict[int, np.ndarray | None] = {}
-        for index, operand in enumerate(operands):
-            if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE):
-                values[index] = operand.value
-            elif operand.lifetime == Lifetime.NO_VALUE:
-                values[index] = None
         if len(inputs) != len(self.subgraph.input_indexes):
             raise BadDataError(
                 f"expected {len(self.subgraph.input_indexes)} inputs, got {len(inputs)}"
             )
+        values = list(self._initial_values)  # constants and omitted operands, set once
         for index, value in zip(self.subgraph.input_indexes, inputs):
             values[index] = value
-        for op in self.operations:
-            context = ExecutionContext(
-                op.signature, [values[i] for i in op.inputs], op.state, loop_deadline_ns
-            )
-            try:
-                results = op.registration.execute(context)
-            except NNError:
-                raise
-            except (ValueError, IndexError, FloatingPointError, OverflowError) as exc:
-                raise NNError(f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED) from exc
-            if len(results) != len(op.outputs):
-                raise NNError(f"{op.signature.code.name} produced {len(results)} outputs, expected {len(op.outputs)}")
-            for index, result in zip(op.outputs, results):
-                values[index] = _checked_output(op.signature.code, operands[index].info, result)
+        operands = self.subgraph.operands
+        # Float overflow to inf/nan is defined behaviour here, not a warning.
+        with np.errstate(all="ignore"):
+            for op in self.operations:
+                context = ExecutionContext(op.signature, [values[i] for i in op.inputs], op.state, loop_deadline_ns)
+                try:
+                    results = op.registration.execute(context)
+                except NNError:
+                    raise
+                except (ValueError, IndexError, FloatingPointError, OverflowError) as exc:
+                    raise NNError(f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED) from exc
+                if len(results) != len(op.outputs):
+                    raise NNError(f"{op.signature.code.name} produced {len(results)} outputs, expected {len(op.outputs)}")
+                for index, result in zip(op.outputs, results):
+                    values[index] = _checked_output(op.signature.code, operands[index].info, result)
         outputs: list[np.ndarray] = []
         for index in self.subgraph.output_indexes:
-            value = values.get(index)
+            value = values[index]
             if value is None:
                 raise NNError(f"model output operand {index} was never written")
             outputs.append(value)
@@ -130,6 +139,8 @@ def _checked_output(code: OperationCode, info: Any, result: np.ndarray) -> np.nd
     if result.dtype != info.dtype:
         result = result.astype(info.dtype)
     declared = info.dimensions
+    if declared == result.shape:
+        return result
     if declared is not None and len(declared) == result.ndim:
         for want, got in zip(declared, result.shape):
             if want and want != got:

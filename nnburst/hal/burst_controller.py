@@ -20,7 +20,7 @@ from ..codes import ErrorStatus
 from ..errors import BadStateError, BrokenResourceError, ClosedResourceError, NNError, PacketError, result_code_for_status
 from ..fmq import MessageQueue
 from .interfaces import IBurstCallback, IBurstContext, IPreparedModel
-from .packets import REQUEST_DATUM, RESULT_DATUM, deserialize_result, serialize_request
+from .packets import REQUEST_DATUM, RESULT_DATUM, WORDS, parse_result_words, request_words
 from .types import MeasureTiming, OutputShape, Request, Timing
 
 #: FMQ length of each channel, as Android's kExecutionBurstChannelLength.
@@ -144,6 +144,7 @@ class ExecutionBurstController:
         self._request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
         self._request_words = self._request_buffer.view("<u4")  # raw copies keep padding zero
         self._result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
+        self._result_words = self._result_buffer.view("<u4")
         self._round_trip = requests.round_trip(
             results, self._request_buffer, self._result_buffer, max(0, polling_window_us) * 1000
         )
@@ -177,16 +178,16 @@ class ExecutionBurstController:
             raise BadStateError("the burst already has an execution in flight")
         try:
             slots = self._slots.get_slots(request.pools, memory_keys)
-            packet = serialize_request(request, measure, slots)
-            if len(packet) > len(self._request_buffer):
+            words = request_words(request, measure, slots)
+            if len(words) > len(self._request_words):
                 return ErrorStatus.GENERAL_FAILURE, [], Timing(), True
-            self._request_words[: 6 * len(packet)] = packet.view("<u4")
+            self._request_words[: len(words)] = words
             try:
-                received = self._round_trip(len(packet))
+                received = self._round_trip(len(words) // WORDS)
             except (BrokenResourceError, ClosedResourceError):
                 return ErrorStatus.DEVICE_UNAVAILABLE, [], Timing(), False
             try:
-                status, shapes, timing = deserialize_result(self._result_buffer[:received])
+                status, shapes, timing = parse_result_words(self._result_words[: WORDS * received].tolist())
             except PacketError:
                 return ErrorStatus.GENERAL_FAILURE, [], Timing(), False
         finally:

@@ -24,7 +24,7 @@ from ..codes import ErrorStatus
 from ..errors import BrokenResourceError, ClosedResourceError, NNError, PacketError, status_for_exception
 from ..fmq import Descriptor, MessageQueue
 from .interfaces import ExecutionResult, IBurstCallback, IBurstContext, IBurstExecutorWithCache, IPreparedModel
-from .packets import REQUEST_DATUM, RESULT_DATUM, deserialize_request, error_result_packet, serialize_result
+from .packets import ERROR_RESULT_WORDS, REQUEST_DATUM, RESULT_DATUM, WORDS, parse_request_words, result_words
 from .types import MeasureTiming, Request, Timing
 
 log = logging.getLogger("nnburst.burst")
@@ -152,8 +152,10 @@ class _Worker:
         self.owned: dict[int, Any] = {}  # memories the callback handed over to us
         self.request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
         self.result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
-        # Packets are copied as raw words: a structured assignment would copy
-        # field by field and leave the padding bytes behind.
+        # Packets are handled as raw words (see packets.py): cheaper than
+        # structured views, and a structured assignment would copy field by
+        # field and leave stale padding bytes behind.
+        self.request_words = self.request_buffer.view("<u4")
         self.result_words = self.result_buffer.view("<u4")
         self.thread = threading.Thread(target=self.run, name="nnburst-burst-server", daemon=True)
 
@@ -162,8 +164,7 @@ class _Worker:
             n = self.requests.read_available_blocking(self.request_buffer, spin_ns=self.spin_ns)
             reply_and_wait = self.results.round_trip(self.requests, self.result_buffer, self.request_buffer, self.spin_ns)
             while True:
-                length = self.respond(self.request_buffer[:n])
-                n = reply_and_wait(length)
+                n = reply_and_wait(self.respond(n))
         except (ClosedResourceError, BrokenResourceError):
             pass  # torn down by either side: the burst is over
         except NNError as exc:
@@ -171,13 +172,14 @@ class _Worker:
         finally:
             self.release()
 
-    def respond(self, packet: np.ndarray) -> int:
-        """Serve one packet; leave the result in ``result_buffer``, return its length."""
+    def respond(self, n: int) -> int:
+        """Serve the ``n``-datum packet in ``request_buffer``; leave the result in
+        ``result_buffer`` and return its length in datums."""
         try:
-            request, slots, measure = deserialize_request(packet)
+            request, slots, measure = parse_request_words(self.request_words[: WORDS * n].tolist())
         except PacketError as exc:
             log.debug("malformed request packet: %s", exc)
-            result = error_result_packet()
+            words = ERROR_RESULT_WORDS
         else:
             with self.lock:
                 self.cache_slots(slots)
@@ -186,11 +188,11 @@ class _Worker:
                 except Exception as exc:  # a driver bug must not kill the burst
                     log.exception("burst execution failed")
                     status, shapes, timing = status_for_exception(exc), [], Timing()
-            result = serialize_result(status, shapes, timing)
-        if len(result) > len(self.result_buffer):
-            result = error_result_packet()  # the 2-datum failure packet always fits
-        self.result_words[: 6 * len(result)] = result.view("<u4")
-        return len(result)
+            words = result_words(status, shapes, timing)
+            if len(words) > len(self.result_words):
+                words = ERROR_RESULT_WORDS  # the 2-datum failure packet always fits
+        self.result_words[: len(words)] = words
+        return len(words) // WORDS
 
     def cache_slots(self, slots: Sequence[int]) -> None:
         """Fetch every unknown slot with one callback call (sorted, unique).

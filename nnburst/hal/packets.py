@@ -40,6 +40,10 @@ __all__ = [
     "deserialize_request",
     "deserialize_result",
     "error_result_packet",
+    "parse_request_words",
+    "parse_result_words",
+    "request_words",
+    "result_words",
     "serialize_request",
     "serialize_result",
 ]
@@ -129,17 +133,22 @@ def _datums(tag: int, values: Sequence[int], column: int) -> list[int]:
     return block
 
 
-def _flat_words(packet: np.ndarray, dtype: np.dtype) -> tuple[list[int], int]:
-    """The packet's words as a list, and its datum count."""
+def _flat_words(packet: np.ndarray, dtype: np.dtype) -> list[int]:
+    """The packet's words as a list."""
     if type(packet) is not np.ndarray or packet.dtype != dtype or packet.ndim != 1:
         raise PacketError(f"a packet is a 1-D numpy array of {dtype}")
-    return np.ascontiguousarray(packet).view("<u4").tolist(), len(packet)
+    return np.ascontiguousarray(packet).view("<u4").tolist()
 
 
 def serialize_request(
     request: Request, measure: MeasureTiming | int, slots: Sequence[int]
 ) -> np.ndarray:
     """The request packet: pools replaced by their ``slots``, in pool order."""
+    return _to_packet(request_words(request, measure, slots), REQUEST_DATUM)
+
+
+def request_words(request: Request, measure: MeasureTiming | int, slots: Sequence[int]) -> list[int]:
+    """The request packet as a flat list of words (what a burst writes into its FMQ)."""
     flat = [RequestTag.PACKET_INFORMATION, 0, len(request.inputs), len(request.outputs), len(slots), 0]
     for arguments, info_tag in (
         (request.inputs, RequestTag.INPUT_OPERAND_INFORMATION),
@@ -155,7 +164,7 @@ def serialize_request(
         flat += _datums(RequestTag.POOL_IDENTIFIER, [slot & 0xFFFFFFFF for slot in slots], 1)
     flat += (RequestTag.MEASURE_TIMING, int(measure), 0, 0, 0, 0)
     flat[1] = len(flat) // WORDS
-    return _to_packet(flat, REQUEST_DATUM)
+    return flat
 
 
 def _read_arguments(
@@ -189,7 +198,12 @@ def deserialize_request(packet: np.ndarray) -> tuple[Request, list[int], Measure
         PacketError: wrong tag, wrong size, counts that overrun: the whole
             packet is rejected and nothing past its end is read.
     """
-    flat, size = _flat_words(packet, REQUEST_DATUM)
+    return parse_request_words(_flat_words(packet, REQUEST_DATUM))
+
+
+def parse_request_words(flat: list[int]) -> tuple[Request, list[int], MeasureTiming]:
+    """:func:`deserialize_request` on a flat list of words (6 per datum)."""
+    size = len(flat) // WORDS
     if size < 2 or flat[0] & 0xFF != RequestTag.PACKET_INFORMATION:
         raise PacketError("a request packet starts with packet information and has at least 2 datums")
     declared, n_inputs, n_outputs, n_pools = flat[1:5]
@@ -220,6 +234,11 @@ def serialize_result(
     status: ErrorStatus | int, output_shapes: Sequence[OutputShape], timing: Timing
 ) -> np.ndarray:
     """The result packet; padding bytes are zero (VTS validateBurstSanitized)."""
+    return _to_packet(result_words(status, output_shapes, timing), RESULT_DATUM)
+
+
+def result_words(status: ErrorStatus | int, output_shapes: Sequence[OutputShape], timing: Timing) -> list[int]:
+    """The result packet as a flat list of words."""
     flat = [ResultTag.PACKET_INFORMATION, 0, 0, int(status) & 0xFFFFFFFF, len(output_shapes), 0]
     for shape in output_shapes:
         flat += (ResultTag.OPERAND_INFORMATION, 0, int(shape.is_sufficient), len(shape.dimensions), 0, 0)
@@ -229,12 +248,16 @@ def serialize_result(
     flat += (ResultTag.EXECUTION_TIMING, 0,
              on_device & 0xFFFFFFFF, on_device >> 32, in_driver & 0xFFFFFFFF, in_driver >> 32)
     flat[2] = len(flat) // WORDS
-    return _to_packet(flat, RESULT_DATUM)
+    return flat
 
 
 def error_result_packet(status: ErrorStatus = ErrorStatus.GENERAL_FAILURE) -> np.ndarray:
     """The 2-datum failure packet: status, no shapes, no timing."""
     return serialize_result(status, [], Timing())
+
+
+#: The words of the 2-datum GENERAL_FAILURE packet.
+ERROR_RESULT_WORDS = result_words(ErrorStatus.GENERAL_FAILURE, [], Timing())
 
 
 _STATUSES = {int(s): s for s in ErrorStatus}
@@ -247,7 +270,12 @@ def deserialize_result(packet: np.ndarray) -> tuple[ErrorStatus, list[OutputShap
     Raises:
         PacketError: malformed; the whole packet is rejected.
     """
-    flat, size = _flat_words(packet, RESULT_DATUM)
+    return parse_result_words(_flat_words(packet, RESULT_DATUM))
+
+
+def parse_result_words(flat: list[int]) -> tuple[ErrorStatus, list[OutputShape], Timing]:
+    """:func:`deserialize_result` on a flat list of words (6 per datum)."""
+    size = len(flat) // WORDS
     if size < 2 or flat[0] & 0xFF != ResultTag.PACKET_INFORMATION:
         raise PacketError("a result packet starts with packet information and has at least 2 datums")
     declared, status, n_operands = flat[2:5]

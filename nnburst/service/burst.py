@@ -6,7 +6,8 @@ Payloads (little-endian):
 
 ``CONFIGURE_BURST`` app → service
     ``u32 model id | u32 request-descriptor length | u32 result-descriptor
-    length | u32 polling window µs`` then both descriptors' bytes.
+    length`` then both descriptors' bytes.  The driver's prepared model
+    starts the server (its polling window is the driver's choice).
     Reply: ``i32 status | u32 burst id``.
 ``GET_MEMORIES`` service → app
     ``u32 burst id | u32 count`` then ``count`` × ``i32`` slot.
@@ -31,14 +32,13 @@ from typing import Any
 from ..codes import ErrorStatus, ResultCode
 from ..errors import BadDataError, BrokenResourceError, NNError
 from ..fmq import Descriptor
-from ..hal.burst_server import ExecutionBurstServer
 from ..hal.interfaces import IBurstCallback, IBurstContext, IPreparedModel
 from ..memory import Memory
 from .wire import MAX_FDS, Connection, Frame
 
 log = logging.getLogger("nnburst.service")
 
-_CONFIGURE = struct.Struct("<IIII")
+_CONFIGURE = struct.Struct("<III")
 _STATUS_ID = struct.Struct("<iI")
 _ID_COUNT = struct.Struct("<II")
 _ID_SLOT = struct.Struct("<Ii")
@@ -111,7 +111,7 @@ class BurstHost:
 
     def __init__(self, lookup: Callable[[int], IPreparedModel | None]) -> None:
         self._lookup = lookup
-        self._bursts: dict[int, ExecutionBurstServer] = {}
+        self._bursts: dict[int, IBurstContext] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self.connection: Connection | None = None
@@ -125,7 +125,7 @@ class BurstHost:
 
     def _configure(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
         frame.close_fds()
-        model_id, request_len, result_len, polling_us = _CONFIGURE.unpack_from(frame.payload)
+        model_id, request_len, result_len = _CONFIGURE.unpack_from(frame.payload)
         if request_len > MAX_DESCRIPTOR or result_len > MAX_DESCRIPTOR or len(frame.payload) != _CONFIGURE.size + request_len + result_len:
             raise BadDataError("malformed CONFIGURE_BURST payload")
         model = self._lookup(model_id)
@@ -135,17 +135,13 @@ class BurstHost:
         request_desc = frame.payload[_CONFIGURE.size : _CONFIGURE.size + request_len]
         result_desc = frame.payload[_CONFIGURE.size + request_len :]
         burst_id = next(self._ids)
-        try:
-            server = ExecutionBurstServer.create(
-                RemoteBurstCallback(self.connection, burst_id),
-                Descriptor.from_bytes(request_desc),
-                Descriptor.from_bytes(result_desc),
-                model,
-                polling_window_us=min(polling_us, 1_000_000),
-            )
-        except (ValueError, NNError) as exc:
-            log.info("burst refused: %s", exc)
-            return _STATUS_ID.pack(ErrorStatus.GENERAL_FAILURE, 0), ()
+        status, server = model.configure_execution_burst(
+            RemoteBurstCallback(self.connection, burst_id),
+            Descriptor.from_bytes(request_desc),
+            Descriptor.from_bytes(result_desc),
+        )
+        if status != ErrorStatus.NONE or server is None:
+            return _STATUS_ID.pack(status or ErrorStatus.GENERAL_FAILURE, 0), ()
         with self._lock:
             self._bursts[burst_id] = server
         return _STATUS_ID.pack(ErrorStatus.NONE, burst_id), ()
@@ -248,10 +244,9 @@ class RemoteBurstClient:
         callback: IBurstCallback,
         request_channel: Descriptor,
         result_channel: Descriptor,
-        polling_window_us: int = 0,
     ) -> tuple[ErrorStatus, IBurstContext | None]:
         request, result = request_channel.to_bytes(), result_channel.to_bytes()
-        payload = _CONFIGURE.pack(model_id, len(request), len(result), polling_window_us) + request + result
+        payload = _CONFIGURE.pack(model_id, len(request), len(result)) + request + result
         try:
             reply = self.connection.call(Kind.CONFIGURE_BURST, payload, timeout=30)
         except BrokenResourceError:
@@ -304,12 +299,11 @@ class RemoteBurstModel:
     """A prepared model in a service process, as far as bursts need it: what
     :meth:`ExecutionBurstController.create` calls."""
 
-    def __init__(self, client: RemoteBurstClient, model_id: int, polling_window_us: int = 0) -> None:
+    def __init__(self, client: RemoteBurstClient, model_id: int) -> None:
         self._client = client
         self.model_id = model_id
-        self.polling_window_us = polling_window_us
 
     def configure_execution_burst(
         self, callback: IBurstCallback, request_channel: Descriptor, result_channel: Descriptor
     ) -> tuple[ErrorStatus, IBurstContext | None]:
-        return self._client.configure(self.model_id, callback, request_channel, result_channel, self.polling_window_us)
+        return self._client.configure(self.model_id, callback, request_channel, result_channel)

@@ -87,6 +87,8 @@ def _validate_binary(sig: OperationSignature) -> None:
 
 def _broadcast(ctx: ExecutionContext) -> tuple[np.ndarray, np.ndarray]:
     a, b = ctx.input(0), ctx.input(1)
+    if a.shape == b.shape:
+        return a, b
     try:
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
@@ -94,20 +96,26 @@ def _broadcast(ctx: ExecutionContext) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+_FUSE_CODES = frozenset(int(c) for c in FuseCode)
+
+
 def _fuse(ctx: ExecutionContext) -> int:
     fuse = int(ctx.scalar(2))
-    if fuse not in tuple(int(c) for c in FuseCode):
+    if fuse not in _FUSE_CODES:
         raise op_failed(ctx.code, f"fused activation {fuse} is not a FuseCode (0..3)")
     return fuse
 
 
+_FLOAT_BOUNDS = {
+    FuseCode.NONE: (-np.inf, np.inf),
+    FuseCode.RELU: (0.0, np.inf),
+    FuseCode.RELU1: (-1.0, 1.0),
+    FuseCode.RELU6: (0.0, 6.0),
+}
+
+
 def _float_bounds(fuse: int) -> tuple[float, float]:
-    return {
-        FuseCode.NONE: (-np.inf, np.inf),
-        FuseCode.RELU: (0.0, np.inf),
-        FuseCode.RELU1: (-1.0, 1.0),
-        FuseCode.RELU6: (0.0, 6.0),
-    }[FuseCode(fuse)]
+    return _FLOAT_BOUNDS[fuse]  # type: ignore[index]
 
 
 _FLOAT_OPS: dict[OperationCode, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -119,12 +127,12 @@ _FLOAT_OPS: dict[OperationCode, Callable[[np.ndarray, np.ndarray], np.ndarray]] 
 
 
 def _execute_float(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
-    lo, hi = _float_bounds(fuse)
-    with np.errstate(all="ignore"):
-        result = _FLOAT_OPS[ctx.code](a.astype(np.float32), b.astype(np.float32))
+    # The executor runs every operation under np.errstate(all="ignore").
+    result = _FLOAT_OPS[ctx.code](a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
     if fuse != FuseCode.NONE:
+        lo, hi = _float_bounds(fuse)
         result = np.clip(result, lo, hi)
-    return result.astype(ctx.output_info(0).dtype)
+    return result.astype(ctx.output_info(0).dtype, copy=False)
 
 
 def _execute_int32(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
