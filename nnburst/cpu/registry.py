@@ -44,6 +44,11 @@ class OperationSignature:
     #: input). Positions of non-constant inputs are absent.
     constants: dict[int, np.ndarray | None] = field(default_factory=dict)
     relaxed: bool = False
+    #: input position -> index into ``HalModel.referenced`` for MODEL inputs
+    #: (IF/WHILE branches and bodies), which are not constants.
+    subgraphs: dict[int, int] = field(default_factory=dict)
+    #: the whole ``HalModel``, so control flow can check what it references.
+    model: Any = None
 
     def fail(self, message: str) -> BadDataError:
         """A BAD_DATA error naming this operation; ``raise sig.fail(...)``."""
@@ -61,6 +66,9 @@ class ExecutionContext:
     state: Any = None
     #: absolute ``time.monotonic_ns()`` deadline for loops, or ``None``.
     loop_deadline_ns: int | None = None
+    #: the running ``executor.PreparedModel``: control flow runs referenced
+    #: subgraphs through it.
+    model: Any = None
 
     @property
     def code(self) -> OperationCode:
