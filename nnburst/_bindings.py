@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _native
+from . import _native  # type: ignore[attr-defined]  # compiled by cffi at build time
 from .errors import (
     BadDataError,
     BrokenResourceError,

@@ -37,10 +37,10 @@ import numpy as np
 
 from . import shm
 from ._bindings import (
+    EAGAIN,
     EF_NOT_EMPTY,
     EF_NOT_FULL,
     EF_TEARDOWN,
-    EAGAIN,
     EINTR,
     EINVAL,
     EOVERFLOW,
@@ -446,6 +446,7 @@ class MessageQueue:
             raise BadDataError(
                 f"shared segment {region.name} does not hold the queue the descriptor describes"
             )
+        assert region.mmap is not None
         self._ring = np.frombuffer(region.mmap, dtype=dtype, count=count, offset=RING_OFFSET)
         word = lib.nnb_fmq_evflag_word(self._q)
         self._event_flag = EventFlag(word, self, self._active) if event_flag else None

@@ -15,8 +15,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .errors import BadDataError, BadStateError, NNError
 from .codes import ResultCode
+from .errors import BadDataError, BadStateError, NNError
 
 PROT_READ = mmap.PROT_READ
 PROT_WRITE = mmap.PROT_WRITE

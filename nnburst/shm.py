@@ -42,7 +42,7 @@ def pid_alive(pid: int) -> bool:
 
 def sweep_stale_segments() -> list[str]:
     """Unlink our segments whose creating process no longer exists."""
-    removed = []
+    removed: list[str] = []
     try:
         entries = os.listdir(SHM_DIR)
     except OSError:

@@ -24,7 +24,14 @@ from nnburst.hal.packets import (
     deserialize_result,
     serialize_request,
 )
-from nnburst.hal.types import NO_TIMING_US, DataLocation, MeasureTiming, Request, RequestArgument, Timing
+from nnburst.hal.types import (
+    NO_TIMING_US,
+    DataLocation,
+    MeasureTiming,
+    Request,
+    RequestArgument,
+    Timing,
+)
 from nnburst.service.burst import RemoteBurstClient, RemoteBurstModel
 
 from .burst_models import Pools, add_model, slow

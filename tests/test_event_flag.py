@@ -84,7 +84,7 @@ def test_external_event_flag_on_a_plain_shared_word():
         thread.join(5)
         assert results == [0x4]
         assert flag.word == 0
-        del flag
+        flag = None  # drop the view before the mapping closes
 
 
 def test_zero_masks_are_rejected(queue):

@@ -20,7 +20,15 @@ from nnburst.hal.packets import (
     serialize_request,
     serialize_result,
 )
-from nnburst.hal.types import NO_TIMING_US, DataLocation, MeasureTiming, OutputShape, Request, RequestArgument, Timing
+from nnburst.hal.types import (
+    NO_TIMING_US,
+    DataLocation,
+    MeasureTiming,
+    OutputShape,
+    Request,
+    RequestArgument,
+    Timing,
+)
 
 u32 = st.integers(0, 2**32 - 1)
 dims = st.lists(u32, max_size=6).map(tuple)

@@ -34,7 +34,7 @@ from ..cpu.driver import cpu_device
 from ..fmq import MessageQueue
 from ..hal.burst_controller import BurstSlots, ExecutionBurstController
 from ..hal.burst_server import DefaultBurstExecutorWithCache, _Worker
-from ..hal.interfaces import IPreparedModel
+from ..hal.interfaces import ExecutionResult, IPreparedModel
 from ..hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
 from ..hal.packets import REQUEST_DATUM, RESULT_DATUM, request_words
 from ..hal.types import DataLocation, MeasureTiming, OutputShape, Request, RequestArgument, Timing
@@ -110,10 +110,9 @@ def _driver_process(sock: socket.socket, polling: bool) -> None:
     pin(1)
     done = threading.Event()
     connection, host = serve_bursts(sock, {1: prepare(polling)}.get)
-    previous = connection.on_close
 
     def closed() -> None:
-        previous()
+        host.close()
         done.set()
 
     connection.on_close = closed
@@ -145,11 +144,11 @@ def burst_cross_process(polling: bool) -> Iterator[RoundTrip]:
 class _NoModel(IPreparedModel):
     """Returns at once: isolates the burst server's own work."""
 
-    def execute_synchronously(self, request: Request, measure: MeasureTiming):  # type: ignore[no-untyped-def]
+    def execute_synchronously(self, request: Request, measure: MeasureTiming) -> ExecutionResult:
         return ErrorStatus.NONE, [OutputShape((3, 4))], Timing()
 
-    def configure_execution_burst(self, *args: Any):  # type: ignore[no-untyped-def]
-        raise NotImplementedError
+    def configure_execution_burst(self, *args: Any) -> Any:
+        raise NotImplementedError("used only behind a worker, never configured")
 
 
 @contextmanager

@@ -218,6 +218,7 @@ def _spin_flag_echo(name: str) -> None:
     pin(1)
     block = shared_memory.SharedMemory(name)  # the client owns and unlinks it
     buf = block.buf
+    assert buf is not None
     while True:
         while buf[0] == 0 or buf[0] == 2:
             pass
@@ -225,7 +226,7 @@ def _spin_flag_echo(name: str) -> None:
             break
         buf[_RESPONSE] = buf[_REQUEST]
         buf[0] = 2
-    del buf
+    buf.release()
     block.close()
 
 
@@ -235,6 +236,7 @@ def spin_flag_peer() -> Iterator[RoundTrip]:
     pin(0)
     block = shared_memory.SharedMemory(create=True, size=4096)
     buf = block.buf
+    assert buf is not None
     message = bytes(MESSAGE_BYTES)
     try:
         with _server(_spin_flag_echo, block.name):
@@ -249,7 +251,7 @@ def spin_flag_peer() -> Iterator[RoundTrip]:
             yield round_trip
             buf[0] = 3
     finally:
-        del buf
+        buf.release()
         block.close()
         block.unlink()
 

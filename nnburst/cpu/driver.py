@@ -35,7 +35,7 @@ from ..hal.types import (
     Timing,
     pool_view,
 )
-from .executor import PreparedModel
+from .executor import PreparedModel, subgraph_references
 from .registry import OperationSignature, lookup
 
 if TYPE_CHECKING:
@@ -60,7 +60,9 @@ _NO_LOCATION = DataLocation()
 VERSION_STRING = f"{DEVICE_NAME} {__version__}"
 
 
-def operation_signature(subgraph: Subgraph, index: int, relaxed: bool) -> OperationSignature:
+def operation_signature(
+    subgraph: Subgraph, index: int, relaxed: bool, model: HalModel | None = None
+) -> OperationSignature:
     """The signature the registry validates for operation ``index`` of ``subgraph``."""
     operation = subgraph.operations[index]
     constants: dict[int, np.ndarray | None] = {}
@@ -76,6 +78,8 @@ def operation_signature(subgraph: Subgraph, index: int, relaxed: bool) -> Operat
         outputs=[subgraph.operands[i].info for i in operation.outputs],
         constants=constants,
         relaxed=relaxed,
+        subgraphs=subgraph_references(subgraph, operation.inputs),
+        model=model,
     )
 
 
@@ -95,7 +99,9 @@ def validate_operation(model: HalModel, subgraph: Subgraph, index: int) -> bool:
         return False
     name = OperationCode(operation.code).name
     try:
-        registration.validate(operation_signature(subgraph, index, model.relax_float32_to_float16))
+        registration.validate(
+            operation_signature(subgraph, index, model.relax_float32_to_float16, model)
+        )
     except NNError as exc:
         raise BadDataError(
             f"operation {index} ({name}) is invalid: {exc.args[0] if exc.args else exc}"

@@ -53,9 +53,14 @@ def _execution_order(subgraph: Subgraph) -> list[int]:
 class PreparedSubgraph:
     """A validated, ordered subgraph ready to execute any number of times."""
 
-    def __init__(self, model: HalModel, subgraph: Subgraph) -> None:
+    def __init__(
+        self, model: HalModel, subgraph: Subgraph, owner: PreparedModel | None = None
+    ) -> None:
         self.model = model
         self.subgraph = subgraph
+        #: the prepared model this subgraph belongs to; IF/WHILE reach their
+        #: referenced subgraphs through it.
+        self.owner = owner
         self.operations: list[_PreparedOperation] = []
         for index in _execution_order(subgraph):
             operation = subgraph.operations[index]
@@ -68,6 +73,8 @@ class PreparedSubgraph:
                 outputs=[subgraph.operands[i].info for i in operation.outputs],
                 constants=self._constants(operation.inputs),
                 relaxed=model.relax_float32_to_float16,
+                subgraphs=subgraph_references(subgraph, operation.inputs),
+                model=model,
             )
             registration.validate(signature)
             state = registration.prepare(signature) if registration.prepare else None
@@ -114,7 +121,9 @@ class PreparedSubgraph:
         # Float overflow to inf/nan is defined behaviour here, not a warning.
         with np.errstate(all="ignore"):
             for op in self.operations:
-                context = ExecutionContext(op.signature, [values[i] for i in op.inputs], op.state, loop_deadline_ns)
+                context = ExecutionContext(
+                    op.signature, [values[i] for i in op.inputs], op.state, loop_deadline_ns, self.owner
+                )
                 try:
                     results = op.registration.execute(context)
                 except NNError:
@@ -132,6 +141,15 @@ class PreparedSubgraph:
                 raise NNError(f"model output operand {index} was never written")
             outputs.append(value)
         return outputs
+
+
+def subgraph_references(subgraph: Subgraph, inputs: Sequence[int]) -> dict[int, int]:
+    """Input position -> referenced-subgraph index, for an operation's MODEL inputs."""
+    return {
+        position: operand.subgraph
+        for position, operand in ((p, subgraph.operands[i]) for p, i in enumerate(inputs))
+        if operand.lifetime == Lifetime.SUBGRAPH and operand.subgraph is not None
+    }
 
 
 def _checked_output(code: OperationCode, info: Any, result: np.ndarray) -> np.ndarray:
@@ -161,14 +179,21 @@ class PreparedModel:
 
     def __init__(self, model: HalModel) -> None:
         self.model = model
-        self.main = PreparedSubgraph(model, model.main)
+        self.main = PreparedSubgraph(model, model.main, self)
         self._referenced: dict[int, PreparedSubgraph] = {}
 
     def referenced(self, index: int) -> PreparedSubgraph:
         """A referenced subgraph (IF/WHILE bodies), prepared on first use."""
-        if index not in self._referenced:
-            self._referenced[index] = PreparedSubgraph(self.model, self.model.referenced[index])
-        return self._referenced[index]
+        prepared = self._referenced.get(index)
+        if prepared is None:
+            if not 0 <= index < len(self.model.referenced):
+                raise BadDataError(
+                    f"referenced subgraph {index} does not exist "
+                    f"(the model has {len(self.model.referenced)})"
+                )
+            prepared = PreparedSubgraph(self.model, self.model.referenced[index], self)
+            self._referenced[index] = prepared
+        return prepared
 
     def run(
         self, inputs: Sequence[np.ndarray | None], loop_deadline_ns: int | None = None

@@ -17,9 +17,16 @@ from typing import Any
 import numpy as np
 
 from ..codes import ErrorStatus
-from ..errors import BadStateError, BrokenResourceError, ClosedResourceError, NNError, PacketError, result_code_for_status
+from ..errors import (
+    BadStateError,
+    BrokenResourceError,
+    ClosedResourceError,
+    NNError,
+    PacketError,
+    result_code_for_status,
+)
 from ..fmq import MessageQueue
-from .interfaces import IBurstCallback, IBurstContext, IPreparedModel
+from .interfaces import IBurstCallback, IBurstContext, SupportsBursts
 from .packets import REQUEST_DATUM, RESULT_DATUM, WORDS, parse_result_words, request_words
 from .types import MeasureTiming, OutputShape, Request, Timing
 
@@ -99,7 +106,7 @@ class ExecutionBurstController:
     @classmethod
     def create(
         cls,
-        prepared_model: IPreparedModel,
+        prepared_model: SupportsBursts,
         polling_window_us: int = 0,
         channel_length: int = CHANNEL_LENGTH,
         result_channel_length: int | None = None,

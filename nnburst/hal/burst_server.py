@@ -21,10 +21,29 @@ from typing import Any
 import numpy as np
 
 from ..codes import ErrorStatus
-from ..errors import BrokenResourceError, ClosedResourceError, NNError, PacketError, status_for_exception
+from ..errors import (
+    BrokenResourceError,
+    ClosedResourceError,
+    NNError,
+    PacketError,
+    status_for_exception,
+)
 from ..fmq import Descriptor, MessageQueue
-from .interfaces import ExecutionResult, IBurstCallback, IBurstContext, IBurstExecutorWithCache, IPreparedModel
-from .packets import ERROR_RESULT_WORDS, REQUEST_DATUM, RESULT_DATUM, WORDS, parse_request_words, result_words
+from .interfaces import (
+    ExecutionResult,
+    IBurstCallback,
+    IBurstContext,
+    IBurstExecutorWithCache,
+    IPreparedModel,
+)
+from .packets import (
+    ERROR_RESULT_WORDS,
+    REQUEST_DATUM,
+    RESULT_DATUM,
+    WORDS,
+    parse_request_words,
+    result_words,
+)
 from .types import MeasureTiming, Request, Timing
 
 log = logging.getLogger("nnburst.burst")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..codes import ErrorStatus, PreferenceCode, PriorityCode
 from .model import HalModel
@@ -76,6 +76,14 @@ class IPreparedModel(abc.ABC):
         result_channel: Descriptor,
     ) -> tuple[ErrorStatus, IBurstContext | None]:
         """Start serving bursts on the two FMQs described."""
+
+
+class SupportsBursts(Protocol):
+    """What a burst controller needs of a prepared model, wherever it runs."""
+
+    def configure_execution_burst(
+        self, callback: IBurstCallback, request_channel: Descriptor, result_channel: Descriptor
+    ) -> tuple[ErrorStatus, IBurstContext | None]: ...
 
 
 class IDevice(abc.ABC):
