@@ -22,6 +22,8 @@ from .devices import get_devices as get_devices
 from .errors import NNError as NNError
 from .execution import Event as Event
 from .execution import Execution as Execution
+from .execution import get_default_loop_timeout as get_default_loop_timeout
+from .execution import get_maximum_loop_timeout as get_maximum_loop_timeout
 from .memory import Memory as Memory
 from .memory import MemoryDesc as MemoryDesc
 from .model import Model as Model
@@ -47,5 +49,7 @@ __all__ = [
     "PreferenceCode",
     "PriorityCode",
     "ResultCode",
+    "get_default_loop_timeout",
     "get_devices",
+    "get_maximum_loop_timeout",
 ]

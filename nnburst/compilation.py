@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from . import tracing
 from .codes import PreferenceCode, PriorityCode, ResultCode
 from .devices import Device, get_devices
 from .errors import BadDataError, BadStateError, NNError
@@ -143,7 +144,8 @@ class Compilation:
             self._check_settable("finish")
             self._finished = True
             try:
-                self._device, self._prepared = self._prepare()
+                with tracing.span(tracing.Layer.RUNTIME, tracing.Phase.COMPILATION, "finish"):
+                    self._device, self._prepared = self._prepare()
             except NNError as exc:
                 self._failed = str(exc)
                 raise

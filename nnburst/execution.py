@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import tracing
 from .codes import DurationCode, ErrorStatus, ResultCode
 from .compilation import Compilation
 from .errors import BadDataError, BadStateError, NNError, result_code_for_status
@@ -43,13 +44,30 @@ from .operands import OperandInfo, OperandType
 if TYPE_CHECKING:
     from .burst import Burst
 
-__all__ = ["Event", "Execution"]
+__all__ = ["Event", "Execution", "get_default_loop_timeout", "get_maximum_loop_timeout"]
 
 logger = logging.getLogger("nnburst.execution")
 
 #: ``ANeuralNetworks_getDefaultLoopTimeout`` / ``getMaximumLoopTimeout``.
 DEFAULT_LOOP_TIMEOUT_NS = 2_000_000_000
 MAXIMUM_LOOP_TIMEOUT_NS = 15_000_000_000
+
+
+def get_default_loop_timeout() -> int:
+    """The WHILE loop timeout of an execution that never called ``set_loop_timeout`` (ns).
+
+    ``ANeuralNetworks_getDefaultLoopTimeout``.
+    """
+    return DEFAULT_LOOP_TIMEOUT_NS
+
+
+def get_maximum_loop_timeout() -> int:
+    """The largest loop timeout ``set_loop_timeout`` keeps; larger values are clamped to it (ns).
+
+    ``ANeuralNetworks_getMaximumLoopTimeout``.
+    """
+    return MAXIMUM_LOOP_TIMEOUT_NS
+
 
 #: ``getDuration`` value when a duration is not available.
 NO_DURATION = 2**64 - 1
@@ -534,7 +552,13 @@ class Execution:
             self._timeout_ns = duration_ns
 
     def set_loop_timeout(self, duration_ns: int) -> None:
-        """Maximum time a WHILE loop may run; clamped to 15 s (default 2 s)."""
+        """Maximum time a WHILE loop may run; clamped to 15 s (default 2 s), as the NDK does.
+
+        A loop running longer fails the execution with
+        ``MISSED_DEADLINE_TRANSIENT``.  Executions through a burst's FMQ
+        channel get the driver default (2 s): HAL 1.2 burst packets carry no
+        loop timeout.
+        """
         with self._lock:
             self._check_preparation("set_loop_timeout")
             self._loop_timeout_ns = min(
@@ -674,7 +698,8 @@ class Execution:
         """
         self._begin("compute")
         try:
-            result = self._execute_directly(self._deadline())
+            with tracing.span(tracing.Layer.RUNTIME, tracing.Phase.EXECUTION, "compute"):
+                result = self._execute_directly(self._deadline())
         except BaseException:
             self._abort()
             raise
@@ -717,7 +742,8 @@ class Execution:
                 if failed:
                     raise NNError(f"{what}: a dependency failed: {failed[0]}", ResultCode.OP_FAILED)
                 deadline = self._deadline(duration_ns or None)
-                self._complete(self._execute_directly(deadline), what)
+                with tracing.span(tracing.Layer.RUNTIME, tracing.Phase.EXECUTION, what):
+                    self._complete(self._execute_directly(deadline), what)
             except NNError as exc:
                 error = exc
                 with self._lock:
@@ -776,7 +802,8 @@ class Execution:
             )
         self._begin("burst_compute")
         try:
-            result = burst._compute(self)
+            with tracing.span(tracing.Layer.RUNTIME, tracing.Phase.EXECUTION, "burst_compute"):
+                result = burst._compute(self)
         except BaseException:
             self._abort()
             raise

@@ -16,13 +16,11 @@ import pytest
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
 from nnburst.codes import ResultCode
-from nnburst.cpu.executor import PreparedModel
 from nnburst.cpu.ops.lsh_projection import fingerprint64
-from nnburst.errors import BadDataError, NNError
-from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
+from nnburst.errors import NNError
 from nnburst.operands import ChannelQuant, OperandInfo
 
-OMITTED = object()
+from .op_models import OMITTED, rejects, run
 
 
 def f32(*dims: int) -> OperandInfo:
@@ -45,33 +43,7 @@ def const(info: OperandInfo, value: Any) -> tuple[OperandInfo, np.ndarray]:
     return info, np.asarray(value, dtype=info.dtype).reshape(info.dimensions)
 
 
-def model(code: Op, inputs: list[Any], outputs: list[OperandInfo]) -> HalModel:
-    """One-operation model. Each input is an OperandInfo (a model input),
-    an (info, value) pair (a constant) or (info, OMITTED) (NO_VALUE)."""
-    operands: list[Operand] = []
-    model_inputs = []
-    for item in inputs:
-        if isinstance(item, OperandInfo):
-            model_inputs.append(len(operands))
-            operands.append(Operand(item, Lifetime.SUBGRAPH_INPUT))
-        elif item[1] is OMITTED:
-            operands.append(Operand(item[0], Lifetime.NO_VALUE))
-        else:
-            operands.append(Operand(item[0], Lifetime.CONSTANT_COPY, item[1]))
-    first_output = len(operands)
-    operands += [Operand(info, Lifetime.SUBGRAPH_OUTPUT) for info in outputs]
-    operation = Operation(code, tuple(range(len(inputs))), tuple(range(first_output, len(operands))))
-    return HalModel(Subgraph(operands, [operation], tuple(model_inputs),
-                             tuple(range(first_output, len(operands)))))
 
-
-def run(code: Op, inputs: list[Any], outputs: list[OperandInfo], *feed: Any) -> list[np.ndarray]:
-    return PreparedModel(model(code, inputs, outputs)).run(list(feed))
-
-
-def rejects(code: Op, inputs: list[Any], outputs: list[OperandInfo], match: str) -> None:
-    with pytest.raises(BadDataError, match=match):
-        PreparedModel(model(code, inputs, outputs))
 
 
 # --------------------------------------------------------------- naive references

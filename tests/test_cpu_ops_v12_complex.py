@@ -21,12 +21,11 @@ from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
 from nnburst.codes import ResultCode
 from nnburst.cpu.executor import PreparedModel
-from nnburst.errors import BadDataError, NNError
+from nnburst.errors import NNError
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
 from nnburst.operands import ChannelQuant, OperandInfo
 
-OMITTED = object()
-
+from .op_models import OMITTED, model, rejects, run
 
 # --------------------------------------------------------------- model helpers
 
@@ -61,33 +60,7 @@ def omitted(i: OperandInfo) -> tuple[OperandInfo, object]:
     return i, OMITTED
 
 
-def model(code: Op, inputs: list[Any], outputs: list[OperandInfo]) -> HalModel:
-    """One-operation model: an OperandInfo is a model input, (info, value) a
-    constant and (info, OMITTED) a NO_VALUE operand."""
-    operands: list[Operand] = []
-    model_inputs = []
-    for item in inputs:
-        if isinstance(item, OperandInfo):
-            model_inputs.append(len(operands))
-            operands.append(Operand(item, Lifetime.SUBGRAPH_INPUT))
-        elif item[1] is OMITTED:
-            operands.append(Operand(item[0], Lifetime.NO_VALUE))
-        else:
-            operands.append(Operand(item[0], Lifetime.CONSTANT_COPY, item[1]))
-    first = len(operands)
-    operands += [Operand(i, Lifetime.SUBGRAPH_OUTPUT) for i in outputs]
-    outs = tuple(range(first, len(operands)))
-    operation = Operation(code, tuple(range(len(inputs))), outs)
-    return HalModel(Subgraph(operands, [operation], tuple(model_inputs), outs))
 
-
-def run(code: Op, inputs: list[Any], outputs: list[OperandInfo], *feed: Any) -> list[np.ndarray]:
-    return PreparedModel(model(code, inputs, outputs)).run(list(feed))
-
-
-def rejects(code: Op, inputs: list[Any], outputs: list[OperandInfo], match: str) -> None:
-    with pytest.raises(BadDataError, match=match):
-        PreparedModel(model(code, inputs, outputs))
 
 
 def fails(code: Op, inputs: list[Any], outputs: list[OperandInfo], *feed: Any,

@@ -20,11 +20,11 @@ from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
 from nnburst.codes import ResultCode
 from nnburst.cpu.executor import PreparedModel
-from nnburst.errors import BadDataError, NNError
-from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
+from nnburst.errors import NNError
 from nnburst.operands import OperandInfo
 
-OMITTED = object()
+from .op_models import model, rejects, run
+
 RNG = np.random.default_rng(1234)
 
 F32, F16, I32 = T.TENSOR_FLOAT32, T.TENSOR_FLOAT16, T.TENSOR_INT32
@@ -65,37 +65,11 @@ def ivec(*values: int) -> tuple[OperandInfo, np.ndarray]:
     return const(OperandInfo(I32, (len(values),)), list(values))
 
 
-def model(code: Op, inputs: list[Any], outputs: list[OperandInfo]) -> HalModel:
-    """One-operation model. Each input is an OperandInfo (a model input),
-    an (info, value) pair (a constant) or (info, OMITTED) (NO_VALUE)."""
-    operands: list[Operand] = []
-    model_inputs = []
-    for item in inputs:
-        if isinstance(item, OperandInfo):
-            model_inputs.append(len(operands))
-            operands.append(Operand(item, Lifetime.SUBGRAPH_INPUT))
-        elif item[1] is OMITTED:
-            operands.append(Operand(item[0], Lifetime.NO_VALUE))
-        else:
-            operands.append(Operand(item[0], Lifetime.CONSTANT_COPY, item[1]))
-    first = len(operands)
-    operands += [Operand(info, Lifetime.SUBGRAPH_OUTPUT) for info in outputs]
-    outs = tuple(range(first, len(operands)))
-    operation = Operation(code, tuple(range(len(inputs))), outs)
-    return HalModel(Subgraph(operands, [operation], tuple(model_inputs), outs))
-
-
-def run(code: Op, inputs: list[Any], outputs: list[OperandInfo], *feed: Any) -> list[np.ndarray]:
-    return PreparedModel(model(code, inputs, outputs)).run(list(feed))
 
 
 def run1(code: Op, inputs: list[Any], output: OperandInfo, *feed: Any) -> np.ndarray:
     return run(code, inputs, [output], *feed)[0]
 
-
-def rejects(code: Op, inputs: list[Any], outputs: list[OperandInfo], match: str = "") -> None:
-    with pytest.raises(BadDataError, match=match):
-        PreparedModel(model(code, inputs, outputs))
 
 
 def op_fails(code: Op, inputs: list[Any], outputs: list[OperandInfo], *feed: Any) -> None:

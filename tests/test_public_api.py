@@ -23,6 +23,8 @@ DOCUMENTED = [
     "OperandType",
     "Model",
     "get_devices",
+    "get_default_loop_timeout",
+    "get_maximum_loop_timeout",
     "Device",
     "Compilation",
     "Memory",

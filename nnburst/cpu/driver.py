@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import tracing
 from .._version import __version__
 from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
 from ..errors import BadDataError, NNError, status_for_exception
@@ -54,6 +55,10 @@ FEATURE_LEVEL = 29
 SERVER_POLLING_WINDOW_US = 50
 
 _NO_LOCATION = DataLocation()
+
+#: HAL 1.3 ``LoopTimeoutDurationNs``: DEFAULT when a request gives none, MAXIMUM caps it.
+DEFAULT_LOOP_TIMEOUT_NS = 2_000_000_000
+MAXIMUM_LOOP_TIMEOUT_NS = 15_000_000_000
 
 
 #: Different for every release, as HAL 1.2 asks of ``getVersionString``.
@@ -201,7 +206,9 @@ class CpuPreparedModel(IPreparedModel):
 
         ``deadline_ns`` (absolute ``time.monotonic_ns()``) and
         ``loop_timeout_ns`` are the HAL 1.3 additions; the burst server does
-        not pass them.
+        not pass them, so burst executions get the default loop timeout
+        (2 s).  A WHILE running past its loop timeout is
+        ``MISSED_DEADLINE_TRANSIENT``.
         """
         driver_start = time.perf_counter_ns()
         try:
@@ -216,10 +223,13 @@ class CpuPreparedModel(IPreparedModel):
             return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING
-        loop_deadline = None if loop_timeout_ns is None else time.monotonic_ns() + loop_timeout_ns
+        if loop_timeout_ns is None:  # the burst server path: HAL 1.2 packets carry no loop timeout
+            loop_timeout_ns = DEFAULT_LOOP_TIMEOUT_NS
+        loop_deadline = time.monotonic_ns() + min(loop_timeout_ns, MAXIMUM_LOOP_TIMEOUT_NS)
         device_start = time.perf_counter_ns()
         try:
-            results = self._executor.run(inputs, loop_deadline)
+            with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPUTATION, "execute"):
+                results = self._executor.run(inputs, loop_deadline)
         except NNError as exc:
             logger.info("execution failed: %s", exc)
             return status_for_exception(exc), [], NO_TIMING
@@ -352,6 +362,39 @@ def _compatible(declared: Sequence[int], actual: Sequence[int]) -> bool:
     return len(declared) == len(actual) and all(d == 0 or d == a for d, a in zip(declared, actual))
 
 
+def _operation_supported(
+    model: HalModel, subgraph: Subgraph, index: int, memo: dict[int, bool]
+) -> bool:
+    """Registered, valid, and so is everything in the subgraphs it references.
+
+    ``memo`` maps referenced-subgraph index -> supported; an entry is set to
+    False while its subgraph is being walked, so a reference cycle ends the
+    walk (as unsupported) instead of recursing forever.
+    """
+    try:
+        if not validate_operation(model, subgraph, index):
+            return False
+    except BadDataError:
+        return False
+    for operand_index in subgraph.operations[index].inputs:
+        operand = subgraph.operands[operand_index]
+        if operand.lifetime != Lifetime.SUBGRAPH:
+            continue
+        ref = operand.subgraph
+        if ref is None or not 0 <= ref < len(model.referenced):
+            return False
+        if ref not in memo:
+            memo[ref] = False
+            referenced = model.referenced[ref]
+            memo[ref] = all(
+                _operation_supported(model, referenced, i, memo)
+                for i in range(len(referenced.operations))
+            )
+        if not memo[ref]:
+            return False
+    return True
+
+
 class CpuDevice(IDevice):
     """The in-process numpy reference device (type CPU)."""
 
@@ -363,6 +406,8 @@ class CpuDevice(IDevice):
     def __init__(self) -> None:
         self._capabilities = Capabilities(
             operand_performance={code: PerformanceInfo() for code in OperandCode},
+            if_performance=PerformanceInfo(),
+            while_performance=PerformanceInfo(),
         )
 
     @property
@@ -370,13 +415,16 @@ class CpuDevice(IDevice):
         return self._capabilities
 
     def get_supported_operations(self, model: HalModel) -> list[bool]:
-        supported = []
-        for index in range(len(model.main.operations)):
-            try:
-                supported.append(validate_operation(model, model.main, index))
-            except BadDataError:
-                supported.append(False)
-        return supported
+        """One flag per main-subgraph operation.
+
+        As HAL 1.3 asks, IF and WHILE count as supported only when every
+        operation of every subgraph they reference (recursively) is.
+        """
+        memo: dict[int, bool] = {}
+        return [
+            _operation_supported(model, model.main, index, memo)
+            for index in range(len(model.main.operations))
+        ]
 
     def prepare_model(
         self,
@@ -386,7 +434,8 @@ class CpuDevice(IDevice):
         deadline_ns: int | None = None,
         cache: Any = None,
     ) -> CpuPreparedModel:
-        return CpuPreparedModel(model, preference)
+        with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPILATION, "prepare_model"):
+            return CpuPreparedModel(model, preference)
 
 
 _DEVICE: CpuDevice | None = None

@@ -10,11 +10,16 @@ bit for bit instead of drifting like a float shortcut would.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ...codes import FuseCode, OperandCode, PaddingCode
+from ...codes import FuseCode, OperandCode, PaddingCode, ResultCode
+from ...errors import NNError
 from ...operands import OperandInfo
+from ..registry import ExecutionContext, OperationSignature
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -121,16 +126,9 @@ def is_float(code: OperandCode) -> bool:
 
 # ---------------------------------------------------------------------------
 # Helpers for the windowed (conv/pool), fully connected and recurrent
-# operations.  Appended; shared by conv.py, pooling.py, fully_connected.py,
+# operations: shared by conv.py, pooling.py, fully_connected.py,
 # recurrent.py and lsh_projection.py.
 # ---------------------------------------------------------------------------
-
-from collections.abc import Callable, Collection  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Any  # noqa: E402
-
-from ...codes import ResultCode  # noqa: E402
-from ...errors import NNError  # noqa: E402
 
 #: types a float operation accepts (float16 is computed in float32/64 and cast back).
 FLOAT_TENSOR_CODES = (OperandCode.TENSOR_FLOAT32, OperandCode.TENSOR_FLOAT16)
@@ -670,3 +668,20 @@ def maybe_omitted(sig: Any, i: int) -> bool:
         return sig.constants[i] is None
     dims = sig.inputs[i].dimensions
     return dims is None or 0 in dims
+
+
+def require_int_vector(sig: OperationSignature, index: int, name: str) -> None:
+    """Input ``index`` must be a TENSOR_INT32 of rank 1 (shapes, axes, paddings)."""
+    require_operand_type(sig, index, (OperandCode.TENSOR_INT32,), name)
+    require_operand_rank(sig, index, (1,), name)
+
+
+def constant_ints(sig: OperationSignature, index: int) -> np.ndarray | None:
+    """A constant TENSOR_INT32 input as int64, ``None`` when not constant."""
+    value = sig.constants.get(index)
+    return None if value is None else np.asarray(value, dtype=np.int64)
+
+
+def int_input(ctx: ExecutionContext, index: int) -> np.ndarray:
+    """An integer input widened to int64, so index arithmetic cannot overflow."""
+    return np.asarray(ctx.input(index), dtype=np.int64)

@@ -26,9 +26,12 @@ from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
+    constant_ints,
     constant_scalar,
     from_nhwc,
+    int_input,
     op_failed,
+    require_int_vector,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
@@ -61,19 +64,7 @@ def _validate_data(sig: OperationSignature, ranks: Sequence[int] = _UP_TO_4,
     return info
 
 
-def _require_int_vector(sig: OperationSignature, index: int, name: str) -> None:
-    require_operand_type(sig, index, (_INT32,), name)
-    require_operand_rank(sig, index, (1,), name)
 
-
-def _const_ints(sig: OperationSignature, index: int) -> np.ndarray | None:
-    """A constant TENSOR_INT32 input as int64, ``None`` when not constant."""
-    value = sig.constants.get(index)
-    return None if value is None else np.asarray(value, dtype=np.int64)
-
-
-def _ints(ctx: ExecutionContext, index: int) -> np.ndarray:
-    return np.asarray(ctx.input(index), dtype=np.int64)
 
 
 def _known_dims(info: OperandInfo) -> tuple[int, ...] | None:
@@ -139,9 +130,9 @@ def _reshape_target(shape: np.ndarray, count: int, fail: Fail) -> tuple[int, ...
 def _validate_reshape(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
     _validate_data(sig)
-    _require_int_vector(sig, 1, "shape")
+    require_int_vector(sig, 1, "shape")
     require_operand_rank(sig, 0, _UP_TO_4, "output", output=True)
-    shape = _const_ints(sig, 1)
+    shape = constant_ints(sig, 1)
     if shape is None:
         return
     if len(shape) > 4:
@@ -155,7 +146,7 @@ def _validate_reshape(sig: OperationSignature) -> None:
 
 def _execute_reshape(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    target = _reshape_target(_ints(ctx, 1), x.size, lambda m: op_failed(ctx.code, m))
+    target = _reshape_target(int_input(ctx, 1), x.size, lambda m: op_failed(ctx.code, m))
     return [np.array(x.reshape(target))]  # a copy: never alias an input or constant
 
 
@@ -185,17 +176,17 @@ def _squeezed(shape: Sequence[int], axes: list[int]) -> tuple[int, ...]:
 def _validate_squeeze(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
     _validate_data(sig)
-    _require_int_vector(sig, 1, "squeeze dims")
+    require_int_vector(sig, 1, "squeeze dims")
     dims = _known_dims(sig.inputs[0])
     omitted = 1 in sig.constants and sig.constants[1] is None
-    axes = None if omitted else _const_ints(sig, 1)
+    axes = None if omitted else constant_ints(sig, 1)
     if dims is not None and (omitted or axes is not None):
         _check_declared_output(sig, _squeezed(dims, _squeeze_axes(dims, axes, sig.fail)))
 
 
 def _execute_squeeze(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    axes = _ints(ctx, 1) if ctx.has_input(1) else None
+    axes = int_input(ctx, 1) if ctx.has_input(1) else None
     resolved = _squeeze_axes(x.shape, axes, lambda m: op_failed(ctx.code, m))
     return [np.array(x.reshape(_squeezed(x.shape, resolved)))]
 
@@ -215,8 +206,8 @@ def _permutation(perm: np.ndarray | None, rank: int, fail: Fail) -> list[int]:
 def _validate_transpose(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
     _validate_data(sig)
-    _require_int_vector(sig, 1, "perm")
-    perm = _const_ints(sig, 1)
+    require_int_vector(sig, 1, "perm")
+    perm = constant_ints(sig, 1)
     rank = sig.inputs[0].rank
     if perm is not None and rank is not None:
         order = _permutation(perm, rank, sig.fail)
@@ -227,7 +218,7 @@ def _validate_transpose(sig: OperationSignature) -> None:
 
 def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    perm = _ints(ctx, 1) if ctx.has_input(1) else None
+    perm = int_input(ctx, 1) if ctx.has_input(1) else None
     order = _permutation(perm, x.ndim, lambda m: op_failed(ctx.code, m))
     return [np.array(np.transpose(x, order), order="C")]
 
@@ -368,9 +359,9 @@ def _check_paddings(paddings: np.ndarray, rows: int, fail: Fail) -> np.ndarray:
 def _validate_batch_to_space(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2, 3), 1)
     _validate_data(sig, ranks=(4,))
-    _require_int_vector(sig, 1, "block shape")
+    require_int_vector(sig, 1, "block shape")
     _validate_layout(sig, 2)
-    block = _const_ints(sig, 1)
+    block = constant_ints(sig, 1)
     if block is None:
         return
     b0, b1 = _check_block_shape(block, sig.fail)
@@ -383,7 +374,7 @@ def _execute_batch_to_space(ctx: ExecutionContext) -> list[np.ndarray]:
     nchw = _layout_flag(ctx, 2)
     x = to_nhwc(ctx.input(0), nchw)
     fail = lambda m: op_failed(ctx.code, m)  # noqa: E731
-    b0, b1 = _check_block_shape(_ints(ctx, 1), fail)
+    b0, b1 = _check_block_shape(int_input(ctx, 1), fail)
     if x.ndim != 4:
         raise fail(f"input must have rank 4, got {x.ndim}")
     batch, h, w, c = x.shape
@@ -398,11 +389,11 @@ def _execute_batch_to_space(ctx: ExecutionContext) -> list[np.ndarray]:
 def _validate_space_to_batch(sig: OperationSignature) -> None:
     require_operand_counts(sig, (3, 4), 1)
     _validate_data(sig, ranks=(4,))
-    _require_int_vector(sig, 1, "block shape")
+    require_int_vector(sig, 1, "block shape")
     require_operand_type(sig, 2, (_INT32,), "paddings")
     require_operand_rank(sig, 2, (2,), "paddings")
     _validate_layout(sig, 3)
-    block, paddings = _const_ints(sig, 1), _const_ints(sig, 2)
+    block, paddings = constant_ints(sig, 1), constant_ints(sig, 2)
     if paddings is not None:
         _check_paddings(paddings, 2, sig.fail)
     if block is None:
@@ -428,8 +419,8 @@ def _execute_space_to_batch(ctx: ExecutionContext) -> list[np.ndarray]:
     fail = lambda m: op_failed(ctx.code, m)  # noqa: E731
     if x.ndim != 4:
         raise fail(f"input must have rank 4, got {x.ndim}")
-    b0, b1 = _check_block_shape(_ints(ctx, 1), fail)
-    paddings = _check_paddings(_ints(ctx, 2), 2, fail)
+    b0, b1 = _check_block_shape(int_input(ctx, 1), fail)
+    paddings = _check_paddings(int_input(ctx, 2), 2, fail)
     padded_h, padded_w = _space_to_batch_check(x.shape, (b0, b1), paddings, fail)
     padded = np.pad(x, ((0, 0), tuple(paddings[0]), tuple(paddings[1]), (0, 0)),
                     constant_values=_zero_value(ctx.signature.inputs[0]))
@@ -447,7 +438,7 @@ def _validate_pad(sig: OperationSignature) -> None:
     _validate_data(sig, ranks=range(1, 5))
     require_operand_type(sig, 1, (_INT32,), "paddings")
     require_operand_rank(sig, 1, (2,), "paddings")
-    paddings = _const_ints(sig, 1)
+    paddings = constant_ints(sig, 1)
     rank = sig.inputs[0].rank
     if paddings is None or rank is None:
         return
@@ -459,7 +450,7 @@ def _validate_pad(sig: OperationSignature) -> None:
 
 def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    paddings = _check_paddings(_ints(ctx, 1), x.ndim, lambda m: op_failed(ctx.code, m))
+    paddings = _check_paddings(int_input(ctx, 1), x.ndim, lambda m: op_failed(ctx.code, m))
     value = _zero_value(ctx.signature.inputs[0])
     return [np.pad(x, [tuple(p) for p in paddings.tolist()], constant_values=value)]
 
@@ -486,9 +477,9 @@ def _mean_shape(shape: Sequence[int], axes: list[int], keep_dims: bool) -> tuple
 def _validate_mean(sig: OperationSignature) -> None:
     require_operand_counts(sig, (3,), 1)
     _validate_data(sig, ranks=range(1, 5))
-    _require_int_vector(sig, 1, "axis")
+    require_int_vector(sig, 1, "axis")
     require_operand_type(sig, 2, (OperandCode.INT32,), "keep_dims")
-    axes = _const_ints(sig, 1)
+    axes = constant_ints(sig, 1)
     rank = sig.inputs[0].rank
     if axes is None or rank is None:
         return
@@ -501,7 +492,7 @@ def _validate_mean(sig: OperationSignature) -> None:
 
 def _execute_mean(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    axes = _mean_axes(_ints(ctx, 1), x.ndim, lambda m: op_failed(ctx.code, m))
+    axes = _mean_axes(int_input(ctx, 1), x.ndim, lambda m: op_failed(ctx.code, m))
     keep = int(ctx.scalar(2)) > 0
     shape = _mean_shape(x.shape, axes, keep)
     out = ctx.output_info(0)
@@ -566,7 +557,7 @@ def _validate_strided_slice(sig: OperationSignature) -> None:
     require_operand_counts(sig, (7,), 1)
     _validate_data(sig, ranks=range(1, 5))
     for i, name in ((1, "begin"), (2, "end"), (3, "strides")):
-        _require_int_vector(sig, i, name)
+        require_int_vector(sig, i, name)
     for i, name in ((4, "begin_mask"), (5, "end_mask"), (6, "shrink_axis_mask")):
         require_operand_type(sig, i, (OperandCode.INT32,), name)
     rank = sig.inputs[0].rank
@@ -574,10 +565,10 @@ def _validate_strided_slice(sig: OperationSignature) -> None:
         dims = sig.inputs[i].dimensions
         if rank is not None and dims and dims[0] > 0 and dims[0] != rank:
             raise sig.fail(f"{name} has {dims[0]} elements; the input has rank {rank}")
-    strides = _const_ints(sig, 3)
+    strides = constant_ints(sig, 3)
     if strides is not None and (strides == 0).any():
         raise sig.fail(f"strides must be non-zero, got {strides.tolist()}")
-    begin, end = _const_ints(sig, 1), _const_ints(sig, 2)
+    begin, end = constant_ints(sig, 1), constant_ints(sig, 2)
     masks = [constant_scalar(sig, i) for i in (4, 5, 6)]
     dims = _known_dims(sig.inputs[0])
     if dims is None or begin is None or end is None or strides is None or None in masks:
@@ -591,7 +582,7 @@ def _validate_strided_slice(sig: OperationSignature) -> None:
 def _execute_strided_slice(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
     masks = (int(ctx.scalar(4)), int(ctx.scalar(5)), int(ctx.scalar(6)))
-    indices, dropped = _slice_indices(x.shape, _ints(ctx, 1), _ints(ctx, 2), _ints(ctx, 3), masks,
+    indices, dropped = _slice_indices(x.shape, int_input(ctx, 1), int_input(ctx, 2), int_input(ctx, 3), masks,
                                       lambda m: op_failed(ctx.code, m))
     y = x[np.ix_(*indices)]
     kept = [n for axis, n in enumerate(y.shape) if axis not in dropped]

@@ -22,12 +22,15 @@ from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
+    constant_ints,
     constant_scalar,
     float_scalar_code,
+    int_input,
     known_dim,
     normalize_axis,
     op_failed,
     require_dims_like,
+    require_int_vector,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
@@ -54,18 +57,7 @@ def _validate_data(sig: OperationSignature, types: Sequence[OperandCode],
     return info
 
 
-def _require_int_vector(sig: OperationSignature, index: int, name: str) -> None:
-    require_operand_type(sig, index, (_INT32,), name)
-    require_operand_rank(sig, index, (1,), name)
 
-
-def _const_ints(sig: OperationSignature, index: int) -> np.ndarray | None:
-    value = sig.constants.get(index)
-    return None if value is None else np.asarray(value, dtype=np.int64)
-
-
-def _ints(ctx: ExecutionContext, index: int) -> np.ndarray:
-    return np.asarray(ctx.input(index), dtype=np.int64)
 
 
 def _fail(ctx: ExecutionContext) -> Fail:
@@ -141,7 +133,7 @@ def _validate_gather(sig: OperationSignature) -> None:
     require_operand_type(sig, 1, (_SCALAR_INT,), "axis")
     require_operand_type(sig, 2, (_INT32,), "indices")
     axis = _constant_axis(sig, 1)
-    indices = _const_ints(sig, 2)
+    indices = constant_ints(sig, 2)
     if axis is not None and indices is not None and indices.size:
         size = known_dim(info, axis)
         if indices.min() < 0 or (size is not None and indices.max() >= size):
@@ -149,7 +141,7 @@ def _validate_gather(sig: OperationSignature) -> None:
 
 
 def _execute_gather(ctx: ExecutionContext) -> list[np.ndarray]:
-    x, indices = ctx.input(0), _ints(ctx, 2)
+    x, indices = ctx.input(0), int_input(ctx, 2)
     axis = normalize_axis(int(ctx.scalar(1)), x.ndim, _fail(ctx))
     size = x.shape[axis]
     if indices.size and (indices.min() < 0 or indices.max() >= size):
@@ -179,14 +171,14 @@ def _validate_pad(sig: OperationSignature) -> None:
     require_operand_type(sig, 1, (_INT32,), "paddings")
     require_operand_rank(sig, 1, (2,), "paddings")
     require_operand_type(sig, 2, (_pad_value_code(info.code),), "pad value")
-    paddings = _const_ints(sig, 1)
+    paddings = constant_ints(sig, 1)
     if paddings is not None and info.rank is not None:
         _check_paddings(paddings, info.rank, sig.fail)
 
 
 def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    paddings = _check_paddings(_ints(ctx, 1), x.ndim, _fail(ctx))
+    paddings = _check_paddings(int_input(ctx, 1), x.ndim, _fail(ctx))
     out = ctx.output_info(0)
     value = ctx.input(2)
     if out.code in QUANT8_ASYMM_CODES:
@@ -218,16 +210,16 @@ def _slice_bounds(shape: Sequence[int], begin: np.ndarray, size: np.ndarray,
 def _validate_slice(sig: OperationSignature) -> None:
     require_operand_counts(sig, (3,), 1)
     info = _validate_data(sig, _MOVE_TYPES)
-    _require_int_vector(sig, 1, "begin")
-    _require_int_vector(sig, 2, "size")
-    begin, size = _const_ints(sig, 1), _const_ints(sig, 2)
+    require_int_vector(sig, 1, "begin")
+    require_int_vector(sig, 2, "size")
+    begin, size = constant_ints(sig, 1), constant_ints(sig, 2)
     if begin is not None and size is not None and info.is_fully_specified:
         _slice_bounds(tuple(info.dimensions or ()), begin, size, sig.fail)
 
 
 def _execute_slice(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    bounds = _slice_bounds(x.shape, _ints(ctx, 1), _ints(ctx, 2), _fail(ctx))
+    bounds = _slice_bounds(x.shape, int_input(ctx, 1), int_input(ctx, 2), _fail(ctx))
     return [x[tuple(bounds)].copy()]
 
 
@@ -280,15 +272,15 @@ def _check_multiples(multiples: np.ndarray, rank: int, fail: Fail) -> list[int]:
 def _validate_tile(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
     info = _validate_data(sig, _MOVE_TYPES)
-    _require_int_vector(sig, 1, "multiples")
-    multiples = _const_ints(sig, 1)
+    require_int_vector(sig, 1, "multiples")
+    multiples = constant_ints(sig, 1)
     if multiples is not None and info.rank is not None:
         _check_multiples(multiples, info.rank, sig.fail)
 
 
 def _execute_tile(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    return [np.tile(x, _check_multiples(_ints(ctx, 1), x.ndim, _fail(ctx)))]
+    return [np.tile(x, _check_multiples(int_input(ctx, 1), x.ndim, _fail(ctx)))]
 
 
 # --- TOPK_V2 --------------------------------------------------------------------------
@@ -325,16 +317,16 @@ _FILL_TYPES = FLOAT_TENSOR_CODES + (_INT32,)
 def _validate_fill(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
     out = require_operand_type(sig, 0, _FILL_TYPES, "output", output=True)
-    _require_int_vector(sig, 0, "dims")
+    require_int_vector(sig, 0, "dims")
     value_code = _SCALAR_INT if out.code == _INT32 else float_scalar_code(out.code)
     require_operand_type(sig, 1, (value_code,), "value")
-    dims = _const_ints(sig, 0)
+    dims = constant_ints(sig, 0)
     if dims is not None and (dims < 0).any():
         raise sig.fail(f"dims must be non-negative, got {dims.tolist()}")
 
 
 def _execute_fill(ctx: ExecutionContext) -> list[np.ndarray]:
-    dims = _ints(ctx, 0)
+    dims = int_input(ctx, 0)
     if dims.ndim != 1 or (dims < 0).any():
         raise op_failed(ctx.code, f"dims must be a vector of non-negative sizes, got {dims.tolist()}")
     out = ctx.output_info(0)

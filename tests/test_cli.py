@@ -1,0 +1,165 @@
+"""The ``nnburst`` command end to end: devices, bench --json, trace summarize, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nnburst import tracing
+from nnburst.benchmarks import report
+from nnburst.cli import main
+from nnburst.cpu.registry import registered_codes
+
+from .test_tracing import run_example
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- devices -----------------------------------------------------------------------------------
+def test_devices_table(capsys):
+    code, out, err = run(capsys, "devices")
+    assert code == 0 and err == ""
+    header, rule, *rows = out.splitlines()
+    assert header.split()[:3] == ["name", "type", "version"] and set(rule) <= {"-", " "}
+    (cpu,) = [row for row in rows if row.startswith("nnburst-reference")]
+    assert " CPU " in cpu and cpu.endswith("in-process")
+    assert f" {len(registered_codes())} " in cpu
+
+
+def test_devices_json(capsys):
+    code, out, _ = run(capsys, "devices", "--json")
+    assert code == 0
+    (cpu,) = [d for d in json.loads(out) if d["name"] == "nnburst-reference"]
+    assert cpu == {
+        "name": "nnburst-reference",
+        "type": "CPU",
+        "version": cpu["version"],
+        "feature_level": 29,
+        "operations": len(registered_codes()),
+        "where": "in-process",
+    }
+
+
+def test_python_dash_m_devices():
+    done = subprocess.run([sys.executable, "-m", "nnburst", "devices"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "nnburst-reference" in done.stdout
+
+
+# -- bench -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fmq", "--iterations", "200", "--stream-items", "20000"],
+        ["burst", "--iterations", "100"],
+    ],
+)
+def test_bench_json_follows_the_documented_schema(capsys, tmp_path, argv):
+    path = tmp_path / "bench.json"
+    code, out, err = run(capsys, "bench", *argv, "--json", str(path))
+    assert code == 0, err
+    assert "multiprocessing.Pipe" in out and f"results written to {path}" in out
+    document = json.loads(path.read_text())
+    assert report.validate(document) == []
+    assert document["benchmark"] == argv[0]
+    assert document["parameters"]["iterations"] == int(argv[2])
+    assert document["environment"]["cpu_count"] == os.cpu_count()
+    latency = {row["name"]: row for row in document["latency"]}
+    assert latency["multiprocessing.Pipe"]["count"] == int(argv[2])
+    if argv[0] == "fmq":
+        assert document["parameters"]["stream_items"] == 20000
+        assert {row["items"] for row in document["throughput"]} == {20000}
+    else:
+        assert document["throughput"] == [] and "sync in-process" in latency
+
+
+def test_bench_without_json_prints_the_table(capsys):
+    code, out, _ = run(capsys, "bench", "fmq", "--iterations", "100", "--stream-items", "5000")
+    assert code == 0 and "fmq futex" in out and "results written" not in out
+
+
+def test_validate_reports_schema_problems():
+    good = report.build("fmq", [], iterations=1, stream_items=2)
+    assert report.validate(good) == []
+    bad = {**good, "schema": "x", "latency": [{"name": "a", "count": True}], "extra": 1}
+    problems = report.validate(bad)
+    assert any(p.startswith("schema:") for p in problems)
+    assert "latency[0].count: expected int, got bool" in problems
+    assert "latency[0]: missing 'p50_us'" in problems
+    assert report.validate([]) == ["the document is not a JSON object"]
+
+
+def test_bench_json_to_a_bad_path_fails_before_running(capsys, tmp_path):
+    code, out, err = run(capsys, "bench", "--json", str(tmp_path / "no" / "such" / "dir.json"))
+    assert code == 1 and out == ""
+    assert err.startswith("nnburst: error: --json") and "no directory" in err
+    code, _, err = run(capsys, "bench", "--json", str(tmp_path))
+    assert code == 1 and "is a directory" in err
+
+
+# -- trace summarize ---------------------------------------------------------------------------
+def test_trace_round_trips_through_the_summarizer(capsys, tmp_path):
+    path = tmp_path / "trace.json"
+    tracing.start(path)
+    with tracing.span(tracing.Layer.APPLICATION, tracing.Phase.EXECUTION, "run"):
+        run_example()
+    tracing.stop()
+
+    code, out, err = run(capsys, "trace", "summarize", str(path))
+    assert code == 0 and err == ""
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    for layer in ("Application", "Runtime", "IPC", "Driver", "Total"):
+        assert layer in rows
+    assert "Ex. total" in out and "Compilation" in out
+
+    code, out, _ = run(capsys, "trace", "summarize", str(path), "--json")
+    assert code == 0
+    summary = json.loads(out)
+    assert summary == tracing.summarize(tracing.load(path)).as_dict()
+    runtime = summary["rows"]["Runtime"]
+    assert runtime["execution"]["count"] == 3  # compute, start_compute, burst_compute
+    assert runtime["compilation"]["count"] == 1
+    assert summary["rows"]["Driver"]["compute"]["count"] == 3
+    assert summary["rows"]["Application"]["execution"]["count"] == 1
+    assert summary["rows"]["IPC"]["total"] is None
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read the trace"),
+        ("{not json", "not JSON"),
+        ('{"hello": []}', "not a Chrome trace"),
+        ("", "not JSON"),
+    ],
+)
+def test_trace_summarize_bad_files(capsys, tmp_path, content, message):
+    path = tmp_path / "trace.json"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run(capsys, "trace", "summarize", str(path))
+    assert code == 1 and out == ""
+    assert err.startswith("nnburst: error: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_bad_arguments_exit_with_usage(capsys):
+    for argv in (["bench", "--iterations", "0"], ["bench", "--iterations", "many"],
+                 ["trace"], ["frobnicate"], []):
+        code, _, err = run(capsys, *argv)
+        assert code == 2, argv
+        assert "usage: nnburst" in err and "Traceback" not in err
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "devices" in out and "trace" in out
