@@ -1,9 +1,10 @@
-"""``Compilation``: a finished model prepared for one device (``ANeuralNetworksCompilation``).
+"""``Compilation``: a finished model prepared for its devices (``ANeuralNetworksCompilation``).
 
 Settings (preference, priority, timeout, caching) are collected first, then
-``finish()`` picks the device and asks its driver to prepare the model.  There
-is no partitioning yet: the whole model goes to one device that supports every
-operation.
+``finish()`` assigns each operation to the best device that supports it and
+prepares the resulting steps (see :mod:`nnburst.partition`).  A model that
+runs whole on one device keeps that driver's prepared model; a partitioned
+one is run by an ``ExecutionPlan``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .devices import Device, get_devices
 from .errors import BadDataError, BadStateError, NNError
 from .hal.interfaces import IPreparedModel
 from .model import Model, operator_index, require
+from .partition import compile_plan
 
 __all__ = ["Compilation"]
 
@@ -132,13 +134,14 @@ class Compilation:
 
     # -- finishing ---------------------------------------------------------------------------
     def finish(self) -> None:
-        """Choose the device and prepare the model on it.
+        """Assign the operations to devices and prepare the model on them.
 
         Raises:
             BadStateError: finished twice, or closed.
-            BadDataError: no single device (among the given ones) supports
-                every operation; the message names the operations.
-            NNError: the driver failed to prepare the model.
+            BadDataError: some operation is supported by none of the devices
+                (the given ones, or all); the message names the operations.
+            NNError: a driver failed to prepare its part and there is no CPU
+                fallback (explicit devices).
         """
         with self._lock:
             self._check_settable("finish")
@@ -155,30 +158,20 @@ class Compilation:
                     f"Compilation.finish: the driver failed: {self._failed}", ResultCode.OP_FAILED
                 ) from exc
 
-    def _prepare(self) -> tuple[Device, IPreparedModel]:
+    def _prepare(self) -> tuple[Device | None, IPreparedModel]:
+        # Partitioning, preparing and CPU fallback live in partition.py; explicit
+        # devices (createForDevices) never fall back to the CPU.
         hal_model = self._model.hal_model
         candidates = self._explicit if self._explicit is not None else get_devices()
-        operations = hal_model.main.operations
-        union = [False] * len(operations)
-        for device in candidates:
-            flags = device.hal.get_supported_operations(hal_model)
-            if all(flags):
-                logger.debug("compiling the whole model for %s", device.name)
-                deadline = time.monotonic_ns() + self._timeout_ns if self._timeout_ns else None
-                prepared = device.hal.prepare_model(
-                    hal_model, self._preference, self._priority, deadline, self._cache
-                )
-                return device, prepared
-            union = [a or bool(b) for a, b in zip(union, flags)]
-        missing = [f"{n} ({operations[n].code.name})" for n, ok in enumerate(union) if not ok]
-        names = ", ".join(d.name for d in candidates)
-        if missing:
-            raise BadDataError(
-                f"Compilation.finish: no device ({names}) supports operation(s) {', '.join(missing)}"
-            )
-        raise BadDataError(
-            f"Compilation.finish: no single device ({names}) supports every operation, and partitioning "
-            "across devices is not implemented"
+        deadline = time.monotonic_ns() + self._timeout_ns if self._timeout_ns else None
+        return compile_plan(
+            hal_model,
+            candidates,
+            self._preference,
+            self._priority,
+            deadline,
+            self._cache,
+            allow_fallback=self._explicit is None,
         )
 
     # -- state used by executions and bursts -------------------------------------------------
@@ -201,7 +194,8 @@ class Compilation:
 
     @property
     def device(self) -> Device | None:
-        """The device the model was prepared for (None before a successful finish)."""
+        """The device the whole model was prepared for (None before a successful finish, or when
+        the model is partitioned over several devices: see ``prepared_model.steps``)."""
         return self._device
 
     @property

@@ -15,15 +15,22 @@ from .codes import DeviceTypeCode
 from .cpu.driver import cpu_device
 from .hal.interfaces import IDevice
 
-__all__ = ["Device", "get_devices"]
+__all__ = ["Device", "get_devices", "register_source"]
 
 
 def _cpu_source() -> list[IDevice]:
     return [cpu_device()]
 
 
+def _service_source() -> list[IDevice]:
+    """Devices of every reachable driver service (``NNBURST_SERVICES``)."""
+    from .service.remote import discover
+
+    return discover()
+
+
 #: Functions listing the HAL devices they provide, in preference order.
-_SOURCES: list[Callable[[], list[IDevice]]] = [_cpu_source]
+_SOURCES: list[Callable[[], list[IDevice]]] = [_cpu_source, _service_source]
 
 _wrappers: dict[int, Device] = {}
 _wrappers_lock = threading.Lock()
@@ -81,3 +88,18 @@ def _wrap(hal: IDevice) -> Device:
 def get_devices() -> list[Device]:
     """Every device available now (``ANeuralNetworks_getDeviceCount`` + ``getDevice``)."""
     return [_wrap(hal) for source in _SOURCES for hal in source()]
+
+
+def register_source(source: Callable[[], list[IDevice]]) -> Callable[[], None]:
+    """Add a device source after the existing ones; returns a function that removes it.
+
+    This is how tests make in-process fake drivers visible to
+    ``get_devices()`` (and so to ``Compilation(model)``) without a service.
+    """
+    _SOURCES.append(source)
+
+    def unregister() -> None:
+        if source in _SOURCES:
+            _SOURCES.remove(source)
+
+    return unregister

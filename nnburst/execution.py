@@ -880,8 +880,9 @@ def execute_prepared(
 ) -> ExecutionResult:
     """``execute_synchronously``, passing the HAL 1.3 deadline and loop timeout where the driver takes them."""
     from .cpu.driver import CpuPreparedModel
+    from .partition import ExecutionPlan
 
-    if isinstance(prepared, CpuPreparedModel):
+    if isinstance(prepared, (CpuPreparedModel, ExecutionPlan)):
         return prepared.execute_synchronously(
             request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns
         )

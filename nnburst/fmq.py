@@ -827,10 +827,13 @@ class MessageQueue:
         name if we own it.  Idempotent."""
         if self._closed:
             return
-        if self.flavor == Flavor.SYNCHRONIZED_READ_WRITE or self._creator:
-            self.tear_down()
+        # Closed first, so every waiter the teardown wakes reports
+        # ClosedResourceError ("you closed it"), not a broken peer.  The
+        # mapping stays valid until no call is left inside.
         self._closed = True
         self._blocking_ready = False
+        if self._event_flag is not None and (self.flavor == Flavor.SYNCHRONIZED_READ_WRITE or self._creator):
+            lib.nnb_evflag_wake(lib.nnb_fmq_evflag_word(self._q), EF_TEARDOWN)
         region = self._region
         assert region is not None
         lib.nnb_fmq_shutdown(self._q)

@@ -10,8 +10,9 @@ complete (``"ph": "X"``) Chrome trace events, which Perfetto's UI
 
 Tracing is off by default and then costs one module-level bool check per
 span, with nothing allocated.  Turn it on with ``NNBURST_TRACE=path.json``
-in the environment (written when the process exits; ``{pid}`` in the path is
-replaced by the process id, for one file per process), or in code::
+in the environment (written when the process exits; child processes trace
+too, so put ``{pid}`` in the path, replaced by the process id, or they
+overwrite each other's file), or in code::
 
     tracing.start("trace.json")
     with tracing.span(Layer.APPLICATION, Phase.EXECUTION, "runInferenceModel"):
@@ -26,7 +27,6 @@ app can be merged.
 from __future__ import annotations
 
 import atexit
-import enum
 import functools
 import json
 import math
@@ -41,6 +41,7 @@ from types import TracebackType
 from typing import Any, TypeGuard, TypeVar
 
 __all__ = [
+    "LAYERS",
     "Layer",
     "Phase",
     "Summary",
@@ -64,7 +65,11 @@ ENV_VAR = "NNBURST_TRACE"
 MAX_EVENTS = 1_000_000
 
 
-class Layer(enum.Enum):
+# Layer and Phase are plain string constants, not enums: on Python 3.11 reading an
+# enum member costs more than the whole disabled span, and spans sit on hot paths.
+
+
+class Layer:
     """Component in the stack, top to bottom; upper layers' spans enclose lower layers'."""
 
     APPLICATION = "LA"
@@ -72,12 +77,17 @@ class Layer(enum.Enum):
     IPC = "LI"
     DRIVER = "LD"
 
-    @property
-    def title(self) -> str:
-        return "IPC" if self is Layer.IPC else self.name.capitalize()
+
+#: Layer code -> row title, top to bottom.
+LAYERS: dict[str, str] = {
+    Layer.APPLICATION: "Application",
+    Layer.RUNTIME: "Runtime",
+    Layer.IPC: "IPC",
+    Layer.DRIVER: "Driver",
+}
 
 
-class Phase(enum.Enum):
+class Phase:
     """Stage of a model's life; the four execution sub-phases nest inside ``EXECUTION``."""
 
     INITIALIZATION = "PI"
@@ -90,9 +100,14 @@ class Phase(enum.Enum):
     TERMINATION = "PT"
 
 
-def prefix(layer: Layer, phase: Phase) -> str:
+_PHASES = frozenset(
+    value for name, value in vars(Phase).items() if name.isupper() and isinstance(value, str)
+)
+
+
+def prefix(layer: str, phase: str) -> str:
     """The name prefix of a (layer, phase) bucket, e.g. ``[NN_LA_PE]``."""
-    return f"[NN_{layer.value}_{phase.value}]"
+    return f"[NN_{layer}_{phase}]"
 
 
 # -- recording ---------------------------------------------------------------------------------
@@ -103,7 +118,8 @@ _events: list[dict[str, Any]] = []
 _thread_names: dict[int, str] = {}
 _dropped = 0
 _path: Path | None = None
-_owner_pid = 0  # a forked child inherits the buffer but must not write its parent's file
+_pattern = ""  # the path as given, before {pid} is replaced
+_owner_pid = 0  # the process whose events the buffer holds
 
 
 def enabled() -> bool:
@@ -118,8 +134,9 @@ def start(path: str | os.PathLike[str]) -> None:
         RuntimeError: tracing is already on.
         OSError: the file's directory does not exist.
     """
-    global _enabled, _path, _owner_pid, _dropped
-    target = Path(os.fspath(path).replace("{pid}", str(os.getpid())))
+    global _enabled, _path, _pattern, _owner_pid, _dropped
+    pattern = os.fspath(path)
+    target = Path(pattern.replace("{pid}", str(os.getpid())))
     if not target.parent.is_dir():
         raise FileNotFoundError(f"cannot trace to {target}: no directory {target.parent}")
     with _lock:
@@ -128,7 +145,22 @@ def start(path: str | os.PathLike[str]) -> None:
         _events.clear()
         _thread_names.clear()
         _dropped = 0
-        _path, _owner_pid, _enabled = target, os.getpid(), True
+        _path, _pattern, _owner_pid, _enabled = target, pattern, os.getpid(), True
+
+
+def _after_fork_in_child() -> None:
+    """A forked child traces on, into its own file, without its parent's events."""
+    global _lock, _path, _owner_pid, _dropped
+    _lock = threading.Lock()  # another thread may have held it at the fork
+    if _enabled:
+        _events.clear()
+        _thread_names.clear()
+        _dropped = 0
+        _path = Path(_pattern.replace("{pid}", str(os.getpid())))
+        _owner_pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def stop() -> Path | None:
@@ -146,7 +178,7 @@ def stop() -> Path | None:
         threads = dict(_thread_names)
         dropped = _dropped
         _events.clear()
-    if path is None or os.getpid() != _owner_pid:
+    if path is None:
         return None
     pid = os.getpid()
     metadata = [
@@ -226,11 +258,14 @@ class _NoSpan:
 _NO_SPAN = _NoSpan()
 
 
-def span(layer: Layer, phase: Phase, detail: str) -> _Span | _NoSpan:
-    """A context manager timing one section named ``[NN_<layer>_<phase>]<detail>``."""
+def span(layer: str, phase: str, detail: str) -> _Span | _NoSpan:
+    """A context manager timing one section named ``[NN_<layer>_<phase>]<detail>``.
+
+    ``layer`` and ``phase`` are :class:`Layer` and :class:`Phase` constants.
+    """
     if not _enabled:
         return _NO_SPAN
-    return _Span(f"[NN_{layer.value}_{phase.value}]{detail}")
+    return _Span(f"[NN_{layer}_{phase}]{detail}")
 
 
 def section(name: str) -> _Span | _NoSpan:
@@ -247,11 +282,11 @@ def section(name: str) -> _Span | _NoSpan:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def traced(layer: Layer, phase: Phase, detail: str | None = None) -> Callable[[F], F]:
+def traced(layer: str, phase: str, detail: str | None = None) -> Callable[[F], F]:
     """Decorator form of :func:`span`; ``detail`` defaults to the function's qualified name."""
 
     def decorate(function: F) -> F:
-        name = f"[NN_{layer.value}_{phase.value}]{detail or function.__qualname__}"
+        name = f"[NN_{layer}_{phase}]{detail or function.__qualname__}"
 
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -277,6 +312,10 @@ def _start_from_environment() -> None:
         logging.getLogger("nnburst").warning("%s=%s: tracing stays off: %s", ENV_VAR, path, exc)
         return
     atexit.register(stop)
+    # multiprocessing children leave through os._exit, skipping atexit but running these.
+    from multiprocessing import util
+
+    util.Finalize(None, stop, exitpriority=0)
 
 
 # -- summarizing -------------------------------------------------------------------------------
@@ -287,11 +326,9 @@ class TraceFormatError(ValueError):
 
 
 _NAME = re.compile(r"^\[NN_(L[A-Z])_(P[A-Z]{1,2})\]")
-_LAYERS = {layer.value: layer for layer in Layer}
-_PHASES = {phase.value: phase for phase in Phase}
 
 #: The summary's columns: key, title, and the phases whose time the column adds up.
-COLUMNS: tuple[tuple[str, str, frozenset[Phase]], ...] = (
+COLUMNS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("initialization", "Initialization", frozenset({Phase.INITIALIZATION})),
     ("preparation", "Preparation", frozenset({Phase.PREPARATION})),
     ("compilation", "Compilation", frozenset({Phase.COMPILATION})),
@@ -319,14 +356,14 @@ class Cell:
 class Summary:
     """Per-layer × per-column cells; a missing cell means no span fell in it."""
 
-    cells: dict[tuple[Layer, str], Cell]
+    cells: dict[tuple[str, str], Cell]  # (layer code, column key)
     events: int  # spans with an [NN_…] prefix
     ignored: int  # complete spans without one
 
-    def cell(self, layer: Layer, column: str) -> Cell | None:
+    def cell(self, layer: str, column: str) -> Cell | None:
         return self.cells.get((layer, column))
 
-    def layer_total(self, layer: Layer) -> Cell | None:
+    def layer_total(self, layer: str) -> Cell | None:
         parts = [c for key in _TOTALLED if (c := self.cells.get((layer, key))) is not None]
         if not parts:
             return None
@@ -335,9 +372,9 @@ class Summary:
     def column_total(self, column: str) -> Cell | None:
         """The largest layer: layers nest, so the top one's time already holds the rest."""
         if column == "total":
-            parts = [t for layer in Layer if (t := self.layer_total(layer)) is not None]
+            parts = [t for layer in LAYERS if (t := self.layer_total(layer)) is not None]
         else:
-            parts = [c for layer in Layer if (c := self.cells.get((layer, column))) is not None]
+            parts = [c for layer in LAYERS if (c := self.cells.get((layer, column))) is not None]
         return max(parts, key=lambda c: c.ms, default=None)
 
     def as_dict(self) -> dict[str, Any]:
@@ -348,10 +385,10 @@ class Summary:
 
         keys = [key for key, _, _ in COLUMNS]
         rows: dict[str, dict[str, Any]] = {}
-        for layer in Layer:
+        for layer, title in LAYERS.items():
             row = {key: plain(self.cells.get((layer, key))) for key in keys}
             row["total"] = plain(self.layer_total(layer))
-            rows[layer.title] = row
+            rows[title] = row
         rows["Total"] = {key: plain(self.column_total(key)) for key in [*keys, "total"]}
         return {"unit": "ms", "columns": [*keys, "total"], "rows": rows,
                 "events": self.events, "ignored": self.ignored}
@@ -404,14 +441,13 @@ def _number(value: object) -> TypeGuard[int | float]:
 
 def summarize(events: Iterable[dict[str, Any]]) -> Summary:
     """Total time per layer and phase column; spans on different threads add up."""
-    spans: dict[tuple[Layer, str], dict[Any, list[tuple[float, float]]]] = {}
-    counts: dict[tuple[Layer, str], int] = {}
+    spans: dict[tuple[str, str], dict[Any, list[tuple[float, float]]]] = {}
+    counts: dict[tuple[str, str], int] = {}
     recognised = ignored = 0
     for name, thread, lo, hi in _complete_spans(events):
         match = _NAME.match(name)
-        layer = _LAYERS.get(match.group(1)) if match else None
-        phase = _PHASES.get(match.group(2)) if match else None
-        if layer is None or phase is None:
+        layer, phase = match.groups() if match else ("", "")
+        if layer not in LAYERS or phase not in _PHASES:
             ignored += 1
             continue
         recognised += 1
@@ -431,7 +467,7 @@ def format_summary(summary: Summary) -> str:
     titles = [title for _, title, _ in COLUMNS] + ["Total"]
     keys = [key for key, _, _ in COLUMNS] + ["total"]
     widths = [max(len(t), 9) for t in titles]
-    label = max(len(layer.title) for layer in Layer) + 2
+    label = max(len(title) for title in LAYERS.values()) + 2
 
     # "Execution" spans its four columns, as in NNAPI's table.
     first, last = keys.index("io"), keys.index("execution")
@@ -442,9 +478,9 @@ def format_summary(summary: Summary) -> str:
         header = " " * label + "  ".join(f"{t:>{w}}" for t, w in zip(titles, widths))
         lines = [(" " * indent + f"{'Execution':^{group}}").rstrip(), " " * indent + "-" * group, header]
         lines.append("-" * len(header))
-        for layer in Layer:
+        for layer, title in LAYERS.items():
             cells = [summary.cell(layer, k) if k != "total" else summary.layer_total(layer) for k in keys]
-            lines.append(_row(layer.title, label, cells, widths, value))
+            lines.append(_row(title, label, cells, widths, value))
         lines.append(_row("Total", label, [summary.column_total(k) for k in keys], widths, value))
         return lines
 

@@ -318,9 +318,11 @@ def test_closing_the_server_side_releases_the_client():
 
     p = Pools()
     with ExecutionBurstController.create(Capture()) as controller:
-        threading.Timer(0.1, contexts[0].close).start()
+        closer = threading.Timer(0.1, contexts[0].close)
+        closer.start()
         status, _, _, _ = run(controller, p)  # the execution in progress may finish
         assert status in (ErrorStatus.NONE, ErrorStatus.DEVICE_UNAVAILABLE)
+        closer.join(5)
         status, _, _, _ = run(controller, p)
         assert status == ErrorStatus.DEVICE_UNAVAILABLE
     p.close()
@@ -345,10 +347,12 @@ def test_killing_the_service_mid_compute_returns_within_a_second():
     with open_driver("process", slow_seconds=5.0) as d:
         p = Pools()
         controller = ExecutionBurstController.create(d.prepared)
-        threading.Timer(0.3, os.kill, (d.peer.pid, signal.SIGKILL)).start()
+        killer = threading.Timer(0.3, os.kill, (d.peer.pid, signal.SIGKILL))
+        killer.start()
         start = time.monotonic()
         status, shapes, _, fallback = run(controller, p)
         elapsed = time.monotonic() - start - 0.3
+        killer.join()
         assert status == ErrorStatus.DEVICE_UNAVAILABLE and not fallback
         assert elapsed < 1.0
         controller.close()

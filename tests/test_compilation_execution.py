@@ -59,7 +59,7 @@ def test_cpu_reference_device_is_listed():
     device = cpu()
     assert device.type == nn.DeviceTypeCode.CPU
     assert device.version == f"nnburst-reference {nn.__version__}"
-    assert device.feature_level == FEATURE_LEVEL == 29  # ANEURALNETWORKS_FEATURE_LEVEL_3
+    assert device.feature_level == FEATURE_LEVEL == 30  # ANEURALNETWORKS_FEATURE_LEVEL_4
     assert isinstance(device.hal, IDevice)
     assert nn.get_devices()[0] is nn.get_devices()[0]
     device.wait()

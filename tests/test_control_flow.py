@@ -47,15 +47,21 @@ class Graph:
         self.model.set_operand_value_from_model(index, model)
         return index
 
-    def op(self, code: Op, inputs: Sequence[int], out_code: OC, dims: Sequence[int] | None = (1,)) -> int:
+    def op(
+        self, code: Op, inputs: Sequence[int], out_code: OC, dims: Sequence[int] | None = (1,)
+    ) -> int:
         out = self.operand(out_code, dims)
         self.model.add_operation(code, list(inputs), [out])
         return out
 
-    def binary(self, code: Op, a: int, b: int, out_code: OC, dims: Sequence[int] | None = (1,)) -> int:
+    def binary(
+        self, code: Op, a: int, b: int, out_code: OC, dims: Sequence[int] | None = (1,)
+    ) -> int:
         return self.op(code, [a, b, self.const(OC.INT32, 0, ())], out_code, dims)
 
-    def multi(self, code: Op, inputs: Sequence[int], outs: Sequence[tuple[OC, Sequence[int] | None]]) -> list[int]:
+    def multi(
+        self, code: Op, inputs: Sequence[int], outs: Sequence[tuple[OC, Sequence[int] | None]]
+    ) -> list[int]:
         indexes = [self.operand(c, d) for c, d in outs]
         self.model.add_operation(code, list(inputs), indexes)
         return indexes
@@ -113,12 +119,22 @@ def raises(code: nn.ResultCode, fn: Callable[[], object]) -> nn.NNError:
 def fibonacci_model() -> nn.Model:
     """WHILE i < n: (a, b, i) = (b, a + b, i + 1); returns a (m=1, k=2 state-only, n=1 input-only)."""
     cond = Graph()
-    a, b, i, n = cond.operand(F32, (2,)), cond.operand(F32, (2,)), cond.operand(I32), cond.operand(I32)
+    a, b, i, n = (
+        cond.operand(F32, (2,)),
+        cond.operand(F32, (2,)),
+        cond.operand(I32),
+        cond.operand(I32),
+    )
     keep_going = cond.op(Op.LESS, [i, n], BOOL8)
     cond_model = cond.done([a, b, i, n], [keep_going])
 
     body = Graph()
-    a, b, i, n = body.operand(F32, (2,)), body.operand(F32, (2,)), body.operand(I32), body.operand(I32)
+    a, b, i, n = (
+        body.operand(F32, (2,)),
+        body.operand(F32, (2,)),
+        body.operand(I32),
+        body.operand(I32),
+    )
     new_a = body.binary(Op.ADD, b, body.const(F32, [0.0]), F32, (2,))
     new_b = body.binary(Op.ADD, a, b, F32, (2,))
     new_i = body.binary(Op.ADD, i, body.const(I32, [1]), I32)
@@ -145,7 +161,9 @@ def branch_model(code: Op, dims: Sequence[int] | None = (2,)) -> nn.Model:
 
 
 def if_model(
-    then_model: nn.Model | None = None, else_model: nn.Model | None = None, dims: Sequence[int] | None = (2,)
+    then_model: nn.Model | None = None,
+    else_model: nn.Model | None = None,
+    dims: Sequence[int] | None = (2,),
 ) -> nn.Model:
     """out = cond ? x + x : x * x."""
     g = Graph()
@@ -169,10 +187,14 @@ def nested_model() -> nn.Model:
     """WHILE i < n: x = IF(i < k, x + 1, x * 2); i += 1; returns (x, i)."""
     then_model = Graph()
     x = then_model.operand(F32, (2,))
-    then_model = then_model.done([x], [then_model.binary(Op.ADD, x, then_model.const(F32, [1.0]), F32, (2,))])
+    then_model = then_model.done(
+        [x], [then_model.binary(Op.ADD, x, then_model.const(F32, [1.0]), F32, (2,))]
+    )
     else_model = Graph()
     x = else_model.operand(F32, (2,))
-    else_model = else_model.done([x], [else_model.binary(Op.MUL, x, else_model.const(F32, [2.0]), F32, (2,))])
+    else_model = else_model.done(
+        [x], [else_model.binary(Op.MUL, x, else_model.const(F32, [2.0]), F32, (2,))]
+    )
 
     cond = Graph()
     x, i, n, k = cond.operand(F32, (2,)), cond.operand(I32), cond.operand(I32), cond.operand(I32)
@@ -189,7 +211,9 @@ def nested_model() -> nn.Model:
     x, n, k = main.operand(F32, (2,)), main.operand(I32), main.operand(I32)
     i0 = main.const(I32, [0])
     out_x, out_i = main.multi(
-        Op.WHILE, [main.ref(cond_model), main.ref(body_model), x, i0, n, k], [(F32, (2,)), (I32, (1,))]
+        Op.WHILE,
+        [main.ref(cond_model), main.ref(body_model), x, i0, n, k],
+        [(F32, (2,)), (I32, (1,))],
     )
     return main.done([x, n, k], [out_x, out_i])
 
@@ -264,7 +288,11 @@ def test_while_nested_inside_a_while() -> None:
     body_model = body.done([total, j, n], [new_total, new_j])
     main = Graph()
     n = main.operand(I32)
-    out = main.op(Op.WHILE, [main.ref(cond_model), main.ref(body_model), main.const(I32, [0]), main.const(I32, [0]), n], I32)
+    out = main.op(
+        Op.WHILE,
+        [main.ref(cond_model), main.ref(body_model), main.const(I32, [0]), main.const(I32, [0]), n],
+        I32,
+    )
     compilation = compiled(main.done([n], [out]))
     result = np.zeros(1, np.int32)
     run(compilation, [np.array([4], np.int32)], [result])
@@ -273,7 +301,9 @@ def test_while_nested_inside_a_while() -> None:
 
 def test_subgraph_with_unknown_rank_and_dimensions() -> None:
     """Branches of unknown rank, main operands of unknown dimensions: shapes come from the inputs."""
-    compilation = compiled(if_model(branch_model(Op.ADD, None), branch_model(Op.MUL, None), dims=(0, 0)))
+    compilation = compiled(
+        if_model(branch_model(Op.ADD, None), branch_model(Op.MUL, None), dims=(0, 0))
+    )
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     out = np.zeros((2, 3), np.float32)
     execution = run(compilation, [np.array([False]), x], [out])
@@ -288,11 +318,18 @@ def test_while_growing_a_tensor_of_unknown_length() -> None:
     cond_model = cond.done([x, i, n], [cond.op(Op.LESS, [i, n], BOOL8)])
     body = Graph()
     x, i, n = body.operand(F32, (0,)), body.operand(I32), body.operand(I32)
-    grown = body.op(Op.CONCATENATION, [x, body.const(F32, [7.0]), body.const(OC.INT32, 0, ())], F32, (0,))
+    grown = body.op(
+        Op.CONCATENATION, [x, body.const(F32, [7.0]), body.const(OC.INT32, 0, ())], F32, (0,)
+    )
     body_model = body.done([x, i, n], [grown, body.binary(Op.ADD, i, body.const(I32, [1]), I32)])
     main = Graph()
     x, n = main.operand(F32, (0,)), main.operand(I32)
-    out = main.op(Op.WHILE, [main.ref(cond_model), main.ref(body_model), x, main.const(I32, [0]), n], F32, (0,))
+    out = main.op(
+        Op.WHILE,
+        [main.ref(cond_model), main.ref(body_model), x, main.const(I32, [0]), n],
+        F32,
+        (0,),
+    )
     compilation = compiled(main.done([x, n], [out]))
 
     x = np.array([1.0, 2.0], np.float32)
@@ -324,10 +361,21 @@ def test_int32_counters_and_bool8_conditions() -> None:
     outputs = [*arithmetic, *comparisons, negated, both]
     compilation = compiled(g.done([a, b], outputs))
     for x, y in ((3, 5), (5, 3), (4, 4), (-7, 2)):
-        outs = [np.zeros(1, np.int32) for _ in arithmetic] + [np.zeros(1, np.bool_) for _ in outputs[3:]]
+        outs = [np.zeros(1, np.int32) for _ in arithmetic] + [
+            np.zeros(1, np.bool_) for _ in outputs[3:]
+        ]
         run(compilation, [np.array([x], np.int32), np.array([y], np.int32)], outs)
         assert [int(o[0]) for o in outs[:3]] == [x + y, x - y, x * y]
-        assert [bool(o[0]) for o in outs[3:]] == [x < y, x <= y, x > y, x >= y, x == y, x != y, not x < y, x < y and x != y]
+        assert [bool(o[0]) for o in outs[3:]] == [
+            x < y,
+            x <= y,
+            x > y,
+            x >= y,
+            x == y,
+            x != y,
+            not x < y,
+            x < y and x != y,
+        ]
 
 
 # -- loop timeouts ----------------------------------------------------------------------------
@@ -346,14 +394,24 @@ def test_infinite_loop_times_out_and_the_process_stays_healthy(how: str) -> None
     out = np.zeros(1, np.int32)
     raises(
         nn.ResultCode.MISSED_DEADLINE_TRANSIENT,
-        lambda: run(compilation, [np.array([0], np.int32), np.array([BIG], np.int32)], [out], how, 50_000_000),
+        lambda: run(
+            compilation,
+            [np.array([0], np.int32), np.array([BIG], np.int32)],
+            [out],
+            how,
+            50_000_000,
+        ),
     )
     assert time.monotonic() - start < 1.0
     # The same compilation, and others, still work.
     run(compilation, [np.array([0], np.int32), np.array([5], np.int32)], [out], how, 50_000_000)
     assert out[0] == 5
     fib = np.zeros(2, np.float32)
-    run(compiled(fibonacci_model()), [np.ones(2, np.float32), np.ones(2, np.float32), np.array([4], np.int32)], [fib])
+    run(
+        compiled(fibonacci_model()),
+        [np.ones(2, np.float32), np.ones(2, np.float32), np.array([4], np.int32)],
+        [fib],
+    )
     np.testing.assert_array_equal(fib, [5, 5])
 
 
@@ -365,10 +423,22 @@ def test_infinite_loop_through_a_burst_stops_at_the_default_timeout() -> None:
         start = time.monotonic()
         raises(
             nn.ResultCode.MISSED_DEADLINE_TRANSIENT,
-            lambda: run(compilation, [np.array([0], np.int32), np.array([BIG], np.int32)], [out], "burst", burst=burst),
+            lambda: run(
+                compilation,
+                [np.array([0], np.int32), np.array([BIG], np.int32)],
+                [out],
+                "burst",
+                burst=burst,
+            ),
         )
         assert 1.5 < time.monotonic() - start < 4.0
-        run(compilation, [np.array([0], np.int32), np.array([3], np.int32)], [out], "burst", burst=burst)
+        run(
+            compilation,
+            [np.array([0], np.int32), np.array([3], np.int32)],
+            [out],
+            "burst",
+            burst=burst,
+        )
         assert out[0] == 3
 
 
@@ -378,11 +448,16 @@ def test_driver_reports_a_loop_timeout_as_missed_deadline() -> None:
     from nnburst.hal.types import DataLocation, RequestArgument
 
     request = Request(
-        [RequestArgument(False, DataLocation(0, 0, 4)), RequestArgument(False, DataLocation(0, 4, 4))],
+        [
+            RequestArgument(False, DataLocation(0, 0, 4)),
+            RequestArgument(False, DataLocation(0, 4, 4)),
+        ],
         [RequestArgument(False, DataLocation(0, 8, 4))],
         [pool],
     )
-    status, shapes, _ = prepared.execute_synchronously(request, MeasureTiming.NO, loop_timeout_ns=1_000_000)
+    status, shapes, _ = prepared.execute_synchronously(
+        request, MeasureTiming.NO, loop_timeout_ns=1_000_000
+    )
     assert status == ErrorStatus.MISSED_DEADLINE_TRANSIENT and shapes == []
 
 
@@ -390,7 +465,9 @@ def test_driver_reports_a_loop_timeout_as_missed_deadline() -> None:
 def test_if_condition_must_be_bool8() -> None:
     g = Graph()
     cond, x = g.operand(I32), g.operand(F32, (2,))
-    out = g.op(Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(branch_model(Op.MUL)), x], F32, (2,))
+    out = g.op(
+        Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(branch_model(Op.MUL)), x], F32, (2,)
+    )
     error = raises(nn.ResultCode.BAD_DATA, lambda: g.done([cond, x], [out]))
     assert "condition" in str(error)
 
@@ -398,7 +475,9 @@ def test_if_condition_must_be_bool8() -> None:
 def test_if_condition_must_have_one_element() -> None:
     g = Graph()
     cond, x = g.operand(BOOL8, (2,)), g.operand(F32, (2,))
-    out = g.op(Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(branch_model(Op.MUL)), x], F32, (2,))
+    out = g.op(
+        Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(branch_model(Op.MUL)), x], F32, (2,)
+    )
     raises(nn.ResultCode.BAD_DATA, lambda: g.done([cond, x], [out]))
 
 
@@ -416,11 +495,15 @@ def test_if_branch_input_count_must_match() -> None:
 def test_if_branch_types_must_match() -> None:
     g = Graph()
     cond, x = g.operand(BOOL8), g.operand(F32, (3,))  # branches take [2]
-    out = g.op(Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(branch_model(Op.MUL)), x], F32, (3,))
+    out = g.op(
+        Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(branch_model(Op.MUL)), x], F32, (3,)
+    )
     raises(nn.ResultCode.BAD_DATA, lambda: g.done([cond, x], [out]))
     g = Graph()
     cond, x = g.operand(BOOL8), g.operand(I32, (2,))
-    out = g.op(Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(branch_model(Op.MUL)), x], I32, (2,))
+    out = g.op(
+        Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(branch_model(Op.MUL)), x], I32, (2,)
+    )
     raises(nn.ResultCode.BAD_DATA, lambda: g.done([cond, x], [out]))
 
 
@@ -432,7 +515,9 @@ def test_if_branch_must_be_a_model_operand() -> None:
     raises(nn.ResultCode.BAD_DATA, lambda: g.done([cond, x], [out]))
 
 
-def _while_with(cond_model: nn.Model, body_model: nn.Model, n_values: int = 2, outputs: int = 1) -> Callable[[], object]:
+def _while_with(
+    cond_model: nn.Model, body_model: nn.Model, n_values: int = 2, outputs: int = 1
+) -> Callable[[], object]:
     g = Graph()
     values = [g.operand(I32) for _ in range(n_values)]
     outs = [g.operand(I32) for _ in range(outputs)]
@@ -478,7 +563,9 @@ def _main_with_add_and_if(if_operation_model: nn.Model) -> nn.Model:
     g = Graph()
     cond, x = g.operand(BOOL8), g.operand(F32, (2,))
     doubled = g.binary(Op.ADD, x, x, F32, (2,))
-    out = g.op(Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(if_operation_model), doubled], F32, (2,))
+    out = g.op(
+        Op.IF, [cond, g.ref(branch_model(Op.ADD)), g.ref(if_operation_model), doubled], F32, (2,)
+    )
     return g.done([cond, x], [out])
 
 
@@ -487,7 +574,9 @@ def test_supported_operations_follow_referenced_subgraphs(monkeypatch: pytest.Mo
     assert model.get_supported_operations_for_devices([cpu()]) == [True, True]
 
     real_lookup = cpu_driver.lookup
-    monkeypatch.setattr(cpu_driver, "lookup", lambda code: None if code == Op.SUB else real_lookup(code))
+    monkeypatch.setattr(
+        cpu_driver, "lookup", lambda code: None if code == Op.SUB else real_lookup(code)
+    )
     assert model.get_supported_operations_for_devices([cpu()]) == [True, False]
     # A SUB three levels down (WHILE body -> IF else branch) makes the WHILE unsupported too.
     assert cpu_device().get_supported_operations(nested_with_sub().hal_model) == [False, True]
@@ -501,11 +590,15 @@ def nested_with_sub() -> nn.Model:
     body = Graph()
     x, i = body.operand(F32, (2,)), body.operand(I32)
     flag = body.op(Op.LESS, [i, body.const(I32, [1])], BOOL8)
-    new_x = body.op(Op.IF, [flag, body.ref(branch_model(Op.ADD)), body.ref(branch_model(Op.SUB)), x], F32, (2,))
+    new_x = body.op(
+        Op.IF, [flag, body.ref(branch_model(Op.ADD)), body.ref(branch_model(Op.SUB)), x], F32, (2,)
+    )
     body_model = body.done([x, i], [new_x, body.binary(Op.ADD, i, body.const(I32, [1]), I32)])
     main = Graph()
     x = main.operand(F32, (2,))
-    looped = main.op(Op.WHILE, [main.ref(cond_model), main.ref(body_model), x, main.const(I32, [0])], F32, (2,))
+    looped = main.op(
+        Op.WHILE, [main.ref(cond_model), main.ref(body_model), x, main.const(I32, [0])], F32, (2,)
+    )
     out = main.binary(Op.ADD, looped, looped, F32, (2,))
     return main.done([x], [out])
 
@@ -525,7 +618,11 @@ def test_capabilities_carry_control_flow_performance() -> None:
 
 def test_reference_cycle_is_rejected_not_recursed() -> None:
     """A HAL model whose referenced subgraph refers to itself: invalid, never executed."""
-    f32, b8, model_info = OperandInfo(F32, (1,)), OperandInfo(BOOL8, (1,)), OperandInfo(OC.MODEL, ())
+    f32, b8, model_info = (
+        OperandInfo(F32, (1,)),
+        OperandInfo(BOOL8, (1,)),
+        OperandInfo(OC.MODEL, ()),
+    )
     looping = Subgraph(
         operands=[
             Operand(b8, Lifetime.SUBGRAPH_INPUT),

@@ -47,9 +47,9 @@ logger = logging.getLogger("nnburst.cpu")
 #: ``{VENDOR}-{DEVICE_NAME}`` as HAL 1.2 asks device names to be.
 DEVICE_NAME = "nnburst-reference"
 
-#: ``ANEURALNETWORKS_FEATURE_LEVEL_3`` (NNAPI 1.2, Android Q): every 1.2
-#: operation is registered.  (1.3's control flow is not there yet.)
-FEATURE_LEVEL = 29
+#: ``ANEURALNETWORKS_FEATURE_LEVEL_4`` (NNAPI 1.3, Android R): every 1.3
+#: operation, control flow included, is registered.
+FEATURE_LEVEL = 30
 
 #: How long the burst server polls for a request before sleeping (SampleDriver, Android 11).
 SERVER_POLLING_WINDOW_US = 50

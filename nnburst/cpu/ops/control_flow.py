@@ -50,7 +50,12 @@ def _dims(info: OperandInfo) -> tuple[int, ...] | None:
 
 def _compatible(a: OperandInfo, b: OperandInfo) -> bool:
     """Same type and quantization; dimensions equal wherever both sides know them."""
-    if (a.code, a.scale, a.zero_point, a.channel_quant) != (b.code, b.scale, b.zero_point, b.channel_quant):
+    if (a.code, a.scale, a.zero_point, a.channel_quant) != (
+        b.code,
+        b.scale,
+        b.zero_point,
+        b.channel_quant,
+    ):
         return False
     da, db = _dims(a), _dims(b)
     if da is None or db is None:
@@ -65,7 +70,9 @@ def _describe(info: OperandInfo) -> str:
 def _referenced(sig: OperationSignature, position: int, name: str) -> Subgraph:
     """The subgraph input ``position`` refers to, or BAD_DATA saying why there is none."""
     if sig.inputs[position].code != OperandCode.MODEL:
-        raise sig.fail(f"input {position} ({name}) must be a MODEL operand, got {sig.inputs[position].code.name}")
+        raise sig.fail(
+            f"input {position} ({name}) must be a MODEL operand, got {sig.inputs[position].code.name}"
+        )
     index = sig.subgraphs.get(position)
     if index is None:
         raise sig.fail(f"input {position} ({name}) refers to no subgraph")
@@ -95,7 +102,9 @@ def _check_acyclic(sig: OperationSignature) -> None:
         for operand in model.referenced[index].operands:
             if operand.lifetime == Lifetime.SUBGRAPH and operand.subgraph is not None:
                 if not 0 <= operand.subgraph < len(model.referenced):
-                    raise sig.fail(f"referenced subgraph {index} refers to a missing subgraph {operand.subgraph}")
+                    raise sig.fail(
+                        f"referenced subgraph {index} refers to a missing subgraph {operand.subgraph}"
+                    )
                 visit(operand.subgraph)
         on_path.discard(index)
         done.add(index)
@@ -104,7 +113,9 @@ def _check_acyclic(sig: OperationSignature) -> None:
         visit(index)
 
 
-def _check_counts(sig: OperationSignature, name: str, sub: Subgraph, inputs: int, outputs: Sequence[int]) -> None:
+def _check_counts(
+    sig: OperationSignature, name: str, sub: Subgraph, inputs: int, outputs: Sequence[int]
+) -> None:
     if len(sub.input_indexes) != inputs:
         raise sig.fail(f"the {name} model has {len(sub.input_indexes)} inputs, expected {inputs}")
     if len(sub.output_indexes) not in outputs:
@@ -112,12 +123,16 @@ def _check_counts(sig: OperationSignature, name: str, sub: Subgraph, inputs: int
         raise sig.fail(f"the {name} model has {len(sub.output_indexes)} outputs, expected {want}")
 
 
-def _check_match(sig: OperationSignature, what: str, sub_info: OperandInfo, op_info: OperandInfo, op_what: str) -> None:
+def _check_match(
+    sig: OperationSignature, what: str, sub_info: OperandInfo, op_info: OperandInfo, op_what: str
+) -> None:
     if not _compatible(sub_info, op_info):
         raise sig.fail(f"{what} is {_describe(sub_info)}, but {op_what} is {_describe(op_info)}")
 
 
-def _check_condition_type(sig: OperationSignature, info: OperandInfo, what: str, exact: bool) -> None:
+def _check_condition_type(
+    sig: OperationSignature, info: OperandInfo, what: str, exact: bool
+) -> None:
     """A condition is TENSOR_BOOL8 of shape [1] (``exact``: the shape must be fully specified)."""
     dims = _dims(info)
     ok_shape = dims == (1,) if exact else dims is None or dims in ((0,), (1,))
@@ -136,15 +151,29 @@ def _validate_if(sig: OperationSignature) -> None:
         sub = _referenced(sig, position, name)
         _check_counts(sig, name, sub, n_inputs, (n_outputs,))
         for i, operand in enumerate(sub.input_indexes):
-            _check_match(sig, f"{name} model input {i}", sub.operands[operand].info, sig.inputs[3 + i], f"input {3 + i}")
+            _check_match(
+                sig,
+                f"{name} model input {i}",
+                sub.operands[operand].info,
+                sig.inputs[3 + i],
+                f"input {3 + i}",
+            )
         for i, operand in enumerate(sub.output_indexes):
-            _check_match(sig, f"{name} model output {i}", sub.operands[operand].info, sig.outputs[i], f"output {i}")
+            _check_match(
+                sig,
+                f"{name} model output {i}",
+                sub.operands[operand].info,
+                sig.outputs[i],
+                f"output {i}",
+            )
     _check_acyclic(sig)
 
 
 def _validate_while(sig: OperationSignature) -> None:
     if len(sig.inputs) < 3:
-        raise sig.fail(f"expected at least 3 inputs (condition, body, values), got {len(sig.inputs)}")
+        raise sig.fail(
+            f"expected at least 3 inputs (condition, body, values), got {len(sig.inputs)}"
+        )
     if not sig.outputs:
         raise sig.fail("expected at least 1 output")
     values = len(sig.inputs) - 2  # m input-output + k state-only + n input-only
@@ -155,10 +184,18 @@ def _validate_while(sig: OperationSignature) -> None:
     body = _referenced(sig, 1, "body")
     _check_counts(sig, "condition", cond, values, (1,))
     _check_counts(sig, "body", body, values, range(m, values + 1))
-    _check_condition_type(sig, cond.operands[cond.output_indexes[0]].info, "the condition model's output", exact=True)
+    _check_condition_type(
+        sig, cond.operands[cond.output_indexes[0]].info, "the condition model's output", exact=True
+    )
     for name, sub in (("condition", cond), ("body", body)):
         for i, operand in enumerate(sub.input_indexes):
-            _check_match(sig, f"{name} model input {i}", sub.operands[operand].info, sig.inputs[2 + i], f"input {2 + i}")
+            _check_match(
+                sig,
+                f"{name} model input {i}",
+                sub.operands[operand].info,
+                sig.inputs[2 + i],
+                f"input {2 + i}",
+            )
     for i, operand in enumerate(body.output_indexes):
         info = body.operands[operand].info
         _check_match(sig, f"body model output {i}", info, sig.inputs[2 + i], f"input {2 + i}")
@@ -177,7 +214,9 @@ def _prepared(ctx: ExecutionContext, position: int) -> Any:
     return ctx.model.referenced(ctx.signature.subgraphs[position])
 
 
-def _check_fits(ctx: ExecutionContext, prepared: Any, values: Sequence[np.ndarray | None], name: str) -> None:
+def _check_fits(
+    ctx: ExecutionContext, prepared: Any, values: Sequence[np.ndarray | None], name: str
+) -> None:
     """Runtime shapes must fit what the subgraph declares for its inputs."""
     sub = prepared.subgraph
     for i, (operand, value) in enumerate(zip(sub.input_indexes, values)):
@@ -188,7 +227,9 @@ def _check_fits(ctx: ExecutionContext, prepared: Any, values: Sequence[np.ndarra
             continue
         shape = value.shape
         if len(shape) != len(declared) or any(d and d != s for d, s in zip(declared, shape)):
-            raise op_failed(ctx.code, f"{name} model input {i} is declared {declared} but gets shape {shape}")
+            raise op_failed(
+                ctx.code, f"{name} model input {i} is declared {declared} but gets shape {shape}"
+            )
 
 
 def _truth(ctx: ExecutionContext, value: np.ndarray, what: str) -> bool:

@@ -1,0 +1,549 @@
+"""The driver service process (``nnburst serve``): sample devices behind a socket.
+
+Android runs each driver in its own process and apps reach it over binder;
+this is that process.  It hosts several sample devices built on the CPU
+reference driver, each declaring different capabilities (like Android's
+sample drivers), and serves one control connection per app:
+
+* each accepted connection gets one :class:`~nnburst.service.wire.Connection`
+  (one reader thread) serving the calls of :mod:`nnburst.service.protocol`
+  and the burst calls of :mod:`nnburst.service.burst`;
+* prepared models belong to the connection that prepared them and are
+  released when that app disconnects or dies (socket EOF);
+* the socket lives in a 0700 directory, is 0600, and every peer's uid is
+  checked with ``SO_PEERCRED``;
+* SIGTERM / SIGINT close every connection and unlink the socket.
+
+Fault injection for tests: ``NNBURST_SERVICE_FAULT="call:action[,...]"``,
+call in ``prepare execute supported capabilities``, action ``fail``
+(the call fails), ``hang`` (blocks until the client goes), ``sleep=SECONDS``
+or ``exit`` (the process dies at once).  ``execute`` faults also apply to
+burst executions.
+
+Run with ``python -m nnburst.service.driver [--socket PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import itertools
+import logging
+import os
+import signal
+import socket
+import stat
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._version import __version__
+from ..codes import (
+    ErrorStatus,
+    OperandCode,
+    OperationCode,
+    PreferenceCode,
+    PriorityCode,
+    ResultCode,
+)
+from ..cpu.driver import (
+    FEATURE_LEVEL,
+    SERVER_POLLING_WINDOW_US,
+    CpuPreparedModel,
+    validate_operation,
+)
+from ..errors import BadDataError, NNError, status_for_exception
+from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
+from ..hal.model import HalModel, Lifetime, Operation, Subgraph
+from ..hal.types import NO_TIMING, Capabilities, DeviceType, MeasureTiming, PerformanceInfo, Request
+from ..memory import Memory
+from ..operands import QUANTIZED_CODES
+from . import protocol
+from .burst import BurstHost
+from .protocol import Kind
+from .wire import Connection, Frame
+
+log = logging.getLogger("nnburst.service")
+
+VENDOR = "nnburst"
+#: What a device declares for work it cannot do (HAL: FLT_MAX).
+UNSUPPORTED = PerformanceInfo(3.4028234663852886e38, 3.4028234663852886e38)
+_FLOAT_CODES = frozenset({OperandCode.TENSOR_FLOAT32, OperandCode.TENSOR_FLOAT16, OperandCode.FLOAT32, OperandCode.FLOAT16})
+_CONTROL_FLOW = frozenset({OperationCode.IF, OperationCode.WHILE})
+_MINIMAL_OPS = frozenset(
+    {
+        OperationCode.ADD,
+        OperationCode.MUL,
+        OperationCode.SUB,
+        OperationCode.RELU,
+        OperationCode.RESHAPE,
+        OperationCode.CONCATENATION,
+        OperationCode.FULLY_CONNECTED,
+    }
+)
+
+
+# -- faults ----------------------------------------------------------------------------
+
+
+def _faults() -> dict[str, str]:
+    spec = os.environ.get("NNBURST_SERVICE_FAULT", "")
+    return dict(item.split(":", 1) for item in spec.split(",") if ":" in item)
+
+
+def inject_fault(call: str, alive: Callable[[], bool] = lambda: True) -> None:
+    """Apply the configured fault for ``call`` (see the module docstring)."""
+    action = _faults().get(call)
+    if action is None:
+        return
+    if action == "fail":
+        raise NNError(f"injected failure in {call}", ResultCode.OP_FAILED)
+    if action == "exit":
+        os._exit(3)
+    if action == "hang":
+        end = time.monotonic() + 60  # bounded even so
+        while alive() and time.monotonic() < end:
+            time.sleep(0.05)
+        return
+    if action.startswith("sleep="):
+        time.sleep(float(action[6:]))
+
+
+# -- sample devices ----------------------------------------------------------------------
+
+
+OperationFilter = Callable[[Subgraph, Operation], bool]
+
+
+def _first_input_code(subgraph: Subgraph, operation: Operation) -> OperandCode | None:
+    if not operation.inputs:
+        return None
+    return subgraph.operands[operation.inputs[0]].info.code
+
+
+def _any_operation(subgraph: Subgraph, operation: Operation) -> bool:
+    return True
+
+
+def _float_operation(subgraph: Subgraph, operation: Operation) -> bool:
+    """As SampleDriverFloat*: judged by the first input's type."""
+    return operation.code in _CONTROL_FLOW or _first_input_code(subgraph, operation) in _FLOAT_CODES
+
+
+def _quant_operation(subgraph: Subgraph, operation: Operation) -> bool:
+    return operation.code in _CONTROL_FLOW or _first_input_code(subgraph, operation) in QUANTIZED_CODES
+
+
+def _minimal_operation(subgraph: Subgraph, operation: Operation) -> bool:
+    return operation.code in _MINIMAL_OPS
+
+
+class SamplePreparedModel(IPreparedModel):
+    """A CPU prepared model with the service's fault hooks on its execution path."""
+
+    def __init__(self, model: CpuPreparedModel, alive: Callable[[], bool]) -> None:
+        self.model = model
+        self._alive = alive
+
+    def execute_synchronously(
+        self,
+        request: Request,
+        measure: MeasureTiming,
+        *,
+        deadline_ns: int | None = None,
+        loop_timeout_ns: int | None = None,
+    ) -> ExecutionResult:
+        try:
+            inject_fault("execute", self._alive)
+        except NNError as exc:
+            return status_for_exception(exc), [], NO_TIMING
+        return self.model.execute_synchronously(
+            request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns
+        )
+
+    def configure_execution_burst(
+        self, callback: IBurstCallback, request_channel: Any, result_channel: Any
+    ) -> tuple[ErrorStatus, IBurstContext | None]:
+        from ..hal.burst_server import ExecutionBurstServer
+
+        window = 0 if self.model.preference == PreferenceCode.LOW_POWER else SERVER_POLLING_WINDOW_US
+        try:
+            context = ExecutionBurstServer.create(callback, request_channel, result_channel, self, polling_window_us=window)
+        except (ValueError, NNError) as exc:
+            log.info("cannot start a burst server: %s", exc)
+            return ErrorStatus.GENERAL_FAILURE, None
+        return ErrorStatus.NONE, context
+
+
+class SampleDevice(IDevice):
+    """A CPU-reference device that supports only what ``accepts`` allows."""
+
+    def __init__(
+        self,
+        device_name: str,
+        device_type: DeviceType,
+        feature_level: int,
+        capabilities: Capabilities,
+        accepts: OperationFilter,
+    ) -> None:
+        self.name = f"{VENDOR}-{device_name}"
+        self.type = device_type
+        self.version_string = f"{self.name} {__version__} (sample driver)"
+        self.feature_level = feature_level
+        self._capabilities = capabilities
+        self._accepts = accepts
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    def _supported(self, model: HalModel, subgraph: Subgraph, index: int, memo: dict[int, bool]) -> bool:
+        """Accepted, valid on the CPU driver, and (IF/WHILE) so is every op of every referenced subgraph."""
+        operation = subgraph.operations[index]
+        try:
+            if not self._accepts(subgraph, operation) or not validate_operation(model, subgraph, index):
+                return False
+        except (BadDataError, IndexError, KeyError, ValueError):
+            return False
+        for operand_index in operation.inputs:
+            operand = subgraph.operands[operand_index]
+            if operand.lifetime != Lifetime.SUBGRAPH:
+                continue
+            ref = operand.subgraph
+            if ref is None or not 0 <= ref < len(model.referenced):
+                return False
+            if ref not in memo:
+                memo[ref] = False  # a reference cycle ends as unsupported
+                referenced = model.referenced[ref]
+                memo[ref] = all(self._supported(model, referenced, i, memo) for i in range(len(referenced.operations)))
+            if not memo[ref]:
+                return False
+        return True
+
+    def get_supported_operations(self, model: HalModel) -> list[bool]:
+        memo: dict[int, bool] = {}
+        return [self._supported(model, model.main, i, memo) for i in range(len(model.main.operations))]
+
+    def prepare_model(
+        self,
+        model: HalModel,
+        preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER,
+        priority: PriorityCode = PriorityCode.MEDIUM,
+        deadline_ns: int | None = None,
+        cache: Any = None,
+        alive: Callable[[], bool] = lambda: True,
+    ) -> SamplePreparedModel:
+        inject_fault("prepare", alive)
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            raise NNError("prepare_model: the deadline passed", ResultCode.MISSED_DEADLINE_PERSISTENT)
+        if not all(self.get_supported_operations(model)):
+            raise BadDataError(f"{self.name} does not support every operation of the model")
+        return SamplePreparedModel(CpuPreparedModel(model, preference), alive)
+
+
+def _capabilities(default: PerformanceInfo, special: dict[frozenset[OperandCode], PerformanceInfo], control_flow: PerformanceInfo) -> Capabilities:
+    table = {code: default for code in OperandCode}
+    for codes, perf in special.items():
+        for code in codes:
+            table[code] = perf
+    return Capabilities(default, default, table, control_flow, control_flow)
+
+
+def sample_devices() -> list[SampleDevice]:
+    """The default service's devices, in the spirit of Android's sample drivers."""
+    fast = PerformanceInfo(0.8, 1.2)
+    return [
+        SampleDevice("sample-all", DeviceType.CPU, FEATURE_LEVEL,
+                     _capabilities(PerformanceInfo(1.1, 1.1), {}, PerformanceInfo(1.1, 1.1)), _any_operation),
+        SampleDevice("sample-float-fast", DeviceType.GPU, FEATURE_LEVEL,
+                     _capabilities(PerformanceInfo(1.0, 1.0), {_FLOAT_CODES: fast}, fast), _float_operation),
+        SampleDevice("sample-quant", DeviceType.ACCELERATOR, FEATURE_LEVEL,
+                     _capabilities(PerformanceInfo(50.0, 100.0), {QUANTIZED_CODES: PerformanceInfo(0.6, 0.4)},
+                                   PerformanceInfo(0.6, 0.4)), _quant_operation),
+        SampleDevice("sample-minimal", DeviceType.ACCELERATOR, 27,
+                     _capabilities(PerformanceInfo(0.4, 0.5), {}, UNSUPPORTED), _minimal_operation),
+    ]
+
+
+# -- one client --------------------------------------------------------------------------
+
+
+class ClientSession:
+    """One app's connection: its prepared models, its bursts, its lifetime."""
+
+    def __init__(self, service: Service, sock: socket.socket) -> None:
+        self._service = service
+        self._models: dict[int, SamplePreparedModel] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._open = True
+        self.bursts = BurstHost(self._lookup)
+        handlers = {
+            Kind.GET_DEVICES: self._get_devices,
+            Kind.GET_CAPABILITIES: self._get_capabilities,
+            Kind.GET_SUPPORTED_OPERATIONS: self._get_supported_operations,
+            Kind.PREPARE_MODEL: self._prepare_model,
+            Kind.EXECUTE: self._execute,
+            Kind.RELEASE_MODEL: self._release_model,
+            **self.bursts.handlers(),
+        }
+        self.connection = Connection(sock, handlers, on_close=self._closed, name="nnburst-service-client")
+        self.bursts.connection = self.connection
+
+    def alive(self) -> bool:
+        return self._open and not self._service.stopping
+
+    @property
+    def model_count(self) -> int:
+        return len(self._models)
+
+    def _lookup(self, model_id: int) -> IPreparedModel | None:
+        with self._lock:
+            return self._models.get(model_id)
+
+    def _device(self, index: int) -> SampleDevice:
+        devices = self._service.devices
+        if index >= len(devices):
+            raise BadDataError(f"no device {index} ({len(devices)} devices)")
+        return devices[index]
+
+    def _get_devices(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        frame.close_fds()
+        infos = [protocol.DeviceInfo(d.name, int(d.type), d.version_string, d.feature_level) for d in self._service.devices]
+        return protocol.encode_devices(infos), ()
+
+    def _get_capabilities(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        frame.close_fds()
+        device = self._device(protocol.decode_u32(frame.payload))
+        inject_fault("capabilities", self.alive)
+        return protocol.encode_capabilities(device.capabilities), ()
+
+    def _get_supported_operations(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        frame.close_fds()
+        index, model = protocol.decode_device_model(frame.payload)
+        device = self._device(index)
+        inject_fault("supported", self.alive)
+        return protocol.encode_flags(device.get_supported_operations(model)), ()
+
+    def _prepare_model(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        frame.close_fds()
+        index, preference, priority, deadline, model = protocol.decode_prepare(frame.payload)
+        device = self._device(index)
+        preference_code = protocol._enum(PreferenceCode, preference, "preference")
+        priority_code = protocol._enum(PriorityCode, priority, "priority")
+        prepared = device.prepare_model(model, preference_code, priority_code, deadline, alive=self.alive)
+        with self._lock:
+            if not self._open:
+                raise NNError("the connection is closing", ResultCode.UNAVAILABLE_DEVICE)
+            model_id = next(self._ids)
+            self._models[model_id] = prepared
+        return protocol.encode_u32(model_id), ()
+
+    def _release_model(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        frame.close_fds()
+        model_id = protocol.decode_u32(frame.payload)
+        with self._lock:
+            self._models.pop(model_id, None)
+        return b"", ()
+
+    def _execute(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
+        fds, frame.fds = frame.fds, []
+        pools: list[Memory] = []
+        try:
+            call = protocol.decode_execute(frame.payload, len(fds))
+            prepared = self._lookup(call.model_id)
+            if prepared is None:
+                raise BadDataError(f"no prepared model {call.model_id}")
+            while fds:
+                offset, size = call.regions[len(pools)]
+                # Memory takes the fd and checks the region against the file's size.
+                pools.append(Memory(fds.pop(0), size, offset))
+            status, shapes, timing = prepared.execute_synchronously(
+                Request(call.inputs, call.outputs, list(pools)),
+                MeasureTiming(call.measure),
+                deadline_ns=call.deadline_ns,
+                loop_timeout_ns=call.loop_timeout_ns,
+            )
+        except NNError as exc:
+            status, shapes, timing = status_for_exception(exc), [], NO_TIMING
+        finally:
+            for fd in fds:
+                os.close(fd)
+            for pool in pools:
+                pool.close()
+        return protocol.encode_result(status, shapes, timing), ()
+
+    def _closed(self) -> None:
+        """The app went away (or the service stops): release everything it held."""
+        with self._lock:
+            self._open = False
+            self._models.clear()
+        self.bursts.close()
+        self.connection.close()
+        self._service.forget(self)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+# -- the service -------------------------------------------------------------------------
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid
+
+
+def peer_allowed(uid: int, allowed_uid: int) -> bool:
+    """Only the service's own user (or one explicitly named) may connect."""
+    return uid == allowed_uid
+
+
+def _prepare_directory(path: str) -> None:
+    """Create the socket's directory 0700, or check an existing one is ours and private."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    info = os.stat(directory)
+    if info.st_uid != os.getuid():
+        raise NNError(f"{directory} belongs to another user", ResultCode.BAD_STATE)
+    if os.path.basename(directory).startswith("nnburst") and stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(directory, 0o700)
+
+
+def _remove_stale(path: str) -> None:
+    """Unlink a socket left by a dead service; refuse to replace a live one."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(info.st_mode):
+        raise NNError(f"{path} exists and is not a socket", ResultCode.BAD_STATE)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except OSError:
+        os.unlink(path)
+        return
+    finally:
+        probe.close()
+    raise NNError(f"a service is already listening on {path}", ResultCode.BAD_STATE)
+
+
+class Service:
+    """Listens on a Unix socket and serves every accepted (same-uid) client."""
+
+    def __init__(self, path: str, devices: Sequence[SampleDevice] | None = None, allowed_uid: int | None = None) -> None:
+        self.path = path
+        self.devices = list(devices if devices is not None else sample_devices())
+        self.allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
+        self.stopping = False
+        self._stop = threading.Event()
+        self._sessions: set[ClientSession] = set()
+        self._lock = threading.Lock()
+        _prepare_directory(path)
+        _remove_stale(path)
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            self._listener.bind(path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        self._listener.listen(16)
+        self._listener.settimeout(0.2)  # how often the accept loop looks at the stop flag
+
+    def stop(self) -> None:
+        """Ask the accept loop to end (safe from a signal handler)."""
+        self._stop.set()
+
+    def forget(self, session: ClientSession) -> None:
+        with self._lock:
+            self._sessions.discard(session)
+
+    @property
+    def session_count(self) -> int:
+        return len(self._sessions)
+
+    def serve_forever(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    sock, _ = self._listener.accept()
+                except TimeoutError:
+                    continue
+                except OSError as exc:
+                    if exc.errno in (errno.EINTR, errno.ECONNABORTED):
+                        continue
+                    raise
+                self._accept(sock)
+        finally:
+            self.close()
+
+    def _accept(self, sock: socket.socket) -> None:
+        sock.setblocking(True)
+        try:
+            uid = peer_uid(sock)
+        except OSError:
+            sock.close()
+            return
+        if not peer_allowed(uid, self.allowed_uid):
+            log.warning("refused a client with uid %d", uid)
+            sock.close()
+            return
+        session = ClientSession(self, sock)
+        with self._lock:
+            if session.connection.broken:  # it already went away
+                return
+            self._sessions.add(session)
+
+    def close(self) -> None:
+        """Unlink the socket, end every connection (their models and bursts go too)."""
+        self.stopping = True
+        self._stop.set()
+        try:
+            if os.path.exists(self.path) and stat.S_ISSOCK(os.lstat(self.path).st_mode):
+                os.unlink(self.path)
+        except OSError:
+            pass
+        self._listener.close()
+        with self._lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``nnburst serve``: run the service until SIGTERM / SIGINT."""
+    parser = argparse.ArgumentParser(prog="nnburst serve", description="run a driver service process")
+    parser.add_argument("--socket", help="socket path (default: $NNBURST_SOCKET or the per-user runtime directory)")
+    parser.add_argument("--allow-uid", type=int, default=None, help="the uid allowed to connect (default: ours)")
+    args = parser.parse_args(argv)
+    path = args.socket or protocol.default_socket_path()
+    logging.basicConfig(level=os.environ.get("NNBURST_LOG_LEVEL", "WARNING"), format="%(name)s: %(message)s")
+    try:
+        service = Service(path, allowed_uid=args.allow_uid)
+    except (NNError, OSError) as exc:
+        print(f"nnburst serve: {exc}", file=sys.stderr)
+        return 1
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        service.stop()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    print(f"listening on {path}", flush=True)
+    try:
+        service.serve_forever()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""The app side of the driver service: HAL proxies for devices in another process.
+
+One :class:`ServiceClient` (one socket, one reader thread) per service path,
+shared by every :class:`RemoteDevice` of that service and by its bursts (the
+:class:`~nnburst.service.burst.RemoteBurstClient` on the same connection
+answers the service's memory callbacks).  When the service dies the
+connection breaks every pending call at once: control calls raise
+:class:`~nnburst.errors.BrokenResourceError` (``DEAD_OBJECT``), executions
+return ``DEVICE_UNAVAILABLE``, bursts see their FMQs torn down.
+
+Request pools must be fd-backed :class:`~nnburst.memory.Memory` objects: the
+fds cross with SCM_RIGHTS and the service maps the very same pages.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from ..codes import ErrorStatus, PreferenceCode, PriorityCode
+from ..errors import BrokenResourceError, NNError, status_for_result_code
+from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
+from ..hal.model import HalModel
+from ..hal.types import NO_TIMING, Capabilities, DeviceType, MeasureTiming, Request
+from ..memory import Memory
+from . import protocol
+from .burst import RemoteBurstClient
+from .protocol import Kind
+from .wire import Frame
+
+log = logging.getLogger("nnburst.service")
+
+#: Bounds on the slow path: a live but wedged service cannot block an app forever.
+CONNECT_TIMEOUT_S = 1.0
+QUERY_TIMEOUT_S = 10.0
+PREPARE_TIMEOUT_S = 300.0
+EXECUTE_TIMEOUT_S = 300.0
+#: Extra time granted past a deadline for the reply to travel back.
+DEADLINE_SLACK_S = 1.0
+
+
+class ServiceClient:
+    """One connection to one service process."""
+
+    def __init__(self, path: str, connect_timeout: float = CONNECT_TIMEOUT_S) -> None:
+        self.path = path
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(connect_timeout)
+            sock.connect(path)
+            sock.settimeout(None)
+        except BaseException:
+            sock.close()
+            raise
+        self.bursts = RemoteBurstClient(sock)
+        self.connection = self.bursts.connection
+        self._devices: list[RemoteDevice] | None = None
+
+    @property
+    def broken(self) -> bool:
+        return self.connection.broken
+
+    def call(self, kind: int, payload: bytes, fds: Sequence[int] = (), timeout: float | None = QUERY_TIMEOUT_S) -> Frame:
+        return self.connection.call(kind, payload, fds, timeout=timeout)
+
+    def devices(self, timeout: float = QUERY_TIMEOUT_S) -> list[RemoteDevice]:
+        """The service's devices (asked once; the same objects afterwards)."""
+        if self._devices is None:
+            reply = self.call(Kind.GET_DEVICES, b"", timeout=timeout)
+            reply.close_fds()
+            infos = protocol.decode_devices(reply.payload)
+            self._devices = [RemoteDevice(self, i, info) for i, info in enumerate(infos)]
+        return self._devices
+
+    def close(self) -> None:
+        self.bursts.close()
+
+
+def _dead(exc: BaseException, what: str) -> BrokenResourceError:
+    return BrokenResourceError(f"{what}: the driver service is gone ({exc})")
+
+
+class RemoteDevice(IDevice):
+    """A device hosted by a service process."""
+
+    def __init__(self, client: ServiceClient, index: int, info: protocol.DeviceInfo) -> None:
+        self.client = client
+        self.index = index
+        self.name = info.name
+        try:
+            self.type = DeviceType(info.type)
+        except ValueError:
+            self.type = DeviceType.OTHER
+        self.version_string = info.version_string
+        self.feature_level = info.feature_level
+        self._capabilities: Capabilities | None = None
+
+    @property
+    def available(self) -> bool:
+        return not self.client.broken
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Asked once and cached; raises BrokenResourceError if the service is gone."""
+        if self._capabilities is None:
+            reply = self.client.call(Kind.GET_CAPABILITIES, protocol.encode_u32(self.index))
+            reply.close_fds()
+            self._capabilities = protocol.decode_capabilities(reply.payload)
+        return self._capabilities
+
+    def get_supported_operations(self, model: HalModel) -> list[bool]:
+        """Raises BrokenResourceError (``DEAD_OBJECT``) if the service is gone."""
+        reply = self.client.call(Kind.GET_SUPPORTED_OPERATIONS, protocol.encode_device_model(self.index, model))
+        reply.close_fds()
+        return protocol.decode_flags(reply.payload, len(model.main.operations))
+
+    def prepare_model(
+        self,
+        model: HalModel,
+        preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER,
+        priority: PriorityCode = PriorityCode.MEDIUM,
+        deadline_ns: int | None = None,
+        cache: Any = None,
+    ) -> RemotePreparedModel:
+        """Raises NNError with the service's code, BrokenResourceError if it died."""
+        payload = protocol.encode_prepare(self.index, int(preference), int(priority), deadline_ns, model)
+        timeout = PREPARE_TIMEOUT_S
+        if deadline_ns is not None:
+            timeout = max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9) + DEADLINE_SLACK_S
+        reply = self.client.call(Kind.PREPARE_MODEL, payload, timeout=timeout)
+        reply.close_fds()
+        return RemotePreparedModel(self, protocol.decode_u32(reply.payload))
+
+    def __repr__(self) -> str:
+        return f"<RemoteDevice {self.name} at {self.client.path}>"
+
+
+def _release(client: ServiceClient, model_id: int) -> None:
+    if client.broken:
+        return
+    try:
+        client.connection.notify(Kind.RELEASE_MODEL, protocol.encode_u32(model_id))
+    except (NNError, OSError):
+        pass
+
+
+class RemotePreparedModel(IPreparedModel):
+    """A model prepared in a service process; released there when this goes away."""
+
+    def __init__(self, device: RemoteDevice, model_id: int) -> None:
+        self.device = device
+        self.model_id = model_id
+        self._client = device.client
+        self._release = weakref.finalize(self, _release, self._client, model_id)
+
+    def execute_synchronously(
+        self,
+        request: Request,
+        measure: MeasureTiming,
+        *,
+        deadline_ns: int | None = None,
+        loop_timeout_ns: int | None = None,
+    ) -> ExecutionResult:
+        """Never raises for a bad request or a dead service: returns a status."""
+        pools = request.pools
+        if len(pools) > protocol.MAX_POOLS or not all(isinstance(p, Memory) and not p.closed for p in pools):
+            log.info("request pools must be open nnburst.Memory objects to reach a service")
+            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
+        try:
+            payload = protocol.encode_execute(
+                self.model_id,
+                request,
+                int(measure),
+                deadline_ns,
+                loop_timeout_ns,
+                [(p.offset, p.size) for p in pools],
+            )
+        except Exception as exc:  # a negative offset, a huge rank: struct refuses it
+            log.info("cannot encode the request: %s", exc)
+            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
+        timeout = EXECUTE_TIMEOUT_S
+        if deadline_ns is not None:
+            timeout = max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9) + DEADLINE_SLACK_S
+        try:
+            reply = self._client.call(Kind.EXECUTE, payload, [p.fd for p in pools], timeout=timeout)
+        except BrokenResourceError as exc:
+            log.info("execution failed: %s", exc)
+            return ErrorStatus.DEVICE_UNAVAILABLE, [], NO_TIMING
+        except NNError as exc:
+            return status_for_result_code(exc.code), [], NO_TIMING
+        reply.close_fds()
+        try:
+            status, shapes, timing = protocol.decode_result(reply.payload)
+            return ErrorStatus(status), shapes, timing
+        except (NNError, ValueError) as exc:
+            log.warning("malformed EXECUTE reply: %s", exc)
+            return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
+
+    def configure_execution_burst(
+        self, callback: IBurstCallback, request_channel: Any, result_channel: Any
+    ) -> tuple[ErrorStatus, IBurstContext | None]:
+        """A burst served by a worker thread in the service, on this connection."""
+        return self._client.bursts.configure(self.model_id, callback, request_channel, result_channel)
+
+    def close(self) -> None:
+        """Release the model in the service now (also done when garbage collected)."""
+        self._release()
+
+
+# -- discovery ----------------------------------------------------------------------------
+
+_clients: dict[str, ServiceClient] = {}
+_clients_lock = threading.Lock()
+
+
+def service_paths() -> list[str]:
+    """``$NNBURST_SERVICES`` (paths joined by ':'), else the default socket."""
+    spec = os.environ.get("NNBURST_SERVICES")
+    if spec is None:
+        return [protocol.default_socket_path()]
+    return [path for path in spec.split(":") if path]
+
+
+def connect(path: str) -> ServiceClient | None:
+    """The live client for ``path``, reconnecting if the old one broke; None if unreachable."""
+    with _clients_lock:
+        client = _clients.get(path)
+        if client is not None and not client.broken:
+            return client
+        if client is not None:
+            client.close()
+            del _clients[path]
+        if not os.path.exists(path):
+            return None
+        try:
+            client = ServiceClient(path)
+        except OSError as exc:
+            log.debug("service %s unreachable: %s", path, exc)
+            return None
+        try:
+            client.devices(timeout=2.0)
+        except (NNError, OSError, ValueError) as exc:
+            log.debug("service %s did not answer: %s", path, exc)
+            client.close()
+            return None
+        _clients[path] = client
+        return client
+
+
+def discover() -> list[IDevice]:
+    """Every device of every reachable service; unreachable services add nothing."""
+    devices: list[IDevice] = []
+    for path in service_paths():
+        client = connect(path)
+        if client is not None and client._devices is not None:
+            devices.extend(client._devices)
+    return devices
+
+
+def disconnect_all() -> None:
+    """Close every cached service connection (tests; process shutdown)."""
+    with _clients_lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.close()
