@@ -5,6 +5,7 @@ The names below are the NDK-style runtime (``import nnburst as nn``; see
 the HAL layer in :mod:`nnburst.hal`; import those subpackages directly.
 """
 
+from . import log as _log  # noqa: F401  (applies NNBURST_VLOG at import)
 from ._version import __version__ as __version__
 from .burst import Burst as Burst
 from .codes import DeviceTypeCode as DeviceTypeCode

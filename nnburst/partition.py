@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +45,7 @@ import numpy as np
 
 from .codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
 from .cpu.driver import CpuDevice, CpuPreparedModel, cpu_device
-from .errors import BadDataError, NNError, status_for_exception
+from .errors import BadDataError, status_for_exception
 from .hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
 from .hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
 from .hal.types import (
@@ -89,6 +89,7 @@ _NO_FALLBACK = (
     ErrorStatus.MISSED_DEADLINE_TRANSIENT,
     ErrorStatus.MISSED_DEADLINE_PERSISTENT,
 )
+
 
 # -- assignment -------------------------------------------------------------------------------
 def operation_performance(
@@ -136,6 +137,15 @@ def _supported(device: Device, model: HalModel) -> list[bool]:
     return flags
 
 
+def _capabilities(device: Device) -> Capabilities | None:
+    """Asked once per compilation: for a service device it is a call across processes."""
+    try:
+        return device.hal.capabilities
+    except Exception as exc:
+        logger.warning("%s: capabilities unavailable: %s", device.name, exc)
+        return None
+
+
 def find_best_devices(
     model: HalModel, devices: Sequence[Device], preference: PreferenceCode
 ) -> list[int]:
@@ -147,6 +157,7 @@ def find_best_devices(
     """
     operations = model.main.operations
     flags = [_supported(device, model) for device in devices]
+    capabilities = [_capabilities(device) if any(f) else None for device, f in zip(devices, flags)]
     assignment: list[int] = []
     missing: list[str] = []
     for n, operation in enumerate(operations):
@@ -155,8 +166,11 @@ def find_best_devices(
             if not flags[d][n]:
                 continue
             try:
-                perf = operation_performance(device.hal.capabilities, model, operation, preference)
-            except Exception as exc:  # a capabilities object that cannot answer: worst
+                caps = capabilities[d]
+                if caps is None:
+                    raise ValueError("no capabilities")
+                perf = operation_performance(caps, model, operation, preference)
+            except Exception as exc:  # capabilities that cannot answer: the worst performance
                 logger.warning("%s: no performance for operation %d: %s", device.name, n, exc)
                 perf = math.inf
             key = (perf, isinstance(device.hal, CpuDevice), d)
@@ -261,14 +275,16 @@ def split_into_steps(
                 lifetime = main.operands[i].lifetime
                 if (
                     lifetime
-                    in (Lifetime.TEMPORARY_VARIABLE, Lifetime.SUBGRAPH_INPUT, Lifetime.SUBGRAPH_OUTPUT)
+                    in (
+                        Lifetime.TEMPORARY_VARIABLE,
+                        Lifetime.SUBGRAPH_INPUT,
+                        Lifetime.SUBGRAPH_OUTPUT,
+                    )
                     and i not in written_set
                     and i not in inputs
                 ):
                     inputs.append(i)
-        outputs = [
-            i for i in written if i in model_outputs or (read_by.get(i, set()) - {s})
-        ]
+        outputs = [i for i in written if i in model_outputs or (read_by.get(i, set()) - {s})]
         if not outputs:
             logger.info("ModelBuilder::partitionTheWork: operations %s compute nothing used", run)
             continue
@@ -282,7 +298,9 @@ def _step_model(
     model: HalModel, run: Sequence[int], inputs: Sequence[int], outputs: Sequence[int]
 ) -> HalModel:
     main = model.main
-    used = sorted({i for n in run for i in (*main.operations[n].inputs, *main.operations[n].outputs)})
+    used = sorted(
+        {i for n in run for i in (*main.operations[n].inputs, *main.operations[n].outputs)}
+    )
     index = {old: new for new, old in enumerate(used)}
     ins, outs = set(inputs), set(outputs)
     operands = []
@@ -349,7 +367,9 @@ class StagedRequest:
                 return arg
             loc = arg.location
             base = bases.get(loc.pool_index, 0)
-            index = new_index.get(loc.pool_index, loc.pool_index + len(pools))  # bad index stays bad
+            index = new_index.get(
+                loc.pool_index, loc.pool_index + len(pools)
+            )  # bad index stays bad
             return RequestArgument(
                 False, DataLocation(index, base + loc.offset, loc.length), arg.dimensions
             )
@@ -401,7 +421,9 @@ def _run(
         if not stage:
             return execute_prepared(prepared, request, measure, deadline_ns, loop_timeout_ns)
         with StagedRequest(request) as staged:
-            result = execute_prepared(prepared, staged.request, measure, deadline_ns, loop_timeout_ns)
+            result = execute_prepared(
+                prepared, staged.request, measure, deadline_ns, loop_timeout_ns
+            )
             if ErrorStatus(result[0]) in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
                 staged.copy_back()
             return result
@@ -410,7 +432,7 @@ def _run(
         return status_for_exception(exc), [], NO_TIMING
 
 
-def _in_process_cpu(prepared: IPreparedModel) -> bool:
+def _in_process_cpu(prepared: IPreparedModel | None) -> bool:
     return isinstance(prepared, CpuPreparedModel)
 
 
@@ -445,18 +467,26 @@ class ExecutionPlan(IPreparedModel):
     ) -> ExecutionResult:
         """Run every step; on a failure fall back to the CPU (step, then whole model)."""
         try:
-            status, shapes, timing = self._execute_steps(request, measure, deadline_ns, loop_timeout_ns)
+            status, shapes, timing = self._execute_steps(
+                request, measure, deadline_ns, loop_timeout_ns
+            )
         except Exception as exc:  # a bug in the plan must not become a crash of the app
             logger.warning("partitioned execution failed: %s: %s", type(exc).__name__, exc)
             status, shapes, timing = status_for_exception(exc), [], NO_TIMING
         if ErrorStatus(status) in _NO_FALLBACK or self._cpu is None:
             return status, shapes, timing
         if len(self.steps) == 1 and not _in_process_cpu(self.steps[0].prepared):
-            return status, shapes, timing  # its step was the whole model, already retried on the CPU
+            return (
+                status,
+                shapes,
+                timing,
+            )  # its step was the whole model, already retried on the CPU
         whole = self._whole_model_on_cpu()
         if whole is None:
             return status, shapes, timing
-        logger.info("ExecutionPlan: retrying the whole model on the CPU after %s", ErrorStatus(status).name)
+        logger.info(
+            "ExecutionPlan: retrying the whole model on the CPU after %s", ErrorStatus(status).name
+        )
         return _run(whole, request, measure, deadline_ns, loop_timeout_ns, stage=False)
 
     def _execute_steps(
@@ -473,9 +503,7 @@ class ExecutionPlan(IPreparedModel):
             return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
         if len(self.steps) == 1:
             # The step model is the whole model: the request goes through unchanged.
-            return self._execute_step(
-                self.steps[0], request, measure, deadline_ns, loop_timeout_ns
-            )
+            return self._execute_step(self.steps[0], request, measure, deadline_ns, loop_timeout_ns)
         input_position = {operand: k for k, operand in enumerate(main.input_indexes)}
         output_position = {operand: k for k, operand in enumerate(main.output_indexes)}
         pools = list(request.pools)
@@ -497,7 +525,9 @@ class ExecutionPlan(IPreparedModel):
                     outputs.append(request.outputs[j])
                     continue
                 info = main.operands[operand].info
-                size = _byte_size(info.dtype.itemsize, None if info.is_scalar else info.dimensions, info.is_scalar)
+                size = _byte_size(
+                    info.dtype.itemsize, None if info.is_scalar else info.dimensions, info.is_scalar
+                )
                 temporaries[k] = len(pools)
                 pools.append(np.empty(max(size, 1), np.uint8))
                 outputs.append(RequestArgument(False, DataLocation(len(pools) - 1, 0, size)))
@@ -513,14 +543,21 @@ class ExecutionPlan(IPreparedModel):
                     break  # an app output is too small: the app must grow it
                 for k in short:  # a temporary of unknown size: grow it and run the step again
                     info = main.operands[step.outputs[k]].info
-                    size = _byte_size(info.dtype.itemsize, step_shapes[k].dimensions, info.is_scalar)
+                    size = _byte_size(
+                        info.dtype.itemsize, step_shapes[k].dimensions, info.is_scalar
+                    )
                     pools[temporaries[k]] = np.empty(max(size, 1), np.uint8)
                     outputs[k] = RequestArgument(False, DataLocation(temporaries[k], 0, size))
             status = ErrorStatus(status)
             if status not in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
                 return status, [], NO_TIMING
             if len(step_shapes) != len(step.outputs):
-                logger.warning("%s returned %d shapes for %d outputs", step.device.name, len(step_shapes), len(step.outputs))
+                logger.warning(
+                    "%s returned %d shapes for %d outputs",
+                    step.device.name,
+                    len(step_shapes),
+                    len(step.outputs),
+                )
                 return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
             for operand, shape, arg in zip(step.outputs, step_shapes, outputs):
                 j = output_position.get(operand)
@@ -638,7 +675,9 @@ def compile_plan(
     steps = split_into_steps(model, assignment, devices)
     used = {id(step.device) for step in steps}
     if len(used) == 1:
-        logger.info("ModelBuilder::partitionTheWork: only one best device: %s", steps[0].device.name)
+        logger.info(
+            "ModelBuilder::partitionTheWork: only one best device: %s", steps[0].device.name
+        )
     else:
         logger.info(
             "ModelBuilder::partitionTheWork: %d steps: %s",
@@ -659,6 +698,9 @@ def compile_plan(
             exc,
         )
         return _wrap(cpu), cpu.prepare_model(model, preference, priority, deadline_ns, cache)
-    if len(steps) == 1 and _in_process_cpu(steps[0].prepared):  # the common case: no wrapper
-        return steps[0].device, steps[0].prepared
+    only = steps[0].prepared
+    if (
+        len(steps) == 1 and only is not None and _in_process_cpu(only)
+    ):  # the common case: no wrapper
+        return steps[0].device, only
     return (steps[0].device if len(steps) == 1 else None), ExecutionPlan(model, steps, cpu)

@@ -119,7 +119,6 @@ _thread_names: dict[int, str] = {}
 _dropped = 0
 _path: Path | None = None
 _pattern = ""  # the path as given, before {pid} is replaced
-_owner_pid = 0  # the process whose events the buffer holds
 
 
 def enabled() -> bool:
@@ -134,7 +133,7 @@ def start(path: str | os.PathLike[str]) -> None:
         RuntimeError: tracing is already on.
         OSError: the file's directory does not exist.
     """
-    global _enabled, _path, _pattern, _owner_pid, _dropped
+    global _enabled, _path, _pattern, _dropped
     pattern = os.fspath(path)
     target = Path(pattern.replace("{pid}", str(os.getpid())))
     if not target.parent.is_dir():
@@ -145,19 +144,18 @@ def start(path: str | os.PathLike[str]) -> None:
         _events.clear()
         _thread_names.clear()
         _dropped = 0
-        _path, _pattern, _owner_pid, _enabled = target, pattern, os.getpid(), True
+        _path, _pattern, _enabled = target, pattern, True
 
 
 def _after_fork_in_child() -> None:
     """A forked child traces on, into its own file, without its parent's events."""
-    global _lock, _path, _owner_pid, _dropped
+    global _lock, _path, _dropped
     _lock = threading.Lock()  # another thread may have held it at the fork
     if _enabled:
         _events.clear()
         _thread_names.clear()
         _dropped = 0
         _path = Path(_pattern.replace("{pid}", str(os.getpid())))
-        _owner_pid = os.getpid()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -312,10 +310,22 @@ def _start_from_environment() -> None:
         logging.getLogger("nnburst").warning("%s=%s: tracing stays off: %s", ENV_VAR, path, exc)
         return
     atexit.register(stop)
-    # multiprocessing children leave through os._exit, skipping atexit but running these.
+    # multiprocessing children leave through os._exit, skipping atexit but running
+    # finalizers; a child drops the finalizers it inherits, so each one registers anew.
     from multiprocessing import util
 
-    util.Finalize(None, stop, exitpriority=0)
+    def write_at_exit(_: object = None) -> None:
+        util.Finalize(None, stop, exitpriority=0)
+
+    write_at_exit()
+    util.register_after_fork(_fork_token, write_at_exit)
+
+
+class _ForkToken:
+    """Something multiprocessing can hold a weak reference to."""
+
+
+_fork_token = _ForkToken()
 
 
 # -- summarizing -------------------------------------------------------------------------------

@@ -156,19 +156,31 @@ def test_start_errors(tmp_path):
     assert tracing.stop() is None
 
 
-def test_environment_variable_traces_a_whole_process(tmp_path):
-    script = (
-        "import numpy as np, nnburst as nn\n"
-        "from tests.test_model import build_example\n"
-        "c = nn.Compilation(build_example()); c.finish()\n"
-        "e = nn.Execution(c); e.set_input(0, np.ones((3, 4), np.float32))\n"
-        "e.set_output(0, np.zeros((3, 4), np.float32)); e.compute(); c.close()\n"
-    )
+CHILD_SCRIPT = """
+import multiprocessing, numpy as np, nnburst as nn
+from nnburst import tracing
+from tests.test_model import build_example
+
+def child():
+    with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPUTATION, "in the child"):
+        pass
+
+if __name__ == "__main__":
+    c = nn.Compilation(build_example()); c.finish()
+    e = nn.Execution(c); e.set_input(0, np.ones((3, 4), np.float32))
+    e.set_output(0, np.zeros((3, 4), np.float32)); e.compute(); c.close()
+    p = multiprocessing.get_context("fork").Process(target=child); p.start(); p.join()
+"""
+
+
+def test_environment_variable_traces_a_whole_process_and_its_children(tmp_path):
     env = {**os.environ, tracing.ENV_VAR: str(tmp_path / "trace-{pid}.json")}
-    subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=60)
-    (path,) = tmp_path.glob("trace-*.json")
-    assert path.name != "trace-{pid}.json"
-    assert {"[NN_LR_PC]finish", "[NN_LR_PE]compute", "[NN_LD_PCO]execute"} <= set(names(path))
+    subprocess.run([sys.executable, "-c", CHILD_SCRIPT], cwd=ROOT, env=env, check=True, timeout=60)
+    traces = {frozenset(names(path)) for path in tmp_path.glob("trace-*.json")}
+    assert len(traces) == 2  # one file per process, each with its own events only
+    (parent,) = [t for t in traces if "[NN_LR_PE]compute" in t]
+    assert {"[NN_LR_PC]finish", "[NN_LD_PCO]execute"} <= parent
+    assert traces - {parent} == {frozenset({"[NN_LD_PCO]in the child"})}
 
 
 # -- summarizing -------------------------------------------------------------------------------

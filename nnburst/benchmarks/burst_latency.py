@@ -144,7 +144,7 @@ def burst_cross_process(polling: bool) -> Iterator[RoundTrip]:
 class _NoModel(IPreparedModel):
     """Returns at once: isolates the burst server's own work."""
 
-    def execute_synchronously(self, request: Request, measure: MeasureTiming) -> ExecutionResult:
+    def execute_synchronously(self, request: Request, measure: MeasureTiming, **_: Any) -> ExecutionResult:
         return ErrorStatus.NONE, [OutputShape((3, 4))], Timing()
 
     def configure_execution_burst(self, *args: Any) -> Any:

@@ -65,8 +65,19 @@ class IBurstExecutorWithCache(abc.ABC):
 
 class IPreparedModel(abc.ABC):
     @abc.abstractmethod
-    def execute_synchronously(self, request: Request, measure: MeasureTiming) -> ExecutionResult:
-        """Run one request; never raises for a bad request, returns a status."""
+    def execute_synchronously(
+        self,
+        request: Request,
+        measure: MeasureTiming,
+        *,
+        deadline_ns: int | None = None,
+        loop_timeout_ns: int | None = None,
+    ) -> ExecutionResult:
+        """Run one request; never raises for a bad request, returns a status.
+
+        ``deadline_ns`` (absolute ``time.monotonic_ns()``) and
+        ``loop_timeout_ns`` are HAL 1.3's execution deadline and WHILE loop
+        timeout; drivers without them may ignore them."""
 
     @abc.abstractmethod
     def configure_execution_burst(

@@ -179,8 +179,11 @@ class BurstHost:
 def serve_bursts(connection_socket: Any, lookup: Callable[[int], IPreparedModel | None]) -> tuple[Connection, BurstHost]:
     """Start serving burst calls on an accepted socket."""
     host = BurstHost(lookup)
-    connection = Connection(connection_socket, host.handlers(), on_close=host.close, name="nnburst-burst-host")
-    host.connection = connection
+    connection = Connection(
+        connection_socket, host.handlers(), on_close=host.close, name="nnburst-burst-host", start=False
+    )
+    host.connection = connection  # before the first request can arrive
+    connection.start()
     return connection, host
 
 

@@ -292,6 +292,8 @@ class ClientSession:
         }
         self.connection = Connection(sock, handlers, on_close=self._closed, name="nnburst-service-client")
         self.bursts.connection = self.connection
+        if self.connection.broken:  # the peer left before we got here: _closed could not close it
+            self.connection.close()
 
     def alive(self) -> bool:
         return self._open and not self._service.stopping
@@ -382,8 +384,10 @@ class ClientSession:
             self._open = False
             self._models.clear()
         self.bursts.close()
-        self.connection.close()
         self._service.forget(self)
+        connection = getattr(self, "connection", None)  # None if the peer left during __init__
+        if connection is not None:
+            connection.close()
 
     def close(self) -> None:
         self.connection.close()
@@ -498,9 +502,9 @@ class Service:
             return
         session = ClientSession(self, sock)
         with self._lock:
-            if session.connection.broken:  # it already went away
-                return
             self._sessions.add(session)
+        if session.connection.broken:  # it went away before it was added: forget it here
+            self.forget(session)
 
     def close(self) -> None:
         """Unlink the socket, end every connection (their models and bursts go too)."""

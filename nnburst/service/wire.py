@@ -123,6 +123,7 @@ class Connection:
         handlers: dict[int, Handler] | None = None,
         on_close: Callable[[], None] | None = None,
         name: str = "nnburst-connection",
+        start: bool = True,
     ) -> None:
         self.sock = sock
         self.handlers = dict(handlers or {})
@@ -135,6 +136,11 @@ class Connection:
         self._closed = False
         self._broken: BaseException | None = None
         self._reader = threading.Thread(target=self._read_loop, name=name, daemon=True)
+        if start:
+            self._reader.start()
+
+    def start(self) -> None:
+        """Start reading (for owners that must finish wiring handlers first)."""
         self._reader.start()
 
     @property
@@ -248,7 +254,7 @@ class Connection:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        if threading.current_thread() is not self._reader:
+        if threading.current_thread() is not self._reader and self._reader.is_alive():
             self._reader.join(5)
         self.sock.close()
 

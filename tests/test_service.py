@@ -1,0 +1,684 @@
+"""The driver service process: discovery, sample devices, HAL calls over the
+socket, cross-process bursts, peer death in both directions, and hostile
+clients.  Everything runs against real ``python -m nnburst.service.driver``
+processes started here."""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import nnburst as nn
+from nnburst._version import __version__
+from nnburst.codes import ErrorStatus, OperandCode, OperationCode, ResultCode
+from nnburst.errors import BadDataError, BrokenResourceError, NNError
+from nnburst.hal.burst_controller import ExecutionBurstController
+from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
+from nnburst.hal.types import DataLocation, DeviceType, MeasureTiming, Request, RequestArgument
+from nnburst.memory import Memory
+from nnburst.operands import OperandInfo
+from nnburst.service import protocol, remote
+from nnburst.service.driver import Service, peer_allowed, peer_uid
+from nnburst.service.wire import FLAG_ERROR, HEADER, MAX_PAYLOAD, Frame, recv_frame, send_frame
+
+from .burst_models import NBYTES, Pools, add_model
+from .cts_vectors import check_outputs, iter_vectors, parse_vector
+from .peers import REPO
+
+DEVICES = ["nnburst-sample-all", "nnburst-sample-float-fast", "nnburst-sample-quant", "nnburst-sample-minimal"]
+
+
+class ServiceProcess:
+    """``python -m nnburst.service.driver`` on ``path``, ready when constructed."""
+
+    def __init__(self, path: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
+        self.path = path
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nnburst.service.driver", "--socket", path, *args],
+            cwd=REPO,
+            env=dict(os.environ, PYTHONPATH=str(REPO), **(env or {})),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready, _, _ = select.select([self.proc.stdout], [], [], 20)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line.startswith("listening"):
+            self.proc.kill()
+            raise AssertionError(f"the service did not start: {self.proc.communicate()[1]}")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.kill()
+        self.proc.communicate()
+
+    def stop(self) -> int:
+        """SIGTERM; the service must exit cleanly and unlink its socket."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, self.stderr = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise AssertionError("the service ignored SIGTERM") from None
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """One service for the tests that leave it healthy."""
+    path = str(tmp_path_factory.mktemp("svc") / "driver.sock")
+    proc = ServiceProcess(path)
+    yield proc
+    remote.disconnect_all()
+    assert proc.stop() == 0
+    assert not os.path.exists(path)
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.fixture
+def services_env(service: ServiceProcess, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv("NNBURST_SERVICES", service.path)
+    yield service.path
+    remote.disconnect_all()
+
+
+@pytest.fixture
+def client(service: ServiceProcess) -> Iterator[remote.ServiceClient]:
+    c = remote.ServiceClient(service.path)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def own_service(tmp_path: pytest.TempPathFactory) -> Iterator[callable]:
+    """Start a private service (with faults or options) that a test may kill."""
+    started: list[ServiceProcess] = []
+
+    def start(env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> ServiceProcess:
+        proc = ServiceProcess(str(tmp_path / f"s{len(started)}.sock"), env, args)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()
+
+
+def device(client: remote.ServiceClient, name: str) -> remote.RemoteDevice:
+    return next(d for d in client.devices() if d.name == name)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+# -- models ------------------------------------------------------------------------------
+
+
+def tensor(code: OperandCode, dims: tuple[int, ...] = (2,), scale: float = 0.0, zp: int = 0) -> OperandInfo:
+    return OperandInfo(code, dims, scale, zp)
+
+
+def const_i32(value: int) -> Operand:
+    return Operand(OperandInfo(OperandCode.INT32, ()), Lifetime.CONSTANT_COPY, np.array(value, np.int32))
+
+
+def mixed_model() -> HalModel:
+    """float ADD, quant8 ADD, float LOGISTIC: one op for each kind of device."""
+    f = tensor(OperandCode.TENSOR_FLOAT32)
+    q = tensor(OperandCode.TENSOR_QUANT8_ASYMM, scale=0.5, zp=0)
+    ql = tensor(OperandCode.TENSOR_QUANT8_ASYMM, scale=1.0, zp=0)
+    operands = [
+        Operand(f, Lifetime.SUBGRAPH_INPUT), Operand(f, Lifetime.SUBGRAPH_INPUT), const_i32(0),
+        Operand(f, Lifetime.TEMPORARY_VARIABLE),
+        Operand(q, Lifetime.SUBGRAPH_INPUT), Operand(q, Lifetime.SUBGRAPH_INPUT),
+        Operand(ql, Lifetime.SUBGRAPH_OUTPUT),
+        Operand(f, Lifetime.SUBGRAPH_OUTPUT),
+    ]
+    operations = [
+        Operation(OperationCode.ADD, (0, 1, 2), (3,)),
+        Operation(OperationCode.ADD, (4, 5, 2), (6,)),
+        Operation(OperationCode.LOGISTIC, (3,), (7,)),
+    ]
+    return HalModel(Subgraph(operands, operations, (0, 1, 4, 5), (6, 7)))
+
+
+def branch(code: OperationCode) -> Subgraph:
+    f = tensor(OperandCode.TENSOR_FLOAT32)
+    operands = [Operand(f, Lifetime.SUBGRAPH_INPUT), const_i32(0), Operand(f, Lifetime.SUBGRAPH_OUTPUT)]
+    return Subgraph(operands, [Operation(code, (0, 0, 1), (2,))], (0,), (2,))
+
+
+def if_model() -> HalModel:
+    """out = cond ? x + x : x * x (HAL 1.3 IF with two referenced subgraphs)."""
+    f = tensor(OperandCode.TENSOR_FLOAT32)
+    model_ref = OperandInfo(OperandCode.MODEL, ())
+    operands = [
+        Operand(tensor(OperandCode.TENSOR_BOOL8, (1,)), Lifetime.SUBGRAPH_INPUT),
+        Operand(model_ref, Lifetime.SUBGRAPH, subgraph=0),
+        Operand(model_ref, Lifetime.SUBGRAPH, subgraph=1),
+        Operand(f, Lifetime.SUBGRAPH_INPUT),
+        Operand(f, Lifetime.SUBGRAPH_OUTPUT),
+    ]
+    main = Subgraph(operands, [Operation(OperationCode.IF, (0, 1, 2, 3), (4,))], (0, 3), (4,))
+    return HalModel(main, [branch(OperationCode.ADD), branch(OperationCode.MUL)])
+
+
+class Arguments:
+    """Inputs and outputs laid out in two shared memories (the only pools a service accepts)."""
+
+    def __init__(self, inputs: list[np.ndarray | None], outputs: list[tuple[tuple[int, ...], np.dtype]]) -> None:
+        self.memories: list[Memory] = []
+        in_args, offset = [], 0
+        for array in inputs:
+            if array is None:
+                in_args.append(RequestArgument(True))
+                continue
+            in_args.append(RequestArgument(False, DataLocation(0, offset, array.nbytes)))
+            offset += max(array.nbytes, 1)
+        self.memories.append(Memory.create_shared(max(offset, 1)))
+        for array, arg in zip(inputs, in_args):
+            if array is not None and array.nbytes:
+                self.memories[0].buffer[arg.location.offset : arg.location.offset + array.nbytes] = (
+                    np.ascontiguousarray(array).tobytes()
+                )
+        out_args, self._outputs, offset = [], [], 0
+        for dims, dtype in outputs:
+            nbytes = math.prod(dims) * np.dtype(dtype).itemsize
+            out_args.append(RequestArgument(False, DataLocation(1, offset, nbytes)))
+            self._outputs.append((offset, dims, np.dtype(dtype)))
+            offset += max(nbytes, 1)
+        self.memories.append(Memory.create_shared(max(offset, 1)))
+        self.request = Request(in_args, out_args, list(self.memories))
+
+    def outputs(self) -> list[np.ndarray]:
+        return [
+            np.frombuffer(self.memories[1].buffer, dtype, math.prod(dims), offset).reshape(dims).copy()
+            for offset, dims, dtype in self._outputs
+        ]
+
+    def close(self) -> None:
+        for memory in self.memories:
+            memory.close()
+
+
+def run_add(prepared, a: float = 1.0, b: float = 2.0) -> tuple[ErrorStatus, np.ndarray]:
+    args = Arguments([np.full((3, 4), a, np.float32), np.full((3, 4), b, np.float32)], [((3, 4), np.float32)])
+    try:
+        status, shapes, _ = prepared.execute_synchronously(args.request, MeasureTiming.NO)
+        return status, args.outputs()[0]
+    finally:
+        args.close()
+
+
+# -- discovery and devices -----------------------------------------------------------------
+
+
+def test_get_devices_lists_the_cpu_and_every_service_device(services_env):
+    devices = nn.get_devices()
+    names = [d.name for d in devices]
+    assert names == ["nnburst-reference", *DEVICES]
+    assert nn.get_devices()[1] is devices[1]  # the same objects on every call
+    by_name = {d.name: d for d in devices}
+    assert by_name["nnburst-sample-all"].type == nn.DeviceTypeCode.CPU
+    assert by_name["nnburst-sample-float-fast"].type == nn.DeviceTypeCode.GPU
+    assert by_name["nnburst-sample-quant"].type == nn.DeviceTypeCode.ACCELERATOR
+    for d in devices[1:]:
+        vendor, _, device_name = d.name.partition("-")
+        assert vendor == "nnburst" and device_name
+        assert __version__ in d.version and d.name in d.version
+        assert d.feature_level >= 27
+    assert by_name["nnburst-sample-minimal"].feature_level == 27
+
+
+def test_unreachable_services_add_nothing_and_do_not_hang(tmp_path, monkeypatch):
+    dead = tmp_path / "dead.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(dead))  # a socket file nobody listens on
+    try:
+        monkeypatch.setenv("NNBURST_SERVICES", f"{tmp_path / 'missing.sock'}:{dead}")
+        start = time.monotonic()
+        assert [d.name for d in nn.get_devices()] == ["nnburst-reference"]
+        assert time.monotonic() - start < 1.5
+    finally:
+        s.close()
+        remote.disconnect_all()
+
+
+def test_default_socket_path(monkeypatch):
+    monkeypatch.setenv("NNBURST_SOCKET", "/x/y.sock")
+    assert protocol.default_socket_path() == "/x/y.sock"
+    monkeypatch.delenv("NNBURST_SOCKET")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/7")
+    assert protocol.default_socket_path() == "/run/user/7/nnburst/driver.sock"
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert protocol.default_socket_path() == f"/tmp/nnburst-{os.getuid()}/driver.sock"
+    monkeypatch.delenv("NNBURST_SERVICES", raising=False)
+    assert remote.service_paths() == [protocol.default_socket_path()]
+
+
+def test_socket_and_directory_are_private(service):
+    assert stat.S_IMODE(os.stat(service.path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(service.path)).st_mode) == 0o700
+
+
+def test_capabilities_differ_per_device(client):
+    caps = {d.name: d.capabilities for d in client.devices()}
+    fast = caps["nnburst-sample-float-fast"]
+    assert fast.performance_for(OperandCode.TENSOR_FLOAT32).exec_time < caps["nnburst-sample-all"].performance_for(
+        OperandCode.TENSOR_FLOAT32
+    ).exec_time
+    quant = caps["nnburst-sample-quant"]
+    assert quant.performance_for(OperandCode.TENSOR_QUANT8_ASYMM).exec_time < quant.performance_for(
+        OperandCode.TENSOR_FLOAT32
+    ).exec_time
+    assert caps["nnburst-sample-minimal"].if_performance.exec_time > 1e30
+    assert all(len(c.operand_performance) == len(OperandCode) for c in caps.values())
+
+
+@pytest.mark.parametrize(
+    ("name", "mixed", "control_flow"),
+    [
+        ("nnburst-sample-all", [True, True, True], [True]),
+        ("nnburst-sample-float-fast", [True, False, True], [True]),
+        ("nnburst-sample-quant", [False, True, False], [False]),  # IF accepted, but its branches are float
+        ("nnburst-sample-minimal", [True, True, False], [False]),
+    ],
+)
+def test_supported_operations_per_device(client, name, mixed, control_flow):
+    d = device(client, name)
+    assert d.get_supported_operations(mixed_model()) == mixed
+    assert d.get_supported_operations(if_model()) == control_flow
+
+
+# -- prepare and execute over the socket -----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["nnburst-sample-all", "nnburst-sample-float-fast", "nnburst-sample-minimal"])
+def test_prepare_and_execute_synchronously(client, name):
+    prepared = device(client, name).prepare_model(add_model())
+    status, out = run_add(prepared, 1.5, 2.0)
+    assert status == ErrorStatus.NONE
+    assert np.all(out == 3.5)
+    args = Arguments([np.ones((3, 4), np.float32), np.ones((3, 4), np.float32)], [((3, 4), np.float32)])
+    status, shapes, timing = prepared.execute_synchronously(args.request, MeasureTiming.YES)
+    args.close()
+    assert status == ErrorStatus.NONE and [s.dimensions for s in shapes] == [(3, 4)]
+    assert timing.time_on_device <= timing.time_in_driver < 10**7
+    prepared.close()
+
+
+def test_if_model_runs_in_the_service(client):
+    prepared = device(client, "nnburst-sample-float-fast").prepare_model(if_model())
+    x = np.array([3, 4], np.float32)
+    for cond, want in ((True, x + x), (False, x * x)):
+        args = Arguments([np.array([cond]), x], [((2,), np.float32)])
+        status, _, _ = prepared.execute_synchronously(args.request, MeasureTiming.NO)
+        assert status == ErrorStatus.NONE
+        assert np.array_equal(args.outputs()[0], want)
+        args.close()
+
+
+def test_preparing_an_unsupported_model_is_bad_data(client):
+    with pytest.raises(NNError) as info:
+        device(client, "nnburst-sample-quant").prepare_model(add_model())
+    assert info.value.code == ResultCode.BAD_DATA
+
+
+def test_pools_must_be_shared_memory(client):
+    prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
+    request = Pools().request()
+    request.pools = [bytearray(96), bytearray(48)]
+    assert prepared.execute_synchronously(request, MeasureTiming.NO)[0] == ErrorStatus.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize(
+    "location",
+    [DataLocation(0, 90, 48), DataLocation(0, 2**63, 48), DataLocation(5, 0, 48), DataLocation(0, 0, 47)],
+    ids=["past-the-pool", "huge-offset", "no-such-pool", "short"],
+)
+def test_bad_locations_are_invalid_argument(client, location):
+    prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
+    pools = Pools()
+    try:
+        request = pools.request()
+        request.inputs[1] = RequestArgument(False, location)
+        status, shapes, _ = prepared.execute_synchronously(request, MeasureTiming.NO)
+        assert status == ErrorStatus.INVALID_ARGUMENT and shapes == []
+        assert run_add(prepared)[0] == ErrorStatus.NONE
+    finally:
+        pools.close()
+
+
+def test_output_insufficient_size_reports_the_shapes(client):
+    prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
+    pools = Pools()
+    request = pools.request()
+    request.outputs[0] = RequestArgument(False, DataLocation(1, 0, 16))
+    status, shapes, _ = prepared.execute_synchronously(request, MeasureTiming.NO)
+    pools.close()
+    assert status == ErrorStatus.OUTPUT_INSUFFICIENT_SIZE
+    assert shapes[0].dimensions == (3, 4) and not shapes[0].is_sufficient
+
+
+CTS = [
+    (name, raw)
+    for name, raw in iter_vectors()
+    if name.split("/")[1] in {"add", "add_quant8", "conv_float", "conv_quant8", "fully_connected_float",
+                              "depthwise_conv2d_float", "softmax_float_1", "lstm", "mul_relu", "l2_pool_float"}
+]
+
+
+@pytest.mark.skipif(not CTS, reason="no NNAPI conformance vectors found (NNBURST_CTS_DIR)")
+@pytest.mark.parametrize("raw", [raw for _, raw in CTS], ids=[name for name, _ in CTS])
+def test_conformance_vectors_through_the_service(client, raw):
+    vector = parse_vector(raw)
+    operands = vector.model.main.operands
+    outputs = [(e.dimensions, operands[e.operand].info.dtype) for e in vector.outputs]
+    prepared = device(client, "nnburst-sample-all").prepare_model(vector.model)
+    args = Arguments(vector.inputs, outputs)
+    try:
+        status, _, _ = prepared.execute_synchronously(args.request, MeasureTiming.NO)
+        assert status == ErrorStatus.NONE
+        check_outputs(vector, args.outputs())
+    finally:
+        args.close()
+
+
+# -- bursts ----------------------------------------------------------------------------------
+
+
+def test_cross_process_burst_with_memories_freed_mid_burst(client):
+    prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
+    pools = Pools()
+    with ExecutionBurstController.create(prepared) as controller:
+        for i in range(3):
+            pools.a[:] = i
+            pools.b[:] = 0.5
+            status, shapes, _, fallback = controller.compute(pools.request(), MeasureTiming.NO, pools.keys)
+            assert (status, fallback) == (ErrorStatus.NONE, False)
+            assert np.all(pools.c == i + 0.5)
+        controller.free_memory(pools.output)
+        fresh = Pools()
+        request = pools.request()
+        request.pools = [pools.inputs, fresh.output]
+        status, _, _, _ = controller.compute(request, MeasureTiming.NO, [pools.inputs, fresh.output])
+        assert status == ErrorStatus.NONE and np.all(fresh.c == 2.5)
+        fresh.close()
+    pools.close()
+    assert run_add(prepared)[0] == ErrorStatus.NONE  # the sync path still works beside it
+
+
+# -- peer death -------------------------------------------------------------------------------
+
+
+def _kill_after(proc: ServiceProcess, seconds: float) -> threading.Thread:
+    def kill() -> None:
+        time.sleep(seconds)
+        os.kill(proc.pid, signal.SIGKILL)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_killing_the_service_during_execute_returns_promptly(own_service):
+    fds = open_fds()
+    proc = own_service(env={"NNBURST_SERVICE_FAULT": "execute:hang"})
+    c = remote.ServiceClient(proc.path)
+    prepared = device(c, "nnburst-sample-all").prepare_model(add_model())
+    killer = _kill_after(proc, 0.3)
+    start = time.monotonic()
+    status, _ = run_add(prepared)
+    assert status == ErrorStatus.DEVICE_UNAVAILABLE
+    assert time.monotonic() - start - 0.3 < 1.0
+    killer.join()
+    assert run_add(prepared)[0] == ErrorStatus.DEVICE_UNAVAILABLE  # and later calls fail at once
+    with pytest.raises(BrokenResourceError):
+        device(c, "nnburst-sample-all").prepare_model(add_model())
+    c.close()
+    proc.kill()
+    assert open_fds() == fds
+
+
+def test_killing_the_service_during_a_burst_compute_returns_promptly(own_service):
+    fds = open_fds()
+    proc = own_service(env={"NNBURST_SERVICE_FAULT": "execute:hang"})
+    c = remote.ServiceClient(proc.path)
+    prepared = device(c, "nnburst-sample-all").prepare_model(add_model())
+    pools = Pools()
+    controller = ExecutionBurstController.create(prepared)
+    killer = _kill_after(proc, 0.3)
+    start = time.monotonic()
+    status, _, _, fallback = controller.compute(pools.request(), MeasureTiming.NO, pools.keys)
+    assert status == ErrorStatus.DEVICE_UNAVAILABLE and not fallback
+    assert time.monotonic() - start - 0.3 < 1.0
+    killer.join()
+    controller.close()
+    pools.close()
+    c.close()
+    proc.kill()
+    assert open_fds() == fds
+
+
+def test_killing_the_service_during_prepare_raises_promptly(own_service):
+    fds = open_fds()
+    proc = own_service(env={"NNBURST_SERVICE_FAULT": "prepare:hang"})
+    c = remote.ServiceClient(proc.path)
+    d = device(c, "nnburst-sample-all")
+    killer = _kill_after(proc, 0.3)
+    start = time.monotonic()
+    with pytest.raises(BrokenResourceError) as info:
+        d.prepare_model(add_model())
+    assert info.value.code == ResultCode.DEAD_OBJECT
+    assert time.monotonic() - start - 0.3 < 1.0
+    killer.join()
+    c.close()
+    proc.kill()
+    assert open_fds() == fds
+
+
+def test_injected_execution_failure_is_reported(own_service):
+    proc = own_service(env={"NNBURST_SERVICE_FAULT": "execute:fail"})
+    c = remote.ServiceClient(proc.path)
+    prepared = device(c, "nnburst-sample-all").prepare_model(add_model())
+    assert run_add(prepared)[0] == ErrorStatus.GENERAL_FAILURE
+    c.close()
+    assert proc.stop() == 0
+
+
+def test_a_client_killed_mid_burst_leaves_the_service_healthy(service, client):
+    peer = subprocess.Popen(
+        [sys.executable, "-m", "tests.service_peer", "burst_forever", service.path],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([peer.stdout], [], [], 20)
+        assert ready and peer.stdout.readline().strip() == "bursting", peer.stderr.read() if not ready else ""
+        time.sleep(0.1)
+    finally:
+        peer.kill()
+        peer.communicate()
+    assert service.alive()
+    prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
+    assert run_add(prepared)[0] == ErrorStatus.NONE
+    pools = Pools()
+    with ExecutionBurstController.create(prepared) as controller:
+        assert controller.compute(pools.request(), MeasureTiming.NO, pools.keys)[0] == ErrorStatus.NONE
+    pools.close()
+
+
+def test_a_disconnected_client_releases_its_models_and_bursts(tmp_path):
+    """In-process service, so its bookkeeping can be inspected."""
+    svc = Service(str(tmp_path / "in.sock"))
+    thread = threading.Thread(target=svc.serve_forever)
+    thread.start()
+    try:
+        c = remote.ServiceClient(svc.path)
+        prepared = device(c, "nnburst-sample-all").prepare_model(add_model())
+        device(c, "nnburst-sample-all").prepare_model(add_model()).close()
+        pools = Pools()
+        controller = ExecutionBurstController.create(prepared)
+        assert controller.compute(pools.request(), MeasureTiming.NO, pools.keys)[0] == ErrorStatus.NONE
+        (session,) = svc._sessions
+        assert session.model_count == 1 and session.bursts.burst_count == 1
+        c.close()
+        deadline = time.monotonic() + 5
+        while svc.session_count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert svc.session_count == 0
+        assert session.model_count == 0 and session.bursts.burst_count == 0
+        assert controller.compute(pools.request(), MeasureTiming.NO, pools.keys)[0] == ErrorStatus.DEVICE_UNAVAILABLE
+        controller.close()
+        pools.close()
+    finally:
+        svc.stop()
+        thread.join(5)
+    assert not thread.is_alive() and not os.path.exists(svc.path)
+
+
+# -- hostile clients ----------------------------------------------------------------------------
+
+
+def test_peer_uid_check():
+    a, b = socket.socketpair()
+    try:
+        assert peer_uid(a) == os.getuid()
+    finally:
+        a.close()
+        b.close()
+    assert peer_allowed(os.getuid(), os.getuid())
+    assert not peer_allowed(os.getuid() + 1, os.getuid())
+
+
+def test_a_foreign_uid_is_refused(own_service, monkeypatch):
+    proc = own_service(args=("--allow-uid", str(os.getuid() + 1)))
+    monkeypatch.setenv("NNBURST_SERVICES", proc.path)
+    assert [d.name for d in nn.get_devices()] == ["nnburst-reference"]
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.settimeout(5)
+    raw.connect(proc.path)
+    send_frame(raw, Frame(protocol.Kind.GET_DEVICES, 0, 1, b""))
+    with pytest.raises((EOFError, OSError)):
+        recv_frame(raw)
+    raw.close()
+    remote.disconnect_all()
+    assert proc.stop() == 0
+
+
+def _raw(service: ServiceProcess) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(service.path)
+    return s
+
+
+def _error_code(s: socket.socket, kind: int, payload: bytes, fds: list[int] | None = None) -> int:
+    send_frame(s, Frame(kind, 0, 7, payload, fds or []))
+    reply = recv_frame(s)
+    reply.close_fds()
+    assert reply.call_id == 7 and reply.flags & FLAG_ERROR, reply
+    return struct.unpack_from("<I", reply.payload)[0]
+
+
+def test_malformed_frames_get_errors_and_harm_no_one(service, client):
+    prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
+    s = _raw(service)
+    huge = struct.pack("<I", 0) + b"\x00" + struct.pack("<I", 0xFFFFFFFF)
+    model = protocol.encode_device_model(0, add_model())
+    assert _error_code(s, 999, b"") == ResultCode.BAD_DATA  # unknown kind
+    assert _error_code(s, protocol.Kind.GET_SUPPORTED_OPERATIONS, huge) == ResultCode.BAD_DATA  # huge count
+    assert _error_code(s, protocol.Kind.GET_SUPPORTED_OPERATIONS, model[:-3]) == ResultCode.BAD_DATA  # truncated
+    assert _error_code(s, protocol.Kind.GET_SUPPORTED_OPERATIONS, model + b"x") == ResultCode.BAD_DATA  # trailing
+    assert _error_code(s, protocol.Kind.GET_CAPABILITIES, struct.pack("<I", 99)) == ResultCode.BAD_DATA  # no device
+    assert _error_code(s, protocol.Kind.PREPARE_MODEL, b"\x01") == ResultCode.BAD_DATA
+    # an EXECUTE whose pools and fds disagree: a result with INVALID_ARGUMENT, and the fd is closed
+    memory = Memory.create_shared(64)
+    payload = protocol.encode_execute(1, Request([], [], []), 0, None, None, [])
+    send_frame(s, Frame(protocol.Kind.EXECUTE, 0, 8, payload, [memory.fd]))
+    status, _, _ = protocol.decode_result(recv_frame(s).payload)
+    assert status == ErrorStatus.INVALID_ARGUMENT
+    # a region larger than the file behind it
+    payload = protocol.encode_execute(1, Pools().request(), 0, None, None, [(0, 1 << 20), (0, NBYTES)])
+    send_frame(s, Frame(protocol.Kind.EXECUTE, 0, 9, payload, [memory.fd, memory.fd]))
+    status, _, _ = protocol.decode_result(recv_frame(s).payload)
+    assert status != ErrorStatus.NONE
+    memory.close()
+    s.close()
+    # an oversized frame: the connection is dropped
+    s = _raw(service)
+    s.sendall(HEADER.pack(MAX_PAYLOAD + 1, protocol.Kind.GET_DEVICES, 0, 1))
+    assert s.recv(1) == b""
+    s.close()
+    # a truncated frame, then the client goes away
+    s = _raw(service)
+    s.sendall(HEADER.pack(100, protocol.Kind.GET_DEVICES, 0, 1) + b"short")
+    s.close()
+    assert service.alive()
+    assert run_add(prepared)[0] == ErrorStatus.NONE
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"",
+        struct.pack("<I", 0) + b"\x02",
+        struct.pack("<I", 0) + b"\x00" + struct.pack("<I", 0),
+        struct.pack("<I", 0) + b"\x00" + struct.pack("<II", 1, 0xFFFFFFFF),
+    ],
+    ids=["empty", "bad-flag", "no-subgraphs", "huge-operands"],
+)
+def test_model_decoder_rejects_malformed_payloads(payload):
+    with pytest.raises(BadDataError):
+        protocol.decode_device_model(payload)
+
+
+def test_model_encoding_round_trips():
+    for model in (mixed_model(), if_model(), add_model()):
+        _, back = protocol.decode_device_model(protocol.encode_device_model(3, model))
+        assert len(back.subgraphs()) == len(model.subgraphs())
+        for a, b in zip(model.subgraphs(), back.subgraphs()):
+            assert a.operations == b.operations
+            assert a.input_indexes == b.input_indexes and a.output_indexes == b.output_indexes
+            for x, y in zip(a.operands, b.operands):
+                assert (x.info, x.lifetime, x.subgraph) == (y.info, y.lifetime, y.subgraph)
+                assert (x.value is None) == (y.value is None)
+                if x.value is not None:
+                    assert x.value.dtype == y.value.dtype and np.array_equal(x.value, y.value)
+
+
+def test_an_operand_index_out_of_range_is_rejected():
+    model = add_model()
+    model.main.operations[0] = Operation(OperationCode.ADD, (0, 1, 9), (3,))
+    with pytest.raises(BadDataError, match="out of range"):
+        protocol.decode_device_model(protocol.encode_device_model(0, model))
+
+
+def test_device_types_map(client):
+    assert {d.type for d in client.devices()} <= set(DeviceType)
