@@ -347,11 +347,28 @@ def test_preparing_an_unsupported_model_is_bad_data(client):
     assert info.value.code == ResultCode.BAD_DATA
 
 
-def test_pools_must_be_shared_memory(client):
+def test_pools_must_be_shared_memory_and_user_buffers_can_be_staged(client):
     prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
-    request = Pools().request()
-    request.pools = [bytearray(96), bytearray(48)]
+    pools = Pools()
+    request = pools.request()
+    inputs = np.arange(24, dtype=np.float32)
+    output = np.zeros(12, np.float32)
+    request.pools = [inputs, output]
     assert prepared.execute_synchronously(request, MeasureTiming.NO)[0] == ErrorStatus.INVALID_ARGUMENT
+    request.pools = [inputs, pools.output]  # one user buffer, one Memory used in place
+    with remote.StagedRequest(request) as staged:
+        assert prepared.execute_synchronously(staged.request, MeasureTiming.NO)[0] == ErrorStatus.NONE
+        staged.copy_back()
+    assert np.array_equal(pools.c.reshape(-1), inputs[:12] + inputs[12:])
+    request.pools = [inputs, output]
+    with remote.StagedRequest(request) as staged:
+        assert prepared.execute_synchronously(staged.request, MeasureTiming.NO)[0] == ErrorStatus.NONE
+        staged.copy_back()
+    assert np.array_equal(output, inputs[:12] + inputs[12:])
+    request.inputs[1] = RequestArgument(False, DataLocation(0, 64, 48))  # past the 96-byte buffer
+    with pytest.raises(BadDataError):
+        remote.StagedRequest(request)
+    pools.close()
 
 
 @pytest.mark.parametrize(
@@ -584,8 +601,8 @@ def test_a_foreign_uid_is_refused(own_service, monkeypatch):
     raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     raw.settimeout(5)
     raw.connect(proc.path)
-    send_frame(raw, Frame(protocol.Kind.GET_DEVICES, 0, 1, b""))
-    with pytest.raises((EOFError, OSError)):
+    with pytest.raises((EOFError, OSError)):  # refused: closed before or after our request
+        send_frame(raw, Frame(protocol.Kind.GET_DEVICES, 0, 1, b""))
         recv_frame(raw)
     raw.close()
     remote.disconnect_all()

@@ -1,26 +1,34 @@
-"""Per-execution latency of the runtime's paths on two models.
+"""The models and execution paths that ``nnburst bench`` times through the public runtime.
 
-* the seeds' worked example: ADD then MUL on float32 [3, 4] tensors
-  (7 operands: two inputs, a constant, a fused-activation scalar, an
-  intermediate, a second constant, the output)
-* a mid-size convolution: float32 [1, 32, 32, 16] input, 3×3 CONV_2D to 32
-  channels with ReLU, then 2×2 MAX_POOL_2D
+Models:
 
-Paths: ``compute`` (synchronous), ``start_compute`` + ``Event.wait`` (a
-worker thread), ``burst_compute`` (FMQs and the burst server thread).
+* ``add-mul``: the seeds' worked example, ADD then MUL on float32 [3, 4]
+  tensors (7 operands: two inputs, a constant, a fused-activation scalar,
+  an intermediate, a second constant, the output).  Tiny: the time is the
+  runtime's and the transport's, not the arithmetic's.
+* ``conv``: a mid-size convolution block, float32 [1, N, N, 16] input, 3×3
+  CONV_2D to 32 channels with ReLU, then 2×2 MAX_POOL_2D (N = 32 by
+  default).  Big enough that the arithmetic and the copies show.
+
+Paths: ``sync`` (``Execution.compute``), ``async`` (``start_compute`` +
+``Event.wait``: a worker thread) and ``burst`` (``burst_compute``: FMQs and
+the burst server).  A compilation for a service device runs the same paths
+across processes; its preference picks the burst polling window (LOW_POWER:
+0, sleep on the futex at once; otherwise 50 µs of spinning first).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import (
     Burst,
     Compilation,
+    Device,
     Execution,
     FuseCode,
     Model,
@@ -28,14 +36,33 @@ from .. import (
     OperandType,
     OperationCode,
     PaddingCode,
+    PreferenceCode,
 )
-from .fmq_pingpong import timed
-from .stats import LatencyStats, latency_table
 
-PATHS = ("compute", "start_compute", "burst_compute")
+PATHS = ("sync", "async", "burst")
+MODELS = ("add-mul", "conv")
+DEFAULT_CONV_SIZE = 32
 
 
-def add_mul_model() -> tuple[Model, list[np.ndarray], np.ndarray]:
+@dataclass
+class Workload:
+    """A finished model with its input values and an output buffer."""
+
+    name: str
+    model: Model
+    inputs: list[np.ndarray]
+    output: np.ndarray
+
+    @property
+    def request_bytes(self) -> int:
+        return sum(value.nbytes for value in self.inputs)
+
+    @property
+    def response_bytes(self) -> int:
+        return self.output.nbytes
+
+
+def add_mul_model() -> Workload:
     """The seeds' example: out = (a + b) * c, on float32 [3, 4]."""
     model = Model()
     tensor = OperandType(OperandCode.TENSOR_FLOAT32, (3, 4))
@@ -57,20 +84,23 @@ def add_mul_model() -> tuple[Model, list[np.ndarray], np.ndarray]:
     model.identify_inputs_and_outputs([a, b], [out])
     model.finish()
     inputs = [np.arange(12, dtype=np.float32).reshape(3, 4), np.ones((3, 4), np.float32)]
-    return model, inputs, np.empty((3, 4), np.float32)
+    return Workload("add+mul 3x4", model, inputs, np.empty((3, 4), np.float32))
 
 
-def conv_model() -> tuple[Model, list[np.ndarray], np.ndarray]:
-    """A mid-size convolution block: 3×3 CONV_2D (16→32 channels, ReLU), 2×2 max pool."""
+def conv_model(size: int = DEFAULT_CONV_SIZE) -> Workload:
+    """3×3 CONV_2D (16→32 channels, ReLU) then 2×2 max pool on a size×size image."""
+    if size < 2:
+        raise ValueError(f"conv size must be at least 2, got {size}")
     rng = np.random.default_rng(0)
+    pooled = size // 2
     model = Model()
-    image = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (1, 32, 32, 16)))
+    image = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (1, size, size, 16)))
     weights = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (32, 3, 3, 16)))
     bias = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (32,)))
     scalars = [model.add_operand(OperandType(OperandCode.INT32)) for _ in range(4)]
-    conv = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (1, 32, 32, 32)))
+    conv = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (1, size, size, 32)))
     pool_scalars = [model.add_operand(OperandType(OperandCode.INT32)) for _ in range(6)]
-    out = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (1, 16, 16, 32)))
+    out = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (1, pooled, pooled, 32)))
     model.set_operand_value(weights, rng.standard_normal((32, 3, 3, 16)).astype(np.float32) * 0.1)
     model.set_operand_value(bias, np.zeros(32, np.float32))
     for operand, value in zip(scalars, (PaddingCode.SAME, 1, 1, FuseCode.RELU)):
@@ -81,50 +111,39 @@ def conv_model() -> tuple[Model, list[np.ndarray], np.ndarray]:
     model.add_operation(OperationCode.MAX_POOL_2D, [conv, *pool_scalars], [out])
     model.identify_inputs_and_outputs([image], [out])
     model.finish()
-    inputs = [rng.standard_normal((1, 32, 32, 16)).astype(np.float32)]
-    return model, inputs, np.empty((1, 16, 16, 32), np.float32)
+    inputs = [rng.standard_normal((1, size, size, 16)).astype(np.float32)]
+    return Workload(f"conv {size}x{size}x16", model, inputs, np.empty((1, pooled, pooled, 32), np.float32))
 
 
-MODELS: dict[str, Callable[[], tuple[Model, list[np.ndarray], np.ndarray]]] = {
-    "add+mul 3x4": add_mul_model,
-    "conv 32x32x16": conv_model,
-}
+def workload(name: str, conv_size: int = DEFAULT_CONV_SIZE) -> Workload:
+    """One of :data:`MODELS` by name."""
+    if name == "add-mul":
+        return add_mul_model()
+    if name == "conv":
+        return conv_model(conv_size)
+    raise ValueError(f"unknown model {name!r}: expected one of {', '.join(MODELS)}")
 
 
 @contextmanager
-def execution_path(model_name: str, path: str) -> Iterator[Callable[[], Any]]:
-    """A reusable execution of the model, run through ``path`` per call."""
-    model, inputs, output = MODELS[model_name]()
-    with Compilation(model) as compilation:
+def execution_path(
+    work: Workload, path: str, device: Device | None = None, polling: bool = True
+) -> Iterator[Callable[[], object]]:
+    """A reusable execution of ``work`` on ``device`` (default: the runtime's choice), run
+    through ``path`` per call.  Everything it opened is closed on exit, also on Ctrl-C."""
+    if path not in PATHS:
+        raise ValueError(f"unknown path {path!r}: expected one of {', '.join(PATHS)}")
+    with Compilation(work.model, devices=None if device is None else [device]) as compilation:
+        compilation.set_preference(PreferenceCode.FAST_SINGLE_ANSWER if polling else PreferenceCode.LOW_POWER)
         compilation.finish()
         execution = Execution(compilation)
         execution.set_reusable(True)
-        for i, value in enumerate(inputs):
+        for i, value in enumerate(work.inputs):
             execution.set_input(i, value)
-        execution.set_output(0, output)
-        if path == "compute":
+        execution.set_output(0, work.output)
+        if path == "sync":
             yield execution.compute
-        elif path == "start_compute":
+        elif path == "async":
             yield lambda: execution.start_compute().wait()
         else:
             with Burst(compilation) as burst:
                 yield lambda: execution.burst_compute(burst)
-
-
-def run(iterations: int = 2000) -> list[LatencyStats]:
-    rows = []
-    for model_name in MODELS:
-        for path in PATHS:
-            with execution_path(model_name, path) as execute:
-                count = iterations if model_name.startswith("add") else max(50, iterations // 20)
-                rows.append(LatencyStats.from_ns(f"{model_name} {path}", timed(execute, count)))
-    return rows
-
-
-def main(iterations: int = 2000) -> None:
-    print("Runtime execution paths on the CPU reference driver (in-process):")
-    print(latency_table(run(iterations)))
-
-
-if __name__ == "__main__":
-    main()

@@ -36,6 +36,7 @@ from ..hal.types import (
     Timing,
     pool_view,
 )
+from . import compilation_cache
 from .executor import PreparedModel, subgraph_references
 from .registry import OperationSignature, lookup
 
@@ -185,13 +186,32 @@ class CpuPreparedModel(IPreparedModel):
     """A model prepared by the CPU driver; executes requests, serves bursts."""
 
     def __init__(
-        self, model: HalModel, preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER
+        self,
+        model: HalModel,
+        preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER,
+        cache: tuple[str, bytes] | None = None,
     ) -> None:
         self.model = model
         self.preference = PreferenceCode(preference)
-        self._executor = PreparedModel(model)
+        self.cache_hit = False
+        if cache is None:
+            self._executor = PreparedModel(model)
+        else:
+            self._executor = self._prepare_with_cache(model, *cache)
         self._inputs = _specs(model.main, model.main.input_indexes)
         self._outputs = _specs(model.main, model.main.output_indexes)
+
+    def _prepare_with_cache(self, model: HalModel, cache_dir: str, token: bytes) -> PreparedModel:
+        """Reuse the order and prepared states cached under ``token``, or
+        compile and cache them (Compilation.set_caching)."""
+        path = compilation_cache.cache_path(cache_dir, token)
+        key = compilation_cache.structure_key(model)
+        cached = compilation_cache.load(path, key)
+        executor = PreparedModel(model, cached)
+        self.cache_hit = cached is not None
+        if not self.cache_hit:
+            compilation_cache.save(path, key, executor.main.order, [op.state for op in executor.main.operations])
+        return executor
 
     # -- execution -----------------------------------------------------------------------
     def execute_synchronously(
@@ -435,7 +455,7 @@ class CpuDevice(IDevice):
         cache: Any = None,
     ) -> CpuPreparedModel:
         with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPILATION, "prepare_model"):
-            return CpuPreparedModel(model, preference)
+            return CpuPreparedModel(model, preference, cache)
 
 
 _DEVICE: CpuDevice | None = None

@@ -54,15 +54,25 @@ class PreparedSubgraph:
     """A validated, ordered subgraph ready to execute any number of times."""
 
     def __init__(
-        self, model: HalModel, subgraph: Subgraph, owner: PreparedModel | None = None
+        self,
+        model: HalModel,
+        subgraph: Subgraph,
+        owner: PreparedModel | None = None,
+        cached: tuple[list[int], list[Any]] | None = None,
     ) -> None:
+        """``cached``: (order, states) from a compilation cache for this very
+        subgraph; validation and preparation are then skipped."""
         self.model = model
         self.subgraph = subgraph
         #: the prepared model this subgraph belongs to; IF/WHILE reach their
         #: referenced subgraphs through it.
         self.owner = owner
         self.operations: list[_PreparedOperation] = []
-        for index in _execution_order(subgraph):
+        if cached is not None and sorted(cached[0]) != list(range(len(subgraph.operations))):
+            cached = None  # not an order of these operations: compile from scratch
+        #: operation indexes in execution order (what a compilation cache keeps).
+        self.order = cached[0] if cached is not None else _execution_order(subgraph)
+        for position, index in enumerate(self.order):
             operation = subgraph.operations[index]
             registration = lookup(operation.code)
             if registration is None:
@@ -76,8 +86,11 @@ class PreparedSubgraph:
                 subgraphs=subgraph_references(subgraph, operation.inputs),
                 model=model,
             )
-            registration.validate(signature)
-            state = registration.prepare(signature) if registration.prepare else None
+            if cached is not None:
+                state = cached[1][position]
+            else:
+                registration.validate(signature)
+                state = registration.prepare(signature) if registration.prepare else None
             self.operations.append(
                 _PreparedOperation(registration, signature, operation.inputs, operation.outputs, state)
             )
@@ -177,9 +190,9 @@ def _checked_output(code: OperationCode, info: Any, result: np.ndarray) -> np.nd
 class PreparedModel:
     """The CPU driver's prepared form of a whole model (main + referenced)."""
 
-    def __init__(self, model: HalModel) -> None:
+    def __init__(self, model: HalModel, cached: tuple[list[int], list[Any]] | None = None) -> None:
         self.model = model
-        self.main = PreparedSubgraph(model, model.main, self)
+        self.main = PreparedSubgraph(model, model.main, self, cached)
         self._referenced: dict[int, PreparedSubgraph] = {}
 
     def referenced(self, index: int) -> PreparedSubgraph:
