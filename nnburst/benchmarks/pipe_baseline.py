@@ -18,8 +18,9 @@ from typing import Any
 _FORK = multiprocessing.get_context("fork")
 
 
-def _answer(conn: Any, response_bytes: int, cpu: int | None) -> None:
+def _answer(conn: Any, other_end: Any, response_bytes: int, cpu: int | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the benchmark's to handle; it ends us
+    other_end.close()  # the fork's copy: with it open, the benchmark's close would not end us
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
     response = bytes(response_bytes)
@@ -35,7 +36,7 @@ def _answer(conn: Any, response_bytes: int, cpu: int | None) -> None:
 def pipe_peer(request_bytes: int, response_bytes: int, cpu: int | None = None) -> Iterator[Callable[[], object]]:
     """A round trip: ``request_bytes`` out, ``response_bytes`` back; ``cpu`` pins the peer."""
     ours, theirs = _FORK.Pipe()
-    process = _FORK.Process(target=_answer, args=(theirs, response_bytes, cpu), daemon=True)
+    process = _FORK.Process(target=_answer, args=(theirs, ours, response_bytes, cpu), daemon=True)
     request = bytes(request_bytes)
     try:
         process.start()

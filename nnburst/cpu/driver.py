@@ -249,7 +249,7 @@ class CpuPreparedModel(IPreparedModel):
         device_start = time.perf_counter_ns()
         try:
             with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPUTATION, "execute"):
-                results = self._executor.run(inputs, loop_deadline)
+                results = self._executor.run(inputs, loop_deadline, deadline_ns)
         except NNError as exc:
             logger.info("execution failed: %s", exc)
             return status_for_exception(exc), [], NO_TIMING

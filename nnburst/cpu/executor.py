@@ -8,6 +8,7 @@ An execution then only moves arrays between operand slots.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -120,9 +121,15 @@ class PreparedSubgraph:
         return constants
 
     def run(
-        self, inputs: Sequence[np.ndarray | None], loop_deadline_ns: int | None = None
+        self,
+        inputs: Sequence[np.ndarray | None],
+        loop_deadline_ns: int | None = None,
+        deadline_ns: int | None = None,
     ) -> list[np.ndarray]:
-        """Execute with one array per subgraph input; returns one per output."""
+        """Execute with one array per subgraph input; returns one per output.
+
+        ``deadline_ns`` (absolute ``time.monotonic_ns()``) is checked before
+        every operation: a late execution stops with MISSED_DEADLINE."""
         if len(inputs) != len(self.subgraph.input_indexes):
             raise BadDataError(
                 f"expected {len(self.subgraph.input_indexes)} inputs, got {len(inputs)}"
@@ -134,6 +141,11 @@ class PreparedSubgraph:
         # Float overflow to inf/nan is defined behaviour here, not a warning.
         with np.errstate(all="ignore"):
             for op in self.operations:
+                if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+                    raise NNError(
+                        f"the execution missed its deadline before {op.signature.code.name}",
+                        ResultCode.MISSED_DEADLINE_TRANSIENT,
+                    )
                 context = ExecutionContext(
                     op.signature, [values[i] for i in op.inputs], op.state, loop_deadline_ns, self.owner
                 )
@@ -209,6 +221,9 @@ class PreparedModel:
         return prepared
 
     def run(
-        self, inputs: Sequence[np.ndarray | None], loop_deadline_ns: int | None = None
+        self,
+        inputs: Sequence[np.ndarray | None],
+        loop_deadline_ns: int | None = None,
+        deadline_ns: int | None = None,
     ) -> list[np.ndarray]:
-        return self.main.run(inputs, loop_deadline_ns)
+        return self.main.run(inputs, loop_deadline_ns, deadline_ns)
