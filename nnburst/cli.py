@@ -1,7 +1,8 @@
 """The ``nnburst`` command: what users run first.
 
-Subcommands: ``devices`` (what the runtime can compile for), ``bench`` (FMQ
-and burst latency against baselines) and ``trace summarize`` (the per-layer
+Subcommands: ``devices`` (what the runtime can compile for), ``bench`` (the
+runtime's execution paths against a Pipe baseline by default; ``bench fmq``
+and ``bench hal`` for the layers underneath) and ``trace summarize`` (the per-layer
 × per-phase timing table of a trace written by :mod:`nnburst.tracing`).
 Bad input ends with a one-line message on stderr and a non-zero exit code,
 not a traceback.
@@ -88,55 +89,177 @@ def _devices(args: argparse.Namespace) -> int:
 
 # -- bench -------------------------------------------------------------------------------------
 
+#: Iterations per mode of the FMQ and HAL benchmarks when --iterations is not given.
+LOW_LEVEL_ITERATIONS = 20000
+STREAM_ITEMS = 2_000_000
+_RUNTIME_ONLY = ("model", "conv_size", "duration", "paths", "placement", "pin", "plot", "html")
 
-def _writable(path: str) -> Path:
+
+def _writable(path: str, option: str = "--json") -> Path:
     """Checked before a long run, so a typo in the path does not throw the results away."""
     target = Path(path)
     parent = target.parent
     if target.is_dir():
-        raise CliError(f"--json {path}: is a directory")
+        raise CliError(f"{option} {path}: is a directory")
     if not parent.is_dir():
-        raise CliError(f"--json {path}: no directory {parent}")
+        raise CliError(f"{option} {path}: no directory {parent}")
     if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise CliError(f"--json {path}: not writable")
+        raise CliError(f"{option} {path}: not writable")
     return target
 
 
+def _write_text(target: Path, text: str) -> None:
+    try:
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def _write_json(target: Path, document: Any) -> None:
+    try:
+        text = json.dumps(document, indent=2, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise CliError(f"cannot write {target}: {exc}") from None
+    _write_text(target, text)
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if args.what == "runtime":
+        return _bench_runtime(args)
+    given = [name for name in _RUNTIME_ONLY if getattr(args, name) is not None]
+    if given:
+        option = "--" + given[0].replace("_", "-")
+        raise _UsageError(f"{option} applies to the runtime benchmark (nnburst bench), not to {args.what}")
+    iterations = args.iterations or LOW_LEVEL_ITERATIONS
     target = _writable(args.json) if args.json else None
     if args.what == "fmq":
         from .benchmarks import fmq_pingpong
 
+        stream_items: int | None = args.stream_items or STREAM_ITEMS
         if target is None:
-            fmq_pingpong.main(iterations=args.iterations, stream_items=args.stream_items)
+            fmq_pingpong.main(iterations=iterations, stream_items=stream_items)
             return 0
-        rows, streams = fmq_pingpong.run(args.iterations, args.stream_items)
-        print(fmq_pingpong.report(rows, streams, args.iterations))
-        stream_items: int | None = args.stream_items
+        rows, streams = fmq_pingpong.run(iterations, stream_items)
+        print(fmq_pingpong.report(rows, streams, iterations))
     else:
         from .benchmarks import burst_latency
         from .benchmarks.stats import latency_table
 
         if target is None:
-            burst_latency.main(iterations=args.iterations)
+            burst_latency.main(iterations=iterations)
             return 0
-        rows, streams, stream_items = burst_latency.run(args.iterations), [], None
+        rows, streams, stream_items = burst_latency.run(iterations), [], None
         # The same text burst_latency.main prints, which returns nothing to serialize.
         print(f"ADD of two float32 [3, 4] tensors on the CPU reference driver, "
-              f"{args.iterations} executions per mode:")
+              f"{iterations} executions per mode:")
         print(latency_table(rows, baseline="multiprocessing.Pipe"))
     from .benchmarks import report
 
-    document = report.build(args.what, rows, streams, iterations=args.iterations,
-                            stream_items=stream_items)
-    try:
-        with open(target, "w", encoding="utf-8") as out:
-            json.dump(document, out, indent=2, allow_nan=False)
-            out.write("\n")
-    except (OSError, ValueError) as exc:
-        raise CliError(f"cannot write {target}: {exc}") from None
+    document = report.build("burst" if args.what == "hal" else args.what, rows, streams,
+                            iterations=iterations, stream_items=stream_items)
+    _write_json(target, document)
     print(f"results written to {target}")
     return 0
+
+
+def _runtime_settings(args: argparse.Namespace) -> Any:
+    from .benchmarks import runtime_bench
+
+    models = runtime_bench.MODELS if args.model in (None, "all") else (args.model,)
+    duration = args.duration
+    if duration is None and args.iterations is None:
+        duration = runtime_bench.DEFAULT_DURATION_S
+    return runtime_bench.Settings(
+        models=tuple(models),
+        conv_size=args.conv_size or runtime_bench.runtime_paths.DEFAULT_CONV_SIZE,
+        iterations=args.iterations,
+        duration=duration,
+        paths=args.paths or runtime_bench.PATHS,
+        placements=(args.placement,) if args.placement else runtime_bench.PLACEMENTS,
+        pin=bool(args.pin),
+    )
+
+
+def _bench_runtime(args: argparse.Namespace) -> int:
+    """The default: the runtime's paths on two models against a Pipe baseline (runtime_bench)."""
+    from .benchmarks import plot as plotting
+    from .benchmarks import runtime_bench
+    from .benchmarks.progress import Progress
+    from .benchmarks.service_process import ServiceError
+    from .errors import NNError
+
+    if args.stream_items is not None:
+        raise _UsageError("--stream-items applies to nnburst bench fmq")
+    targets = {option: _writable(path, option) for option, path in
+               (("--json", args.json), ("--plot", args.plot), ("--html", args.html)) if path}
+    if "--plot" in targets and not plotting.available():
+        raise CliError("--plot needs matplotlib: pip install 'nnburst[plot]'")
+    settings = _runtime_settings(args)
+    cpus = runtime_bench._pin_cpus(settings.pin)
+    head = runtime_bench.header(settings, cpus)
+    print(head, flush=True)
+    try:
+        with Progress(len(runtime_bench.plan(settings))) as progress:
+            result = runtime_bench.run(settings, progress)
+    except (NNError, ServiceError, OSError) as exc:
+        raise CliError(f"the benchmark failed: {exc}") from None
+    print()
+    if result.rows:
+        print(runtime_bench.table(result))
+    print(runtime_bench.summary(result), flush=True)
+    _write_runtime_files(result, head, targets)
+    return 130 if result.interrupted else 0
+
+
+def _write_runtime_files(result: Any, head: str, targets: dict[str, Path]) -> None:
+    from .benchmarks import html_report, plot, report
+
+    document = report.build_runtime(result)
+    if "--json" in targets:
+        _write_json(targets["--json"], document)
+        print(f"results written to {targets['--json']}")
+    image = plot.png(result) if ("--plot" in targets or "--html" in targets) and plot.available() else None
+    if "--plot" in targets and image is not None:
+        try:
+            targets["--plot"].write_bytes(image)
+        except OSError as exc:
+            raise CliError(f"cannot write {targets['--plot']}: {exc.strerror or exc}") from None
+        print(f"latency plot written to {targets['--plot']}")
+    if "--html" in targets:
+        _write_text(targets["--html"], html_report.render(document, head, image))
+        print(f"report page written to {targets['--html']}")
+
+
+class _UsageError(Exception):
+    """A bad combination of arguments found after parsing: usage and exit code 2."""
+
+
+def _duration(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
+
+
+def _conv_size(text: str) -> int:
+    value = _positive(text)
+    if not 2 <= value <= 512:
+        raise argparse.ArgumentTypeError(f"expected a size from 2 to 512, got {value}")
+    return value
+
+
+def _paths(text: str) -> tuple[str, ...]:
+    from .benchmarks.runtime_paths import PATHS
+
+    chosen = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in PATHS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated subset of {','.join(PATHS)}, got {text!r}")
+    return tuple(p for p in PATHS if p in chosen)
 
 
 # -- trace -------------------------------------------------------------------------------------
@@ -169,16 +292,44 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_argument("--json", action="store_true", help="print JSON instead of a table")
     devices.set_defaults(run=_devices)
 
-    bench = commands.add_parser("bench", help="latency and throughput against baselines, one run")
-    bench.add_argument("what", nargs="?", choices=["burst", "fmq"], default="burst",
-                       help="burst execution (default) or the raw FMQ")
-    bench.add_argument("--iterations", type=_positive, default=20000, help="timed round trips per mode")
-    bench.add_argument("--stream-items", type=_positive, default=2_000_000,
-                       help="elements in the streaming test")
+    bench = commands.add_parser(
+        "bench", help="execution latency and throughput against a Pipe baseline, one run",
+        description="Time executions through the NNAPI runtime's paths (sync, async, burst; in-process "
+                    "and across processes) against a multiprocessing.Pipe round trip of the same bytes. "
+                    "'fmq' and 'hal' time the layers underneath.",
+    )
+    bench.add_argument("what", nargs="?", choices=["runtime", "hal", "burst", "fmq"], default="runtime",
+                       help="runtime (default): the runtime's paths on two models; hal (alias burst): "
+                            "HAL-level bursts of one ADD; fmq: the raw queue")
+    bench.add_argument("--iterations", type=_positive, default=None,
+                       help="timed executions per mode (runtime: bounded by count instead of time; "
+                            f"fmq/hal default {LOW_LEVEL_ITERATIONS})")
+    bench.add_argument("--duration", type=_duration, metavar="SECONDS",
+                       help="seconds per mode (runtime; default "
+                            "0.9 unless --iterations is given; with both, whichever ends first)")
+    bench.add_argument("--model", choices=["add-mul", "conv", "all"],
+                       help="the seeds' ADD+MUL 3x4 model, the conv block, or both (default)")
+    bench.add_argument("--conv-size", type=_conv_size, metavar="N",
+                       help="the conv model's input is [1, N, N, 16] (default 32)")
+    bench.add_argument("--paths", type=_paths, metavar="LIST",
+                       help="comma-separated subset of sync,async,burst (default: all)")
+    placement = bench.add_mutually_exclusive_group()
+    placement.add_argument("--in-process", dest="placement", action="store_const", const="in-process",
+                           help="only the driver in this process")
+    placement.add_argument("--cross-process", dest="placement", action="store_const",
+                           const="cross-process", help="only the driver service process")
+    bench.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
+                       help="pin the timing thread and the other side to two CPUs (default: no)")
+    bench.add_argument("--stream-items", type=_positive, default=None,
+                       help="elements in the fmq streaming test (default 2000000)")
     bench.add_argument("--json", metavar="FILE",
                        help="also write the results and the environment as JSON "
                             "(schema: nnburst/benchmarks/report.py)")
-    bench.set_defaults(run=_bench)
+    bench.add_argument("--plot", metavar="FILE.png",
+                       help="also draw the latency distributions (CDF per mode; needs matplotlib)")
+    bench.add_argument("--html", metavar="FILE",
+                       help="also write a self-contained report page (table, plot, environment)")
+    bench.set_defaults(run=_bench, parser=bench)
 
     trace = commands.add_parser("trace", help="work with trace files written by nnburst.tracing")
     trace_commands = trace.add_subparsers(dest="trace_command", required=True)
@@ -199,6 +350,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     try:
         return int(args.run(args))
+    except _UsageError as exc:
+        args.parser.print_usage(sys.stderr)
+        print(f"{args.parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     except CliError as exc:
         print(f"nnburst: error: {exc}", file=sys.stderr)
         return 1

@@ -881,8 +881,9 @@ def execute_prepared(
     """``execute_synchronously``, passing the HAL 1.3 deadline and loop timeout where the driver takes them."""
     from .cpu.driver import CpuPreparedModel
     from .partition import ExecutionPlan
+    from .service.remote import RemotePreparedModel
 
-    if isinstance(prepared, (CpuPreparedModel, ExecutionPlan)):
+    if isinstance(prepared, (CpuPreparedModel, ExecutionPlan, RemotePreparedModel)):
         return prepared.execute_synchronously(
             request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns
         )

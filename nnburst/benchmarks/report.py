@@ -27,6 +27,39 @@ document carries the environment next to the rows.  Schema, version 1::
       ]
     }
 
+The default run (``"benchmark": "runtime"``, the runtime's paths against a
+Pipe baseline) extends it: the same top-level keys plus ``interrupted``, its
+own ``parameters``, and latency rows that say what each row measured::
+
+    {
+      "schema": "nnburst.bench/1",
+      "benchmark": "runtime",
+      "created": ..., "environment": {...},    # as above
+      "interrupted": bool,           # Ctrl-C: the rows are the ones that finished
+      "seconds": float,              # wall time of the whole run
+      "parameters": {
+        "models": [str],             # "add-mul", "conv"
+        "conv_size": int,            # the conv input is [1, conv_size, conv_size, 16]
+        "iterations": int | null,    # per mode; null: bounded by duration
+        "duration": float | null,    # seconds per mode; null: bounded by iterations
+        "paths": [str],              # "sync", "async", "burst"
+        "placements": [str],         # "in-process", "cross-process"
+        "pin": bool,
+        "cpus": [int, int] | null    # (timing thread, other side) when pinned
+      },
+      "latency": [                   # LatencyStats.as_dict() plus:
+        {..., "model": str,          # "add-mul" | "conv"
+         "workload": str,            # e.g. "conv 32x32x16"
+         "path": str,                # "sync" | "async" | "burst" | "pipe" (the baseline)
+         "placement": str,           # "in-process" | "cross-process"
+         "polling_us": int | null,   # bursts: 0 or 50
+         "bytes_in": int, "bytes_out": int,
+         "seconds": float,           # wall time of the mode, set-up included
+         "vs_baseline": float | null}  # p50 over the same model's Pipe p50
+      ],
+      "throughput": []
+    }
+
 :func:`validate` checks a document against this schema; the tests use it.
 """
 
@@ -36,20 +69,32 @@ import datetime
 import os
 import platform
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._version import __version__
 from .stats import LatencyStats, Throughput
 
-__all__ = ["SCHEMA", "build", "environment", "validate"]
+if TYPE_CHECKING:
+    from .runtime_bench import Result
+
+__all__ = ["SCHEMA", "build", "build_runtime", "environment", "validate"]
 
 SCHEMA = "nnburst.bench/1"
 
 _LATENCY_FIELDS = {
     "name": str, "count": int, "p50_us": float, "p90_us": float, "p99_us": float,
     "p999_us": float, "mean_us": float, "per_second": float,
+}
+_RUNTIME_ROW_FIELDS = {
+    **_LATENCY_FIELDS, "model": str, "workload": str, "path": str, "placement": str,
+    "polling_us": (int, type(None)), "bytes_in": int, "bytes_out": int, "seconds": float,
+    "vs_baseline": (float, type(None)),
+}
+_RUNTIME_PARAMETERS = {
+    "models": list, "conv_size": int, "iterations": (int, type(None)), "duration": (float, type(None)),
+    "paths": list, "placements": list, "pin": bool, "cpus": (list, type(None)),
 }
 _THROUGHPUT_FIELDS = {"name": str, "items": int, "seconds": float, "per_second": float}
 _ENVIRONMENT_FIELDS = {
@@ -96,6 +141,48 @@ def build(
     }
 
 
+def build_runtime(result: Result) -> dict[str, Any]:
+    """The document for the default run (:mod:`.runtime_bench`), finished or interrupted."""
+    from .runtime_bench import ratio
+
+    settings = result.settings
+    rows = []
+    for row in result.rows:
+        mode = row.mode
+        rows.append({
+            **row.stats.as_dict(),
+            "model": mode.model,
+            "workload": row.workload,
+            "path": mode.path,
+            "placement": mode.placement,
+            "polling_us": mode.polling_us,
+            "bytes_in": row.bytes_in,
+            "bytes_out": row.bytes_out,
+            "seconds": row.seconds,
+            "vs_baseline": ratio(row, result.baseline(mode.model)),
+        })
+    return {
+        "schema": SCHEMA,
+        "benchmark": "runtime",
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "interrupted": result.interrupted,
+        "seconds": result.seconds,
+        "parameters": {
+            "models": list(settings.models),
+            "conv_size": settings.conv_size,
+            "iterations": settings.iterations,
+            "duration": settings.duration,
+            "paths": list(settings.paths),
+            "placements": list(settings.placements),
+            "pin": settings.pin,
+            "cpus": None if result.cpus is None else list(result.cpus),
+        },
+        "environment": environment(),
+        "latency": rows,
+        "throughput": [],
+    }
+
+
 def validate(document: Any) -> list[str]:
     """What is wrong with ``document`` against the schema above; empty when it conforms."""
     if not isinstance(document, dict):
@@ -103,16 +190,30 @@ def validate(document: Any) -> list[str]:
     problems = []
     if document.get("schema") != SCHEMA:
         problems.append(f"schema: expected {SCHEMA!r}, got {document.get('schema')!r}")
-    if document.get("benchmark") not in ("fmq", "burst"):
-        problems.append(f"benchmark: expected 'fmq' or 'burst', got {document.get('benchmark')!r}")
+    runtime = document.get("benchmark") == "runtime"
+    if document.get("benchmark") not in ("fmq", "burst", "runtime"):
+        problems.append(f"benchmark: expected 'fmq', 'burst' or 'runtime', got {document.get('benchmark')!r}")
     try:
         datetime.datetime.fromisoformat(document.get("created", ""))
     except (TypeError, ValueError):
         problems.append(f"created: not an ISO 8601 time: {document.get('created')!r}")
-    problems += _check("parameters", document.get("parameters"),
-                       {"iterations": int, "stream_items": (int, type(None))})
+    if runtime:
+        problems += _check("parameters", document.get("parameters"), _RUNTIME_PARAMETERS)
+        if not isinstance(document.get("interrupted"), bool):
+            problems.append(f"interrupted: expected bool, got {document.get('interrupted')!r}")
+        seconds = document.get("seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            problems.append(f"seconds: expected float, got {seconds!r}")
+    else:
+        problems += _check("parameters", document.get("parameters"),
+                           {"iterations": int, "stream_items": (int, type(None))})
+    known = {"schema", "benchmark", "created", "parameters", "environment", "latency", "throughput"}
+    if runtime:
+        known |= {"interrupted", "seconds"}
+    problems += [f"unexpected {key!r}" for key in document if key not in known]
     problems += _check("environment", document.get("environment"), _ENVIRONMENT_FIELDS)
-    for key, fields in (("latency", _LATENCY_FIELDS), ("throughput", _THROUGHPUT_FIELDS)):
+    row_fields = _RUNTIME_ROW_FIELDS if runtime else _LATENCY_FIELDS
+    for key, fields in (("latency", row_fields), ("throughput", _THROUGHPUT_FIELDS)):
         rows = document.get(key)
         if not isinstance(rows, list):
             problems.append(f"{key}: expected a list")

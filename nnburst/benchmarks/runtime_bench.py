@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
@@ -64,7 +64,7 @@ class Settings:
     duration: float | None = DEFAULT_DURATION_S  # seconds per mode; None: bounded by count only
     paths: tuple[str, ...] = PATHS
     placements: tuple[str, ...] = PLACEMENTS
-    pin: bool = True
+    pin: bool = False  # pinning the caller starves in-process compute that wakes helper threads
 
 
 @dataclass
@@ -217,24 +217,21 @@ def header(settings: Settings, cpus: tuple[int, int] | None) -> str:
         bound = f"{settings.duration:g} s"
     else:
         bound = f"{settings.iterations} executions"
-    places = " and ".join(
-        {"in-process": "in this process (the nnburst-reference CPU driver)",
-         "cross-process": "across processes (the same CPU driver in a driver service process)"}[p]
-        for p in PLACEMENTS if p in settings.placements
-    )
-    paths = {"sync": "compute (sync)", "async": "start_compute + wait (async)",
-             "burst": "burst_compute (burst)"}
+    names = {"sync": "compute (sync)", "async": "start_compute + wait (async)", "burst": "burst_compute (burst)"}
     lines = [
         "nnburst bench: how long one execution takes through each path of the NNAPI runtime.",
-        f"Each model runs through {', '.join(paths[p] for p in PATHS if p in settings.paths)},",
-        f"{places}.",
+        "Each model runs through " + ", ".join(names[p] for p in PATHS if p in settings.paths) + ",",
     ]
+    if "in-process" in settings.placements:
+        lines.append("  in-process: on the nnburst-reference CPU driver in this process,")
+    if "cross-process" in settings.placements:
+        lines.append("  cross-process: on the same CPU driver in a driver service process,")
     if "burst" in settings.paths:
-        lines.append("Bursts run with a polling window of 0 (sleep at once) and 50 us (spin first).")
+        lines.append("bursts with a polling window of 0 (sleep at once) and 50 us (spin first).")
     lines += [
-        f"Baseline: a {BASELINE} round trip of the same bytes (the model's inputs out, its",
-        "outputs back) to another process.  'x Pipe' is a row's p50 over the baseline's:",
-        "below 1 is faster than the Pipe.  Latencies in microseconds, exec/s from the mean.",
+        f"Baseline: a {BASELINE} round trip of the same bytes (the model's inputs out,",
+        "its outputs back) to another process.  'x Pipe' is a row's p50 over the baseline's",
+        "(below 1: faster than the Pipe).  Latencies in microseconds; exec/s from the mean.",
         f"Each mode: {bound}, after a short warm-up; "
         + (f"this thread pinned to CPU {cpus[0]}, the other side to CPU {cpus[1]}."
            if cpus else "no CPU pinning."),

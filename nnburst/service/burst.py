@@ -14,7 +14,7 @@ Payloads (little-endian):
     Reply: ``i32 status | u32 count`` then ``count`` × (``u64`` offset,
     ``u64`` size) of the region in its file, with ``count`` fds (SCM_RIGHTS),
     one per slot, in order.
-``FREE_MEMORY`` app → service, no reply: ``u32 burst id | i32 slot``.
+``FREE_MEMORY`` app → service: ``u32 burst id | i32 slot``; empty reply.
 ``CLOSE_BURST`` app → service: ``u32 burst id``; empty reply.
 """
 
@@ -208,11 +208,13 @@ class RemoteBurstContext(IBurstContext):
             callback()
 
     def free_memory(self, slot: int) -> None:
+        """Blocking, as HAL's freeMemory: the next compute must not overtake
+        the free and reuse the old memory for this slot."""
         if self._closed:
             return
         try:
-            self._client.connection.notify(Kind.FREE_MEMORY, _ID_SLOT.pack(self.burst_id, slot))
-        except BrokenResourceError:
+            self._client.connection.call(Kind.FREE_MEMORY, _ID_SLOT.pack(self.burst_id, slot), timeout=10)
+        except (BrokenResourceError, NNError):
             pass  # the service is gone, and the mapping with it
 
     def close(self) -> None:

@@ -1,0 +1,85 @@
+"""A self-contained report page of a run (``nnburst bench --html FILE``).
+
+In the spirit of the NNAPI benchmark app's result page: what was measured,
+the table per model, the latency plot and the machine, in one file with no
+outside references (the plot is an embedded base64 PNG), so it can be
+attached to a bug or mailed as it is.
+"""
+
+from __future__ import annotations
+
+import base64
+from html import escape
+from typing import Any
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 62em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+th, td { padding: 0.25em 0.7em; border-bottom: 1px solid #ddd; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+tr.baseline td { font-weight: bold; background: #f4f4f4; }
+.note { color: #555; white-space: pre-wrap; font-size: 0.9em; }
+.warn { color: #a40; font-weight: bold; }
+img { max-width: 100%; }
+"""
+
+_COLUMNS = [("name", "mode"), ("count", "runs"), ("p50_us", "p50 µs"), ("p90_us", "p90 µs"),
+            ("p99_us", "p99 µs"), ("p999_us", "p99.9 µs"), ("per_second", "exec/s"),
+            ("vs_baseline", "× Pipe (p50)")]
+
+
+def _cell(key: str, value: Any) -> str:
+    if value is None:
+        return "–"
+    if key == "per_second":
+        return f"{value:.0f}"
+    if key == "vs_baseline":
+        return f"{value:.2f}"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return escape(str(value))
+
+
+def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str:
+    """The page for a ``"benchmark": "runtime"`` document (see :mod:`.report`)."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        "<title>nnburst bench</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        "<h1>nnburst bench: NNAPI runtime execution paths</h1>",
+        f'<p class="note">{escape(header)}</p>',
+    ]
+    if document.get("interrupted"):
+        parts.append('<p class="warn">Interrupted: only the modes that finished are shown.</p>')
+    rows = document["latency"]
+    for model in document["parameters"]["models"]:
+        mine = [r for r in rows if r["model"] == model]
+        if not mine:
+            continue
+        first = mine[0]
+        parts.append(f"<h2>{escape(first['workload'])} "
+                     f"({first['bytes_in']} bytes in, {first['bytes_out']} bytes out)</h2>")
+        parts.append("<table><tr>" + "".join(f"<th>{escape(t)}</th>" for _, t in _COLUMNS) + "</tr>")
+        for row in mine:
+            css = ' class="baseline"' if row["path"] == "pipe" else ""
+            cells = "".join(f"<td>{_cell(k, row[k])}</td>" for k, _ in _COLUMNS)
+            parts.append(f"<tr{css}>{cells}</tr>")
+        parts.append("</table>")
+    parts.append("<h2>Latency distributions</h2>")
+    if plot_png is None:
+        parts.append('<p class="note">No plot: matplotlib is not installed '
+                     "(pip install 'nnburst[plot]').</p>")
+    else:
+        data = base64.b64encode(plot_png).decode("ascii")
+        parts.append(f'<img alt="latency CDF per mode" src="data:image/png;base64,{data}">')
+    parts.append("<h2>Run</h2><table>")
+    facts = {**document["parameters"], "seconds": round(document["seconds"], 2),
+             "created": document["created"]}
+    parts += [f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in facts.items()]
+    parts.append("</table><h2>Environment</h2><table>")
+    parts += [f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>"
+              for k, v in document["environment"].items()]
+    parts.append("</table></body></html>")
+    return "\n".join(parts) + "\n"
