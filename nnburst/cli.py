@@ -135,11 +135,12 @@ def _bench(args: argparse.Namespace) -> int:
     if args.what == "fmq":
         from .benchmarks import fmq_pingpong
 
-        stream_items: int | None = args.stream_items or STREAM_ITEMS
+        items: int = args.stream_items or STREAM_ITEMS
         if target is None:
-            fmq_pingpong.main(iterations=iterations, stream_items=stream_items)
+            fmq_pingpong.main(iterations=iterations, stream_items=items)
             return 0
-        rows, streams = fmq_pingpong.run(iterations, stream_items)
+        rows, streams = fmq_pingpong.run(iterations, items)
+        stream_items: int | None = items
         print(fmq_pingpong.report(rows, streams, iterations))
     else:
         from .benchmarks import burst_latency
@@ -195,7 +196,7 @@ def _bench_runtime(args: argparse.Namespace) -> int:
     if "--plot" in targets and not plotting.available():
         raise CliError("--plot needs matplotlib: pip install 'nnburst[plot]'")
     settings = _runtime_settings(args)
-    cpus = runtime_bench._pin_cpus(settings.pin)
+    cpus = runtime_bench.pin_cpus(settings.pin)
     head = runtime_bench.header(settings, cpus)
     print(head, flush=True)
     try:

@@ -83,7 +83,7 @@ def test_bench_burst_json(capsys, tmp_path, monkeypatch):
             for name in ("sync in-process", "multiprocessing.Pipe")]
     monkeypatch.setattr(burst_latency, "run", lambda iterations: rows)
     path = tmp_path / "bench.json"
-    code, out, err = run(capsys, "bench", "--iterations", "3", "--json", str(path))
+    code, out, err = run(capsys, "bench", "burst", "--iterations", "3", "--json", str(path))
     assert code == 0, err
     assert out.startswith("ADD of two float32 [3, 4] tensors") and "sync in-process" in out
     document = json.loads(path.read_text())

@@ -232,11 +232,11 @@ def _check(where: str, value: Any, fields: dict[str, Any]) -> list[str]:
         if name not in value:
             continue
         item = value[name]
-        # JSON does not tell 3 from 3.0; a float field accepts an int, never a bool.
+        # JSON does not tell 3 from 3.0; a float field accepts an int, a bool only a bool field.
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if float in kinds:
             kinds = (*kinds, int)
-        if isinstance(item, bool) or not isinstance(item, kinds):
+        if (isinstance(item, bool) and bool not in kinds) or not isinstance(item, kinds):
             problems.append(f"{where}.{name}: expected {_names(kind)}, got {type(item).__name__}")
     return problems
 

@@ -144,7 +144,7 @@ def measure(
     return np.asarray(samples, dtype=np.int64)
 
 
-def _pin_cpus(pin: bool) -> tuple[int, int] | None:
+def pin_cpus(pin: bool) -> tuple[int, int] | None:
     """The first two CPUs this process may use: this thread on one, the other side on the other."""
     if not pin or not hasattr(os, "sched_getaffinity"):
         return None
@@ -168,7 +168,7 @@ def _pinned(cpu: int | None) -> Iterator[None]:
 
 def run(settings: Settings, progress: Progress | None = None) -> Result:
     """Run every mode of ``settings``; a KeyboardInterrupt ends the run early, cleanly."""
-    cpus = _pin_cpus(settings.pin)
+    cpus = pin_cpus(settings.pin)
     ours, theirs = (None, None) if cpus is None else cpus
     modes = plan(settings)
     workloads: dict[str, Workload] = {}

@@ -1,0 +1,257 @@
+"""``nnburst bench`` end to end: the runtime paths against the Pipe baseline, its files, Ctrl-C.
+
+Runs are tiny (a few hundredths of a second per mode, a small conv): these
+tests check that every mode runs and every output is produced, not speed.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nnburst.benchmarks import burst_latency, report, runtime_bench
+from nnburst.benchmarks.stats import LatencyStats
+from nnburst.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--duration", "0.02", "--conv-size", "8"]
+ALL_MODES = [
+    "multiprocessing.Pipe",
+    "sync in-process", "async in-process", "burst in-process poll 0us", "burst in-process poll 50us",
+    "sync cross-process", "async cross-process", "burst cross-process poll 0us",
+    "burst cross-process poll 50us",
+]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def children(pid: int) -> list[int]:
+    """Live child processes of ``pid`` (every thread's children)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def table_rows(out: str, title: str) -> list[str]:
+    """The mode names of the table under ``title``."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows = []
+    for line in lines[start + 3:]:
+        if not line.strip() or not line[0].isalpha() or line.startswith(("interrupted", "18 modes")):
+            break
+        rows.append(line.split("  ")[0].strip())
+    return rows
+
+
+def test_the_default_plan_covers_every_path_placement_and_polling_window():
+    modes = runtime_bench.plan(runtime_bench.Settings())
+    names = {(m.model, m.name) for m in modes}
+    assert names == {(model, name) for model in ("add-mul", "conv") for name in ALL_MODES}
+    assert [m.path for m in modes[:2]] == ["pipe", "pipe"]  # before any thread or service exists
+    default = runtime_bench.Settings()
+    assert default.duration and default.iterations is None and len(modes) * default.duration < 20
+
+
+def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
+    files = {name: tmp_path / name for name in ("bench.json", "bench.png", "bench.html")}
+    code, out, err = run(capsys, "bench", *TINY, "--json", str(files["bench.json"]),
+                         "--plot", str(files["bench.png"]), "--html", str(files["bench.html"]))
+    assert code == 0, err
+    assert out.startswith("nnburst bench: how long one execution takes")
+    assert "Baseline: a multiprocessing.Pipe round trip of the same bytes" in out
+    assert table_rows(out, "add+mul 3x4 (96 bytes in, 48 bytes out)") == ALL_MODES
+    assert table_rows(out, "conv 8x8x16 (4096 bytes in, 2048 bytes out)") == ALL_MODES
+    assert "18 modes in" in out and "Traceback" not in err
+
+    document = json.loads(files["bench.json"].read_text())
+    assert report.validate(document) == []
+    assert document["benchmark"] == "runtime" and document["interrupted"] is False
+    assert document["parameters"] == {
+        "models": ["add-mul", "conv"], "conv_size": 8, "iterations": None, "duration": 0.02,
+        "paths": ["sync", "async", "burst"], "placements": ["in-process", "cross-process"],
+        "pin": False, "cpus": None,
+    }
+    rows = document["latency"]
+    assert len(rows) == 18 and all(row["count"] >= 1 for row in rows)
+    for row in rows:
+        if row["path"] == "pipe":
+            assert row["vs_baseline"] == 1.0
+        else:
+            assert row["vs_baseline"] > 0
+        assert (row["polling_us"] is not None) == (row["path"] == "burst")
+
+    page = files["bench.html"].read_text()
+    assert page.startswith("<!DOCTYPE html>") and "conv 8x8x16" in page
+    assert "burst cross-process poll 50us" in page and "usable_cpus" in page
+    assert "src=\"http" not in page  # self-contained
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        pytest.skip("matplotlib is not installed: no PNG")
+    assert files["bench.png"].read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert 'src="data:image/png;base64,iVBOR' in page
+
+
+def test_selection_options_and_count_bound_run(capsys, tmp_path):
+    path = tmp_path / "b.json"
+    code, out, err = run(capsys, "bench", "--model", "add-mul", "--paths", "burst,sync",
+                         "--cross-process", "--iterations", "7", "--pin", "--json", str(path))
+    assert code == 0, err
+    document = json.loads(path.read_text())
+    assert report.validate(document) == []
+    names = [row["name"] for row in document["latency"]]
+    assert names == ["multiprocessing.Pipe", "sync cross-process", "burst cross-process poll 0us",
+                     "burst cross-process poll 50us"]
+    assert {row["count"] for row in document["latency"]} == {7}
+    assert document["parameters"]["duration"] is None and document["parameters"]["pin"] is True
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert "pinned to CPU" in out and document["parameters"]["cpus"] is not None
+
+
+def test_python_dash_m_bench():
+    done = subprocess.run(
+        [sys.executable, "-m", "nnburst", "bench", "--model", "add-mul", "--in-process",
+         "--paths", "sync", "--duration", "0.05"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert table_rows(done.stdout, "add+mul 3x4") == ["multiprocessing.Pipe", "sync in-process"]
+
+
+def test_ctrl_c_mid_run_keeps_the_finished_rows_and_leaves_nothing(capsys, tmp_path, monkeypatch):
+    real = runtime_bench.measure
+    calls = []
+
+    def interrupted_on_the_seventh(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 7:  # async cross-process: the service is up, bursts and workers have run
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runtime_bench, "measure", interrupted_on_the_seventh)
+    services = os.environ.get("NNBURST_SERVICES")
+    path = tmp_path / "partial.json"
+    code, out, err = run(capsys, "bench", "--model", "add-mul", *TINY, "--json", str(path),
+                         "--html", str(tmp_path / "partial.html"))
+    assert code == 130, err
+    assert table_rows(out, "add+mul 3x4") == ALL_MODES[:6]
+    assert "interrupted: 6 modes" in out
+    document = json.loads(path.read_text())
+    assert report.validate(document) == [] and document["interrupted"] is True
+    assert len(document["latency"]) == 6
+    assert "Interrupted" in (tmp_path / "partial.html").read_text()
+    assert children(os.getpid()) == [] and multiprocessing.active_children() == []
+    assert os.environ.get("NNBURST_SERVICES") == services
+    # threads and /dev/shm segments: checked by the conftest fixture
+
+
+def test_sigint_to_the_command_stops_it_cleanly(tmp_path):
+    path = tmp_path / "partial.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nnburst", "bench", "--model", "add-mul", "--duration", "0.4",
+         "--json", str(path)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # the header is out: the run has started
+            if line.startswith("Each mode:"):
+                break
+        time.sleep(2.0)  # inside the in-process modes
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, err
+    assert "interrupted:" in out and "Traceback" not in err
+    document = json.loads(path.read_text())
+    assert report.validate(document) == [] and document["interrupted"] is True
+    assert 1 <= len(document["latency"]) < 9
+    time.sleep(0.2)
+    assert processes_mentioning(str(tmp_path)) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["partial.json"]  # no service directory
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--paths", "sync,fast"], "subset of sync,async,burst"),
+        (["--duration", "0"], "positive number of seconds"),
+        (["--duration", "soon"], "expected seconds"),
+        (["--model", "resnet"], "invalid choice"),
+        (["--conv-size", "1"], "from 2 to 512"),
+        (["--in-process", "--cross-process"], "not allowed with"),
+        (["fmq", "--plot", "x.png"], "--plot applies to the runtime benchmark"),
+        (["hal", "--duration", "1"], "--duration applies to the runtime benchmark"),
+        (["--stream-items", "10"], "--stream-items applies to nnburst bench fmq"),
+    ],
+)
+def test_bad_arguments_exit_2_with_usage(capsys, argv, message):
+    code, out, err = run(capsys, "bench", *argv)
+    assert code == 2 and out == ""
+    assert "usage: nnburst bench" in err and message in err and "Traceback" not in err
+
+
+def test_unwritable_outputs_fail_before_running(capsys, tmp_path):
+    for option in ("--json", "--plot", "--html"):
+        code, out, err = run(capsys, "bench", option, str(tmp_path / "no" / "dir" / "f"))
+        assert code == 1 and out == ""
+        assert err.startswith(f"nnburst: error: {option}") and "no directory" in err
+
+
+def test_hal_and_burst_name_the_hal_level_benchmark(capsys, tmp_path, monkeypatch):
+    rows = [LatencyStats.from_ns(name, [1000, 2000]) for name in ("sync in-process", "multiprocessing.Pipe")]
+    monkeypatch.setattr(burst_latency, "run", lambda iterations: rows)
+    for what in ("hal", "burst"):
+        path = tmp_path / f"{what}.json"
+        code, out, err = run(capsys, "bench", what, "--iterations", "2", "--json", str(path))
+        assert code == 0, err
+        assert out.startswith("ADD of two float32 [3, 4] tensors")
+        document = json.loads(path.read_text())
+        assert report.validate(document) == [] and document["benchmark"] == "burst"
+
+
+def test_validate_checks_runtime_documents():
+    result = runtime_bench.Result(runtime_bench.Settings(), [], interrupted=True, seconds=0.5, cpus=None)
+    good = report.build_runtime(result)
+    assert report.validate(good) == []
+    bad = {**good, "interrupted": "yes", "parameters": {**good["parameters"], "pin": 1},
+           "latency": [{"name": "x", "count": 1}]}
+    problems = report.validate(bad)
+    assert any(p.startswith("interrupted:") for p in problems)
+    assert "parameters.pin: expected bool, got int" in problems
+    assert "latency[0]: missing 'vs_baseline'" in problems
+    del bad["seconds"]
+    assert any(p.startswith("seconds:") for p in report.validate(bad))
