@@ -285,6 +285,21 @@ def _trace_summarize(args: argparse.Namespace) -> int:
 # -- the command -------------------------------------------------------------------------------
 
 
+_DELEGATED = ("serve", "stress")
+
+
+def _delegated(name: str, argv: list[str]) -> int:
+    """``serve`` and ``stress`` are other modules' ``main(argv)``: they parse
+    their own options (``nnburst serve --help``)."""
+    if name == "serve":
+        from .service import driver
+
+        return int(driver.main(argv))
+    from . import stress
+
+    return int(stress.main(argv))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nnburst", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -340,11 +355,21 @@ def build_parser() -> argparse.ArgumentParser:
     summarize.add_argument("file", help="a trace file (NNBURST_TRACE=FILE or nnburst.tracing.start)")
     summarize.add_argument("--json", action="store_true", help="print JSON instead of a table")
     summarize.set_defaults(run=_trace_summarize)
+
+    # Listed for --help; main() hands their arguments to their own parsers.
+    commands.add_parser("serve", help="run a driver service process: sample devices on a Unix socket")
+    commands.add_parser("stress", help="concurrent bursts with fault injection: errors, mismatches, hangs, leaks")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (2 for bad arguments, 1 for other errors)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _DELEGATED:
+        try:
+            return _delegated(argv[0], argv[1:])
+        except KeyboardInterrupt:
+            return 130
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse has printed the usage and the problem

@@ -115,6 +115,11 @@ class RemoteDevice(IDevice):
         return not self.client.broken
 
     @property
+    def socket_path(self) -> str:
+        """Where the device runs: its service's socket."""
+        return f"service {self.client.path}"
+
+    @property
     def capabilities(self) -> Capabilities:
         """Asked once and cached; raises BrokenResourceError if the service is gone."""
         if self._capabilities is None:
