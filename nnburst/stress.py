@@ -166,9 +166,11 @@ def _step(b: _Builder, x: int, shape: tuple[int, ...]) -> tuple[int, tuple[int, 
 def random_model(rng: np.random.Generator, max_size: int = 8, max_operations: int = 5) -> ModelSpec:
     """A valid random chain of CPU-driver operations on a small NHWC float32 tensor."""
     b = _Builder(rng)
-    shape = (1, int(rng.integers(1, max_size + 1)), int(rng.integers(1, max_size + 1)), int(rng.integers(1, 5)))
+    shape: tuple[int, ...] = (1, int(rng.integers(1, max_size + 1)), int(rng.integers(1, max_size + 1)),
+                              int(rng.integers(1, 5)))
     x = b.input(shape)
-    outputs, output_shapes = [], []
+    outputs: list[int] = []
+    output_shapes: list[tuple[int, ...]] = []
     for _ in range(int(rng.integers(1, max_operations + 1))):
         if rng.random() < 0.15 and len(outputs) < 2:  # a side branch: a second model output
             outputs.append(b.operation(OperationCode.RELU, [x], shape))
@@ -507,6 +509,11 @@ class Options:
     shrink_queues: bool = False
 
 
+def _close_all(memories: list[nn.Memory]) -> None:
+    for memory in memories:
+        memory.close()
+
+
 def _name(exc: BaseException) -> str:
     return exc.code.name if isinstance(exc, NNError) else type(exc).__name__
 
@@ -569,7 +576,7 @@ class Worker:
                 burst = nn.Burst(compilation)
             stack.callback(burst.close)
             memories: list[nn.Memory] = []
-            stack.callback(lambda: [m.close() for m in memories])
+            stack.callback(_close_all, memories)
             for _ in range(int(self.rng.integers(1, 20))):
                 if not self.budget.take():
                     return
@@ -765,7 +772,7 @@ def mutations(rng: np.random.Generator, valid: np.ndarray, n: int) -> Iterator[n
         else:
             variant = valid.copy()
             wrong = int(rng.integers(0, 2 * rows + 2))
-            if wrong == rows:
+            if wrong == int(valid[0, 1]):
                 continue
             variant[0, 1] = wrong
         if len(variant) == 0:
@@ -905,7 +912,9 @@ def _child_command(args: argparse.Namespace, paths: list[str], index: int, count
     return command
 
 
-def _collect_child(process: subprocess.Popen[str], timeout: float, stats: Stats) -> None:
+def _collect_child(process: subprocess.Popen[str], timeout: float, stats: Stats, interrupted: bool = False) -> None:
+    """Merge a worker process's JSON summary; one without a summary failed (unless we
+    interrupted it before it was ready)."""
     try:
         out, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -917,7 +926,8 @@ def _collect_child(process: subprocess.Popen[str], timeout: float, stats: Stats)
     try:
         stats.merge(json.loads(out.strip().splitlines()[-1]))
     except (ValueError, IndexError):
-        stats.count("unclean", "ChildFailed")
+        if not interrupted:
+            stats.count("unclean", "ChildFailed")
         stats.note(f"worker process {process.pid} exited {process.returncode} without a summary")
 
 
@@ -1025,7 +1035,7 @@ def _run(args: argparse.Namespace, stats: Stats, leaks: LeakCheck) -> None:
                     process.send_signal(signal.SIGINT)  # each prints its partial summary
             for process in children:
                 if process.returncode is None:
-                    _collect_child(process, args.hang_timeout + 10, stats)
+                    _collect_child(process, args.hang_timeout + 10, stats, interrupted=True)
     finally:
         budget.stop.set()
         for worker in workers:
@@ -1040,7 +1050,9 @@ def _run(args: argparse.Namespace, stats: Stats, leaks: LeakCheck) -> None:
             child_pids.add(process.pid)
             if process.poll() is None:
                 process.kill()
-                process.communicate()
+                process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
         for target in targets:
             target.close()
         for service in services:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 import numpy as np
 
@@ -64,7 +64,7 @@ def _cpus() -> tuple[int | None, int | None]:
 
 
 @contextmanager
-def service_modes() -> Iterator[dict[str, Callable[[], Callable[..., object]]]]:
+def service_modes() -> Iterator[dict[str, Callable[[], AbstractContextManager[Callable[[], object]]]]]:
     """A service for the run; yields mode name → context manager of one execution."""
     work = add_mul_model()
     _, theirs = _cpus()
@@ -76,7 +76,7 @@ def service_modes() -> Iterator[dict[str, Callable[[], Callable[..., object]]]]:
         }
 
 
-FMQ_MODES: dict[str, Callable[[], object]] = {
+FMQ_MODES: dict[str, Callable[[], AbstractContextManager[Callable[[], object]]]] = {
     FMQ_0: lambda: fmq_peer(spin_ns=0),
     FMQ_50: lambda: fmq_peer(spin_ns=POLL_NS),
 }

@@ -1,0 +1,142 @@
+"""``nnburst stress`` end to end, with tiny bounds: the plain run, each fault option, worker
+processes through ``python -m nnburst.stress``, and the pieces the runs rely on (random
+models, invalid packets, the watchdog)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nnburst as nn
+from nnburst import stress
+from nnburst.cpu.driver import cpu_device
+
+from .peers import REPO
+
+#: Result codes a call in flight may fail with while its service is killed.
+OUTAGE_CODES = {"UNAVAILABLE_DEVICE", "DEAD_OBJECT", "BAD_DATA", "OP_FAILED"}
+
+
+def run(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    out = tmp_path / "summary.json"
+    code = stress.main(["--threads", "2", "--seed", "1", "--json", str(out), *args])
+    return code, json.loads(out.read_text())
+
+
+def assert_clean(summary: dict[str, Any]) -> None:
+    assert summary["mismatches"] == 0, summary["details"]
+    assert summary["hangs"] == 0, summary["details"]
+    assert summary["leak_total"] == 0, summary
+    assert summary["unclean"] == {}, summary["details"]
+    assert summary["passed"]
+
+
+def test_plain_run_checks_every_result_on_the_cpu_and_a_service(tmp_path: Path) -> None:
+    code, summary = run(tmp_path, "--duration", "1.5")
+    assert code == 0
+    assert_clean(summary)
+    assert summary["errors"] == {}
+    assert summary["by_target"]["cpu"] > 0 and summary["by_target"]["service0"] > 0
+    assert summary["executions"] == sum(summary["by_target"].values())
+
+
+def test_count_bounds_the_run(tmp_path: Path) -> None:
+    code, summary = run(tmp_path, "--services", "0", "--count", "15", "--duration", "20")
+    assert code == 0
+    assert 0 < summary["executions"] <= 15
+    assert summary["seconds"] < 15
+
+
+def test_killed_services_fail_calls_cleanly_and_recover(tmp_path: Path) -> None:
+    code, summary = run(tmp_path, "--duration", "4.5", "--kill-service")
+    assert code == 0
+    assert_clean(summary)
+    assert summary["restarts"] >= 1
+    assert summary["unrecovered"] == 0
+    assert set(summary["errors"]) <= OUTAGE_CODES, summary["errors"]
+
+
+def test_mutated_packets_are_all_rejected(tmp_path: Path) -> None:
+    code, summary = run(tmp_path, "--duration", "1.5", "--mutate-packets")
+    assert code == 0
+    assert_clean(summary)
+    assert summary["packets_mutated"] > 0 and summary["mutations_accepted"] == 0
+
+
+def test_memories_freed_mid_burst(tmp_path: Path) -> None:
+    code, summary = run(tmp_path, "--duration", "1.5", "--free-memories")
+    assert code == 0
+    assert_clean(summary)
+    assert summary["memories_freed"] > 0 and summary["errors"] == {}
+
+
+def test_shrunk_queues_fall_back_to_synchronous_executions(tmp_path: Path) -> None:
+    code, summary = run(tmp_path, "--duration", "1.5", "--shrink-queues")
+    assert code == 0
+    assert_clean(summary)
+    assert summary["fallbacks"] > 0 and summary["errors"] == {}
+
+
+def test_worker_processes_through_python_m(tmp_path: Path) -> None:
+    out = tmp_path / "summary.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nnburst.stress", "--duration", "1.5", "--threads", "1", "--processes", "1",
+         "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "result       PASS" in proc.stdout
+    summary = json.loads(out.read_text())
+    assert summary["processes"] == 2
+    assert_clean(summary)
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(SystemExit):
+        stress.main(["--kill-service", "--socket", "/nonexistent.sock"])
+    with pytest.raises(SystemExit):
+        stress.main(["--duration", "0"])
+
+
+def test_random_models_are_valid_and_computable() -> None:
+    rng = np.random.default_rng(3)
+    device = nn.Device(cpu_device())
+    for _ in range(25):
+        spec = stress.random_model(rng, max_size=5, max_operations=4)
+        with nn.Compilation(spec.model, devices=[device]) as compilation:
+            compilation.finish()
+            inputs = [rng.uniform(-1, 1, s).astype(np.float32) for s in spec.input_shapes]
+            outputs = stress.reference(spec, compilation, inputs)
+        assert [o.shape for o in outputs] == spec.output_shapes
+
+
+def test_mutations_never_repeat_the_valid_packet() -> None:
+    rng = np.random.default_rng(0)
+    valid = np.arange(5 * 6, dtype="<u4").reshape(5, 6)
+    valid[:, 0] = [0, 1, 3, 5, 6]
+    valid[0, 1] = 5  # the declared packet size
+    variants = list(stress.mutations(rng, valid, 200))
+    assert len(variants) == 200
+    assert not any(v.shape == valid.shape and np.array_equal(v, valid) for v in variants)
+
+
+def test_the_watchdog_counts_a_hang_and_unblocks_it() -> None:
+    stats = stress.Stats()
+    watchdog = stress.Watchdog(0.2, stats)
+    unblocked: list[bool] = []
+    try:
+        with watchdog.watch("sleep", lambda: unblocked.append(True)) as record:
+            time.sleep(0.5)
+        assert record[3] and unblocked == [True] and stats.hangs == 1
+        with watchdog.watch("quick") as record:
+            pass
+        assert not record[3] and stats.hangs == 1
+    finally:
+        watchdog.close()
