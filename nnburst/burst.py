@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .codes import ErrorStatus, PreferenceCode
+from .codes import ErrorStatus
 from .compilation import Compilation
 from .errors import BadDataError, BadStateError, NNError, status_for_exception
+from .hal.burst_controller import polling_window_us
 from .hal.interfaces import ExecutionResult
 from .hal.types import NO_TIMING, DataLocation, Request, RequestArgument
 from .memory import Memory
@@ -37,8 +38,6 @@ __all__ = ["Burst"]
 
 logger = logging.getLogger("nnburst.burst")
 
-#: Controller polling window (µs) before it sleeps on the futex; 0 for LOW_POWER (as Android 11).
-POLLING_WINDOW_US = 50
 
 _ALIGN = 64  # staged arguments start on cache-line boundaries
 _PAGE = 4096
@@ -77,7 +76,7 @@ class Burst:
         self._staging_bytes: np.ndarray | None = None
         self._memories: weakref.WeakSet[Memory] = weakref.WeakSet()
         self._closed = False
-        window = 0 if compilation.preference == PreferenceCode.LOW_POWER else POLLING_WINDOW_US
+        window = polling_window_us(compilation.preference)
         self._controller = self._create_controller(window)
 
     def _create_controller(self, polling_window_us: int) -> Any:

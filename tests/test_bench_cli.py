@@ -26,8 +26,9 @@ TINY = ["--duration", "0.02", "--conv-size", "8"]
 ALL_MODES = [
     "multiprocessing.Pipe",
     "sync in-process", "async in-process", "burst in-process poll 0us", "burst in-process poll 50us",
+    "burst in-process poll 200us",
     "sync cross-process", "async cross-process", "burst cross-process poll 0us",
-    "burst cross-process poll 50us",
+    "burst cross-process poll 50us", "burst cross-process poll 200us",
 ]
 
 
@@ -66,7 +67,7 @@ def table_rows(out: str, title: str) -> list[str]:
     start = next(i for i, line in enumerate(lines) if line.startswith(title))
     rows = []
     for line in lines[start + 3:]:
-        if not line.strip() or not line[0].isalpha() or line.startswith(("interrupted", "18 modes")):
+        if not line.strip() or not line[0].isalpha() or line.startswith(("interrupted",)) or " modes in " in line:
             break
         rows.append(line.split("  ")[0].strip())
     return rows
@@ -90,7 +91,7 @@ def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
     assert "Baseline: a multiprocessing.Pipe round trip of the same bytes" in out
     assert table_rows(out, "add+mul 3x4 (96 bytes in, 48 bytes out)") == ALL_MODES
     assert table_rows(out, "conv 8x8x16 (4096 bytes in, 2048 bytes out)") == ALL_MODES
-    assert "18 modes in" in out and "Traceback" not in err
+    assert "22 modes in" in out and "Traceback" not in err
 
     document = json.loads(files["bench.json"].read_text())
     assert report.validate(document) == []
@@ -101,7 +102,7 @@ def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
         "pin": False, "cpus": None,
     }
     rows = document["latency"]
-    assert len(rows) == 18 and all(row["count"] >= 1 for row in rows)
+    assert len(rows) == 22 and all(row["count"] >= 1 for row in rows)
     for row in rows:
         if row["path"] == "pipe":
             assert row["vs_baseline"] == 1.0
@@ -130,7 +131,7 @@ def test_selection_options_and_count_bound_run(capsys, tmp_path):
     assert report.validate(document) == []
     names = [row["name"] for row in document["latency"]]
     assert names == ["multiprocessing.Pipe", "sync cross-process", "burst cross-process poll 0us",
-                     "burst cross-process poll 50us"]
+                     "burst cross-process poll 50us", "burst cross-process poll 200us"]
     assert {row["count"] for row in document["latency"]} == {7}
     assert document["parameters"]["duration"] is None and document["parameters"]["pin"] is True
     if len(os.sched_getaffinity(0)) >= 2:
@@ -153,7 +154,7 @@ def test_ctrl_c_mid_run_keeps_the_finished_rows_and_leaves_nothing(capsys, tmp_p
 
     def interrupted_on_the_seventh(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 7:  # async cross-process: the service is up, bursts and workers have run
+        if len(calls) == 7:  # sync cross-process: the service is up, bursts and workers have run
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 

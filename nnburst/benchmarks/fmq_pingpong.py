@@ -99,7 +99,8 @@ def _fmq_echo(request_desc: bytes, response_desc: bytes, spin_ns: int, nowait: b
         # Reply and wait for the next request in one C call per round trip.
         request.read_blocking(MESSAGE_BYTES, out=buffer, spin_ns=spin_ns)
         reply_and_wait = response.round_trip(request, buffer, buffer, spin_ns)
-        while buffer[0] != STOP:
+        first_byte = memoryview(buffer.data)  # cheaper to index than the numpy array
+        while first_byte[0] != STOP:
             reply_and_wait(MESSAGE_BYTES)
 
 

@@ -3,7 +3,8 @@
 Every mode is one way an app gets one execution done, timed call by call:
 ``sync``/``async``/``burst`` (see :mod:`.runtime_paths`) on the in-process
 CPU reference driver and on the same driver behind a driver service process,
-bursts with polling windows 0 and 50 µs.  The baseline moves the same bytes
+bursts with polling windows 0, 50 and 200 µs (the LOW_POWER,
+FAST_SINGLE_ANSWER and SUSTAINED_SPEED preferences).  The baseline moves the same bytes
 over a ``multiprocessing.Pipe`` (:mod:`.pipe_baseline`), so a row's ratio
 says what the runtime costs over the plainest IPC a Python app could use.
 
@@ -32,7 +33,7 @@ from .service_process import driver_service
 from .stats import LatencyStats
 
 PLACEMENTS = ("in-process", "cross-process")
-POLLING_US = (0, 50)
+POLLING_US = (0, 50, 200)  # LOW_POWER, FAST_SINGLE_ANSWER, SUSTAINED_SPEED
 BASELINE = "multiprocessing.Pipe"
 DEFAULT_DURATION_S = 0.9
 
@@ -192,7 +193,7 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
                 else:
                     device = service_device if mode.placement == "cross-process" else None
                     opened = runtime_paths.execution_path(
-                        work, mode.path, device, polling=mode.polling_us != 0
+                        work, mode.path, device, polling=mode.polling_us or 0
                     )
                 with opened as call, _pinned(ours):
                     samples = measure(call, settings.iterations, settings.duration, progress.advance)
@@ -227,7 +228,8 @@ def header(settings: Settings, cpus: tuple[int, int] | None) -> str:
     if "cross-process" in settings.placements:
         lines.append("  cross-process: on the same CPU driver in a driver service process,")
     if "burst" in settings.paths:
-        lines.append("bursts with a polling window of 0 (sleep at once) and 50 us (spin first).")
+        lines.append("bursts with a polling window of 0 (sleep at once), 50 and 200 us (spin first;")
+        lines.append("  the LOW_POWER, FAST_SINGLE_ANSWER and SUSTAINED_SPEED preferences).")
     lines += [
         f"Baseline: a {BASELINE} round trip of the same bytes (the model's inputs out,",
         "its outputs back) to another process.  'x Pipe' is a row's p50 over the baseline's",

@@ -38,6 +38,7 @@ from .. import (
     PaddingCode,
     PreferenceCode,
 )
+from ..hal.burst_controller import POLLING_WINDOW_US
 
 PATHS = ("sync", "async", "burst")
 MODELS = ("add-mul", "conv")
@@ -124,16 +125,25 @@ def workload(name: str, conv_size: int = DEFAULT_CONV_SIZE) -> Workload:
     raise ValueError(f"unknown model {name!r}: expected one of {', '.join(MODELS)}")
 
 
+def preference_for_polling(polling: bool | int) -> PreferenceCode:
+    """The preference whose burst polling window is ``polling`` µs (True: 50, False: 0)."""
+    window = 50 if polling is True else 0 if polling is False else int(polling)
+    for preference, us in POLLING_WINDOW_US.items():
+        if us == window:
+            return preference
+    raise ValueError(f"no preference polls for {window} µs (choices: {sorted(POLLING_WINDOW_US.values())})")
+
+
 @contextmanager
 def execution_path(
-    work: Workload, path: str, device: Device | None = None, polling: bool = True
+    work: Workload, path: str, device: Device | None = None, polling: bool | int = True
 ) -> Iterator[Callable[[], object]]:
     """A reusable execution of ``work`` on ``device`` (default: the runtime's choice), run
     through ``path`` per call.  Everything it opened is closed on exit, also on Ctrl-C."""
     if path not in PATHS:
         raise ValueError(f"unknown path {path!r}: expected one of {', '.join(PATHS)}")
     with Compilation(work.model, devices=None if device is None else [device]) as compilation:
-        compilation.set_preference(PreferenceCode.FAST_SINGLE_ANSWER if polling else PreferenceCode.LOW_POWER)
+        compilation.set_preference(preference_for_polling(polling))
         compilation.finish()
         execution = Execution(compilation)
         execution.set_reusable(True)

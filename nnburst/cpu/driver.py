@@ -52,8 +52,6 @@ DEVICE_NAME = "nnburst-reference"
 #: operation, control flow included, is registered.
 FEATURE_LEVEL = 30
 
-#: How long the burst server polls for a request before sleeping (SampleDriver, Android 11).
-SERVER_POLLING_WINDOW_US = 50
 
 _NO_LOCATION = DataLocation()
 
@@ -365,9 +363,10 @@ class CpuPreparedModel(IPreparedModel):
         As SampleDriver: the server polls for 50 µs (0 for LOW_POWER) before
         sleeping, and a server that cannot start is ``GENERAL_FAILURE``.
         """
+        from ..hal.burst_controller import polling_window_us
         from ..hal.burst_server import ExecutionBurstServer
 
-        window = 0 if self.preference == PreferenceCode.LOW_POWER else SERVER_POLLING_WINDOW_US
+        window = polling_window_us(self.preference)
         try:
             context = ExecutionBurstServer.create(
                 callback, request_channel, result_channel, self, polling_window_us=window

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import ErrorStatus
+from ..codes import ErrorStatus, PreferenceCode
 from ..errors import (
     BadStateError,
     BrokenResourceError,
@@ -32,6 +32,21 @@ from .types import MeasureTiming, OutputShape, Request, Timing
 
 #: FMQ length of each channel, as Android's kExecutionBurstChannelLength.
 CHANNEL_LENGTH = 1024
+
+#: How long each end of a burst spins (µs) before sleeping on the futex, by
+#: execution preference.  Android 11 uses 50 µs, 0 for LOW_POWER.
+#: SUSTAINED_SPEED (successive frames, the burst use case) spins longer: a
+#: Python driver's per-request work runs 40–100 µs, and a window shorter than
+#: the peer's work means a futex sleep, and waking an idle vCPU costs ~100 µs.
+POLLING_WINDOW_US = {
+    PreferenceCode.LOW_POWER: 0,
+    PreferenceCode.FAST_SINGLE_ANSWER: 50,
+    PreferenceCode.SUSTAINED_SPEED: 200,
+}
+
+
+def polling_window_us(preference: PreferenceCode) -> int:
+    return POLLING_WINDOW_US[PreferenceCode(preference)]
 
 ComputeResult = tuple[ErrorStatus, list[OutputShape], Timing, bool]
 

@@ -51,11 +51,11 @@ from ..codes import (
 )
 from ..cpu.driver import (
     FEATURE_LEVEL,
-    SERVER_POLLING_WINDOW_US,
     CpuPreparedModel,
     validate_operation,
 )
 from ..errors import BadDataError, NNError, status_for_exception
+from ..hal.burst_controller import polling_window_us
 from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
 from ..hal.model import HalModel, Lifetime, Operation, Subgraph
 from ..hal.types import NO_TIMING, Capabilities, DeviceType, MeasureTiming, PerformanceInfo, Request
@@ -169,7 +169,7 @@ class SamplePreparedModel(IPreparedModel):
     ) -> tuple[ErrorStatus, IBurstContext | None]:
         from ..hal.burst_server import ExecutionBurstServer
 
-        window = 0 if self.model.preference == PreferenceCode.LOW_POWER else SERVER_POLLING_WINDOW_US
+        window = polling_window_us(self.model.preference)
         try:
             context = ExecutionBurstServer.create(callback, request_channel, result_channel, self, polling_window_us=window)
         except (ValueError, NNError) as exc:
