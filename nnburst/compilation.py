@@ -14,14 +14,13 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from . import tracing
 from .codes import PreferenceCode, PriorityCode, ResultCode
 from .devices import Device, get_devices
 from .errors import BadDataError, BadStateError, NNError
 from .hal.interfaces import IPreparedModel
-from .model import Model, operator_index, require
+from .model import Model, require, require_duration
 from .partition import compile_plan
 
 __all__ = ["Compilation"]
@@ -103,7 +102,7 @@ class Compilation:
         """
         with self._lock:
             self._check_settable("set_timeout")
-            duration_ns = _non_negative(duration_ns, "set_timeout")
+            duration_ns = require_duration(duration_ns, "set_timeout")
             if self._explicit is None or len(self._explicit) != 1:
                 raise BadDataError(
                     "set_timeout: only a compilation for exactly one explicit device can have a timeout"
@@ -223,15 +222,3 @@ class Compilation:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _non_negative(value: Any, what: str) -> int:
-    try:
-        value = operator_index(value)
-    except TypeError:
-        raise BadDataError(
-            f"{what}: duration must be an integer number of nanoseconds, got {value!r}"
-        ) from None
-    if value < 0:
-        raise BadDataError(f"{what}: duration must not be negative, got {value}")
-    return value

@@ -38,7 +38,7 @@ from .hal.types import (
     Timing,
 )
 from .memory import Memory
-from .model import as_operand_array, operand_byte_size, operator_index, require
+from .model import as_operand_array, operand_byte_size, operator_index, require, require_duration
 from .operands import OperandInfo, OperandType
 
 if TYPE_CHECKING:
@@ -544,7 +544,7 @@ class Execution:
         """Maximum time for the computation (0: none); one-device compilations only."""
         with self._lock:
             self._check_preparation("set_timeout")
-            duration_ns = _duration(duration_ns, "set_timeout")
+            duration_ns = require_duration(duration_ns, "set_timeout")
             if not self._compilation.single_explicit_device:
                 raise BadDataError(
                     "set_timeout: the compilation must be created for exactly one device"
@@ -562,7 +562,7 @@ class Execution:
         with self._lock:
             self._check_preparation("set_loop_timeout")
             self._loop_timeout_ns = min(
-                _duration(duration_ns, "set_loop_timeout"), MAXIMUM_LOOP_TIMEOUT_NS
+                require_duration(duration_ns, "set_loop_timeout"), MAXIMUM_LOOP_TIMEOUT_NS
             )
 
     def set_reusable(self, reusable: bool) -> None:
@@ -724,7 +724,7 @@ class Execution:
                 raise BadDataError(
                     f"start_compute_with_dependencies: {event!r} is not an nnburst.Event"
                 )
-        duration_ns = _duration(duration_ns, "start_compute_with_dependencies")
+        duration_ns = require_duration(duration_ns, "start_compute_with_dependencies")
         if duration_ns and not self._compilation.single_explicit_device:
             raise BadDataError(
                 "start_compute_with_dependencies: a duration needs a compilation for exactly one device"
@@ -896,15 +896,3 @@ def _is_buffer(value: Any) -> bool:
     except TypeError:
         return False
     return True
-
-
-def _duration(value: Any, what: str) -> int:
-    try:
-        value = operator_index(value)
-    except TypeError:
-        raise BadDataError(
-            f"{what}: duration must be an integer number of nanoseconds, got {value!r}"
-        ) from None
-    if value < 0:
-        raise BadDataError(f"{what}: duration must not be negative, got {value}")
-    return value

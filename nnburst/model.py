@@ -50,6 +50,19 @@ def require(value: Any, what: str) -> None:
         raise NNError(f"{what} is None", ResultCode.UNEXPECTED_NULL)
 
 
+def require_duration(value: Any, what: str) -> int:
+    """A duration in ns: a non-negative integer, else BAD_DATA naming ``what``."""
+    try:
+        value = operator_index(value)
+    except TypeError:
+        raise BadDataError(
+            f"{what}: duration must be an integer number of nanoseconds, got {value!r}"
+        ) from None
+    if value < 0:
+        raise BadDataError(f"{what}: duration must not be negative, got {value}")
+    return value
+
+
 def _index_list(values: Any, what: str, count: int) -> tuple[int, ...]:
     require(values, what)
     try:
