@@ -11,8 +11,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from .codes import DeviceTypeCode
+from .codes import DeviceTypeCode, ResultCode
 from .cpu.driver import cpu_device
+from .errors import NNError
 from .hal.interfaces import IDevice
 
 __all__ = ["Device", "get_devices", "register_source"]
@@ -66,11 +67,17 @@ class Device:
         return self._hal.feature_level
 
     def wait(self) -> None:
-        """Block until the device is ready (``ANeuralNetworksDevice_wait``).
+        """Check the device is live (``ANeuralNetworksDevice_wait``).
 
-        An in-process device is always ready; a service device will wait for
-        its process here.
+        An in-process device always is; a service device is live while its
+        service answers.  Its devices come back as new ``Device`` objects
+        when a restarted service is discovered again.
+
+        Raises:
+            NNError: ``UNAVAILABLE_DEVICE`` when the device's service is gone.
         """
+        if not getattr(self.hal, "available", True):
+            raise NNError(f"{self.name}: its driver service is gone", ResultCode.UNAVAILABLE_DEVICE)
 
     def __repr__(self) -> str:
         return f"<Device {self.name} {self.type.name} {self.version!r} feature level {self.feature_level}>"

@@ -198,11 +198,16 @@ def test_a_restarted_service_is_discovered_again(tmp_path, monkeypatch):
     try:
         monkeypatch.setenv("NNBURST_SERVICES", first.path)
         assert len(nn.get_devices()) == 5
+        old = device(ALL)
+        old.wait()
         first.kill()
         deadline = time.monotonic() + 1.0
         while len(nn.get_devices()) != 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert [d.name for d in nn.get_devices()] == [REFERENCE]
+        with pytest.raises(nn.NNError) as gone:
+            old.wait()
+        assert gone.value.code == nn.ResultCode.UNAVAILABLE_DEVICE
         second = ServiceProcess(first.path)
         try:
             assert [d.name for d in nn.get_devices()] == [REFERENCE, *SERVICE_DEVICES]
