@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import tracing
 from ..codes import ErrorStatus, PreferenceCode
 from ..errors import (
     BadStateError,
@@ -205,7 +206,8 @@ class ExecutionBurstController:
                 return ErrorStatus.GENERAL_FAILURE, [], Timing(), True
             self._request_words[: len(words)] = words
             try:
-                received = self._round_trip(len(words) // WORDS)
+                with tracing.span(tracing.Layer.IPC, tracing.Phase.EXECUTION, "burst round trip"):
+                    received = self._round_trip(len(words) // WORDS)
             except (BrokenResourceError, ClosedResourceError):
                 return ErrorStatus.DEVICE_UNAVAILABLE, [], Timing(), False
             try:

@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from .. import tracing
 from ..codes import ErrorStatus, PreferenceCode, PriorityCode
 from ..errors import BadDataError, BrokenResourceError, NNError, status_for_result_code
 from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
@@ -54,6 +55,14 @@ EXECUTE_TIMEOUT_S = 300.0
 DEADLINE_SLACK_S = 1.0
 
 
+
+#: The trace phase of each control call (the IPC layer of the seeds' table).
+_TRACE_PHASE: dict[int, str] = {
+    Kind.PREPARE_MODEL: tracing.Phase.COMPILATION,
+    Kind.EXECUTE: tracing.Phase.EXECUTION,
+    Kind.RELEASE_MODEL: tracing.Phase.TERMINATION,
+}
+
 class ServiceClient:
     """One connection to one service process."""
 
@@ -76,7 +85,8 @@ class ServiceClient:
         return self.connection.broken
 
     def call(self, kind: int, payload: bytes, fds: Sequence[int] = (), timeout: float | None = QUERY_TIMEOUT_S) -> Frame:
-        return self.connection.call(kind, payload, fds, timeout=timeout)
+        with tracing.span(tracing.Layer.IPC, _TRACE_PHASE.get(kind, tracing.Phase.INITIALIZATION), Kind(kind).name):
+            return self.connection.call(kind, payload, fds, timeout=timeout)
 
     def devices(self, timeout: float = QUERY_TIMEOUT_S) -> list[RemoteDevice]:
         """The service's devices (asked once; the same objects afterwards)."""
