@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
+from .codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode, ResultCode
 from .cpu.driver import CpuDevice, CpuPreparedModel, cpu_device
-from .errors import BadDataError, status_for_exception
+from .errors import BadDataError, BrokenResourceError, NNError, status_for_exception
 from .hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
 from .hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
 from .hal.types import (
@@ -118,13 +118,16 @@ def operation_performance(
     return float(value)
 
 
-def _supported(device: Device, model: HalModel) -> list[bool]:
-    """The device's flags; a driver that fails to answer supports nothing (and is logged)."""
+def _supported(device: Device, model: HalModel, gone: list[str] | None = None) -> list[bool]:
+    """The device's flags; a driver that fails to answer supports nothing (and is
+    logged).  A device whose service is gone is added to ``gone``."""
     count = len(model.main.operations)
     try:
         flags = [bool(f) for f in device.hal.get_supported_operations(model)]
     except Exception as exc:  # a dead service, a broken driver: not a reason to fail the app
-        logger.warning("%s: get_supported_operations failed: %s", device.name, exc)
+        logger.info("%s: get_supported_operations failed: %s", device.name, exc)
+        if gone is not None and isinstance(exc, BrokenResourceError):
+            gone.append(device.name)
         return [False] * count
     if len(flags) != count:
         logger.warning(
@@ -156,7 +159,8 @@ def find_best_devices(
             the message names every such operation.
     """
     operations = model.main.operations
-    flags = [_supported(device, model) for device in devices]
+    gone: list[str] = []
+    flags = [_supported(device, model, gone) for device in devices]
     capabilities = [_capabilities(device) if any(f) else None for device, f in zip(devices, flags)]
     assignment: list[int] = []
     missing: list[str] = []
@@ -188,6 +192,12 @@ def find_best_devices(
             n,
             best[2],
             devices[best[2]].name,
+        )
+    if missing and gone:
+        raise NNError(
+            f"Compilation.finish: {', '.join(gone)} unavailable (driver service gone); "
+            f"operation(s) {', '.join(missing)} have no device",
+            ResultCode.UNAVAILABLE_DEVICE,
         )
     if missing:
         names = ", ".join(d.name for d in devices)

@@ -208,6 +208,10 @@ def test_a_restarted_service_is_discovered_again(tmp_path, monkeypatch):
         with pytest.raises(nn.NNError) as gone:
             old.wait()
         assert gone.value.code == nn.ResultCode.UNAVAILABLE_DEVICE
+        # Compiling for it names the device as gone, not the model as bad.
+        with pytest.raises(nn.NNError) as gone, nn.Compilation(add_mul_model().model, [old]) as compilation:
+            compilation.finish()
+        assert gone.value.code == nn.ResultCode.UNAVAILABLE_DEVICE
         second = ServiceProcess(first.path)
         try:
             assert [d.name for d in nn.get_devices()] == [REFERENCE, *SERVICE_DEVICES]
