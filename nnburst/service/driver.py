@@ -290,8 +290,11 @@ class ClientSession:
             Kind.RELEASE_MODEL: self._release_model,
             **self.bursts.handlers(),
         }
-        self.connection = Connection(sock, handlers, on_close=self._closed, name="nnburst-service-client")
-        self.bursts.connection = self.connection
+        self.connection = Connection(
+            sock, handlers, on_close=self._closed, name="nnburst-service-client", start=False
+        )
+        self.bursts.connection = self.connection  # before the first request can arrive
+        self.connection.start()
         if self.connection.broken:  # the peer left before we got here: _closed could not close it
             self.connection.close()
 
