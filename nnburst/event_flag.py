@@ -11,10 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ._bindings import EF_TEARDOWN, EINTR, EPIPE, ETIMEDOUT, error_for, ffi, lib
+from ._bindings import EINTR, EPIPE, ETIMEDOUT, error_for, ffi, lib
 from .errors import BadDataError, ClosedResourceError
-
-TEARDOWN = EF_TEARDOWN
 
 
 def deadline_for(timeout_ns: int) -> int:

@@ -45,6 +45,8 @@ from ._bindings import (
     EINVAL,
     EOVERFLOW,
     ETIMEDOUT,
+    FLAVOR_SYNCHRONIZED,
+    FLAVOR_UNSYNCHRONIZED,
     HAS_EVFLAG,
     RING_OFFSET,
     error_for,
@@ -88,8 +90,8 @@ def _remaining(deadline: int) -> int:
 
 
 class Flavor(enum.IntEnum):
-    SYNCHRONIZED_READ_WRITE = 1
-    UNSYNCHRONIZED_WRITE = 2
+    SYNCHRONIZED_READ_WRITE = FLAVOR_SYNCHRONIZED
+    UNSYNCHRONIZED_WRITE = FLAVOR_UNSYNCHRONIZED
 
 
 # Descriptor wire layout, little-endian:

@@ -95,10 +95,6 @@ class OperandInfo:
     zero_point: int = 0
     channel_quant: ChannelQuant | None = None
 
-    @classmethod
-    def from_type(cls, t: OperandType, channel_quant: ChannelQuant | None = None) -> OperandInfo:
-        return cls(t.code, t.dimensions, t.scale, t.zero_point, channel_quant)
-
     @property
     def dtype(self) -> np.dtype:
         return DTYPE_FOR_OPERAND[self.code]

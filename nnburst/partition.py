@@ -48,6 +48,7 @@ from .cpu.driver import CpuDevice, CpuPreparedModel, cpu_device
 from .errors import BadDataError, BrokenResourceError, NNError, status_for_exception
 from .hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
 from .hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
+from .hal.staging import StagedRequest
 from .hal.types import (
     NO_TIMING,
     Capabilities,
@@ -56,9 +57,7 @@ from .hal.types import (
     OutputShape,
     Request,
     RequestArgument,
-    pool_view,
 )
-from .memory import Memory
 
 if TYPE_CHECKING:
     from .devices import Device
@@ -76,7 +75,6 @@ __all__ = [
 
 logger = logging.getLogger("nnburst.manager")
 
-_ALIGN = 64  # staged pools start on cache-line boundaries
 
 #: How often a step is re-run after growing temporaries whose size it reported.
 _MAX_RESIZES = 2
@@ -338,82 +336,6 @@ def _step_model(
     )
     return HalModel(subgraph, model.referenced, model.relax_float32_to_float16)
 
-
-# -- staging into shared memory ---------------------------------------------------------------
-class StagedRequest:
-    """``request`` with every non-:class:`Memory` pool copied into one shared Memory.
-
-    A driver in another process can map Memory pools but not our numpy
-    arrays.  ``request`` is the staged copy; call :meth:`copy_back` after a
-    successful execution to move the outputs into the original pools, then
-    :meth:`close`.  ``Memory`` pools are passed through untouched.
-    """
-
-    def __init__(self, request: Request) -> None:
-        bases: dict[int, int] = {}
-        total = 0
-        for p, pool in enumerate(request.pools):
-            if not isinstance(pool, Memory):
-                bases[p] = total = _align(total)
-                total += pool_view(pool).nbytes
-        self._original = request
-        self._bases = bases
-        self.memory: Memory | None = Memory.create_shared(max(total, 1)) if bases else None
-        pools: list[Any] = [self.memory] if self.memory is not None else []
-        new_index: dict[int, int] = {}
-        for p, pool in enumerate(request.pools):
-            if p in bases:
-                new_index[p] = 0
-                view = pool_view(pool)
-                start = bases[p]
-                assert self.memory is not None
-                self.memory.buffer[start : start + view.nbytes] = view
-            else:
-                new_index[p] = len(pools)
-                pools.append(pool)
-
-        def move(arg: RequestArgument) -> RequestArgument:
-            if arg.has_no_value:
-                return arg
-            loc = arg.location
-            base = bases.get(loc.pool_index, 0)
-            index = new_index.get(
-                loc.pool_index, loc.pool_index + len(pools)
-            )  # bad index stays bad
-            return RequestArgument(
-                False, DataLocation(index, base + loc.offset, loc.length), arg.dimensions
-            )
-
-        self.request = Request(
-            [move(a) for a in request.inputs], [move(a) for a in request.outputs], pools
-        )
-
-    def copy_back(self) -> None:
-        """Copy staged outputs into the pools they came from."""
-        if self.memory is None:
-            return
-        staged = self.memory.buffer
-        for arg in self._original.outputs:
-            loc = arg.location
-            if arg.has_no_value or loc.pool_index not in self._bases or not loc.length:
-                continue
-            start = self._bases[loc.pool_index] + loc.offset
-            target = pool_view(self._original.pools[loc.pool_index])
-            target[loc.offset : loc.offset + loc.length] = staged[start : start + loc.length]
-
-    def close(self) -> None:
-        if self.memory is not None:
-            self.memory.close()
-
-    def __enter__(self) -> StagedRequest:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _align(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
 def _run(

@@ -71,7 +71,6 @@ class SharedRegion:
     mmap: mmap.mmap | None = None
     name: str = ""
     size: int = 0
-    created: bool = False
     _unlinked: bool = False
 
     @classmethod
@@ -84,7 +83,6 @@ class SharedRegion:
         region = cls()
         region.name = unique_name()
         region.size = size
-        region.created = True
         shm = posix_ipc.SharedMemory(region.name, posix_ipc.O_CREX, mode=0o600, size=size)
         try:
             region.mmap = mmap.mmap(shm.fd, size)

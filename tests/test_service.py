@@ -85,16 +85,21 @@ class ServiceProcess:
         return self.proc.returncode
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
-    """One service for the tests that leave it healthy."""
-    path = str(tmp_path_factory.mktemp("svc") / "driver.sock")
+def healthy_service(path: str) -> Iterator[ServiceProcess]:
+    """A service for tests that leave it healthy: it must stop cleanly, unlink
+    its socket and print no traceback (the body of a module fixture)."""
     proc = ServiceProcess(path)
     yield proc
     remote.disconnect_all()
     assert proc.stop() == 0
     assert not os.path.exists(path)
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    """One service for the tests that leave it healthy."""
+    yield from healthy_service(str(tmp_path_factory.mktemp("svc") / "driver.sock"))
 
 
 @pytest.fixture

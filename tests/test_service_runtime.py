@@ -35,7 +35,7 @@ from nnburst.service.burst import RemoteBurstContext
 from .cts_vectors import check_outputs, iter_vectors, parse_vector
 from .peers import REPO
 from .test_cts_runtime import build_model
-from .test_service import ServiceProcess
+from .test_service import ServiceProcess, healthy_service
 
 ALL, FLOAT_FAST, QUANT, MINIMAL = (
     "nnburst-sample-all",
@@ -57,13 +57,7 @@ DEAD = (nn.ResultCode.DEAD_OBJECT, nn.ResultCode.UNAVAILABLE_DEVICE, nn.ResultCo
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
     """One healthy service shared by the module."""
-    path = str(tmp_path_factory.mktemp("rt") / "driver.sock")
-    proc = ServiceProcess(path)
-    yield proc
-    remote.disconnect_all()
-    assert proc.stop() == 0
-    assert not os.path.exists(path)
-    assert "Traceback" not in proc.stderr, proc.stderr
+    yield from healthy_service(str(tmp_path_factory.mktemp("rt") / "driver.sock"))
 
 
 @pytest.fixture

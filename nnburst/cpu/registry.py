@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import OperationCode
-from ..errors import BadDataError
+from ..codes import OperationCode, ResultCode
+from ..errors import BadDataError, NNError
 from ..operands import OperandInfo
 
 
@@ -73,6 +73,11 @@ class ExecutionContext:
     @property
     def code(self) -> OperationCode:
         return self.signature.code
+
+    def fail(self, message: str) -> NNError:
+        """An OP_FAILED error naming this operation, for problems only the
+        input values reveal; ``raise ctx.fail(...)`` (``sig.fail`` is BAD_DATA)."""
+        return NNError(f"{self.code.name}: {message}", ResultCode.OP_FAILED)
 
     def input(self, i: int) -> np.ndarray:
         value = self.inputs[i]

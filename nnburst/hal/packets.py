@@ -23,7 +23,6 @@ import numpy as np
 from ..codes import ErrorStatus
 from ..errors import PacketError
 from .types import (
-    NO_TIMING_US,
     DataLocation,
     MeasureTiming,
     OutputShape,
@@ -308,7 +307,3 @@ def parse_result_words(flat: list[int]) -> tuple[ErrorStatus, list[OutputShape],
         raise PacketError("the last datum must be executionTiming, right after the shapes")
     lo_device, hi_device, lo_driver, hi_driver = flat[base + 2 : base + 6]
     return _STATUSES[status], shapes, Timing(lo_device | hi_device << 32, lo_driver | hi_driver << 32)
-
-
-def is_no_timing(timing: Timing) -> bool:
-    return timing.time_on_device == NO_TIMING_US and timing.time_in_driver == NO_TIMING_US

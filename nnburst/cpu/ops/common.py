@@ -21,6 +21,9 @@ from ...errors import NNError
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature
 
+#: The valid fused-activation codes (0..3).
+FUSE_CODES = frozenset(int(c) for c in FuseCode)
+
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
@@ -100,14 +103,6 @@ def dequantize(values: np.ndarray, info: OperandInfo) -> np.ndarray:
     return ((values.astype(np.int32) - info.zero_point) * np.float32(info.scale)).astype(np.float32)
 
 
-def quantize(real: np.ndarray, info: OperandInfo) -> np.ndarray:
-    """Round real values into ``info``'s quantized type (round half away from zero)."""
-    qmin, qmax = quantized_range(info)
-    scaled = np.asarray(real, dtype=np.float64) / info.scale
-    rounded = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
-    return np.clip(rounded + info.zero_point, qmin, qmax).astype(info.dtype)
-
-
 def padding_for_scheme(
     in_size: int, stride: int, filter_size: int, scheme: int, dilation: int = 1
 ) -> tuple[int, int]:
@@ -118,10 +113,6 @@ def padding_for_scheme(
     out_size = (in_size + stride - 1) // stride
     needed = max(0, (out_size - 1) * stride + effective - in_size)
     return needed // 2, needed - needed // 2
-
-
-def is_float(code: OperandCode) -> bool:
-    return code in (OperandCode.TENSOR_FLOAT32, OperandCode.TENSOR_FLOAT16)
 
 
 # ---------------------------------------------------------------------------
@@ -279,7 +270,7 @@ def check_window_values(values: dict[str, Any], fail: Callable[[str], Exception]
             if v not in (int(PaddingCode.SAME), int(PaddingCode.VALID)):
                 raise fail(f"padding scheme {v} is not SAME (1) or VALID (2)")
         elif name == "fuse":
-            if v not in tuple(int(c) for c in FuseCode):
+            if v not in FUSE_CODES:
                 raise fail(f"fused activation {v} is not a FuseCode (0..3)")
         elif name.startswith("pad_"):
             if v < 0:
@@ -685,3 +676,16 @@ def constant_ints(sig: OperationSignature, index: int) -> np.ndarray | None:
 def int_input(ctx: ExecutionContext, index: int) -> np.ndarray:
     """An integer input widened to int64, so index arithmetic cannot overflow."""
     return np.asarray(ctx.input(index), dtype=np.int64)
+
+
+#: Makes the exception for a message: ``sig.fail`` (BAD_DATA) or ``ctx.fail`` (OP_FAILED).
+Fail = Callable[[str], Exception]
+
+
+def check_paddings(paddings: np.ndarray, rows: int, fail: Fail) -> np.ndarray:
+    """A PAD / SPACE_TO_BATCH paddings tensor: shape [rows, 2], nothing negative."""
+    if paddings.shape != (rows, 2):
+        raise fail(f"paddings must have shape [{rows}, 2], got {list(paddings.shape)}")
+    if (paddings < 0).any():
+        raise fail(f"paddings must be non-negative, got {paddings.tolist()}")
+    return paddings

@@ -168,8 +168,7 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
     values = window_values(_args(sig), ctx.scalar)
 
-    def fail(msg: str) -> Exception:
-        return op_failed(sig.code, msg)
+    fail = ctx.fail
 
     check_window_values(values, fail)
     nchw = bool(values["nchw"])

@@ -21,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from ...codes import FuseCode, OperandCode, OperationCode, PaddingCode
+from ...codes import OperandCode, OperationCode, PaddingCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
+    FUSE_CODES,
     QUANT8_ASYMM_CODES,
     apply_fused_activation,
     bias_scale_matches,
@@ -47,7 +48,6 @@ from .common import (
 )
 
 _PER_CHANNEL = OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL
-_FUSE_CODES = tuple(int(c) for c in FuseCode)
 
 
 # --------------------------------------------------------------- shared checks
@@ -188,7 +188,7 @@ def _tc_check_values(values: dict[str, Any], fail: Any) -> None:
             continue
         if name == "padding_scheme" and v not in (int(PaddingCode.SAME), int(PaddingCode.VALID)):
             raise fail(f"padding scheme {v} is not SAME (1) or VALID (2)")
-        if name == "fuse" and v not in _FUSE_CODES:
+        if name == "fuse" and v not in FUSE_CODES:
             raise fail(f"fused activation {v} is not a FuseCode (0..3)")
         if name in ("pad_left", "pad_top") and v < 0:
             raise fail(f"{name} is {v}; it must be >= 0")
@@ -238,8 +238,7 @@ def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
     positions = _tc_positions(sig)
     values = {name: ctx.scalar(i) for name, i in positions.items() if name != "output_shape"}
 
-    def fail(msg: str) -> Exception:
-        return op_failed(sig.code, msg)
+    fail = ctx.fail
 
     _tc_check_values(values, fail)
     nchw = bool(values["nchw"])
@@ -311,8 +310,7 @@ def _execute_grouped(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
     values = window_values(_gc_args(sig), ctx.scalar)
 
-    def fail(msg: str) -> Exception:
-        return op_failed(sig.code, msg)
+    fail = ctx.fail
 
     check_window_values(values, fail)
     nchw = bool(values["nchw"])

@@ -21,6 +21,7 @@ from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
+    FUSE_CODES,
     QUANT8_ASYMM_CODES,
     constant_scalar,
     fused_activation_bounds,
@@ -71,7 +72,7 @@ def _validate_binary(sig: OperationSignature) -> None:
     for i, name in ((0, "input1"), (1, "input2")):
         require_operand_rank(sig, i, _RANKS, name)
     fuse = constant_scalar(sig, 2)
-    if fuse is not None and fuse not in tuple(int(c) for c in FuseCode):
+    if fuse is not None and fuse not in FUSE_CODES:
         raise sig.fail(f"fused activation {fuse} is not a FuseCode (0..3)")
     if first.code == OperandCode.TENSOR_INT32 and fuse not in (None, int(FuseCode.NONE)):
         raise sig.fail("a TENSOR_INT32 operation takes no fused activation (it must be NONE)")
@@ -96,12 +97,11 @@ def _broadcast(ctx: ExecutionContext) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-_FUSE_CODES = frozenset(int(c) for c in FuseCode)
 
 
 def _fuse(ctx: ExecutionContext) -> int:
     fuse = int(ctx.scalar(2))
-    if fuse not in _FUSE_CODES:
+    if fuse not in FUSE_CODES:
         raise op_failed(ctx.code, f"fused activation {fuse} is not a FuseCode (0..3)")
     return fuse
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...codes import FuseCode, OperandCode, OperationCode
+from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
+    FUSE_CODES,
     QUANT8_ASYMM_CODES,
     apply_fused_activation,
     bias_scale_matches,
@@ -46,7 +47,7 @@ def _validate(sig: OperationSignature) -> None:
     require_operand_rank(sig, 2, (1,), "bias")
     require_operand_rank(sig, 0, (2,), "output", output=True)
     fuse = constant_scalar(sig, 3)
-    if fuse is not None and fuse not in tuple(int(c) for c in FuseCode):
+    if fuse is not None and fuse not in FUSE_CODES:
         raise sig.fail(f"fused activation {fuse} is not a FuseCode (0..3)")
     units = known_dim(weights, 0)
     bias_len, out_units = known_dim(bias, 0), known_dim(out, 1)
@@ -120,7 +121,7 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
         rows -= sig.inputs[0].zero_point
     acc = rows @ weights_t + bias
     fuse = ctx.scalar(3)
-    if fuse not in tuple(int(c) for c in FuseCode):
+    if fuse not in FUSE_CODES:
         raise op_failed(sig.code, f"fused activation {fuse} is not a FuseCode (0..3)")
     out = sig.outputs[0]
     if state.multiplier is not None:  # quantized

@@ -59,7 +59,7 @@ def _validate_log_softmax(sig: OperationSignature) -> None:
 def _execute_log_softmax(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
     t = x.dtype.type
-    axis = normalize_axis(int(ctx.scalar(2)), x.ndim, lambda m: op_failed(ctx.code, m))
+    axis = normalize_axis(int(ctx.scalar(2)), x.ndim, ctx.fail)
     if x.size == 0:
         return [x.copy()]
     with np.errstate(all="ignore"):

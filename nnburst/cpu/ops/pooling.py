@@ -26,7 +26,6 @@ from .common import (
     constant_scalar,
     from_nhwc,
     fused_activation_bounds,
-    op_failed,
     require_operand_rank,
     require_operand_type,
     resolve_window,
@@ -72,8 +71,7 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
     values = window_values(_args(sig), ctx.scalar)
 
-    def fail(msg: str) -> Exception:
-        return op_failed(sig.code, msg)
+    fail = ctx.fail
 
     check_window_values(values, fail)
     nchw = bool(values["nchw"])

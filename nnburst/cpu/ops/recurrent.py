@@ -10,14 +10,15 @@ given no data at execution, so which variant runs is decided at execution.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 
-from ...codes import FuseCode, OperandCode, OperationCode
+from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
+    FUSE_CODES,
     apply_fused_activation,
     constant_scalar,
     op_failed,
@@ -25,8 +26,6 @@ from .common import (
     require_operand_rank,
     require_operand_type,
 )
-
-_FUSE_CODES = tuple(int(c) for c in FuseCode)
 
 
 def _optional(ctx: ExecutionContext, i: int) -> np.ndarray | None:
@@ -72,17 +71,17 @@ def _check_float_operands(sig: OperationSignature, ranks: dict[int, tuple[int, s
     return code
 
 
-def _check_fuse(sig: OperationSignature, i: int, allowed: tuple[int, ...]) -> None:
+def _check_fuse(sig: OperationSignature, i: int, allowed: Collection[int]) -> None:
     require_operand_type(sig, i, (OperandCode.INT32,), "fused activation")
     value = constant_scalar(sig, i)
     if value is not None and value not in allowed:
-        raise sig.fail(f"input {i}: activation {value} is not one of {allowed}")
+        raise sig.fail(f"input {i}: activation {value} is not one of {sorted(allowed)}")
 
 
-def _fused(ctx: ExecutionContext, i: int, allowed: tuple[int, ...]) -> int:
+def _fused(ctx: ExecutionContext, i: int, allowed: Collection[int]) -> int:
     value = ctx.scalar(i)
     if value not in allowed:
-        raise op_failed(ctx.code, f"input {i}: activation {value} is not one of {allowed}")
+        raise ctx.fail(f"input {i}: activation {value} is not one of {sorted(allowed)}")
     return value
 
 
@@ -94,7 +93,7 @@ def _validate_rnn(sig: OperationSignature) -> None:
     names = ("input", "weights", "recurrent_weights", "bias", "hidden_state_in")
     _check_float_operands(sig, {i: (1 if i == 3 else 2, n) for i, n in enumerate(names) if i})
     require_operand_rank(sig, 0, (2,), "input")
-    _check_fuse(sig, 5, _FUSE_CODES)
+    _check_fuse(sig, 5, FUSE_CODES)
 
 
 def _execute_rnn(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -111,7 +110,7 @@ def _execute_rnn(ctx: ExecutionContext) -> list[np.ndarray]:
     _check_shape(ctx, r, (units, units), "recurrent_weights")
     _check_shape(ctx, b, (units,), "bias")
     _check_shape(ctx, h, (batch, units), "hidden_state_in")
-    fuse = _fused(ctx, 5, _FUSE_CODES)
+    fuse = _fused(ctx, 5, FUSE_CODES)
     out = apply_fused_activation(x @ w.T + h @ r.T + b, fuse)
     dtype = ctx.output_info(0).dtype
     return [out.astype(dtype), out.astype(ctx.output_info(1).dtype)]
@@ -131,7 +130,7 @@ def _validate_svdf(sig: OperationSignature) -> None:
     rank = constant_scalar(sig, 5)
     if rank is not None and rank < 1:
         raise sig.fail(f"rank is {rank}; it must be >= 1")
-    _check_fuse(sig, 6, _FUSE_CODES)
+    _check_fuse(sig, 6, FUSE_CODES)
 
 
 def _execute_svdf(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -158,7 +157,7 @@ def _execute_svdf(ctx: ExecutionContext) -> list[np.ndarray]:
     _check_shape(ctx, wf, (filters, x.shape[1]), "weights_feature")
     _check_shape(ctx, bias, (units,), "bias")
     _check_shape(ctx, state, (batch, memory * filters), "state_in")
-    fuse = _fused(ctx, 6, _FUSE_CODES)
+    fuse = _fused(ctx, 6, FUSE_CODES)
 
     memory_state = state.reshape(batch, filters, memory).copy()
     memory_state[:, :, -1] = x @ wf.T

@@ -28,7 +28,6 @@ from .common import (
     QUANT8_ASYMM_CODES,
     constant_scalar,
     normalize_axis,
-    op_failed,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
@@ -61,7 +60,7 @@ def _validate_arg(sig: OperationSignature) -> None:
 
 def _execute_arg(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    fail = lambda m: op_failed(ctx.code, m)  # noqa: E731
+    fail = ctx.fail
     if x.ndim < 1:
         raise fail("the input must have rank 1 or more")
     axis = normalize_axis(int(ctx.scalar(1)), x.ndim, fail)
@@ -136,7 +135,7 @@ def _sequential(x: np.ndarray, multiply: bool) -> np.ndarray:
 
 def _execute_reduce(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    fail = lambda m: op_failed(ctx.code, m)  # noqa: E731
+    fail = ctx.fail
     axes = _reduce_axes(np.asarray(ctx.input(1)), x.ndim, fail)
     shape = _reduced_dims(x.shape, axes, bool(ctx.scalar(2)))
     code = ctx.code

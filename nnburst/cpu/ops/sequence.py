@@ -20,15 +20,16 @@ The RNN cell is ``h = activation(x·Wᵀ [+ aux·W_auxᵀ] + h·Rᵀ + b)`` in f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from ...codes import FuseCode, OperandCode, OperationCode
+from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
+    FUSE_CODES,
     apply_fused_activation,
     constant_scalar,
     float_scalar_code,
@@ -39,7 +40,6 @@ from .common import (
 )
 from .recurrent import _execute_lstm
 
-_FUSE_CODES = tuple(int(c) for c in FuseCode)
 #: LSTM activation codes (TFLite's): none, relu, relu1, relu6, tanh, sigmoid.
 _LSTM_ACTIVATIONS = (0, 1, 2, 3, 4, 6)
 _F32 = OperandInfo(OperandCode.TENSOR_FLOAT32, None)
@@ -81,10 +81,10 @@ def _check(sig: OperationSignature, counts: Sequence[int], outputs: Sequence[int
     return code
 
 
-def _check_choice(sig: OperationSignature, i: int, allowed: Sequence[int], name: str) -> None:
+def _check_choice(sig: OperationSignature, i: int, allowed: Collection[int], name: str) -> None:
     value = constant_scalar(sig, i)
     if value is not None and int(value) not in allowed:
-        raise sig.fail(f"input {i} ({name}) is {value}; expected one of {tuple(allowed)}")
+        raise sig.fail(f"input {i} ({name}) is {value}; expected one of {sorted(allowed)}")
 
 
 def _time_major(x: np.ndarray, time_major: bool, code: OperationCode, name: str) -> np.ndarray:
@@ -130,7 +130,7 @@ def _rnn_sequence(ctx: ExecutionContext, x: np.ndarray, aux: np.ndarray | None,
 
 def _fused(ctx: ExecutionContext, i: int) -> int:
     fuse = int(ctx.scalar(i))
-    if fuse not in _FUSE_CODES:
+    if fuse not in FUSE_CODES:
         raise op_failed(ctx.code, f"fused activation {fuse} is not a FuseCode (0..3)")
     return fuse
 
@@ -144,7 +144,7 @@ def _float(ctx: ExecutionContext, i: int, name: str) -> np.ndarray:
 
 def _validate_uni_rnn(sig: OperationSignature) -> None:
     _check(sig, (7,), (1, 2), {0: "t3", 1: "t2", 2: "t2", 3: "t1", 4: "t2", 5: "int", 6: "int"})
-    _check_choice(sig, 5, _FUSE_CODES, "fused activation")
+    _check_choice(sig, 5, FUSE_CODES, "fused activation")
     _check_choice(sig, 6, (0, 1), "time_major")
 
 
@@ -169,7 +169,7 @@ _BI_RNN_KINDS = {0: "t3", 1: "t2", 2: "t2", 3: "t1", 4: "t2", 5: "t2", 6: "t2", 
 
 def _validate_bi_rnn(sig: OperationSignature) -> None:
     _check(sig, (15,), (1, 2, 3, 4), _BI_RNN_KINDS, optional=(9, 10, 11))
-    _check_choice(sig, 12, _FUSE_CODES, "fused activation")
+    _check_choice(sig, 12, FUSE_CODES, "fused activation")
     merge = constant_scalar(sig, 14)
     if merge is not None:
         allowed = (1, 3) if merge else (2, 4)

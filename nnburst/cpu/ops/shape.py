@@ -16,7 +16,7 @@ NNAPI 1.2's optional NCHW flag.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
+    Fail,
+    check_paddings,
     constant_ints,
     constant_scalar,
     from_nhwc,
@@ -43,7 +45,6 @@ _DATA_TYPES = FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES
 _INT32 = OperandCode.TENSOR_INT32
 _UP_TO_4 = range(0, 5)
 
-Fail = Callable[[str], Exception]
 
 
 # --- shared helpers -------------------------------------------------------------
@@ -146,7 +147,7 @@ def _validate_reshape(sig: OperationSignature) -> None:
 
 def _execute_reshape(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    target = _reshape_target(int_input(ctx, 1), x.size, lambda m: op_failed(ctx.code, m))
+    target = _reshape_target(int_input(ctx, 1), x.size, ctx.fail)
     return [np.array(x.reshape(target))]  # a copy: never alias an input or constant
 
 
@@ -187,7 +188,7 @@ def _validate_squeeze(sig: OperationSignature) -> None:
 def _execute_squeeze(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
     axes = int_input(ctx, 1) if ctx.has_input(1) else None
-    resolved = _squeeze_axes(x.shape, axes, lambda m: op_failed(ctx.code, m))
+    resolved = _squeeze_axes(x.shape, axes, ctx.fail)
     return [np.array(x.reshape(_squeezed(x.shape, resolved)))]
 
 
@@ -219,7 +220,7 @@ def _validate_transpose(sig: OperationSignature) -> None:
 def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
     perm = int_input(ctx, 1) if ctx.has_input(1) else None
-    order = _permutation(perm, x.ndim, lambda m: op_failed(ctx.code, m))
+    order = _permutation(perm, x.ndim, ctx.fail)
     return [np.array(np.transpose(x, order), order="C")]
 
 
@@ -320,7 +321,7 @@ def _execute_block_op(ctx: ExecutionContext) -> list[np.ndarray]:
     nchw = _layout_flag(ctx, 2)
     x = to_nhwc(ctx.input(0), nchw)
     block = int(ctx.scalar(1))
-    fail = lambda m: op_failed(ctx.code, m)  # noqa: E731
+    fail = ctx.fail
     if x.ndim != 4:
         raise fail(f"input must have rank 4, got {x.ndim}")
     if block < 1:
@@ -348,13 +349,6 @@ def _check_block_shape(block: np.ndarray, fail: Fail) -> tuple[int, int]:
     return int(block[0]), int(block[1])
 
 
-def _check_paddings(paddings: np.ndarray, rows: int, fail: Fail) -> np.ndarray:
-    if paddings.shape != (rows, 2):
-        raise fail(f"paddings must have shape ({rows}, 2), got {paddings.shape}")
-    if (paddings < 0).any():
-        raise fail(f"paddings must be >= 0, got {paddings.tolist()}")
-    return paddings
-
 
 def _validate_batch_to_space(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2, 3), 1)
@@ -373,7 +367,7 @@ def _validate_batch_to_space(sig: OperationSignature) -> None:
 def _execute_batch_to_space(ctx: ExecutionContext) -> list[np.ndarray]:
     nchw = _layout_flag(ctx, 2)
     x = to_nhwc(ctx.input(0), nchw)
-    fail = lambda m: op_failed(ctx.code, m)  # noqa: E731
+    fail = ctx.fail
     b0, b1 = _check_block_shape(int_input(ctx, 1), fail)
     if x.ndim != 4:
         raise fail(f"input must have rank 4, got {x.ndim}")
@@ -395,7 +389,7 @@ def _validate_space_to_batch(sig: OperationSignature) -> None:
     _validate_layout(sig, 3)
     block, paddings = constant_ints(sig, 1), constant_ints(sig, 2)
     if paddings is not None:
-        _check_paddings(paddings, 2, sig.fail)
+        check_paddings(paddings, 2, sig.fail)
     if block is None:
         return
     b0, b1 = _check_block_shape(block, sig.fail)
@@ -416,11 +410,11 @@ def _space_to_batch_check(nhwc: Sequence[int], block: tuple[int, int], paddings:
 def _execute_space_to_batch(ctx: ExecutionContext) -> list[np.ndarray]:
     nchw = _layout_flag(ctx, 3)
     x = to_nhwc(ctx.input(0), nchw)
-    fail = lambda m: op_failed(ctx.code, m)  # noqa: E731
+    fail = ctx.fail
     if x.ndim != 4:
         raise fail(f"input must have rank 4, got {x.ndim}")
     b0, b1 = _check_block_shape(int_input(ctx, 1), fail)
-    paddings = _check_paddings(int_input(ctx, 2), 2, fail)
+    paddings = check_paddings(int_input(ctx, 2), 2, fail)
     padded_h, padded_w = _space_to_batch_check(x.shape, (b0, b1), paddings, fail)
     padded = np.pad(x, ((0, 0), tuple(paddings[0]), tuple(paddings[1]), (0, 0)),
                     constant_values=_zero_value(ctx.signature.inputs[0]))
@@ -442,7 +436,7 @@ def _validate_pad(sig: OperationSignature) -> None:
     rank = sig.inputs[0].rank
     if paddings is None or rank is None:
         return
-    _check_paddings(paddings, rank, sig.fail)
+    check_paddings(paddings, rank, sig.fail)
     dims = _known_dims(sig.inputs[0])
     if dims is not None:
         _check_declared_output(sig, [d + int(p.sum()) for d, p in zip(dims, paddings)])
@@ -450,7 +444,7 @@ def _validate_pad(sig: OperationSignature) -> None:
 
 def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    paddings = _check_paddings(int_input(ctx, 1), x.ndim, lambda m: op_failed(ctx.code, m))
+    paddings = check_paddings(int_input(ctx, 1), x.ndim, ctx.fail)
     value = _zero_value(ctx.signature.inputs[0])
     return [np.pad(x, [tuple(p) for p in paddings.tolist()], constant_values=value)]
 
@@ -492,7 +486,7 @@ def _validate_mean(sig: OperationSignature) -> None:
 
 def _execute_mean(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    axes = _mean_axes(int_input(ctx, 1), x.ndim, lambda m: op_failed(ctx.code, m))
+    axes = _mean_axes(int_input(ctx, 1), x.ndim, ctx.fail)
     keep = int(ctx.scalar(2)) > 0
     shape = _mean_shape(x.shape, axes, keep)
     out = ctx.output_info(0)
@@ -583,7 +577,7 @@ def _execute_strided_slice(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
     masks = (int(ctx.scalar(4)), int(ctx.scalar(5)), int(ctx.scalar(6)))
     indices, dropped = _slice_indices(x.shape, int_input(ctx, 1), int_input(ctx, 2), int_input(ctx, 3), masks,
-                                      lambda m: op_failed(ctx.code, m))
+                                      ctx.fail)
     y = x[np.ix_(*indices)]
     kept = [n for axis, n in enumerate(y.shape) if axis not in dropped]
     return [np.ascontiguousarray(y.reshape(kept or [1]))]

@@ -12,7 +12,7 @@ reference's byte read).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -22,6 +22,8 @@ from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
+    Fail,
+    check_paddings,
     constant_ints,
     constant_scalar,
     float_scalar_code,
@@ -36,8 +38,6 @@ from .common import (
     require_operand_type,
     require_same_quantization,
 )
-
-Fail = Callable[[str], Exception]
 
 _INT32 = OperandCode.TENSOR_INT32
 _SCALAR_INT = OperandCode.INT32
@@ -58,10 +58,6 @@ def _validate_data(sig: OperationSignature, types: Sequence[OperandCode],
 
 
 
-
-
-def _fail(ctx: ExecutionContext) -> Fail:
-    return lambda message: op_failed(ctx.code, message)
 
 
 def _constant_axis(sig: OperationSignature, index: int, extra: int = 0) -> int | None:
@@ -97,10 +93,10 @@ def _validate_channel_shuffle(sig: OperationSignature) -> None:
 
 def _execute_channel_shuffle(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    axis = normalize_axis(int(ctx.scalar(2)), x.ndim, _fail(ctx))
+    axis = normalize_axis(int(ctx.scalar(2)), x.ndim, ctx.fail)
     groups = int(ctx.scalar(1))
     channels = x.shape[axis]
-    _check_groups(groups, channels, _fail(ctx))
+    _check_groups(groups, channels, ctx.fail)
     outer, inner = x.shape[:axis], x.shape[axis + 1:]
     # output channel k * groups + g = input channel g * group_size + k
     grouped = x.reshape(outer + (groups, channels // groups) + inner)
@@ -120,7 +116,7 @@ def _validate_expand_dims(sig: OperationSignature) -> None:
 
 def _execute_expand_dims(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    axis = normalize_axis(int(ctx.scalar(1)), x.ndim + 1, _fail(ctx))
+    axis = normalize_axis(int(ctx.scalar(1)), x.ndim + 1, ctx.fail)
     return [np.expand_dims(x, axis).copy()]
 
 
@@ -142,7 +138,7 @@ def _validate_gather(sig: OperationSignature) -> None:
 
 def _execute_gather(ctx: ExecutionContext) -> list[np.ndarray]:
     x, indices = ctx.input(0), int_input(ctx, 2)
-    axis = normalize_axis(int(ctx.scalar(1)), x.ndim, _fail(ctx))
+    axis = normalize_axis(int(ctx.scalar(1)), x.ndim, ctx.fail)
     size = x.shape[axis]
     if indices.size and (indices.min() < 0 or indices.max() >= size):
         bad = indices[(indices < 0) | (indices >= size)].reshape(-1)[0]
@@ -152,13 +148,6 @@ def _execute_gather(ctx: ExecutionContext) -> list[np.ndarray]:
 
 # --- PAD_V2 ---------------------------------------------------------------------------
 
-
-def _check_paddings(paddings: np.ndarray, rank: int, fail: Fail) -> np.ndarray:
-    if paddings.shape != (rank, 2):
-        raise fail(f"paddings must have shape [{rank}, 2], got {list(paddings.shape)}")
-    if (paddings < 0).any():
-        raise fail(f"paddings must be non-negative, got {paddings.tolist()}")
-    return paddings
 
 
 def _pad_value_code(code: OperandCode) -> OperandCode:
@@ -173,12 +162,12 @@ def _validate_pad(sig: OperationSignature) -> None:
     require_operand_type(sig, 2, (_pad_value_code(info.code),), "pad value")
     paddings = constant_ints(sig, 1)
     if paddings is not None and info.rank is not None:
-        _check_paddings(paddings, info.rank, sig.fail)
+        check_paddings(paddings, info.rank, sig.fail)
 
 
 def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    paddings = _check_paddings(int_input(ctx, 1), x.ndim, _fail(ctx))
+    paddings = check_paddings(int_input(ctx, 1), x.ndim, ctx.fail)
     out = ctx.output_info(0)
     value = ctx.input(2)
     if out.code in QUANT8_ASYMM_CODES:
@@ -219,7 +208,7 @@ def _validate_slice(sig: OperationSignature) -> None:
 
 def _execute_slice(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    bounds = _slice_bounds(x.shape, int_input(ctx, 1), int_input(ctx, 2), _fail(ctx))
+    bounds = _slice_bounds(x.shape, int_input(ctx, 1), int_input(ctx, 2), ctx.fail)
     return [x[tuple(bounds)].copy()]
 
 
@@ -247,7 +236,7 @@ def _validate_split(sig: OperationSignature) -> None:
 
 def _execute_split(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    axis = normalize_axis(int(ctx.scalar(1)), x.ndim, _fail(ctx))
+    axis = normalize_axis(int(ctx.scalar(1)), x.ndim, ctx.fail)
     splits = int(ctx.scalar(2))
     if splits != len(ctx.signature.outputs):
         raise op_failed(ctx.code, f"num_splits is {splits} but the operation has "
@@ -280,7 +269,7 @@ def _validate_tile(sig: OperationSignature) -> None:
 
 def _execute_tile(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    return [np.tile(x, _check_multiples(int_input(ctx, 1), x.ndim, _fail(ctx)))]
+    return [np.tile(x, _check_multiples(int_input(ctx, 1), x.ndim, ctx.fail))]
 
 
 # --- TOPK_V2 --------------------------------------------------------------------------
