@@ -544,13 +544,15 @@ class Worker:
                 self.stats.count("unclean", type(exc).__name__)
                 self.stats.note(f"unclean: {type(exc).__name__}: {exc}")
 
-    def _pick(self) -> tuple[Target, nn.Device] | None:
+    def _start_session(self) -> tuple[Target, nn.Device, ModelSpec] | None:
+        """A random target and model; None while the picked service restarts."""
         target = self.targets[int(self.rng.integers(len(self.targets)))]
         device = target.device()
         if device is None:
             time.sleep(0.05)  # the service is restarting
             return None
-        return target, device
+        self.stats.add("sessions")
+        return target, device, random_model(self.rng, self.options.max_size, self.options.max_operations)
 
     def _compile(self, spec: ModelSpec, device: nn.Device, what: str) -> nn.Compilation:
         compilation = nn.Compilation(spec.model, devices=[device])
@@ -560,12 +562,10 @@ class Worker:
 
     # -- a runtime burst session --
     def _session(self) -> None:
-        picked = self._pick()
-        if picked is None:
+        started = self._start_session()
+        if started is None:
             return
-        target, device = picked
-        spec = random_model(self.rng, self.options.max_size, self.options.max_operations)
-        self.stats.add("sessions")
+        target, device, spec = started
         with contextlib.ExitStack() as stack:
             ref = stack.enter_context(self._compile(spec, nn.Device(cpu_device()), "reference compile"))
             compilation = stack.enter_context(self._compile(spec, device, "compile"))
@@ -634,12 +634,10 @@ class Worker:
 
     # -- a raw HAL burst session with mutated packets --
     def _mutation_session(self) -> None:
-        picked = self._pick()
-        if picked is None:
+        started = self._start_session()
+        if started is None:
             return
-        target, device = picked
-        spec = random_model(self.rng, self.options.max_size, self.options.max_operations)
-        self.stats.add("sessions")
+        target, device, spec = started
         with contextlib.ExitStack() as stack:
             ref = stack.enter_context(self._compile(spec, nn.Device(cpu_device()), "reference compile"))
             with self.watchdog.watch(f"prepare_model on {target.name}"):

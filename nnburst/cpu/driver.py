@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from .._version import __version__
 from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
-from ..hal.model import HalModel, Lifetime, Subgraph
+from ..hal.model import HalModel, Lifetime, Operation, Subgraph
 from ..hal.types import (
     NO_TIMING,
     Capabilities,
@@ -381,37 +381,44 @@ def _compatible(declared: Sequence[int], actual: Sequence[int]) -> bool:
     return len(declared) == len(actual) and all(d == 0 or d == a for d, a in zip(declared, actual))
 
 
-def _operation_supported(
-    model: HalModel, subgraph: Subgraph, index: int, memo: dict[int, bool]
-) -> bool:
-    """Registered, valid, and so is everything in the subgraphs it references.
+def supported_operations(
+    model: HalModel, accepts: Callable[[Subgraph, Operation], bool] | None = None
+) -> list[bool]:
+    """One flag per main-subgraph operation: registered, valid, and accepted.
 
-    ``memo`` maps referenced-subgraph index -> supported; an entry is set to
-    False while its subgraph is being walked, so a reference cycle ends the
-    walk (as unsupported) instead of recursing forever.
+    As HAL 1.3 asks, IF and WHILE count as supported only when every
+    operation of every subgraph they reference (recursively) is.  Sample
+    drivers narrow support with ``accepts``.
     """
-    try:
-        if not validate_operation(model, subgraph, index):
+    # referenced-subgraph index -> supported; set to False while its subgraph
+    # is walked, so a reference cycle ends the walk instead of recursing.
+    memo: dict[int, bool] = {}
+
+    def supported(subgraph: Subgraph, index: int) -> bool:
+        operation = subgraph.operations[index]
+        try:
+            if accepts is not None and not accepts(subgraph, operation):
+                return False
+            if not validate_operation(model, subgraph, index):
+                return False
+        except (BadDataError, IndexError, KeyError, ValueError):
             return False
-    except BadDataError:
-        return False
-    for operand_index in subgraph.operations[index].inputs:
-        operand = subgraph.operands[operand_index]
-        if operand.lifetime != Lifetime.SUBGRAPH:
-            continue
-        ref = operand.subgraph
-        if ref is None or not 0 <= ref < len(model.referenced):
-            return False
-        if ref not in memo:
-            memo[ref] = False
-            referenced = model.referenced[ref]
-            memo[ref] = all(
-                _operation_supported(model, referenced, i, memo)
-                for i in range(len(referenced.operations))
-            )
-        if not memo[ref]:
-            return False
-    return True
+        for operand_index in operation.inputs:
+            operand = subgraph.operands[operand_index]
+            if operand.lifetime != Lifetime.SUBGRAPH:
+                continue
+            ref = operand.subgraph
+            if ref is None or not 0 <= ref < len(model.referenced):
+                return False
+            if ref not in memo:
+                memo[ref] = False
+                referenced = model.referenced[ref]
+                memo[ref] = all(supported(referenced, i) for i in range(len(referenced.operations)))
+            if not memo[ref]:
+                return False
+        return True
+
+    return [supported(model.main, index) for index in range(len(model.main.operations))]
 
 
 class CpuDevice(IDevice):
@@ -434,16 +441,7 @@ class CpuDevice(IDevice):
         return self._capabilities
 
     def get_supported_operations(self, model: HalModel) -> list[bool]:
-        """One flag per main-subgraph operation.
-
-        As HAL 1.3 asks, IF and WHILE count as supported only when every
-        operation of every subgraph they reference (recursively) is.
-        """
-        memo: dict[int, bool] = {}
-        return [
-            _operation_supported(model, model.main, index, memo)
-            for index in range(len(model.main.operations))
-        ]
+        return supported_operations(model)
 
     def prepare_model(
         self,

@@ -52,12 +52,12 @@ from ..codes import (
 from ..cpu.driver import (
     FEATURE_LEVEL,
     CpuPreparedModel,
-    validate_operation,
+    supported_operations,
 )
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.burst_controller import polling_window_us
 from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
-from ..hal.model import HalModel, Lifetime, Operation, Subgraph
+from ..hal.model import HalModel, Operation, Subgraph
 from ..hal.types import NO_TIMING, Capabilities, DeviceType, MeasureTiming, PerformanceInfo, Request
 from ..memory import Memory
 from ..operands import QUANTIZED_CODES
@@ -200,32 +200,8 @@ class SampleDevice(IDevice):
     def capabilities(self) -> Capabilities:
         return self._capabilities
 
-    def _supported(self, model: HalModel, subgraph: Subgraph, index: int, memo: dict[int, bool]) -> bool:
-        """Accepted, valid on the CPU driver, and (IF/WHILE) so is every op of every referenced subgraph."""
-        operation = subgraph.operations[index]
-        try:
-            if not self._accepts(subgraph, operation) or not validate_operation(model, subgraph, index):
-                return False
-        except (BadDataError, IndexError, KeyError, ValueError):
-            return False
-        for operand_index in operation.inputs:
-            operand = subgraph.operands[operand_index]
-            if operand.lifetime != Lifetime.SUBGRAPH:
-                continue
-            ref = operand.subgraph
-            if ref is None or not 0 <= ref < len(model.referenced):
-                return False
-            if ref not in memo:
-                memo[ref] = False  # a reference cycle ends as unsupported
-                referenced = model.referenced[ref]
-                memo[ref] = all(self._supported(model, referenced, i, memo) for i in range(len(referenced.operations)))
-            if not memo[ref]:
-                return False
-        return True
-
     def get_supported_operations(self, model: HalModel) -> list[bool]:
-        memo: dict[int, bool] = {}
-        return [self._supported(model, model.main, i, memo) for i in range(len(model.main.operations))]
+        return supported_operations(model, self._accepts)
 
     def prepare_model(
         self,

@@ -167,9 +167,7 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
     depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
     values = window_values(_args(sig), ctx.scalar)
-
     fail = ctx.fail
-
     check_window_values(values, fail)
     nchw = bool(values["nchw"])
 

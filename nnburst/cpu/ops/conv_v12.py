@@ -237,9 +237,7 @@ def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
     positions = _tc_positions(sig)
     values = {name: ctx.scalar(i) for name, i in positions.items() if name != "output_shape"}
-
     fail = ctx.fail
-
     _tc_check_values(values, fail)
     nchw = bool(values["nchw"])
     x = _input_nhwc(ctx, nchw)
@@ -309,9 +307,7 @@ def _validate_grouped(sig: OperationSignature) -> None:
 def _execute_grouped(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
     values = window_values(_gc_args(sig), ctx.scalar)
-
     fail = ctx.fail
-
     check_window_values(values, fail)
     nchw = bool(values["nchw"])
     x = _input_nhwc(ctx, nchw)

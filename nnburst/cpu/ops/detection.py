@@ -477,9 +477,7 @@ def _validate_detection(sig: OperationSignature) -> None:
 
 def _execute_detection(ctx: ExecutionContext) -> list[np.ndarray]:
     values = {name: ctx.scalar(i) for i, name in enumerate(_DP_NAMES) if i >= 3}
-
     fail = ctx.fail
-
     _dp_check(values, fail)
     scores = ctx.input(0).astype(np.float32)
     deltas = ctx.input(1).astype(np.float32)

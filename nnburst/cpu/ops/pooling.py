@@ -70,9 +70,7 @@ def _counts(win: Window2D, in_h: int, in_w: int, filter_h: int, filter_w: int) -
 def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
     values = window_values(_args(sig), ctx.scalar)
-
     fail = ctx.fail
-
     check_window_values(values, fail)
     nchw = bool(values["nchw"])
     if ctx.input(0).ndim != 4:
