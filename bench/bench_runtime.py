@@ -33,9 +33,13 @@ def _rounds(model: str) -> int:
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: f"{m.model}-{m.name.replace(' ', '-')}")
 def test_execution_path(benchmark, request, workloads, mode: Mode):
-    device = request.getfixturevalue("service_device") if mode.placement == "cross-process" else None
+    device = (
+        request.getfixturevalue("service_device") if mode.placement == "cross-process" else None
+    )
     work = workloads[mode.model]
-    with runtime_paths.execution_path(work, mode.path, device, polling=mode.polling_us != 0) as execute:
+    with runtime_paths.execution_path(
+        work, mode.path, device, polling=mode.polling_us != 0
+    ) as execute:
         benchmark.pedantic(execute, rounds=_rounds(mode.model), iterations=1, warmup_rounds=5)
 
 
@@ -44,4 +48,3 @@ def test_pipe_baseline(benchmark, workloads, model: str):
     work = workloads[model]
     with pipe_peer(work.request_bytes, work.response_bytes) as round_trip:
         benchmark.pedantic(round_trip, rounds=_rounds(model), iterations=1, warmup_rounds=5)
-

@@ -159,6 +159,28 @@ static void copy_out(nnb_fmq_t *q, uint64_t pos, uint8_t *dst, uint64_t n) {
     if (r[1].count) memcpy(dst + first, q->ring, r[1].count * q->quantum);
 }
 
+/* copy_out split around the test hook (nnb_fmq_set_read_hook): the two
+ * halves are byte ranges, so the split may fall inside an element. */
+static void copy_bytes_out(nnb_fmq_t *q, uint64_t pos, uint8_t *dst, uint64_t bytes) {
+    uint64_t offset = pos % q->ring_bytes;
+    uint64_t first = q->ring_bytes - offset < bytes ? q->ring_bytes - offset : bytes;
+    memcpy(dst, q->ring + offset, first);
+    if (bytes > first) memcpy(dst + first, q->ring, bytes - first);
+}
+
+static void copy_out_hooked(nnb_fmq_t *q, uint64_t pos, uint8_t *dst, uint64_t n) {
+    uint64_t bytes = n * q->quantum;
+    uint64_t half = bytes / 2;
+    copy_bytes_out(q, pos, dst, half);
+    q->read_hook(q->read_hook_ctx);
+    copy_bytes_out(q, pos + half, dst + half, bytes - half);
+}
+
+void nnb_fmq_set_read_hook(nnb_fmq_t *q, void (*hook)(void *), void *ctx) {
+    q->read_hook_ctx = ctx;
+    q->read_hook = hook;
+}
+
 /* Checks for a write of n elements; on success *pos is where it goes. */
 static int prepare_write(nnb_fmq_t *q, uint64_t n, uint64_t *pos) {
     if (n > q->count) return -EINVAL;
@@ -248,7 +270,10 @@ int nnb_fmq_try_read(nnb_fmq_t *q, void *dst, uint64_t n) {
     uint64_t pos;
     int rc = prepare_read(q, n, &pos);
     if (rc || n == 0) return rc;
-    copy_out(q, pos, dst, n);
+    if (q->read_hook)
+        copy_out_hooked(q, pos, dst, n);
+    else
+        copy_out(q, pos, dst, n);
     if (q->flavor == NNB_FLAVOR_UNSYNCHRONIZED) {
         rc = lapped_during_copy(q, pos);
         if (rc) return rc;

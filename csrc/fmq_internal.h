@@ -58,6 +58,8 @@ struct nnb_fmq {
     uint64_t granted_read;
     uint32_t shut;          /* set by nnb_fmq_shutdown */
     uint32_t inside;        /* calls currently using the mapping */
+    void (*read_hook)(void *); /* test hook, NULL in use: see nnb_fmq_set_read_hook */
+    void *read_hook_ctx;
 };
 
 /* Loads and stores used on shared words.  The memory order is spelled out at

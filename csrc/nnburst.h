@@ -144,6 +144,14 @@ int64_t nnb_fmq_write_then_read(nnb_fmq_t *wq, const void *src, uint64_t src_cap
 void nnb_fmq_shutdown(nnb_fmq_t *q);
 int nnb_fmq_calls_inside(nnb_fmq_t *q);
 
+/* Test hook (tests/test_fmq_unsync.py), NULL unless a test sets it: every
+ * later read on this handle copies the first half of its bytes, calls
+ * hook(ctx), then copies the rest.  A test's hook writes through another
+ * handle, so a reader is lapped in the middle of its copy at a chosen
+ * point, which a real scheduler does only by chance.  Costs one
+ * predictable branch per read; pass NULL to remove it. */
+void nnb_fmq_set_read_hook(nnb_fmq_t *q, void (*hook)(void *), void *ctx);
+
 /* The queue's event-flag word, or NULL. */
 uint32_t *nnb_fmq_evflag_word(nnb_fmq_t *q);
 

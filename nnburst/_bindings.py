@@ -7,9 +7,7 @@ core's negative errno returns into exceptions in exactly one table.
 
 from __future__ import annotations
 
-from typing import Any
-
-from . import _native  # type: ignore[attr-defined]  # compiled by cffi at build time
+from . import _native  # compiled by cffi at build time; typed by _native.pyi
 from .errors import (
     BadDataError,
     BrokenResourceError,
@@ -19,8 +17,8 @@ from .errors import (
     NNError,
 )
 
-ffi: Any = _native.ffi
-lib: Any = _native.lib
+ffi = _native.ffi
+lib = _native.lib
 
 EAGAIN: int = lib.NNB_EAGAIN
 ETIMEDOUT: int = lib.NNB_ETIMEDOUT

@@ -1,13 +1,18 @@
 """``Burst``: a run of executions of one compilation over Fast Message Queues (``ANeuralNetworksBurst``).
 
 A burst owns an ``ExecutionBurstController`` (the client end of the two
-FMQs) and a *staging* memory.  Burst pools must be shareable memories, so
-numpy inputs are copied into the staging memory (reused and grown across
-executions) and outputs copied back; ``Memory`` objects the app binds are used
-in place and named to the controller by the ``Memory`` object itself, so
-``Memory.close()`` frees the driver's slot for it.  If the controller cannot be
-created, or asks for a fallback, the same staged request goes through
+FMQs) and a staging memory.  Burst pools must be shareable memories, so an
+execution's numpy buffers are staged (:class:`~nnburst.hal.staging.StagedRequest`)
+into that memory, which is kept and grown across executions, and outputs are
+copied back; ``Memory`` objects the app binds are used in place and named to
+the controller by the ``Memory`` object itself, so ``Memory.close()`` frees
+the driver's slot for it.  If the driver cannot configure a burst, or the
+controller asks for a fallback, the same staged request goes through
 ``execute_synchronously``.
+
+An execution hands the burst one value, a
+:class:`~nnburst.hal.staging.BoundRequest`; the burst reads nothing else of
+the execution.
 """
 
 from __future__ import annotations
@@ -15,39 +20,27 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import math
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from .checks import require
 from .codes import ErrorStatus
 from .compilation import Compilation
 from .errors import BadDataError, BadStateError, NNError, status_for_exception
-from .hal.burst_controller import polling_window_us
+from .hal.burst_controller import BurstGuard, ExecutionBurstController, polling_window_us
 from .hal.interfaces import ExecutionResult
-from .hal.types import NO_TIMING, DataLocation, Request, RequestArgument
-from .memory import Memory
-from .model import require
-
-if TYPE_CHECKING:
-    from .execution import Argument, Execution
+from .hal.memory import MappedMemory
+from .hal.staging import BoundRequest, StagedRequest, staging_size
+from .hal.types import NO_TIMING
 
 __all__ = ["Burst"]
 
 logger = logging.getLogger("nnburst.burst")
 
-
-_ALIGN = 64  # staged arguments start on cache-line boundaries
 _PAGE = 4096
 
 
-def _align(n: int, to: int) -> int:
-    return (n + to - 1) // to * to
-
-
-def _forget_closed_memory(memory: Memory, ref: weakref.ref[Burst]) -> None:
+def _forget_closed_memory(memory: MappedMemory, ref: weakref.ref[Burst]) -> None:
     burst = ref()
     if burst is not None:
         burst._memory_closed(memory)
@@ -60,8 +53,8 @@ class Burst:
     """
 
     _closed = True
-    _controller: Any = None
-    _staging: Memory | None = None
+    _controller: ExecutionBurstController | None = None
+    _staging: MappedMemory | None = None
 
     def __init__(self, compilation: Compilation) -> None:
         require(compilation, "Burst: compilation")
@@ -69,22 +62,18 @@ class Burst:
             raise BadDataError(
                 f"Burst: expected an nnburst.Compilation, got {type(compilation).__name__}"
             )
-        self._prepared = compilation._check_ready("Burst")
+        self._prepared = compilation.prepared_for("Burst")
         self._compilation = compilation
-        self._lock = threading.Lock()  # held for a whole computation
+        self._guard = BurstGuard()  # held for a whole computation
         self._close_lock = threading.Lock()
-        self._staging_bytes: np.ndarray | None = None
-        self._memories: weakref.WeakSet[Memory] = weakref.WeakSet()
+        self._memories: weakref.WeakSet[MappedMemory] = weakref.WeakSet()
         self._closed = False
-        window = polling_window_us(compilation.preference)
-        self._controller = self._create_controller(window)
+        self._controller = self.make_controller(polling_window_us(compilation.preference))
 
-    def _create_controller(self, polling_window_us: int) -> Any:
-        try:
-            from .hal.burst_controller import ExecutionBurstController
-        except ImportError:
-            logger.info("no burst controller available: bursts run through execute_synchronously")
-            return None
+    def make_controller(self, polling_window_us: int) -> ExecutionBurstController | None:
+        """The controller for this burst's FMQs; None runs every execution through
+        ``execute_synchronously``.  A subclass may build it otherwise (``nnburst
+        stress --shrink-queues`` gives it a short request channel)."""
         try:
             return ExecutionBurstController.create(
                 self._prepared, polling_window_us=polling_window_us
@@ -106,137 +95,58 @@ class Burst:
         return self._closed
 
     # -- one execution -------------------------------------------------------------------
-    def _compute(self, execution: Execution) -> ExecutionResult:
-        """Run ``execution`` through this burst.
+    def run(self, bound: BoundRequest) -> ExecutionResult:
+        """Run one execution's request through this burst (for ``Execution.burst_compute``).
 
         Raises before anything runs (the execution can be retried): burst
-        closed or in use (``BAD_STATE``), staging memory failure.  Failures
-        after the request was sent come back as a status.
+        closed or in use (``BAD_STATE``), staging failure.  Failures after the
+        request was sent come back as a status.
         """
-        from .execution import execute_prepared
-
-        if not self._lock.acquire(blocking=False):
-            raise BadStateError("burst_compute: the burst is in use by another execution")
-        try:
+        with self._guard:
             if self._closed:
                 raise BadStateError("burst_compute: the burst is closed")
-            request, keys, copy_back = self._stage(execution)
-            measure = execution._measure_timing
-            try:
-                fallback = self._controller is None
-                if not fallback:
-                    status, shapes, timing, fallback = self._controller.compute(
-                        request, measure, keys
-                    )
-                if fallback:
-                    status, shapes, timing = execute_prepared(
-                        self._prepared,
-                        request,
-                        measure,
-                        execution._deadline(),
-                        execution._loop_timeout_ns,
-                    )
-            except NNError as exc:
-                logger.info("burst execution failed: %s", exc)
-                return status_for_exception(exc), [], NO_TIMING
-            if status == ErrorStatus.NONE:
-                self._copy_back(copy_back, shapes)
-            return status, shapes, timing
-        finally:
-            self._lock.release()
+            staging = self._ensure_staging(staging_size(bound.request))
+            with StagedRequest(bound.request, into=staging) as staged:
+                request = staged.request
+                for pool in request.pools:
+                    if pool is not staging:
+                        self._track(pool)
+                try:
+                    fallback = self._controller is None
+                    if self._controller is not None:
+                        status, shapes, timing, fallback = self._controller.compute(
+                            request, bound.measure, request.pools, deadline_ns=bound.deadline_ns
+                        )
+                    if fallback:
+                        status, shapes, timing = bound.with_request(request).execute(self._prepared)
+                except NNError as exc:
+                    logger.info("burst execution failed: %s", exc)
+                    return status_for_exception(exc), [], NO_TIMING
+                if status == ErrorStatus.NONE:
+                    staged.copy_back()
+                return status, shapes, timing
 
-    def _stage(
-        self, execution: Execution
-    ) -> tuple[Request, list[Any], list[tuple[int, Argument, int]]]:
-        """The execution's request over shareable pools: staging memory first, then the app's memories."""
-        arguments = [*execution._inputs, *execution._outputs]
-        offsets: list[int] = []
-        total = 0
-        for arg in arguments:
-            assert arg is not None
-            if arg.omitted or arg.memory is not None:
-                offsets.append(-1)
-                continue
-            start = _align(total, _ALIGN)
-            offsets.append(start)
-            total = start + arg.length
-        pools: list[Any] = []
-        keys: list[Any] = []
-        if total:
-            staging = self._ensure_staging(total)
-            pools.append(staging)
-            keys.append(staging)
-        memory_index: dict[int, int] = {}
-        request_args: list[RequestArgument] = []
-        copy_back: list[tuple[int, Argument, int]] = []
-        n_inputs = len(execution._inputs)
-        for position, (arg, offset) in enumerate(zip(arguments, offsets)):
-            assert arg is not None
-            if arg.omitted:
-                request_args.append(RequestArgument(has_no_value=True))
-                continue
-            if arg.memory is not None:
-                index = memory_index.get(id(arg.memory))
-                if index is None:
-                    index = memory_index[id(arg.memory)] = len(pools)
-                    pools.append(arg.memory)
-                    keys.append(arg.memory)
-                    self._track(arg.memory)
-                request_args.append(
-                    RequestArgument(False, DataLocation(index, arg.offset, arg.length), arg.dims)
-                )
-                continue
-            if position < n_inputs and arg.length:
-                assert self._staging_bytes is not None
-                self._staging_bytes[offset : offset + arg.length] = _bytes_of(arg)
-            elif position >= n_inputs:
-                copy_back.append((position - n_inputs, arg, offset))
-            request_args.append(
-                RequestArgument(False, DataLocation(0, offset, arg.length), arg.dims)
-            )
-        request = Request(request_args[:n_inputs], request_args[n_inputs:], pools)
-        return request, keys, copy_back
-
-    def _ensure_staging(self, size: int) -> Memory:
-        if self._staging is not None and self._staging.size >= size:
+    def _ensure_staging(self, size: int) -> MappedMemory | None:
+        """The staging memory, grown (page-rounded, at least doubled) to ``size`` bytes."""
+        if size == 0 or (self._staging is not None and self._staging.size >= size):
             return self._staging
         old = self._staging
-        new = Memory.create_shared(_align(max(size, 2 * old.size if old else 0), _PAGE))
-        self._staging, self._staging_bytes = new, np.frombuffer(memoryview(new.buffer), np.uint8)
+        grown = max(size, 2 * old.size if old is not None else 0)
+        self._staging = MappedMemory.create_shared((grown + _PAGE - 1) // _PAGE * _PAGE)
         if old is not None:
-            self._release_staging(old)
-        return new
-
-    def _release_staging(self, staging: Memory) -> None:
-        if self._controller is not None:
-            self._controller.free_memory(staging)
-        staging.close()
-
-    def _copy_back(self, copy_back: list[tuple[int, Argument, int]], shapes: list[Any]) -> None:
-        assert self._staging_bytes is not None or not copy_back
-        for i, arg, offset in copy_back:
-            n = arg.length
-            if i < len(shapes) and arg.dtype is not None:
-                # Only the bytes the driver wrote: the rest of the app's buffer stays untouched.
-                n = min(n, math.prod(shapes[i].dimensions) * arg.dtype.itemsize)
-            if n <= 0:
-                continue
-            assert self._staging_bytes is not None
-            if arg.array is not None:
-                target = arg.array.reshape(-1).view(np.uint8)
-            else:
-                assert arg.buffer is not None
-                target = np.frombuffer(arg.buffer, np.uint8)
-            target[:n] = self._staging_bytes[offset : offset + n]
+            if self._controller is not None:
+                self._controller.free_memory(old)
+            old.close()
+        return self._staging
 
     # -- memories ------------------------------------------------------------------------
-    def _track(self, memory: Memory) -> None:
+    def _track(self, memory: MappedMemory) -> None:
         if memory not in self._memories:
             self._memories.add(memory)
             # The callback holds the burst weakly: a memory must not keep a burst alive.
             memory.on_close(self, functools.partial(_forget_closed_memory, ref=weakref.ref(self)))
 
-    def _memory_closed(self, memory: Memory) -> None:
+    def _memory_closed(self, memory: MappedMemory) -> None:
         self._memories.discard(memory)
         controller = self._controller
         if controller is not None and not self._closed:
@@ -256,13 +166,12 @@ class Burst:
         controller = self._controller
         if controller is not None:
             controller.close()  # first: wakes a compute blocked on the result queue
-        with self._lock:
+        with self._guard.idle():
             self._controller = None
             for memory in list(self._memories):
                 memory.forget(self)
             self._memories = weakref.WeakSet()
             staging, self._staging = self._staging, None
-            self._staging_bytes = None
             if staging is not None:
                 staging.close()
 
@@ -276,10 +185,3 @@ class Burst:
         if not self._closed:
             with contextlib.suppress(Exception):  # never raise from a finalizer
                 self.close()
-
-
-def _bytes_of(arg: Argument) -> np.ndarray:
-    data = arg.data()
-    if isinstance(data, np.ndarray):
-        return data.reshape(-1).view(np.uint8)
-    return np.frombuffer(data, np.uint8)

@@ -5,7 +5,8 @@ runtime's execution paths against a Pipe baseline by default; ``bench fmq``
 and ``bench hal`` for the layers underneath) and ``trace summarize`` (the per-layer
 × per-phase timing table of a trace written by :mod:`nnburst.tracing`).
 Bad input ends with a one-line message on stderr and a non-zero exit code,
-not a traceback.
+not a traceback.  Each subcommand imports what it needs when it runs, so
+``nnburst --help`` does not pay for numpy, the drivers and the benchmarks.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from ._version import __version__
 
 
 class CliError(Exception):
@@ -57,14 +60,16 @@ def _device_rows() -> list[dict[str, Any]]:
             codes = getattr(hal, "supported_operation_codes", None)
             operations = len(codes()) if callable(codes) else None
             where = str(getattr(hal, "socket_path", None) or "unknown")
-        rows.append({
-            "name": device.name,
-            "type": device.type.name,
-            "version": device.version,
-            "feature_level": device.feature_level,
-            "operations": operations,
-            "where": where,
-        })
+        rows.append(
+            {
+                "name": device.name,
+                "type": device.type.name,
+                "version": device.version,
+                "feature_level": device.feature_level,
+                "operations": operations,
+                "where": where,
+            }
+        )
     return rows
 
 
@@ -76,8 +81,14 @@ def _devices(args: argparse.Namespace) -> int:
     if not rows:
         print("no devices found")
         return 0
-    columns = [("name", "name"), ("type", "type"), ("version", "version"),
-               ("feature_level", "feature level"), ("operations", "operations"), ("where", "runs")]
+    columns = [
+        ("name", "name"),
+        ("type", "type"),
+        ("version", "version"),
+        ("feature_level", "feature level"),
+        ("operations", "operations"),
+        ("where", "runs"),
+    ]
     text = [[("?" if row[key] is None else str(row[key])) for key, _ in columns] for row in rows]
     widths = [max(len(title), *(len(r[i]) for r in text)) for i, (_, title) in enumerate(columns)]
     print("  ".join(f"{title:<{w}}" for (_, title), w in zip(columns, widths)).rstrip())
@@ -129,7 +140,9 @@ def _bench(args: argparse.Namespace) -> int:
     given = [name for name in _RUNTIME_ONLY if getattr(args, name) is not None]
     if given:
         option = "--" + given[0].replace("_", "-")
-        raise _UsageError(f"{option} applies to the runtime benchmark (nnburst bench), not to {args.what}")
+        raise _UsageError(
+            f"{option} applies to the runtime benchmark (nnburst bench), not to {args.what}"
+        )
     iterations = args.iterations or LOW_LEVEL_ITERATIONS
     target = _writable(args.json) if args.json else None
     if args.what == "fmq":
@@ -151,13 +164,20 @@ def _bench(args: argparse.Namespace) -> int:
             return 0
         rows, streams, stream_items = burst_latency.run(iterations), [], None
         # The same text burst_latency.main prints, which returns nothing to serialize.
-        print(f"ADD of two float32 [3, 4] tensors on the CPU reference driver, "
-              f"{iterations} executions per mode:")
+        print(
+            f"ADD of two float32 [3, 4] tensors on the CPU reference driver, "
+            f"{iterations} executions per mode:"
+        )
         print(latency_table(rows, baseline="multiprocessing.Pipe"))
     from .benchmarks import report
 
-    document = report.build("burst" if args.what == "hal" else args.what, rows, streams,
-                            iterations=iterations, stream_items=stream_items)
+    document = report.build(
+        "burst" if args.what == "hal" else args.what,
+        rows,
+        streams,
+        iterations=iterations,
+        stream_items=stream_items,
+    )
     _write_json(target, document)
     print(f"results written to {target}")
     return 0
@@ -191,10 +211,15 @@ def _bench_runtime(args: argparse.Namespace) -> int:
 
     if args.stream_items is not None:
         raise _UsageError("--stream-items applies to nnburst bench fmq")
-    targets = {option: _writable(path, option) for option, path in
-               (("--json", args.json), ("--plot", args.plot), ("--html", args.html)) if path}
+    targets = {
+        option: _writable(path, option)
+        for option, path in (("--json", args.json), ("--plot", args.plot), ("--html", args.html))
+        if path
+    }
     if "--plot" in targets and not plotting.available():
-        raise CliError("--plot needs matplotlib: pip install 'nnburst[plot]'")
+        raise CliError(
+            "--plot needs matplotlib: pip install matplotlib (or, from a source checkout, pip install '.[plot]')"
+        )
     settings = _runtime_settings(args)
     cpus = runtime_bench.pin_cpus(settings.pin)
     head = runtime_bench.header(settings, cpus)
@@ -209,7 +234,9 @@ def _bench_runtime(args: argparse.Namespace) -> int:
         print(runtime_bench.table(result))
     print(runtime_bench.summary(result), flush=True)
     _write_runtime_files(result, head, targets)
-    return 130 if result.interrupted else 0
+    if result.interrupted:
+        return 130
+    return 1 if result.failures else 0
 
 
 def _write_runtime_files(result: Any, head: str, targets: dict[str, Path]) -> None:
@@ -219,7 +246,11 @@ def _write_runtime_files(result: Any, head: str, targets: dict[str, Path]) -> No
     if "--json" in targets:
         _write_json(targets["--json"], document)
         print(f"results written to {targets['--json']}")
-    image = plot.png(result) if ("--plot" in targets or "--html" in targets) and plot.available() else None
+    image = (
+        plot.png(result)
+        if ("--plot" in targets or "--html" in targets) and plot.available()
+        else None
+    )
     if "--plot" in targets and image is not None:
         try:
             targets["--plot"].write_bytes(image)
@@ -259,7 +290,8 @@ def _paths(text: str) -> tuple[str, ...]:
     unknown = [p for p in chosen if p not in PATHS]
     if unknown or not chosen:
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated subset of {','.join(PATHS)}, got {text!r}")
+            f"expected a comma-separated subset of {','.join(PATHS)}, got {text!r}"
+        )
     return tuple(p for p in PATHS if p in chosen)
 
 
@@ -300,65 +332,149 @@ def _delegated(name: str, argv: list[str]) -> int:
     return int(stress.main(argv))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nnburst", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+DESCRIPTION = """\
+Android Neural Networks (NNAPI) burst execution for Python: run models on the
+in-process CPU driver or on devices in a driver service process, and measure
+how long each way of executing takes."""
 
-    devices = commands.add_parser("devices", help="the devices the runtime can compile for")
+EPILOG = """\
+examples:
+  nnburst devices                 list the devices models can run on
+  nnburst bench                   time every execution path (about 20 s)
+  nnburst serve                   start a driver service (Ctrl-C stops it)
+  nnburst stress --duration 30    concurrent executions with every result checked
+
+Each command has its own --help.  Services are found through NNBURST_SERVICES
+(socket paths joined by ':'); NNBURST_VLOG=all turns on verbose logs."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nnburst",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"nnburst {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    devices = commands.add_parser(
+        "devices", help="list the devices models can run on, and where they run"
+    )
     devices.add_argument("--json", action="store_true", help="print JSON instead of a table")
     devices.set_defaults(run=_devices)
 
     bench = commands.add_parser(
-        "bench", help="execution latency and throughput against a Pipe baseline, one run",
+        "bench",
+        help="how long one execution takes on each path, against a Pipe baseline",
         description="Time executions through the NNAPI runtime's paths (sync, async, burst; in-process "
-                    "and across processes) against a multiprocessing.Pipe round trip of the same bytes. "
-                    "'fmq' and 'hal' time the layers underneath.",
+        "and across processes) against a multiprocessing.Pipe round trip of the same bytes. "
+        "'fmq' and 'hal' time the layers underneath.",
     )
-    bench.add_argument("what", nargs="?", choices=["runtime", "hal", "burst", "fmq"], default="runtime",
-                       help="runtime (default): the runtime's paths on two models; hal (alias burst): "
-                            "HAL-level bursts of one ADD; fmq: the raw queue")
-    bench.add_argument("--iterations", type=_positive, default=None,
-                       help="timed executions per mode (runtime: bounded by count instead of time; "
-                            f"fmq/hal default {LOW_LEVEL_ITERATIONS})")
-    bench.add_argument("--duration", type=_duration, metavar="SECONDS",
-                       help="seconds per mode (runtime; default "
-                            "0.9 unless --iterations is given; with both, whichever ends first)")
-    bench.add_argument("--model", choices=["add-mul", "conv", "all"],
-                       help="the seeds' ADD+MUL 3x4 model, the conv block, or both (default)")
-    bench.add_argument("--conv-size", type=_conv_size, metavar="N",
-                       help="the conv model's input is [1, N, N, 16] (default 32)")
-    bench.add_argument("--paths", type=_paths, metavar="LIST",
-                       help="comma-separated subset of sync,async,burst (default: all)")
+    bench.add_argument(
+        "what",
+        nargs="?",
+        choices=["runtime", "hal", "burst", "fmq"],
+        default="runtime",
+        help="runtime (default): the runtime's paths on two models; hal (alias burst): "
+        "HAL-level bursts of one ADD; fmq: the raw queue",
+    )
+    bench.add_argument(
+        "--iterations",
+        type=_positive,
+        default=None,
+        help="timed executions per mode (runtime: bounded by count instead of time; "
+        f"fmq/hal default {LOW_LEVEL_ITERATIONS})",
+    )
+    bench.add_argument(
+        "--duration",
+        type=_duration,
+        metavar="SECONDS",
+        help="seconds per mode (runtime; default "
+        "0.9 unless --iterations is given; with both, whichever ends first)",
+    )
+    bench.add_argument(
+        "--model",
+        choices=["add-mul", "conv", "all"],
+        help="a two-operation ADD+MUL model on 3x4 tensors, a 3x3 conv block, or both (default)",
+    )
+    bench.add_argument(
+        "--conv-size",
+        type=_conv_size,
+        metavar="N",
+        help="the conv model's input is [1, N, N, 16] (default 32)",
+    )
+    bench.add_argument(
+        "--paths",
+        type=_paths,
+        metavar="LIST",
+        help="comma-separated subset of sync,async,burst (default: all)",
+    )
     placement = bench.add_mutually_exclusive_group()
-    placement.add_argument("--in-process", dest="placement", action="store_const", const="in-process",
-                           help="only the driver in this process")
-    placement.add_argument("--cross-process", dest="placement", action="store_const",
-                           const="cross-process", help="only the driver service process")
-    bench.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
-                       help="pin the timing thread and the other side to two CPUs (default: no)")
-    bench.add_argument("--stream-items", type=_positive, default=None,
-                       help="elements in the fmq streaming test (default 2000000)")
-    bench.add_argument("--json", metavar="FILE",
-                       help="also write the results and the environment as JSON "
-                            "(schema: nnburst/benchmarks/report.py)")
-    bench.add_argument("--plot", metavar="FILE.png",
-                       help="also draw the latency distributions (CDF per mode; needs matplotlib)")
-    bench.add_argument("--html", metavar="FILE",
-                       help="also write a self-contained report page (table, plot, environment)")
+    placement.add_argument(
+        "--in-process",
+        dest="placement",
+        action="store_const",
+        const="in-process",
+        help="only the driver in this process",
+    )
+    placement.add_argument(
+        "--cross-process",
+        dest="placement",
+        action="store_const",
+        const="cross-process",
+        help="only the driver service process",
+    )
+    bench.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="pin the timing thread and the other side to two CPUs (default: no)",
+    )
+    bench.add_argument(
+        "--stream-items",
+        type=_positive,
+        default=None,
+        help="elements in the fmq streaming test (default 2000000)",
+    )
+    bench.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the results and the environment as JSON "
+        "(schema: nnburst/benchmarks/report.py)",
+    )
+    bench.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw the latency distributions (CDF per mode; needs matplotlib)",
+    )
+    bench.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained report page (table, plot, environment)",
+    )
     bench.set_defaults(run=_bench, parser=bench)
 
-    trace = commands.add_parser("trace", help="work with trace files written by nnburst.tracing")
-    trace_commands = trace.add_subparsers(dest="trace_command", required=True)
+    trace = commands.add_parser(
+        "trace", help="summarize a trace recorded with NNBURST_TRACE=FILE.json"
+    )
+    trace_commands = trace.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
     summarize = trace_commands.add_parser(
         "summarize", help="total time per layer and phase (Application, Runtime, IPC, Driver)"
     )
-    summarize.add_argument("file", help="a trace file (NNBURST_TRACE=FILE or nnburst.tracing.start)")
+    summarize.add_argument(
+        "file", help="a trace file (NNBURST_TRACE=FILE or nnburst.tracing.start)"
+    )
     summarize.add_argument("--json", action="store_true", help="print JSON instead of a table")
     summarize.set_defaults(run=_trace_summarize)
 
     # Listed for --help; main() hands their arguments to their own parsers.
-    commands.add_parser("serve", help="run a driver service process: sample devices on a Unix socket")
-    commands.add_parser("stress", help="concurrent bursts with fault injection: errors, mismatches, hangs, leaks")
+    commands.add_parser(
+        "serve", help="run a driver service process: sample devices on a Unix socket"
+    )
+    commands.add_parser(
+        "stress", help="concurrent bursts with fault injection: errors, mismatches, hangs, leaks"
+    )
     return parser
 
 

@@ -16,11 +16,12 @@ import time
 from collections.abc import Sequence
 
 from . import tracing
+from .checks import require, require_duration
 from .codes import PreferenceCode, PriorityCode, ResultCode
 from .devices import Device, get_devices
 from .errors import BadDataError, BadStateError, NNError
 from .hal.interfaces import IPreparedModel
-from .model import Model, require, require_duration
+from .model import Model
 from .partition import compile_plan
 
 __all__ = ["Compilation"]
@@ -174,7 +175,9 @@ class Compilation:
         )
 
     # -- state used by executions and bursts -------------------------------------------------
-    def _check_ready(self, what: str) -> IPreparedModel:
+    def prepared_for(self, what: str) -> IPreparedModel:
+        """The prepared model an execution or burst runs; ``BAD_STATE`` naming ``what``
+        unless the compilation finished successfully and is open."""
         if self._closed:
             raise BadStateError(f"{what}: the compilation is closed")
         if not self._finished:
@@ -200,7 +203,7 @@ class Compilation:
     @property
     def prepared_model(self) -> IPreparedModel:
         """The driver's prepared model (``BAD_STATE`` unless finished successfully)."""
-        return self._check_ready("prepared_model")
+        return self.prepared_for("prepared_model")
 
     @property
     def preference(self) -> PreferenceCode:

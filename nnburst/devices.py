@@ -1,9 +1,11 @@
 """Device discovery: the runtime's view of the drivers it can compile for.
 
 Devices come from *sources*: functions returning the HAL devices they know.
-Today the only source is the in-process CPU reference driver; driver-service
-processes will add a source here, and everything above (``get_devices``,
-``Compilation(devices=...)``) stays the same.
+The in-process CPU reference driver is the first source and the only driver
+this module knows by name (it is the runtime's fallback).  Driver services
+are a source like any other: ``nnburst/__init__.py`` registers
+:func:`nnburst.service.remote.discover`, so the runtime never imports the
+service modules; tests add fake drivers the same way.
 """
 
 from __future__ import annotations
@@ -13,25 +15,18 @@ from collections.abc import Callable
 
 from .codes import DeviceTypeCode, ResultCode
 from .cpu.driver import cpu_device
-from .errors import NNError
+from .errors import BadDataError, NNError
 from .hal.interfaces import IDevice
 
-__all__ = ["Device", "get_devices", "register_source"]
+__all__ = ["Device", "device_for", "get_device", "get_devices", "register_source"]
 
 
 def _cpu_source() -> list[IDevice]:
     return [cpu_device()]
 
 
-def _service_source() -> list[IDevice]:
-    """Devices of every reachable driver service (``NNBURST_SERVICES``)."""
-    from .service.remote import discover
-
-    return discover()
-
-
 #: Functions listing the HAL devices they provide, in preference order.
-_SOURCES: list[Callable[[], list[IDevice]]] = [_cpu_source, _service_source]
+_SOURCES: list[Callable[[], list[IDevice]]] = [_cpu_source]
 
 _wrappers: dict[int, Device] = {}
 _wrappers_lock = threading.Lock()
@@ -76,15 +71,15 @@ class Device:
         Raises:
             NNError: ``UNAVAILABLE_DEVICE`` when the device's service is gone.
         """
-        if not getattr(self.hal, "available", True):
+        if not self.hal.available:
             raise NNError(f"{self.name}: its driver service is gone", ResultCode.UNAVAILABLE_DEVICE)
 
     def __repr__(self) -> str:
         return f"<Device {self.name} {self.type.name} {self.version!r} feature level {self.feature_level}>"
 
 
-def _wrap(hal: IDevice) -> Device:
-    # One Device per IDevice, so devices compare equal (by identity) across calls.
+def device_for(hal: IDevice) -> Device:
+    """The one :class:`Device` for ``hal``, so devices compare equal (by identity) across calls."""
     with _wrappers_lock:
         device = _wrappers.get(id(hal))
         if device is None or device.hal is not hal:
@@ -94,14 +89,29 @@ def _wrap(hal: IDevice) -> Device:
 
 def get_devices() -> list[Device]:
     """Every device available now (``ANeuralNetworks_getDeviceCount`` + ``getDevice``)."""
-    return [_wrap(hal) for source in _SOURCES for hal in source()]
+    return [device_for(hal) for source in _SOURCES for hal in source()]
+
+
+def get_device(name: str) -> Device:
+    """The available device called ``name`` (as ``nnburst devices`` lists it).
+
+    Raises:
+        BadDataError: no device has that name; the message lists the names that exist.
+    """
+    devices = get_devices()
+    for device in devices:
+        if device.name == name:
+            return device
+    names = ", ".join(d.name for d in devices)
+    raise BadDataError(f"get_device: no device named {name!r}; the devices are: {names}")
 
 
 def register_source(source: Callable[[], list[IDevice]]) -> Callable[[], None]:
     """Add a device source after the existing ones; returns a function that removes it.
 
-    This is how tests make in-process fake drivers visible to
-    ``get_devices()`` (and so to ``Compilation(model)``) without a service.
+    The package registers the driver-service source this way, and tests make
+    in-process fake drivers visible to ``get_devices()`` (and so to
+    ``Compilation(model)``) without a service.
     """
     _SOURCES.append(source)
 

@@ -18,16 +18,21 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from . import tracing
+from .burst import Burst
+from .checks import operator_index, require, require_duration
 from .codes import DurationCode, ErrorStatus, ResultCode
 from .compilation import Compilation
 from .errors import BadDataError, BadStateError, NNError, result_code_for_status
 from .hal.interfaces import ExecutionResult, IPreparedModel
+from .hal.staging import BoundRequest
 from .hal.types import (
+    DEFAULT_LOOP_TIMEOUT_NS,
+    MAXIMUM_LOOP_TIMEOUT_NS,
     NO_TIMING,
     NO_TIMING_US,
     DataLocation,
@@ -38,19 +43,12 @@ from .hal.types import (
     Timing,
 )
 from .memory import Memory
-from .model import as_operand_array, operand_byte_size, operator_index, require, require_duration
-from .operands import OperandInfo, OperandType
-
-if TYPE_CHECKING:
-    from .burst import Burst
+from .model import as_operand_array
+from .operands import OperandInfo, OperandType, merge_dimensions
 
 __all__ = ["Event", "Execution", "get_default_loop_timeout", "get_maximum_loop_timeout"]
 
 logger = logging.getLogger("nnburst.execution")
-
-#: ``ANeuralNetworks_getDefaultLoopTimeout`` / ``getMaximumLoopTimeout``.
-DEFAULT_LOOP_TIMEOUT_NS = 2_000_000_000
-MAXIMUM_LOOP_TIMEOUT_NS = 15_000_000_000
 
 
 def get_default_loop_timeout() -> int:
@@ -227,7 +225,7 @@ class Execution:
             raise BadDataError(
                 f"Execution: expected an nnburst.Compilation, got {type(compilation).__name__}"
             )
-        self._prepared: IPreparedModel = compilation._check_ready("Execution")
+        self._prepared: IPreparedModel = compilation.prepared_for("Execution")
         self._compilation = compilation
         model = compilation.model
         self._input_infos: list[OperandInfo] = model.input_types
@@ -359,16 +357,12 @@ class Execution:
         if dims is None:
             effective = model
         else:
-            if model is not None:
-                if len(dims) != len(model):
-                    raise BadDataError(
-                        f"{what}: rank {len(dims)} ({dims}) differs from the model's {len(model)} ({model})"
-                    )
-                for got, want in zip(dims, model):
-                    if want and got != want:
-                        raise BadDataError(
-                            f"{what}: dimensions {dims} conflict with the model's {model}"
-                        )
+            try:
+                merge_dimensions(dims, model)
+            except ValueError as exc:
+                raise BadDataError(
+                    f"{what}: dimensions {dims} conflict with the model's {model}: {exc}"
+                ) from None
             effective = dims
         if is_input and (effective is None or not effective or any(d <= 0 for d in effective)):
             raise BadDataError(
@@ -385,7 +379,7 @@ class Execution:
         dims: tuple[int, ...] | None,
         length: int,
     ) -> None:
-        needed = operand_byte_size(info, dims)
+        needed = info.byte_size(dims)
         if needed is not None and length != needed:
             raise BadDataError(
                 f"{what}: {length} bytes given, {info.code.name} {dims} needs {needed}"
@@ -541,7 +535,12 @@ class Execution:
             self._measure = bool(measure)
 
     def set_timeout(self, duration_ns: int) -> None:
-        """Maximum time for the computation (0: none); one-device compilations only."""
+        """Maximum time for the computation (0: none); one-device compilations only.
+
+        It bounds every path: the driver's ``execute_synchronously`` gets it as
+        a HAL 1.3 deadline, and a burst stops waiting for its result at it
+        (``MISSED_DEADLINE_TRANSIENT``; see ``hal/burst_controller.py``).
+        """
         with self._lock:
             self._check_preparation("set_timeout")
             duration_ns = require_duration(duration_ns, "set_timeout")
@@ -666,21 +665,20 @@ class Execution:
         outputs = arguments(self._outputs)
         return Request(inputs, outputs, pools)
 
-    @property
-    def _measure_timing(self) -> MeasureTiming:
-        return MeasureTiming.YES if self._measure else MeasureTiming.NO
-
-    def _execute_directly(self, deadline_ns: int | None) -> ExecutionResult:
-        """Build the request and run it through ``execute_synchronously``; never raises for driver errors."""
+    def _bound(self, deadline_ns: int | None) -> BoundRequest:
+        """This computation's request and settings, as one value for the driver path."""
         try:
             request = self._request()
         except NNError:
             raise
         except Exception as exc:  # e.g. a buffer that stopped exporting
             raise BadDataError(f"cannot build the request: {exc}") from exc
-        return execute_prepared(
-            self._prepared, request, self._measure_timing, deadline_ns, self._loop_timeout_ns
-        )
+        measure = MeasureTiming.YES if self._measure else MeasureTiming.NO
+        return BoundRequest(request, measure, deadline_ns, self._loop_timeout_ns)
+
+    def _execute_directly(self, deadline_ns: int | None) -> ExecutionResult:
+        """Run through ``execute_synchronously``; driver errors come back as a status."""
+        return self._bound(deadline_ns).execute(self._prepared)
 
     def _deadline(self, timeout_ns: int | None = None) -> int | None:
         timeout_ns = self._timeout_ns if timeout_ns is None else timeout_ns
@@ -789,8 +787,6 @@ class Execution:
                 burst belongs to another compilation; ``BAD_STATE`` if the
                 burst is closed or already in use, and as :meth:`compute`.
         """
-        from .burst import Burst
-
         require(burst, "burst_compute: burst")
         if not isinstance(burst, Burst):
             raise BadDataError(
@@ -803,7 +799,7 @@ class Execution:
         self._begin("burst_compute")
         try:
             with tracing.span(tracing.Layer.RUNTIME, tracing.Phase.EXECUTION, "burst_compute"):
-                result = burst._compute(self)
+                result = burst.run(self._bound(self._deadline()))
         except BaseException:
             self._abort()
             raise
@@ -869,25 +865,6 @@ class Execution:
             DurationCode.IN_DRIVER: timing.time_in_driver,
         }.get(code, NO_TIMING_US)
         return NO_DURATION if micros == NO_TIMING_US else micros * 1000
-
-
-def execute_prepared(
-    prepared: IPreparedModel,
-    request: Request,
-    measure: MeasureTiming,
-    deadline_ns: int | None = None,
-    loop_timeout_ns: int | None = None,
-) -> ExecutionResult:
-    """``execute_synchronously``, passing the HAL 1.3 deadline and loop timeout where the driver takes them."""
-    from .cpu.driver import CpuPreparedModel
-    from .partition import ExecutionPlan
-    from .service.remote import RemotePreparedModel
-
-    if isinstance(prepared, (CpuPreparedModel, ExecutionPlan, RemotePreparedModel)):
-        return prepared.execute_synchronously(
-            request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns
-        )
-    return prepared.execute_synchronously(request, measure)
 
 
 def _is_buffer(value: Any) -> bool:

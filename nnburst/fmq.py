@@ -198,9 +198,22 @@ class Descriptor:
         """Parse and validate; raises BadDataError naming what is wrong."""
         data = bytes(data)
         if len(data) < _DESCRIPTOR.size:
-            raise BadDataError(f"descriptor truncated: {len(data)} bytes, header needs {_DESCRIPTOR.size}")
-        (magic, version, flavor, flags, quantum, reserved, count, size, pid, name_len,
-         dtype_len) = _DESCRIPTOR.unpack_from(data)
+            raise BadDataError(
+                f"descriptor truncated: {len(data)} bytes, header needs {_DESCRIPTOR.size}"
+            )
+        (
+            magic,
+            version,
+            flavor,
+            flags,
+            quantum,
+            reserved,
+            count,
+            size,
+            pid,
+            name_len,
+            dtype_len,
+        ) = _DESCRIPTOR.unpack_from(data)
         if magic != _DESCRIPTOR_MAGIC:
             raise BadDataError(f"not an FMQ descriptor (magic {magic!r})")
         if version != _DESCRIPTOR_VERSION:
@@ -214,7 +227,9 @@ class Descriptor:
                 f"descriptor is {len(data)} bytes but its fields need {_DESCRIPTOR.size + name_len + dtype_len}"
             )
         if quantum == 0 or count == 0:
-            raise BadDataError(f"descriptor has quantum {quantum} and count {count}; both must be positive")
+            raise BadDataError(
+                f"descriptor has quantum {quantum} and count {count}; both must be positive"
+            )
         if size != required_bytes(quantum, count):
             raise BadDataError(
                 f"descriptor size {size} does not match {count} elements of {quantum} bytes"
@@ -228,7 +243,9 @@ class Descriptor:
             raise BadDataError(f"descriptor names {name!r}, not an nnburst segment")
         dtype = _dtype_from_json(data[name_end:])
         if dtype.itemsize != quantum:
-            raise BadDataError(f"element type is {dtype.itemsize} bytes but the quantum is {quantum}")
+            raise BadDataError(
+                f"element type is {dtype.itemsize} bytes but the quantum is {quantum}"
+            )
         return cls(name, Flavor(flavor), dtype, count, size, bool(flags & HAS_EVFLAG), pid)
 
 
@@ -291,12 +308,21 @@ class RoundTrip:
     __slots__ = ("_requests", "_replies", "_request", "_reply", "_call", "_wrote", "_spin")
 
     def __init__(
-        self, requests: MessageQueue, replies: MessageQueue, request: np.ndarray, reply: np.ndarray, spin_ns: int
+        self,
+        requests: MessageQueue,
+        replies: MessageQueue,
+        request: np.ndarray,
+        reply: np.ndarray,
+        spin_ns: int,
     ) -> None:
         requests._check_blocking()
         replies._check_blocking()
         for name, queue, array in (("request", requests, request), ("reply", replies, reply)):
-            if type(array) is not np.ndarray or array.dtype != queue.dtype or not array.flags.c_contiguous:
+            if (
+                type(array) is not np.ndarray
+                or array.dtype != queue.dtype
+                or not array.flags.c_contiguous
+            ):
                 raise BadDataError(f"{name} must be a C-contiguous numpy array of {queue.dtype}")
         if not reply.flags.writeable:
             raise BadDataError("reply must be writable")
@@ -330,14 +356,24 @@ class RoundTrip:
         if rc > 0:
             return rc
         if rc == EINVAL and not 0 <= n <= self._request.size:
-            raise BadDataError(f"cannot send {n} elements from a {self._request.size}-element request")
+            raise BadDataError(
+                f"cannot send {n} elements from a {self._request.size}-element request"
+            )
         if rc == EINTR and not self._wrote[0]:
             return self(n, _remaining(deadline))  # nothing went out: start again
-        return _round_trip_result(rc, self._wrote[0], self._requests, self._replies, self._reply, deadline, self._spin)
+        return _round_trip_result(
+            rc, self._wrote[0], self._requests, self._replies, self._reply, deadline, self._spin
+        )
 
 
 def _round_trip_result(
-    rc: int, wrote: int, requests: MessageQueue, replies: MessageQueue, reply: np.ndarray, deadline: int, spin_ns: int
+    rc: int,
+    wrote: int,
+    requests: MessageQueue,
+    replies: MessageQueue,
+    reply: np.ndarray,
+    deadline: int,
+    spin_ns: int,
 ) -> int:
     """What a write-then-read C call that did not return a reply means."""
     if rc == EINTR:
@@ -374,7 +410,9 @@ class MessageQueue:
             raise BadDataError(f"queue length must be positive, got {count}")
         size = required_bytes(dtype.itemsize, count)
         if size == 0:
-            raise BadDataError(f"{count} elements of {dtype.itemsize} bytes overflow the queue size")
+            raise BadDataError(
+                f"{count} elements of {dtype.itemsize} bytes overflow the queue size"
+            )
         region = shm.SharedRegion.create(size)
         try:
             self._bind(region, dtype, count, flavor, event_flag, creator=True, reset=False)
@@ -438,7 +476,9 @@ class MessageQueue:
         self._regions = ffi.new("nnb_region_t[2]")
         flags = HAS_EVFLAG if event_flag else 0
         if creator:
-            rc = lib.nnb_fmq_create(self._q, self._base, region.size, dtype.itemsize, count, flavor, flags)
+            rc = lib.nnb_fmq_create(
+                self._q, self._base, region.size, dtype.itemsize, count, flavor, flags
+            )
         else:
             rc = lib.nnb_fmq_attach(
                 self._q, self._base, region.size, dtype.itemsize, count, flavor, flags, int(reset)
@@ -458,7 +498,6 @@ class MessageQueue:
         # and looking a pointer up again costs more than the C call it feeds.
         self._src: tuple[Any, Any, int] = _NO_ARRAY
         self._dst: tuple[Any, Any, int] = _NO_ARRAY
-        self._wrote = ffi.new("int *")
         self._closed = False
         self._blocking_ready = self._can_block  # open and able to block: one check on hot paths
 
@@ -546,11 +585,7 @@ class MessageQueue:
 
     def _as_elements(self, items: Any) -> np.ndarray:
         """Items as a contiguous array of our dtype, without copying if it already is."""
-        if (
-            type(items) is np.ndarray
-            and items.dtype == self.dtype
-            and items.flags.c_contiguous
-        ):
+        if type(items) is np.ndarray and items.dtype == self.dtype and items.flags.c_contiguous:
             return items
         array = np.ascontiguousarray(items, dtype=self.dtype)
         return array.reshape(-1) if array.ndim != 1 else array
@@ -714,44 +749,6 @@ class MessageQueue:
             return 0
         raise self._fail(rc, "read_available_blocking")
 
-    def write_then_read(
-        self,
-        items: Any,
-        reply_queue: MessageQueue,
-        out: np.ndarray,
-        timeout_ns: int = 0,
-        spin_ns: int = 0,
-    ) -> int:
-        """One request/response round trip in a single C call.
-
-        Writes ``items`` here (as :meth:`write_blocking`), then waits on
-        ``reply_queue`` and reads everything available into ``out`` (as
-        :meth:`read_available_blocking`), both with the default bits and one
-        deadline.  Returns the count read; 0 if the reply did not come in
-        time (the request was sent); -1 if the request could not be written
-        in time (nothing was sent).
-
-        The arrays are remembered (their pointers are cached) until another
-        array is passed or the queue closes.
-        """
-        if not (self._blocking_ready and reply_queue._blocking_ready):
-            self._check_blocking()
-            reply_queue._check_blocking()
-        src = self._src
-        _, pointer, n = src if items is src[0] else self._source(items)
-        if n > self._count:
-            return -1
-        dst = reply_queue._dst
-        _, target, size = dst if out is dst[0] else reply_queue._target(out)
-        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
-        wrote = self._wrote
-        rc = _write_then_read(self._q, pointer, n, reply_queue._q, target, size, spin_ns, wrote, n, deadline)
-        if rc > 0:
-            return int(rc)
-        if rc == EINTR and not wrote[0]:
-            return self.write_then_read(items, reply_queue, out, _remaining(deadline), spin_ns)
-        return _round_trip_result(rc, wrote[0], self, reply_queue, out, deadline, spin_ns)
-
     def round_trip(
         self, reply_queue: MessageQueue, request: np.ndarray, reply: np.ndarray, spin_ns: int = 0
     ) -> RoundTrip:
@@ -834,7 +831,9 @@ class MessageQueue:
         # mapping stays valid until no call is left inside.
         self._closed = True
         self._blocking_ready = False
-        if self._event_flag is not None and (self.flavor == Flavor.SYNCHRONIZED_READ_WRITE or self._creator):
+        if self._event_flag is not None and (
+            self.flavor == Flavor.SYNCHRONIZED_READ_WRITE or self._creator
+        ):
             lib.nnb_evflag_wake(lib.nnb_fmq_evflag_word(self._q), EF_TEARDOWN)
         region = self._region
         assert region is not None

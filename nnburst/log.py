@@ -22,7 +22,15 @@ import os
 import re
 from collections.abc import Iterable
 
-__all__ = ["COMPONENTS", "ENV_VAR", "disable", "enable", "enabled_components", "is_enabled", "parse"]
+__all__ = [
+    "COMPONENTS",
+    "ENV_VAR",
+    "disable",
+    "enable",
+    "enabled_components",
+    "is_enabled",
+    "parse",
+]
 
 #: Environment variable holding the component list.
 ENV_VAR = "NNBURST_VLOG"

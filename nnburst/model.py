@@ -13,20 +13,21 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from .codes import OperandCode, OperationCode, ResultCode
+from .arity import arity
+from .checks import operator_index, require
+from .codes import OperandCode, OperationCode
+from .cpu.driver import validate_operation
+from .devices import Device
 from .errors import BadDataError, BadStateError, NNError
+from .hal.memory import MappedMemory
 from .hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
-from .memory import Memory
-from .operands import DTYPE_FOR_OPERAND, SCALAR_CODES, ChannelQuant, OperandInfo, OperandType
+from .operands import SCALAR_CODES, ChannelQuant, OperandInfo, OperandType
 
-if TYPE_CHECKING:
-    from .devices import Device
-
-__all__ = ["Model", "as_operand_array", "operand_byte_size", "require"]
+__all__ = ["Model", "as_operand_array"]
 
 _UINT32_MAX = 2**32 - 1
 
@@ -38,29 +39,6 @@ _QUANT_RULES: dict[OperandCode, tuple[int, int]] = {
     OperandCode.TENSOR_QUANT16_ASYMM: (0, 65535),
     OperandCode.TENSOR_QUANT16_SYMM: (0, 0),
 }
-
-
-def require(value: Any, what: str) -> None:
-    """NDK functions reject NULL pointers with UNEXPECTED_NULL; ``None`` is our NULL.
-
-    Raises:
-        NNError: ``UNEXPECTED_NULL`` when ``value`` is None.
-    """
-    if value is None:
-        raise NNError(f"{what} is None", ResultCode.UNEXPECTED_NULL)
-
-
-def require_duration(value: Any, what: str) -> int:
-    """A duration in ns: a non-negative integer, else BAD_DATA naming ``what``."""
-    try:
-        value = operator_index(value)
-    except TypeError:
-        raise BadDataError(
-            f"{what}: duration must be an integer number of nanoseconds, got {value!r}"
-        ) from None
-    if value < 0:
-        raise BadDataError(f"{what}: duration must not be negative, got {value}")
-    return value
 
 
 def _index_list(values: Any, what: str, count: int) -> tuple[int, ...]:
@@ -77,29 +55,13 @@ def _index_list(values: Any, what: str, count: int) -> tuple[int, ...]:
     return indexes
 
 
-def operator_index(value: Any) -> int:
-    """``int(value)`` for integers only (bools and floats are refused)."""
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{value!r} is not an integer")
-    return value.__index__()
-
-
-def operand_byte_size(info: OperandInfo, dims: Sequence[int] | None = None) -> int | None:
-    """Bytes of one value of ``info`` with ``dims`` (its own by default); None if not fully known."""
-    if info.code == OperandCode.MODEL:
-        return None
-    if info.is_scalar:
-        return DTYPE_FOR_OPERAND[info.code].itemsize
-    dims = info.dimensions if dims is None else dims
-    if dims is None or len(dims) == 0 or any(d <= 0 for d in dims):
-        return None
-    return math.prod(dims) * DTYPE_FOR_OPERAND[info.code].itemsize
-
-
 def _castable(src: np.dtype, dst: np.dtype) -> bool:
-    if src == dst or np.can_cast(src, dst, "safe"):
-        return True
-    return src.kind == "f" and dst.kind == "f"  # float64 data for a float32/16 operand
+    """One rule for numpy data: any number converts into a floating-point operand
+    (float64 or int32 data for a float32 operand); only integers and booleans go
+    into integer operands (floats would be truncated), and their values must fit."""
+    if src.kind not in "biuf":
+        return False
+    return dst.kind == "f" or src.kind in "biu"
 
 
 def as_operand_array(value: Any, dtype: np.dtype, what: str, convert: bool = True) -> np.ndarray:
@@ -117,6 +79,10 @@ def as_operand_array(value: Any, dtype: np.dtype, what: str, convert: bool = Tru
         array = np.asarray(value)
         if not _castable(array.dtype, dtype):
             raise BadDataError(f"{what}: expected {dtype} data, got {array.dtype}")
+        if dtype.kind in "iu" and array.size and not np.can_cast(array.dtype, dtype, "safe"):
+            _check_range(array, dtype, what)
+        if dtype.kind == "b" and array.dtype.kind != "b" and not np.isin(array, (0, 1)).all():
+            raise BadDataError(f"{what}: expected booleans")
         return array if array.dtype == dtype or not convert else array.astype(dtype)
     if not isinstance(value, (bool, int, float, list, tuple)):
         raise BadDataError(
@@ -135,12 +101,15 @@ def as_operand_array(value: Any, dtype: np.dtype, what: str, convert: bool = Tru
             if raw.size and not np.isin(raw, (0, 1)).all():
                 raise BadDataError(f"{what}: expected booleans")
         elif raw.size:
-            limits = np.iinfo(dtype)
-            if int(raw.min()) < limits.min or int(raw.max()) > limits.max:
-                raise BadDataError(
-                    f"{what}: values outside the {dtype} range [{limits.min}, {limits.max}]"
-                )
+            _check_range(raw, dtype, what)
     return raw.astype(dtype)
+
+
+def _check_range(values: np.ndarray, dtype: np.dtype, what: str) -> None:
+    """Integer values must fit ``dtype``: 300 never silently becomes 44 in a uint8 operand."""
+    limits = np.iinfo(dtype)
+    if int(values.min()) < limits.min or int(values.max()) > limits.max:
+        raise BadDataError(f"{what}: values outside the {dtype} range [{limits.min}, {limits.max}]")
 
 
 @dataclass
@@ -215,7 +184,7 @@ class Model:
         self._finished = False
         self._invalid: str | None = None  # finish() failed: the model is unusable, as in the NDK
         self._hal: HalModel | None = None
-        self._memories: list[Memory] = []  # keep CONSTANT_REFERENCE memories mapped
+        self._memories: list[MappedMemory] = []  # keep CONSTANT_REFERENCE memories mapped
         self._lock = threading.Lock()
 
     # -- building ---------------------------------------------------------------------------
@@ -271,7 +240,7 @@ class Model:
                 entry.lifetime, entry.value = Lifetime.NO_VALUE, None
                 return
             info = entry.info
-            needed = operand_byte_size(info)
+            needed = info.byte_size()
             if needed is None:
                 raise BadDataError(
                     f"{what}: a constant tensor needs fully specified dimensions, has {entry.type.dimensions}"
@@ -296,7 +265,7 @@ class Model:
             entry.lifetime, entry.value, entry.referenced = Lifetime.CONSTANT_COPY, array, None
 
     def set_operand_value_from_memory(
-        self, index: int, memory: Memory, offset: int, length: int
+        self, index: int, memory: MappedMemory, offset: int, length: int
     ) -> None:
         """Make an operand a constant that reads ``memory[offset:offset+length]`` in place (no copy).
 
@@ -309,7 +278,7 @@ class Model:
             self._check_building("set_operand_value_from_memory")
             entry = self._operand(index, what)
             self._check_settable(index, entry, what)
-            if not isinstance(memory, Memory):
+            if not isinstance(memory, MappedMemory):
                 raise BadDataError(
                     f"{what}: expected an nnburst.Memory, got {type(memory).__name__}"
                 )
@@ -326,7 +295,7 @@ class Model:
                     f"{what}: [{offset}, {offset + length}) is outside the {memory.size}-byte memory"
                 )
             info = entry.info
-            needed = operand_byte_size(info)
+            needed = info.byte_size()
             if needed is None:
                 raise BadDataError(
                     f"{what}: a constant tensor needs fully specified dimensions, has {entry.type.dimensions}"
@@ -390,8 +359,9 @@ class Model:
     ) -> None:
         """Add an operation reading ``inputs`` and writing ``outputs`` (operand indexes).
 
-        Operations may be added in any order; their signatures are validated
-        at :meth:`finish`, when every constant is known.
+        Operations may be added in any order.  Operand counts are checked now
+        (:mod:`nnburst.arity`); types and shapes at :meth:`finish`, when every
+        constant is known.
         """
         with self._lock:
             require(operation_code, "add_operation: operation_code")
@@ -408,6 +378,11 @@ class Model:
             outs = _index_list(outputs, f"{what}: outputs", len(self._operands))
             if not outs:
                 raise BadDataError(f"{what}: an operation needs at least one output")
+            counts = arity(code)
+            if counts is not None and not counts.accepts_inputs(len(ins)):
+                raise BadDataError(f"{what}: takes {counts.describe('inputs')}, got {len(ins)}")
+            if counts is not None and not counts.accepts_outputs(len(outs)):
+                raise BadDataError(f"{what}: gives {counts.describe('outputs')}, got {len(outs)}")
             both = set(ins) & set(outs)
             if both:
                 raise BadDataError(
@@ -541,8 +516,6 @@ class Model:
         return Subgraph(operands, list(self._operations), self._inputs, self._outputs)
 
     def _validate_operations(self, hal: HalModel) -> None:
-        from .cpu.driver import validate_operation
-
         for index in range(len(hal.main.operations)):
             validate_operation(hal, hal.main, index)
 
@@ -568,8 +541,6 @@ class Model:
 
     def get_supported_operations_for_devices(self, devices: Sequence[Device]) -> list[bool]:
         """One flag per operation (in insertion order): can any of ``devices`` run it?"""
-        from .devices import Device
-
         require(devices, "get_supported_operations_for_devices: devices")
         if not self._finished:
             raise BadStateError("get_supported_operations_for_devices: the model is not finished")

@@ -6,11 +6,14 @@ validate and execute against them), so both agree on dtypes and sizes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .codes import OperandCode
+from .errors import BadDataError
 
 #: numpy dtype holding each operand type's element (scalars and tensors alike).
 DTYPE_FOR_OPERAND: dict[OperandCode, np.dtype] = {
@@ -72,9 +75,29 @@ class OperandType:
     zero_point: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "code", OperandCode(self.code))
+        try:
+            code = OperandCode(self.code)
+        except ValueError:
+            raise BadDataError(f"OperandType: unknown operand code {self.code!r}") from None
+        object.__setattr__(self, "code", code)
         if self.dimensions is not None:
-            object.__setattr__(self, "dimensions", tuple(int(d) for d in self.dimensions))
+            object.__setattr__(self, "dimensions", _dimensions(self.dimensions))
+
+
+def _dimensions(dimensions: Any) -> tuple[int, ...]:
+    """Dimensions as a tuple of ints, or BAD_DATA; their range is checked where the type
+    is used (``add_operand``, ``set_input``), as the NDK does."""
+    what = f"OperandType: dimensions {dimensions!r}"
+    try:
+        values: tuple[object, ...] = tuple(dimensions)
+    except TypeError:
+        raise BadDataError(
+            f"{what} must be a sequence of integers (or None for unknown rank)"
+        ) from None
+    for d in values:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise BadDataError(f"{what}: {d!r} is not an integer")
+    return tuple(int(d) for d in values)  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -110,3 +133,44 @@ class OperandInfo:
     @property
     def is_fully_specified(self) -> bool:
         return self.dimensions is not None and all(d > 0 for d in self.dimensions)
+
+    def byte_size(self, dims: tuple[int, ...] | list[int] | None = None) -> int | None:
+        """Bytes of one value with ``dims`` (its own by default); None while not fully known.
+
+        The one place an operand's size is computed: model constants, bound
+        arguments, memory descriptors and the partitioner's temporaries.
+        """
+        if self.code == OperandCode.MODEL:
+            return None
+        if self.is_scalar:
+            return self.dtype.itemsize
+        dims = self.dimensions if dims is None else dims
+        if not dims or any(d <= 0 for d in dims):
+            return None
+        return math.prod(dims) * self.dtype.itemsize
+
+
+def merge_dimensions(
+    a: tuple[int, ...] | None, b: tuple[int, ...] | None
+) -> tuple[int, ...] | None:
+    """The most specific dimensions compatible with both (0: unknown; None: unknown rank).
+
+    NNAPI's one rule for dimensions given in several places (the model, an
+    execution's bindings, a memory descriptor's roles, a request): ranks must
+    agree and known values must be equal.
+
+    Raises:
+        ValueError: ranks or known values differ; the message says which.
+    """
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if len(a) != len(b):
+        raise ValueError(f"ranks differ: {a} and {b}")
+    out = []
+    for x, y in zip(a, b):
+        if x and y and x != y:
+            raise ValueError(f"{a} and {b} differ")
+        out.append(x or y)
+    return tuple(out)

@@ -13,14 +13,18 @@ Why it is shaped like this:
   the type of the operation's first input (relaxed float32 performance when
   the model allows float16 computation; ``if_performance`` /
   ``while_performance`` for IF and WHILE), as the Android runtime does.
-  Lower is better; on a tie the CPU reference device comes last, then the
-  earlier device wins.  Each choice is logged on ``nnburst.manager``.
+  Unlike Android, the runtime also counts what reaching a device costs: an
+  operation's estimated time is that ratio times the reference driver's
+  measured cost for the operation's work (:mod:`nnburst.cpu.calibration`),
+  plus the device's ``reach_us`` (a service's measured round trip).  Lower
+  is better; on a tie the CPU reference device comes last, then the earlier
+  device wins.  Each choice is logged on ``nnburst.manager``.
 * A plan whose only step runs on the in-process CPU is not wrapped at all:
   the compilation keeps the driver's prepared model and executions take the
   same path as before partitioning existed.
 * Drivers outside this process can only read shared memory, so a step on any
   device other than the in-process CPU gets its numpy pools staged into one
-  :class:`~nnburst.Memory` (:class:`StagedRequest`).
+  shared memory (:class:`~nnburst.hal.staging.StagedRequest`).
 * CPU fallback follows the NNAPI documentation: a model that fails to prepare
   is prepared whole on the CPU; at execution a failed step is retried on the
   CPU, and if that fails too the whole model is run on the CPU.  A
@@ -44,11 +48,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode, ResultCode
+from .cpu.calibration import reference_cost
 from .cpu.driver import CpuDevice, CpuPreparedModel, cpu_device
+from .devices import Device, device_for
 from .errors import BadDataError, BrokenResourceError, NNError, status_for_exception
 from .hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
-from .hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
-from .hal.staging import StagedRequest
+from .hal.model import HalModel, Lifetime, Operand, Operation, Subgraph, execution_order
+from .hal.staging import BoundRequest, StagedRequest
 from .hal.types import (
     NO_TIMING,
     Capabilities,
@@ -60,12 +66,10 @@ from .hal.types import (
 )
 
 if TYPE_CHECKING:
-    from .devices import Device
     from .fmq import Descriptor
 
 __all__ = [
     "ExecutionPlan",
-    "StagedRequest",
     "Step",
     "compile_plan",
     "find_best_devices",
@@ -116,6 +120,42 @@ def operation_performance(
     return float(value)
 
 
+#: Operations whose work per output element is the filter's taps (× input
+#: channels): the operand that holds the weights, and its axis of output channels.
+_WEIGHTED = {
+    OperationCode.CONV_2D: (1, 0),
+    OperationCode.GROUPED_CONV_2D: (1, 0),
+    OperationCode.TRANSPOSE_CONV_2D: (1, 0),
+    OperationCode.FULLY_CONNECTED: (1, 0),
+    OperationCode.DEPTHWISE_CONV_2D: (1, 3),
+}
+
+
+def operation_work(model: HalModel, operation: Operation) -> int:
+    """Elements of work an operation does: its output elements, times the
+    multiply-accumulates per output for convolutions and fully connected layers
+    (unknown dimensions count as 1).  Only a weight for comparing devices."""
+    operands = model.main.operands
+
+    def elements(index: int) -> int:
+        dims = operands[index].info.dimensions or ()
+        return int(np.prod([max(1, d) for d in dims], dtype=np.int64)) if dims else 1
+
+    work = sum(elements(i) for i in operation.outputs)
+    weighted = _WEIGHTED.get(OperationCode(operation.code))
+    if weighted is not None and len(operation.inputs) > weighted[0]:
+        weights = operands[operation.inputs[weighted[0]]].info.dimensions or ()
+        if len(weights) > weighted[1]:
+            work *= max(1, elements(operation.inputs[weighted[0]]) // max(1, weights[weighted[1]]))
+    return work
+
+
+def estimated_us(performance: float, reach_us: float, work: int) -> float:
+    """What running one operation on a device is expected to cost: the device's ratio
+    to the reference times the reference's measured cost, plus the cost of reaching it."""
+    return performance * reference_cost().estimate_us(work) + reach_us
+
+
 def _supported(device: Device, model: HalModel, gone: list[str] | None = None) -> list[bool]:
     """The device's flags; a driver that fails to answer supports nothing (and is
     logged).  A device whose service is gone is added to ``gone``."""
@@ -164,6 +204,7 @@ def find_best_devices(
     missing: list[str] = []
     for n, operation in enumerate(operations):
         best: tuple[float, bool, int] | None = None
+        work = operation_work(model, operation)
         for d, device in enumerate(devices):
             if not flags[d][n]:
                 continue
@@ -175,7 +216,8 @@ def find_best_devices(
             except Exception as exc:  # capabilities that cannot answer: the worst performance
                 logger.warning("%s: no performance for operation %d: %s", device.name, n, exc)
                 perf = math.inf
-            key = (perf, isinstance(device.hal, CpuDevice), d)
+            cost = estimated_us(perf, float(device.hal.reach_us), work)
+            key = (cost, isinstance(device.hal, CpuDevice), d)
             if best is None or key < best:
                 best = key
         name = OperationCode(operation.code).name
@@ -224,33 +266,6 @@ class Step:
     cpu_prepared: IPreparedModel | None = field(default=None, repr=False)
 
 
-def _schedule(subgraph: Subgraph, assignment: Sequence[int]) -> list[int]:
-    """A topological order that stays on one device as long as it can (fewer, longer steps)."""
-    operations = subgraph.operations
-    writer = {i: n for n, op in enumerate(operations) for i in op.outputs}
-    waiting = []
-    consumers: list[set[int]] = [set() for _ in operations]
-    for n, op in enumerate(operations):
-        producers = {writer[i] for i in op.inputs if i in writer}
-        waiting.append(len(producers))
-        for p in producers:
-            consumers[p].add(n)
-    ready = [n for n in range(len(operations)) if waiting[n] == 0]
-    order: list[int] = []
-    current = None
-    while ready:
-        pick = next((n for n in ready if assignment[n] == current), ready[0])
-        ready.remove(pick)
-        order.append(pick)
-        current = assignment[pick]
-        for c in sorted(consumers[pick]):
-            waiting[c] -= 1
-            if waiting[c] == 0:
-                ready.append(c)
-        ready.sort()
-    return order
-
-
 def split_into_steps(
     model: HalModel, assignment: Sequence[int], devices: Sequence[Device]
 ) -> list[Step]:
@@ -260,7 +275,7 @@ def split_into_steps(
     the writing one; a step whose outputs nobody reads is dropped.
     """
     main = model.main
-    order = _schedule(main, assignment)
+    order = execution_order(main, assignment)
     runs: list[list[int]] = []
     for n in order:
         if runs and assignment[runs[-1][-1]] == assignment[n]:
@@ -337,7 +352,6 @@ def _step_model(
     return HalModel(subgraph, model.referenced, model.relax_float32_to_float16)
 
 
-
 def _run(
     prepared: IPreparedModel,
     request: Request,
@@ -347,15 +361,12 @@ def _run(
     stage: bool,
 ) -> ExecutionResult:
     """One synchronous execution; a driver exception becomes its status."""
-    from .execution import execute_prepared
-
+    bound = BoundRequest(request, measure, deadline_ns, loop_timeout_ns)
     try:
         if not stage:
-            return execute_prepared(prepared, request, measure, deadline_ns, loop_timeout_ns)
+            return bound.execute(prepared)
         with StagedRequest(request) as staged:
-            result = execute_prepared(
-                prepared, staged.request, measure, deadline_ns, loop_timeout_ns
-            )
+            result = bound.with_request(staged.request).execute(prepared)
             if ErrorStatus(result[0]) in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
                 staged.copy_back()
             return result
@@ -457,9 +468,7 @@ class ExecutionPlan(IPreparedModel):
                     outputs.append(request.outputs[j])
                     continue
                 info = main.operands[operand].info
-                size = _byte_size(
-                    info.dtype.itemsize, None if info.is_scalar else info.dimensions, info.is_scalar
-                )
+                size = info.byte_size() or 0  # 0: unknown yet (grown below)
                 temporaries[k] = len(pools)
                 pools.append(np.empty(max(size, 1), np.uint8))
                 outputs.append(RequestArgument(False, DataLocation(len(pools) - 1, 0, size)))
@@ -475,9 +484,7 @@ class ExecutionPlan(IPreparedModel):
                     break  # an app output is too small: the app must grow it
                 for k in short:  # a temporary of unknown size: grow it and run the step again
                     info = main.operands[step.outputs[k]].info
-                    size = _byte_size(
-                        info.dtype.itemsize, step_shapes[k].dimensions, info.is_scalar
-                    )
+                    size = info.byte_size(tuple(step_shapes[k].dimensions)) or 0
                     pools[temporaries[k]] = np.empty(max(size, 1), np.uint8)
                     outputs[k] = RequestArgument(False, DataLocation(temporaries[k], 0, size))
             status = ErrorStatus(status)
@@ -497,7 +504,7 @@ class ExecutionPlan(IPreparedModel):
                     shapes[j] = shape
                 info = main.operands[operand].info
                 dims = tuple(shape.dimensions)
-                length = _byte_size(info.dtype.itemsize, dims, info.is_scalar)
+                length = info.byte_size(dims) or 0
                 produced[operand] = RequestArgument(
                     False, DataLocation(arg.location.pool_index, arg.location.offset, length), dims
                 )
@@ -572,15 +579,6 @@ class ExecutionPlan(IPreparedModel):
         return f"<ExecutionPlan {parts}>"
 
 
-def _byte_size(itemsize: int, dims: Sequence[int] | None, is_scalar: bool) -> int:
-    """Bytes of a value; 0 when the dimensions are not fully known yet."""
-    if is_scalar:
-        return itemsize
-    if not dims or any(d <= 0 for d in dims):
-        return 0
-    return math.prod(dims) * itemsize
-
-
 # -- compiling --------------------------------------------------------------------------------
 def compile_plan(
     model: HalModel,
@@ -601,8 +599,6 @@ def compile_plan(
         BadDataError: an operation no device supports.
         NNError: preparing failed and there is no fallback.
     """
-    from .devices import _wrap
-
     assignment = find_best_devices(model, devices, preference)
     steps = split_into_steps(model, assignment, devices)
     used = {id(step.device) for step in steps}
@@ -629,7 +625,7 @@ def compile_plan(
             "ModelBuilder::partitionTheWork: preparing failed (%s); compiling the whole model for the CPU",
             exc,
         )
-        return _wrap(cpu), cpu.prepare_model(model, preference, priority, deadline_ns, cache)
+        return device_for(cpu), cpu.prepare_model(model, preference, priority, deadline_ns, cache)
     only = steps[0].prepared
     if (
         len(steps) == 1 and only is not None and _in_process_cpu(only)

@@ -28,7 +28,6 @@ import math
 import os
 import random
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -46,11 +45,19 @@ import numpy as np
 import nnburst as nn
 from nnburst.codes import ErrorStatus, FuseCode, OperandCode, OperationCode, PaddingCode
 from nnburst.cpu.driver import cpu_device
-from nnburst.errors import NNError
+from nnburst.errors import BadDataError, NNError, result_code_for_status
 from nnburst.hal.burst_controller import CHANNEL_LENGTH, ExecutionBurstController
 from nnburst.hal.packets import deserialize_result, serialize_request
 from nnburst.hal.types import DataLocation, MeasureTiming, Request, RequestArgument
-from nnburst.service.remote import ServiceClient
+from nnburst.service.launch import (
+    ServiceStartError,
+    child_env,
+    child_python,
+    neutral_cwd,
+    start_service,
+    stop_process,
+)
+from nnburst.service.remote import ServiceClient, connect
 
 #: The service device that accepts every operation the CPU driver runs.
 SERVICE_DEVICE = "nnburst-sample-all"
@@ -86,7 +93,13 @@ class _Builder:
         self.input_shapes: list[tuple[int, ...]] = []
         self.operations: list[str] = []
 
-    def tensor(self, shape: tuple[int, ...], code: OperandCode = F32, scale: float = 0.0, zero_point: int = 0) -> int:
+    def tensor(
+        self,
+        shape: tuple[int, ...],
+        code: OperandCode = F32,
+        scale: float = 0.0,
+        zero_point: int = 0,
+    ) -> int:
         return self.model.add_operand(nn.OperandType(code, shape, scale, zero_point))
 
     def int32(self, value: int) -> int:
@@ -108,8 +121,15 @@ class _Builder:
     def fuse(self) -> int:
         return self.int32(_choice(self.rng, list(FuseCode)))
 
-    def operation(self, code: OperationCode, inputs: list[int], shape: tuple[int, ...],
-                  out_code: OperandCode = F32, scale: float = 0.0, zero_point: int = 0) -> int:
+    def operation(
+        self,
+        code: OperationCode,
+        inputs: list[int],
+        shape: tuple[int, ...],
+        out_code: OperandCode = F32,
+        scale: float = 0.0,
+        zero_point: int = 0,
+    ) -> int:
         out = self.tensor(shape, out_code, scale, zero_point)
         self.model.add_operation(code, inputs, [out])
         self.operations.append(code.name)
@@ -137,8 +157,16 @@ def _step(b: _Builder, x: int, shape: tuple[int, ...]) -> tuple[int, tuple[int, 
     n, h, w, c = shape
     kind = _choice(rng, ["binary", "binary", "unary", "conv", "pool", "quant"])
     if kind == "binary":
-        code = _choice(rng, [OperationCode.ADD, OperationCode.MUL, OperationCode.SUB,
-                            OperationCode.MAXIMUM, OperationCode.MINIMUM])
+        code = _choice(
+            rng,
+            [
+                OperationCode.ADD,
+                OperationCode.MUL,
+                OperationCode.SUB,
+                OperationCode.MAXIMUM,
+                OperationCode.MINIMUM,
+            ],
+        )
         other = b.input(shape) if rng.random() < 0.5 else b.constant(rng.uniform(-2, 2, shape))
         pair = [x, other] if rng.random() < 0.5 else [other, x]
         if code in (OperationCode.ADD, OperationCode.MUL, OperationCode.SUB):
@@ -156,18 +184,32 @@ def _step(b: _Builder, x: int, shape: tuple[int, ...]) -> tuple[int, tuple[int, 
         return b.operation(OperationCode.CONV_2D, inputs, (n, oh, ow, out_c)), (n, oh, ow, out_c)
     if kind == "pool":
         k, stride, padding, oh, ow = _window(rng, h, w)
-        inputs = [x, b.int32(padding), b.int32(stride), b.int32(stride), b.int32(k), b.int32(k), b.fuse()]
+        inputs = [
+            x,
+            b.int32(padding),
+            b.int32(stride),
+            b.int32(stride),
+            b.int32(k),
+            b.int32(k),
+            b.fuse(),
+        ]
         return b.operation(OperationCode.AVERAGE_POOL_2D, inputs, (n, oh, ow, c)), (n, oh, ow, c)
     scale, zero_point = _choice(rng, [0.02, 0.05, 0.1]), int(rng.integers(64, 192))
-    q = b.operation(OperationCode.QUANTIZE, [x], shape, OperandCode.TENSOR_QUANT8_ASYMM, scale, zero_point)
+    q = b.operation(
+        OperationCode.QUANTIZE, [x], shape, OperandCode.TENSOR_QUANT8_ASYMM, scale, zero_point
+    )
     return b.operation(OperationCode.DEQUANTIZE, [q], shape), shape
 
 
 def random_model(rng: np.random.Generator, max_size: int = 8, max_operations: int = 5) -> ModelSpec:
     """A valid random chain of CPU-driver operations on a small NHWC float32 tensor."""
     b = _Builder(rng)
-    shape: tuple[int, ...] = (1, int(rng.integers(1, max_size + 1)), int(rng.integers(1, max_size + 1)),
-                              int(rng.integers(1, 5)))
+    shape: tuple[int, ...] = (
+        1,
+        int(rng.integers(1, max_size + 1)),
+        int(rng.integers(1, max_size + 1)),
+        int(rng.integers(1, 5)),
+    )
     x = b.input(shape)
     outputs: list[int] = []
     output_shapes: list[tuple[int, ...]] = []
@@ -183,7 +225,9 @@ def random_model(rng: np.random.Generator, max_size: int = 8, max_operations: in
     return ModelSpec(b.model, b.input_shapes, output_shapes, b.operations)
 
 
-def reference(spec: ModelSpec, compilation: nn.Compilation, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def reference(
+    spec: ModelSpec, compilation: nn.Compilation, inputs: list[np.ndarray]
+) -> list[np.ndarray]:
     """The expected outputs: a synchronous compute on the CPU-only compilation."""
     outputs = [np.empty(s, np.float32) for s in spec.output_shapes]
     execution = nn.Execution(compilation)
@@ -215,7 +259,9 @@ class Stats:
     mutations_accepted: int = 0
     restarts: int = 0
     unrecovered: int = 0
-    leaks: dict[str, int] = field(default_factory=lambda: {"shm": 0, "processes": 0, "threads": 0, "fds": 0})
+    leaks: dict[str, int] = field(
+        default_factory=lambda: {"shm": 0, "processes": 0, "threads": 0, "fds": 0}
+    )
     details: list[str] = field(default_factory=list)
     processes: int = 1
     seconds: float = 0.0
@@ -244,25 +290,52 @@ class Stats:
 
     @property
     def passed(self) -> bool:
-        return not (self.mismatches or self.hangs or self.leak_total or self.unclean or self.mutations_accepted)
+        return not (
+            self.mismatches
+            or self.hangs
+            or self.leak_total
+            or self.unclean
+            or self.mutations_accepted
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "executions": self.executions, "by_target": dict(self.by_target), "errors": dict(self.errors),
-            "unclean": dict(self.unclean), "mismatches": self.mismatches, "hangs": self.hangs,
-            "leaks": dict(self.leaks), "leak_total": self.leak_total, "sessions": self.sessions,
-            "fallbacks": self.fallbacks, "memories_freed": self.memories_freed,
-            "packets_mutated": self.packets_mutated, "mutations_accepted": self.mutations_accepted,
-            "restarts": self.restarts, "unrecovered": self.unrecovered, "details": self.details,
-            "processes": self.processes, "seconds": round(self.seconds, 3),
-            "interrupted": self.interrupted, "passed": self.passed,
+            "executions": self.executions,
+            "by_target": dict(self.by_target),
+            "errors": dict(self.errors),
+            "unclean": dict(self.unclean),
+            "mismatches": self.mismatches,
+            "hangs": self.hangs,
+            "leaks": dict(self.leaks),
+            "leak_total": self.leak_total,
+            "sessions": self.sessions,
+            "fallbacks": self.fallbacks,
+            "memories_freed": self.memories_freed,
+            "packets_mutated": self.packets_mutated,
+            "mutations_accepted": self.mutations_accepted,
+            "restarts": self.restarts,
+            "unrecovered": self.unrecovered,
+            "details": self.details,
+            "processes": self.processes,
+            "seconds": round(self.seconds, 3),
+            "interrupted": self.interrupted,
+            "passed": self.passed,
         }
 
     def merge(self, doc: dict[str, Any]) -> None:
         """Add a child's summary (its JSON) to this one."""
         with self._lock:
-            for name in ("executions", "mismatches", "hangs", "sessions", "fallbacks", "memories_freed",
-                         "packets_mutated", "mutations_accepted", "processes"):
+            for name in (
+                "executions",
+                "mismatches",
+                "hangs",
+                "sessions",
+                "fallbacks",
+                "memories_freed",
+                "packets_mutated",
+                "mutations_accepted",
+                "processes",
+            ):
                 setattr(self, name, getattr(self, name) + int(doc.get(name, 0)))
             for table in ("by_target", "errors", "unclean"):
                 getattr(self, table).update({k: int(v) for k, v in doc.get(table, {}).items()})
@@ -312,7 +385,9 @@ class Watchdog:
         self._calls: dict[int, list[Any]] = {}  # id -> [start, what, unblock, flagged]
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="nnburst-stress-watchdog", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name="nnburst-stress-watchdog", daemon=True
+        )
         self._thread.start()
 
     @contextlib.contextmanager
@@ -331,7 +406,9 @@ class Watchdog:
         while not self._stop.wait(0.1):
             now = time.monotonic()
             with self._lock:
-                overdue = [r for r in self._calls.values() if not r[3] and now - r[0] > self.timeout]
+                overdue = [
+                    r for r in self._calls.values() if not r[3] and now - r[0] > self.timeout
+                ]
                 for record in overdue:
                     record[3] = True
             for _, what, unblock, _ in overdue:
@@ -349,15 +426,6 @@ class Watchdog:
 # -- services -----------------------------------------------------------------------------------
 
 
-def _child_env() -> dict[str, str]:
-    """The environment for our subprocesses: they import this very nnburst."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(nn.__file__)))
-    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, PYTHONPATH=path)
-    env.pop("NNBURST_SERVICE_FAULT", None)
-    return env
-
-
 class ServiceProcess:
     """``python -m nnburst.service.driver`` on one socket, in its own session (a Ctrl-C in
     the terminal reaches only us, and we stop it); restartable on the same path."""
@@ -369,22 +437,15 @@ class ServiceProcess:
         self.start()
 
     def start(self) -> None:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "nnburst.service.driver", "--socket", self.path],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, env=_child_env(), start_new_session=True,
-        )
+        try:
+            process, stderr = start_service(self.path, timeout=SERVICE_START_TIMEOUT_S)
+        except ServiceStartError as exc:
+            raise RuntimeError(f"the driver service on {self.path} did not start: {exc}") from None
+        stderr.close()  # its later warnings are not the stress run's to print
         self.process = process
         self.pids.append(process.pid)
         assert process.stdout is not None
-        try:
-            ready, _, _ = select.select([process.stdout], [], [], SERVICE_START_TIMEOUT_S)
-            line = process.stdout.readline() if ready else ""
-        finally:
-            process.stdout.close()  # it prints one line only
-        if not line.startswith("listening"):
-            self.kill()
-            raise RuntimeError(f"the driver service on {self.path} did not start")
+        process.stdout.close()  # it prints one line only
 
     def kill(self) -> None:
         """SIGKILL: the worst way to die (no chance to clean up)."""
@@ -399,16 +460,8 @@ class ServiceProcess:
 
     def stop(self) -> None:
         """SIGTERM (the service unlinks its socket), SIGKILL if it does not go."""
-        process = self.process
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        if self.process is not None:
+            stop_process(self.process)
 
 
 class Target:
@@ -468,8 +521,8 @@ class _CountingController:
         self._controller = controller
         self._stats = stats
 
-    def compute(self, *args: Any) -> Any:
-        result = self._controller.compute(*args)
+    def compute(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._controller.compute(*args, **kwargs)
         if result[3]:
             self._stats.add("fallbacks")
         return result
@@ -487,11 +540,13 @@ class ShrunkQueueBurst(nn.Burst):
         self.stats = stats
         super().__init__(compilation)  # creates the controller
 
-    def _create_controller(self, polling_window_us: int) -> Any:
+    def make_controller(self, polling_window_us: int) -> Any:
         try:
             controller = ExecutionBurstController.create(
-                self._prepared, polling_window_us=polling_window_us,
-                channel_length=self.channel_length, result_channel_length=CHANNEL_LENGTH,
+                self.compilation.prepared_model,
+                polling_window_us=polling_window_us,
+                channel_length=self.channel_length,
+                result_channel_length=CHANNEL_LENGTH,
             )
         except NNError:
             return None
@@ -521,15 +576,25 @@ def _name(exc: BaseException) -> str:
 class Worker:
     """One thread: sessions of (random model, target, burst), several executions each."""
 
-    def __init__(self, index: int, seed: int, targets: list[Target], budget: Budget, watchdog: Watchdog,
-                 stats: Stats, options: Options) -> None:
+    def __init__(
+        self,
+        index: int,
+        seed: int,
+        targets: list[Target],
+        budget: Budget,
+        watchdog: Watchdog,
+        stats: Stats,
+        options: Options,
+    ) -> None:
         self.rng = np.random.default_rng(seed)
         self.targets = targets
         self.budget = budget
         self.watchdog = watchdog
         self.stats = stats
         self.options = options
-        self.thread = threading.Thread(target=self._run, name=f"nnburst-stress-{index}", daemon=True)
+        self.thread = threading.Thread(
+            target=self._run, name=f"nnburst-stress-{index}", daemon=True
+        )
 
     def _run(self) -> None:
         while self.budget.running():
@@ -552,7 +617,11 @@ class Worker:
             time.sleep(0.05)  # the service is restarting
             return None
         self.stats.add("sessions")
-        return target, device, random_model(self.rng, self.options.max_size, self.options.max_operations)
+        return (
+            target,
+            device,
+            random_model(self.rng, self.options.max_size, self.options.max_operations),
+        )
 
     def _compile(self, spec: ModelSpec, device: nn.Device, what: str) -> nn.Compilation:
         compilation = nn.Compilation(spec.model, devices=[device])
@@ -567,7 +636,9 @@ class Worker:
             return
         target, device, spec = started
         with contextlib.ExitStack() as stack:
-            ref = stack.enter_context(self._compile(spec, nn.Device(cpu_device()), "reference compile"))
+            ref = stack.enter_context(
+                self._compile(spec, nn.Device(cpu_device()), "reference compile")
+            )
             compilation = stack.enter_context(self._compile(spec, device, "compile"))
             if self.options.shrink_queues:
                 length = _choice(self.rng, SMALL_CHANNELS)
@@ -585,15 +656,25 @@ class Worker:
                 if not self._execute(target, spec, compilation, burst, inputs, expected, memories):
                     return
 
-    def _execute(self, target: Target, spec: ModelSpec, compilation: nn.Compilation, burst: nn.Burst,
-                 inputs: list[np.ndarray], expected: list[np.ndarray], memories: list[nn.Memory]) -> bool:
+    def _execute(
+        self,
+        target: Target,
+        spec: ModelSpec,
+        compilation: nn.Compilation,
+        burst: nn.Burst,
+        inputs: list[np.ndarray],
+        expected: list[np.ndarray],
+        memories: list[nn.Memory],
+    ) -> bool:
         """One burst execution, checked; False ends the session (the burst failed or hung)."""
         use_memory = self.options.free_memories or self.rng.random() < 0.3
         execution = nn.Execution(compilation)
         outputs = [np.zeros(s, np.float32) for s in spec.output_shapes]
         if use_memory:
             if not memories:
-                memories.extend(nn.Memory.create_shared(max(4, a.nbytes)) for a in (*inputs, *outputs))
+                memories.extend(
+                    nn.Memory.create_shared(max(4, a.nbytes)) for a in (*inputs, *outputs)
+                )
             for i, value in enumerate(inputs):
                 memories[i].buffer[: value.nbytes] = value.tobytes()
                 execution.set_input_from_memory(i, memories[i], 0, value.nbytes)
@@ -615,9 +696,13 @@ class Worker:
             return False
         if use_memory:
             for i, out in enumerate(outputs):
-                out[...] = np.frombuffer(memories[len(inputs) + i].buffer, np.float32, out.size).reshape(out.shape)
+                out[...] = np.frombuffer(
+                    memories[len(inputs) + i].buffer, np.float32, out.size
+                ).reshape(out.shape)
             if self.options.free_memories and self.rng.random() < 0.5:
-                for memory in memories:  # mid-burst: the burst frees their slots, the next execution maps new ones
+                for memory in (
+                    memories
+                ):  # mid-burst: the burst frees their slots, the next execution maps new ones
                     memory.close()
                 self.stats.add("memories_freed", len(memories))
                 memories.clear()
@@ -626,8 +711,10 @@ class Worker:
         for got, want in zip(outputs, expected):
             if not np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True):
                 self.stats.add("mismatches")
-                self.stats.note(f"mismatch on {target.name}: {'-'.join(spec.operations)} "
-                                f"max error {float(np.nanmax(np.abs(got - want))):g}")
+                self.stats.note(
+                    f"mismatch on {target.name}: {'-'.join(spec.operations)} "
+                    f"max error {float(np.nanmax(np.abs(got - want))):g}"
+                )
                 return True
         target.succeeded()
         return True
@@ -639,7 +726,9 @@ class Worker:
             return
         target, device, spec = started
         with contextlib.ExitStack() as stack:
-            ref = stack.enter_context(self._compile(spec, nn.Device(cpu_device()), "reference compile"))
+            ref = stack.enter_context(
+                self._compile(spec, nn.Device(cpu_device()), "reference compile")
+            )
             with self.watchdog.watch(f"prepare_model on {target.name}"):
                 prepared = device.hal.prepare_model(spec.model.hal_model)
             stack.callback(getattr(prepared, "close", lambda: None))
@@ -650,11 +739,15 @@ class Worker:
             expected = reference(spec, ref, inputs)
             if not self._raw_valid(target, controller, raw, inputs, expected):
                 return
-            for variant in mutations(self.rng, raw.packet(controller), int(self.rng.integers(4, 16))):
+            for variant in mutations(
+                self.rng, raw.packet(controller), int(self.rng.integers(4, 16))
+            ):
                 if not self.budget.running():
                     return
                 self.stats.add("packets_mutated")
-                with self.watchdog.watch(f"mutated packet on {target.name}", controller.close) as record:
+                with self.watchdog.watch(
+                    f"mutated packet on {target.name}", controller.close
+                ) as record:
                     try:
                         status = raw_round_trip(controller, variant)
                     except NNError as exc:
@@ -664,10 +757,18 @@ class Worker:
                 if status == ErrorStatus.NONE:
                     self.stats.add("mutations_accepted")
                     self.stats.note(f"a mutated packet was accepted by {target.name}")
-            self._raw_valid(target, controller, raw, inputs, expected)  # the burst survives them all
+            self._raw_valid(
+                target, controller, raw, inputs, expected
+            )  # the burst survives them all
 
-    def _raw_valid(self, target: Target, controller: ExecutionBurstController, raw: RawRequest,
-                   inputs: list[np.ndarray], expected: list[np.ndarray]) -> bool:
+    def _raw_valid(
+        self,
+        target: Target,
+        controller: ExecutionBurstController,
+        raw: RawRequest,
+        inputs: list[np.ndarray],
+        expected: list[np.ndarray],
+    ) -> bool:
         if not self.budget.take():
             return False
         with self.watchdog.watch(f"raw burst compute on {target.name}", controller.close) as record:
@@ -689,8 +790,6 @@ class Worker:
 
 
 def _result_code(status: int) -> int:
-    from nnburst.errors import result_code_for_status
-
     return int(result_code_for_status(ErrorStatus(status)))
 
 
@@ -721,14 +820,23 @@ class RawRequest:
     def outputs(self) -> list[np.ndarray]:
         result, offset = [], 0
         for shape, size in zip(self.out_shapes, self.out_sizes):
-            result.append(np.frombuffer(self.output.buffer, np.float32, size // 4, offset).reshape(shape).copy())
+            result.append(
+                np.frombuffer(self.output.buffer, np.float32, size // 4, offset)
+                .reshape(shape)
+                .copy()
+            )
             offset += size
         return result
 
     def packet(self, controller: ExecutionBurstController) -> np.ndarray:
         """The valid packet as rows of six words."""
         slots = controller.slots.get_slots(self.pools, self.pools)
-        return serialize_request(self.request(), MeasureTiming.YES, slots).view("<u4").reshape(-1, 6).copy()
+        return (
+            serialize_request(self.request(), MeasureTiming.YES, slots)
+            .view("<u4")
+            .reshape(-1, 6)
+            .copy()
+        )
 
     def close(self) -> None:
         self.inputs.close()
@@ -737,8 +845,13 @@ class RawRequest:
 
 #: Datums no valid packet holds at an arbitrary position (VTS validateBurstSerialization's list).
 BAD_DATUMS = [
-    (0, (10, 10, 10, 10, 0)), (1, (0, 0, 0, 0, 10)), (2, (0, 0, 0, 0, 0)), (3, (0, 0, 0, 0, 10)),
-    (4, (0, 0, 0, 0, 0)), (5, (2**31 - 1, 0, 0, 0, 0)), (6, (1, 0, 0, 0, 0)),
+    (0, (10, 10, 10, 10, 0)),
+    (1, (0, 0, 0, 0, 10)),
+    (2, (0, 0, 0, 0, 0)),
+    (3, (0, 0, 0, 0, 10)),
+    (4, (0, 0, 0, 0, 0)),
+    (5, (2**31 - 1, 0, 0, 0, 0)),
+    (6, (1, 0, 0, 0, 0)),
 ]
 
 
@@ -785,13 +898,12 @@ def raw_round_trip(controller: ExecutionBurstController, rows: np.ndarray) -> Er
     A reply too long for the result buffer or malformed counts as a failure of the packet,
     as the controller itself treats it.
     """
-    words = rows.reshape(-1)
-    if len(words) > len(controller._request_words):
-        return ErrorStatus.GENERAL_FAILURE
-    controller._request_words[: len(words)] = words
-    received = controller._round_trip(len(rows))
     try:
-        status, _, _ = deserialize_result(controller._result_buffer[:received])
+        reply = controller.send_packet(rows)
+    except BadDataError:  # too long for the request channel: never sent
+        return ErrorStatus.GENERAL_FAILURE
+    try:
+        status, _, _ = deserialize_result(reply)
     except NNError:
         return ErrorStatus.GENERAL_FAILURE
     return ErrorStatus(status)
@@ -805,8 +917,14 @@ class ServiceKiller:
     an execution to succeed on it again before the next kill, and counts restarts that never
     saw one (``unrecovered``)."""
 
-    def __init__(self, services: list[ServiceProcess], targets: dict[str, Target], budget: Budget,
-                 stats: Stats, seed: int) -> None:
+    def __init__(
+        self,
+        services: list[ServiceProcess],
+        targets: dict[str, Target],
+        budget: Budget,
+        stats: Stats,
+        seed: int,
+    ) -> None:
         self.services = services
         self.targets = targets
         self.budget = budget
@@ -889,8 +1007,17 @@ class LeakCheck:
         segments = _segments({self.pid} | child_pids) - self.segments
         children = _live_children() - self.children
         fds = len(os.listdir("/proc/self/fd")) - self.fds
-        stats.leaks = {"shm": len(segments), "processes": len(children), "threads": len(threads), "fds": max(0, fds)}
-        for what in (*sorted(segments), *(f"pid {p}" for p in sorted(children)), *(t.name for t in threads)):
+        stats.leaks = {
+            "shm": len(segments),
+            "processes": len(children),
+            "threads": len(threads),
+            "fds": max(0, fds),
+        }
+        for what in (
+            *sorted(segments),
+            *(f"pid {p}" for p in sorted(children)),
+            *(t.name for t in threads),
+        ):
             stats.note(f"leak: {what}")
 
 
@@ -898,10 +1025,24 @@ class LeakCheck:
 
 
 def _child_command(args: argparse.Namespace, paths: list[str], index: int, count: int) -> list[str]:
-    command = [sys.executable, "-m", "nnburst.stress", "--child", "--threads", str(args.threads),
-               "--count", str(count), "--duration", str(args.duration), "--seed", str(args.seed + 1000 * (index + 1)),
-               "--hang-timeout", str(args.hang_timeout), "--max-size", str(args.max_size),
-               "--max-operations", str(args.max_operations)]
+    command = child_python(
+        "nnburst.stress",
+        "--child",
+        "--threads",
+        str(args.threads),
+        "--count",
+        str(count),
+        "--duration",
+        str(args.duration),
+        "--seed",
+        str(args.seed + 1000 * (index + 1)),
+        "--hang-timeout",
+        str(args.hang_timeout),
+        "--max-size",
+        str(args.max_size),
+        "--max-operations",
+        str(args.max_operations),
+    )
     for path in paths:
         command += ["--socket", path]
     for flag in ("mutate_packets", "free_memories", "shrink_queues", "no_cpu"):
@@ -910,7 +1051,9 @@ def _child_command(args: argparse.Namespace, paths: list[str], index: int, count
     return command
 
 
-def _collect_child(process: subprocess.Popen[str], timeout: float, stats: Stats, interrupted: bool = False) -> None:
+def _collect_child(
+    process: subprocess.Popen[str], timeout: float, stats: Stats, interrupted: bool = False
+) -> None:
     """Merge a worker process's JSON summary; one without a summary failed (unless we
     interrupted it before it was ready)."""
     try:
@@ -959,27 +1102,77 @@ def build_parser() -> argparse.ArgumentParser:
         description="Many concurrent bursts on random models against driver services and the "
         "in-process CPU device, every result checked; faults on request.",
     )
-    parser.add_argument("--duration", type=_seconds, default=10.0, help="seconds to run (default 10)")
-    parser.add_argument("--count", type=_positive, default=100_000, help="at most this many executions (default 100000)")
-    parser.add_argument("--threads", type=_positive, default=4, help="worker threads per process (default 4)")
-    parser.add_argument("--processes", type=_non_negative, default=0,
-                        help="extra worker processes, each with --threads threads (default 0)")
-    parser.add_argument("--services", type=_non_negative, default=1,
-                        help="driver services to start when no --socket is given (default 1)")
-    parser.add_argument("--socket", action="append", default=[], metavar="PATH",
-                        help="use the running service at PATH instead of starting one (repeatable)")
+    parser.add_argument(
+        "--duration", type=_seconds, default=10.0, help="seconds to run (default 10)"
+    )
+    parser.add_argument(
+        "--count",
+        type=_positive,
+        default=100_000,
+        help="at most this many executions (default 100000)",
+    )
+    parser.add_argument(
+        "--threads", type=_positive, default=4, help="worker threads per process (default 4)"
+    )
+    parser.add_argument(
+        "--processes",
+        type=_non_negative,
+        default=0,
+        help="extra worker processes, each with --threads threads (default 0)",
+    )
+    parser.add_argument(
+        "--services",
+        type=_non_negative,
+        default=1,
+        help="driver services to start when no --socket is given (default 1)",
+    )
+    parser.add_argument(
+        "--socket",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="use the running service at PATH instead of starting one (repeatable)",
+    )
     parser.add_argument("--no-cpu", action="store_true", help="leave out the in-process CPU device")
-    parser.add_argument("--kill-service", action="store_true", help="kill and restart services at random times")
-    parser.add_argument("--mutate-packets", action="store_true", help="send mutated request packets on raw HAL bursts")
-    parser.add_argument("--free-memories", action="store_true", help="close memories mid-burst and continue with new ones")
-    parser.add_argument("--shrink-queues", action="store_true",
-                        help="request channels too short for most requests (synchronous fallback)")
-    parser.add_argument("--hang-timeout", type=_seconds, default=10.0,
-                        help="a call taking longer than this counts as a hang (default 10 s)")
-    parser.add_argument("--max-size", type=_positive, default=8, help="largest height/width of a model's tensors (default 8)")
-    parser.add_argument("--max-operations", type=_positive, default=5, help="longest operation chain (default 5)")
-    parser.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock)")
-    parser.add_argument("--json", metavar="FILE", help="also write the summary as JSON to FILE ('-' for stdout)")
+    parser.add_argument(
+        "--kill-service", action="store_true", help="kill and restart services at random times"
+    )
+    parser.add_argument(
+        "--mutate-packets",
+        action="store_true",
+        help="send mutated request packets on raw HAL bursts",
+    )
+    parser.add_argument(
+        "--free-memories",
+        action="store_true",
+        help="close memories mid-burst and continue with new ones",
+    )
+    parser.add_argument(
+        "--shrink-queues",
+        action="store_true",
+        help="request channels too short for most requests (synchronous fallback)",
+    )
+    parser.add_argument(
+        "--hang-timeout",
+        type=_seconds,
+        default=10.0,
+        help="a call taking longer than this counts as a hang (default 10 s)",
+    )
+    parser.add_argument(
+        "--max-size",
+        type=_positive,
+        default=8,
+        help="largest height/width of a model's tensors (default 8)",
+    )
+    parser.add_argument(
+        "--max-operations", type=_positive, default=5, help="longest operation chain (default 5)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="random seed (default: from the clock)"
+    )
+    parser.add_argument(
+        "--json", metavar="FILE", help="also write the summary as JSON to FILE ('-' for stdout)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     return parser
 
@@ -997,10 +1190,15 @@ def _run(args: argparse.Namespace, stats: Stats, leaks: LeakCheck) -> None:
     try:
         try:
             paths = list(args.socket)
+            for path in paths:
+                if connect(path) is None:  # the warning above says why
+                    raise RuntimeError(f"--socket {path}: no driver service answers there")
             if not paths and not args.child and args.services:
                 workdir = tempfile.mkdtemp(prefix="nnburst-stress-")
                 for i in range(args.services):
-                    services.append(ServiceProcess(os.path.join(workdir, f"service{i}", "driver.sock")))
+                    services.append(
+                        ServiceProcess(os.path.join(workdir, f"service{i}", "driver.sock"))
+                    )
                 paths = [s.path for s in services]
             if not args.no_cpu:
                 targets.append(Target("cpu"))
@@ -1010,16 +1208,41 @@ def _run(args: argparse.Namespace, stats: Stats, leaks: LeakCheck) -> None:
             budget = Budget(args.count - per_process * args.processes, args.duration)
             watchdog = Watchdog(args.hang_timeout, stats)
             for i in range(args.processes):
-                children.append(subprocess.Popen(
-                    _child_command(args, paths, i, max(1, per_process)), stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, text=True, env=_child_env(), start_new_session=True))
-            workers = [Worker(i, args.seed + i, targets, budget, watchdog, stats, Options(
-                args.max_size, args.max_operations, args.mutate_packets, args.free_memories, args.shrink_queues))
-                for i in range(args.threads)]
+                children.append(
+                    subprocess.Popen(
+                        _child_command(args, paths, i, max(1, per_process)),
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        text=True,
+                        env=child_env(),
+                        cwd=neutral_cwd(),
+                        start_new_session=True,
+                    )
+                )
+            workers = [
+                Worker(
+                    i,
+                    args.seed + i,
+                    targets,
+                    budget,
+                    watchdog,
+                    stats,
+                    Options(
+                        args.max_size,
+                        args.max_operations,
+                        args.mutate_packets,
+                        args.free_memories,
+                        args.shrink_queues,
+                    ),
+                )
+                for i in range(args.threads)
+            ]
             for worker in workers:
                 worker.thread.start()
             if args.kill_service and services:
-                killer = ServiceKiller(services, {t.path: t for t in targets if t.path}, budget, stats, args.seed)
+                killer = ServiceKiller(
+                    services, {t.path: t for t in targets if t.path}, budget, stats, args.seed
+                )
                 killer.thread.start()
             while any(w.thread.is_alive() for w in workers):
                 time.sleep(0.05)  # the main thread stays free for Ctrl-C
@@ -1079,13 +1302,17 @@ def format_summary(stats: Stats, args: argparse.Namespace) -> str:
         f"threads {doc['leaks']['threads']}, fds {doc['leaks']['fds']})",
     ]
     if doc["unclean"]:
-        lines.append(f"  unclean      {sum(doc['unclean'].values()):>8}   "
-                     + ", ".join(f"{k} {v}" for k, v in sorted(doc["unclean"].items())))
+        lines.append(
+            f"  unclean      {sum(doc['unclean'].values()):>8}   "
+            + ", ".join(f"{k} {v}" for k, v in sorted(doc["unclean"].items()))
+        )
     faults = []
     if args.kill_service:
         faults.append(f"kill-service: {doc['restarts']} restarts, {doc['unrecovered']} unrecovered")
     if args.mutate_packets:
-        faults.append(f"mutate-packets: {doc['packets_mutated']} sent, {doc['mutations_accepted']} accepted")
+        faults.append(
+            f"mutate-packets: {doc['packets_mutated']} sent, {doc['mutations_accepted']} accepted"
+        )
     if args.free_memories:
         faults.append(f"free-memories: {doc['memories_freed']} closed mid-burst")
     if args.shrink_queues:

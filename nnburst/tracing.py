@@ -188,7 +188,11 @@ def stop() -> Path | None:
     document = {
         "traceEvents": metadata + events,
         "displayTimeUnit": "ms",
-        "otherData": {"producer": "nnburst.tracing", "clock": "CLOCK_MONOTONIC", "dropped": dropped},
+        "otherData": {
+            "producer": "nnburst.tracing",
+            "clock": "CLOCK_MONOTONIC",
+            "dropped": dropped,
+        },
     }
     # Write then rename, so a reader never sees half a file.
     temporary = path.with_name(f".{path.name}.{pid}.tmp")
@@ -236,7 +240,10 @@ class _Span:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         _record(self._name, self._start_ns, time.monotonic_ns())
 
@@ -345,9 +352,18 @@ COLUMNS: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("io", "I/O", frozenset({Phase.INPUTS_AND_OUTPUTS})),
     ("compute", "Compute", frozenset({Phase.COMPUTATION})),
     ("results", "Results", frozenset({Phase.RESULTS})),
-    ("execution", "Ex. total", frozenset({
-        Phase.EXECUTION, Phase.INPUTS_AND_OUTPUTS, Phase.COMPUTATION, Phase.RESULTS,
-    })),
+    (
+        "execution",
+        "Ex. total",
+        frozenset(
+            {
+                Phase.EXECUTION,
+                Phase.INPUTS_AND_OUTPUTS,
+                Phase.COMPUTATION,
+                Phase.RESULTS,
+            }
+        ),
+    ),
     ("termination", "Termination", frozenset({Phase.TERMINATION})),
 )
 #: Columns whose sum is a layer's total (the execution sub-phases are inside "execution").
@@ -400,8 +416,13 @@ class Summary:
             row["total"] = plain(self.layer_total(layer))
             rows[title] = row
         rows["Total"] = {key: plain(self.column_total(key)) for key in [*keys, "total"]}
-        return {"unit": "ms", "columns": [*keys, "total"], "rows": rows,
-                "events": self.events, "ignored": self.ignored}
+        return {
+            "unit": "ms",
+            "columns": [*keys, "total"],
+            "rows": rows,
+            "events": self.events,
+            "ignored": self.ignored,
+        }
 
 
 def load(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -466,7 +487,9 @@ def summarize(events: Iterable[dict[str, Any]]) -> Summary:
                 spans.setdefault((layer, key), {}).setdefault(thread, []).append((lo, hi))
                 counts[(layer, key)] = counts.get((layer, key), 0) + 1
     cells = {
-        bucket: Cell(sum(_covered(intervals) for intervals in by_thread.values()) / 1000, counts[bucket])
+        bucket: Cell(
+            sum(_covered(intervals) for intervals in by_thread.values()) / 1000, counts[bucket]
+        )
         for bucket, by_thread in spans.items()
     }
     return Summary(cells, recognised, ignored)
@@ -486,10 +509,16 @@ def format_summary(summary: Summary) -> str:
 
     def table(value: Callable[[Cell], str]) -> list[str]:
         header = " " * label + "  ".join(f"{t:>{w}}" for t, w in zip(titles, widths))
-        lines = [(" " * indent + f"{'Execution':^{group}}").rstrip(), " " * indent + "-" * group, header]
+        lines = [
+            (" " * indent + f"{'Execution':^{group}}").rstrip(),
+            " " * indent + "-" * group,
+            header,
+        ]
         lines.append("-" * len(header))
         for layer, title in LAYERS.items():
-            cells = [summary.cell(layer, k) if k != "total" else summary.layer_total(layer) for k in keys]
+            cells = [
+                summary.cell(layer, k) if k != "total" else summary.layer_total(layer) for k in keys
+            ]
             lines.append(_row(title, label, cells, widths, value))
         lines.append(_row("Total", label, [summary.column_total(k) for k in keys], widths, value))
         return lines
@@ -509,7 +538,11 @@ def format_summary(summary: Summary) -> str:
 
 
 def _row(
-    title: str, label: int, cells: list[Cell | None], widths: list[int], value: Callable[[Cell], str]
+    title: str,
+    label: int,
+    cells: list[Cell | None],
+    widths: list[int],
+    value: Callable[[Cell], str],
 ) -> str:
     text = "  ".join(f"{'-' if c is None else value(c):>{w}}" for c, w in zip(cells, widths))
     return f"{title:<{label}}{text}"

@@ -3,6 +3,7 @@ helpers that lay its request out in shared memory."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -26,7 +27,9 @@ def add_model() -> HalModel:
         Operand(OperandInfo(OperandCode.INT32, ()), Lifetime.CONSTANT_COPY, np.array(0, np.int32)),
         Operand(tensor, Lifetime.SUBGRAPH_OUTPUT),
     ]
-    return HalModel(Subgraph(operands, [Operation(OperationCode.ADD, (0, 1, 2), (3,))], (0, 1), (3,)))
+    return HalModel(
+        Subgraph(operands, [Operation(OperationCode.ADD, (0, 1, 2), (3,))], (0, 1), (3,))
+    )
 
 
 class Pools:
@@ -41,7 +44,10 @@ class Pools:
 
     def request(self) -> Request:
         return Request(
-            [RequestArgument(False, DataLocation(0, 0, NBYTES)), RequestArgument(False, DataLocation(0, NBYTES, NBYTES))],
+            [
+                RequestArgument(False, DataLocation(0, 0, NBYTES)),
+                RequestArgument(False, DataLocation(0, NBYTES, NBYTES)),
+            ],
             [RequestArgument(False, DataLocation(1, 0, NBYTES))],
             [self.inputs, self.output],
         )
@@ -57,13 +63,24 @@ class Pools:
 
 
 class _Slow(IPreparedModel):
-    """Delays every execution: lets tests act while the server is busy."""
+    """Delays every execution: lets tests act while the server is busy.
 
-    def __init__(self, model: IPreparedModel, seconds: float) -> None:
-        self.model, self.seconds = model, seconds
+    With ``gate`` (a file path) the delay is not a time: the execution
+    creates ``gate + ".entered"`` and then waits until the file ``gate``
+    exists, so a test knows the execution is in flight and decides when it
+    ends, across processes too (see :class:`Gate`)."""
 
-    def execute_synchronously(self, request: Request, measure: MeasureTiming):  # type: ignore[no-untyped-def]
-        time.sleep(self.seconds)
+    def __init__(self, model: IPreparedModel, seconds: float, gate: str | None = None) -> None:
+        self.model, self.seconds, self.gate = model, seconds, gate
+
+    def execute_synchronously(self, request: Request, measure: MeasureTiming, **_):  # type: ignore[no-untyped-def]
+        if self.gate:
+            open(self.gate + ".entered", "w").close()
+            deadline = time.monotonic() + 120  # a guard for a test that never opens the gate
+            while not os.path.exists(self.gate) and time.monotonic() < deadline:
+                time.sleep(0.002)
+        else:
+            time.sleep(self.seconds)
         return self.model.execute_synchronously(request, measure)
 
     def configure_execution_burst(self, callback, request_channel, result_channel):  # type: ignore[no-untyped-def]
@@ -72,5 +89,22 @@ class _Slow(IPreparedModel):
         return 0, ExecutionBurstServer.create(callback, request_channel, result_channel, self)
 
 
-def slow(model: IPreparedModel, seconds: float) -> IPreparedModel:
-    return _Slow(model, seconds)
+def slow(model: IPreparedModel, seconds: float, gate: str | None = None) -> IPreparedModel:
+    return _Slow(model, seconds, gate)
+
+
+class Gate:
+    """The test's end of a gated slow model: wait for an execution to be in
+    flight, then let it finish."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def wait_entered(self) -> None:
+        deadline = time.monotonic() + 60  # a hang guard only
+        while not os.path.exists(self.path + ".entered"):
+            assert time.monotonic() < deadline, "no execution reached the gate"
+            time.sleep(0.002)
+
+    def open(self) -> None:
+        open(self.path, "w").close()

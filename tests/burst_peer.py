@@ -16,10 +16,10 @@ from nnburst.service.burst import serve_bursts
 from .burst_models import add_model, slow
 
 
-def serve(fd: str, slow_seconds: str = "0") -> None:
+def serve(fd: str, slow_seconds: str = "0", gate: str = "") -> None:
     prepared = cpu_device().prepare_model(add_model())
-    if float(slow_seconds):
-        prepared = slow(prepared, float(slow_seconds))
+    if float(slow_seconds) or gate:
+        prepared = slow(prepared, float(slow_seconds), gate or None)
     sock = socket.socket(fileno=int(fd))
     done = threading.Event()
     connection, host = serve_bursts(sock, {1: prepared}.get)

@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, settings
 from nnburst import shm
 
 settings.register_profile("default", deadline=None, max_examples=60)
-settings.register_profile("ci", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.register_profile("expensive", deadline=None, max_examples=2000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
@@ -55,5 +57,7 @@ def no_leaked_segments_or_threads():
     yield
     leaked = leaked_since(before)
     assert not leaked, f"shared-memory segments leaked: {leaked}"
-    extra = [t for t in set(threading.enumerate()) - threads_before if t.is_alive() and not t.daemon]
+    extra = [
+        t for t in set(threading.enumerate()) - threads_before if t.is_alive() and not t.daemon
+    ]
     assert not extra, f"threads left running: {extra}"

@@ -3,6 +3,11 @@
 The vectors are found through ``NNBURST_CTS_DIR`` (default: ``../shared/cts``
 next to the repository).  They are test data only and never copied into the
 project.
+
+Without the default folder the conformance tests skip ("no NNAPI conformance
+vectors found (NNBURST_CTS_DIR)" under ``pytest -ra``).  A ``NNBURST_CTS_DIR``
+that is set but holds no vectors is an error instead: a mistyped path must not
+pass as a green run with the conformance tests silently skipped.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def cts_dir() -> Path:
-    return Path(os.environ.get("NNBURST_CTS_DIR", REPO.parent / "shared" / "cts"))
+    """``$NNBURST_CTS_DIR`` if set (and not empty), else ``../shared/cts`` next to the repository."""
+    return Path(os.environ.get("NNBURST_CTS_DIR") or REPO.parent / "shared" / "cts")
 
 
 @dataclass
@@ -60,9 +66,20 @@ def _array(code: int, values: list[Any], dims: tuple[int, ...]) -> np.ndarray:
 def _info(operand: dict[str, Any]) -> OperandInfo:
     code = OperandCode(operand["type"])
     dims: tuple[int, ...] | None = tuple(operand["dimensions"])
-    if code not in (OperandCode.FLOAT32, OperandCode.INT32, OperandCode.UINT32, OperandCode.BOOL,
-                    OperandCode.FLOAT16, OperandCode.MODEL) and operand["dimensions"] == [] \
-            and Lifetime(operand["lifetime"]) not in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE):
+    if (
+        code
+        not in (
+            OperandCode.FLOAT32,
+            OperandCode.INT32,
+            OperandCode.UINT32,
+            OperandCode.BOOL,
+            OperandCode.FLOAT16,
+            OperandCode.MODEL,
+        )
+        and operand["dimensions"] == []
+        and Lifetime(operand["lifetime"])
+        not in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE)
+    ):
         dims = None
     channel = operand.get("channelQuant")
     quant = ChannelQuant(channel["channelDim"], tuple(channel["scales"])) if channel else None
@@ -126,9 +143,21 @@ def parse_vector(raw: dict[str, Any]) -> Vector:
     )
 
 
-def iter_vectors(versions: tuple[str, ...] = ("V1_0", "V1_1")) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(vector name, raw JSON) for every vector found; nothing if none are present."""
+def iter_vectors(
+    versions: tuple[str, ...] = ("V1_0", "V1_1"),
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(vector name, raw JSON) for every vector found; nothing if the default folder is absent.
+
+    Raises:
+        FileNotFoundError: ``NNBURST_CTS_DIR`` is set but none of ``versions`` is a folder in it.
+    """
     root = cts_dir()
+    if os.environ.get("NNBURST_CTS_DIR") and not any((root / v).is_dir() for v in versions):
+        raise FileNotFoundError(
+            f"NNBURST_CTS_DIR={root} holds no NNAPI conformance vectors: expected "
+            f"{' and '.join(f'{v}/*.json' for v in versions)} in it (see shared/cts/README.md); "
+            "unset NNBURST_CTS_DIR to skip the conformance tests"
+        )
     for version in versions:
         folder = root / version
         if not folder.is_dir():

@@ -26,7 +26,9 @@ def _attach(desc_hex: str) -> MessageQueue:
     return MessageQueue.attach(bytes.fromhex(desc_hex))
 
 
-def read_blocking_batches(desc_hex: str, batches: str, batch: str, timeout_ns: str = "5000000000") -> None:
+def read_blocking_batches(
+    desc_hex: str, batches: str, batch: str, timeout_ns: str = "5000000000"
+) -> None:
     """readBlocking(batch) `batches` times, checking a continuous sequence."""
     with _attach(desc_hex) as q:
         expected = 0

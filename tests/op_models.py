@@ -39,7 +39,9 @@ def model(code: OperationCode, inputs: list[Any], outputs: list[OperandInfo]) ->
     return HalModel(Subgraph(operands, [operation], tuple(model_inputs), outs))
 
 
-def run(code: OperationCode, inputs: list[Any], outputs: list[OperandInfo], *feed: Any) -> list[np.ndarray]:
+def run(
+    code: OperationCode, inputs: list[Any], outputs: list[OperandInfo], *feed: Any
+) -> list[np.ndarray]:
     return PreparedModel(model(code, inputs, outputs)).run(list(feed))
 
 

@@ -25,10 +25,16 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--duration", "0.02", "--conv-size", "8"]
 ALL_MODES = [
     "multiprocessing.Pipe",
-    "sync in-process", "async in-process", "burst in-process poll 0us", "burst in-process poll 50us",
+    "sync in-process",
+    "async in-process",
+    "burst in-process poll 0us",
+    "burst in-process poll 50us",
     "burst in-process poll 200us",
-    "sync cross-process", "async cross-process", "burst cross-process poll 0us",
-    "burst cross-process poll 50us", "burst cross-process poll 200us",
+    "sync cross-process",
+    "async cross-process",
+    "burst cross-process poll 0us",
+    "burst cross-process poll 50us",
+    "burst cross-process poll 200us",
 ]
 
 
@@ -66,8 +72,13 @@ def table_rows(out: str, title: str) -> list[str]:
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(title))
     rows = []
-    for line in lines[start + 3:]:
-        if not line.strip() or not line[0].isalpha() or line.startswith(("interrupted",)) or " modes in " in line:
+    for line in lines[start + 3 :]:
+        if (
+            not line.strip()
+            or not line[0].isalpha()
+            or line.startswith(("interrupted", "Reading:"))
+            or " modes in " in line
+        ):
             break
         rows.append(line.split("  ")[0].strip())
     return rows
@@ -84,8 +95,17 @@ def test_the_default_plan_covers_every_path_placement_and_polling_window():
 
 def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
     files = {name: tmp_path / name for name in ("bench.json", "bench.png", "bench.html")}
-    code, out, err = run(capsys, "bench", *TINY, "--json", str(files["bench.json"]),
-                         "--plot", str(files["bench.png"]), "--html", str(files["bench.html"]))
+    code, out, err = run(
+        capsys,
+        "bench",
+        *TINY,
+        "--json",
+        str(files["bench.json"]),
+        "--plot",
+        str(files["bench.png"]),
+        "--html",
+        str(files["bench.html"]),
+    )
     assert code == 0, err
     assert out.startswith("nnburst bench: how long one execution takes")
     assert "Baseline: a multiprocessing.Pipe round trip of the same bytes" in out
@@ -97,9 +117,14 @@ def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
     assert report.validate(document) == []
     assert document["benchmark"] == "runtime" and document["interrupted"] is False
     assert document["parameters"] == {
-        "models": ["add-mul", "conv"], "conv_size": 8, "iterations": None, "duration": 0.02,
-        "paths": ["sync", "async", "burst"], "placements": ["in-process", "cross-process"],
-        "pin": False, "cpus": None,
+        "models": ["add-mul", "conv"],
+        "conv_size": 8,
+        "iterations": None,
+        "duration": 0.02,
+        "paths": ["sync", "async", "burst"],
+        "placements": ["in-process", "cross-process"],
+        "pin": False,
+        "cpus": None,
     }
     rows = document["latency"]
     assert len(rows) == 22 and all(row["count"] >= 1 for row in rows)
@@ -113,7 +138,7 @@ def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
     page = files["bench.html"].read_text()
     assert page.startswith("<!DOCTYPE html>") and "conv 8x8x16" in page
     assert "burst cross-process poll 50us" in page and "usable_cpus" in page
-    assert "src=\"http" not in page  # self-contained
+    assert 'src="http' not in page  # self-contained
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -124,14 +149,31 @@ def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
 
 def test_selection_options_and_count_bound_run(capsys, tmp_path):
     path = tmp_path / "b.json"
-    code, out, err = run(capsys, "bench", "--model", "add-mul", "--paths", "burst,sync",
-                         "--cross-process", "--iterations", "7", "--pin", "--json", str(path))
+    code, out, err = run(
+        capsys,
+        "bench",
+        "--model",
+        "add-mul",
+        "--paths",
+        "burst,sync",
+        "--cross-process",
+        "--iterations",
+        "7",
+        "--pin",
+        "--json",
+        str(path),
+    )
     assert code == 0, err
     document = json.loads(path.read_text())
     assert report.validate(document) == []
     names = [row["name"] for row in document["latency"]]
-    assert names == ["multiprocessing.Pipe", "sync cross-process", "burst cross-process poll 0us",
-                     "burst cross-process poll 50us", "burst cross-process poll 200us"]
+    assert names == [
+        "multiprocessing.Pipe",
+        "sync cross-process",
+        "burst cross-process poll 0us",
+        "burst cross-process poll 50us",
+        "burst cross-process poll 200us",
+    ]
     assert {row["count"] for row in document["latency"]} == {7}
     assert document["parameters"]["duration"] is None and document["parameters"]["pin"] is True
     if len(os.sched_getaffinity(0)) >= 2:
@@ -140,9 +182,23 @@ def test_selection_options_and_count_bound_run(capsys, tmp_path):
 
 def test_python_dash_m_bench():
     done = subprocess.run(
-        [sys.executable, "-m", "nnburst", "bench", "--model", "add-mul", "--in-process",
-         "--paths", "sync", "--duration", "0.05"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "nnburst",
+            "bench",
+            "--model",
+            "add-mul",
+            "--in-process",
+            "--paths",
+            "sync",
+            "--duration",
+            "0.05",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert table_rows(done.stdout, "add+mul 3x4") == ["multiprocessing.Pipe", "sync in-process"]
@@ -161,8 +217,17 @@ def test_ctrl_c_mid_run_keeps_the_finished_rows_and_leaves_nothing(capsys, tmp_p
     monkeypatch.setattr(runtime_bench, "measure", interrupted_on_the_seventh)
     services = os.environ.get("NNBURST_SERVICES")
     path = tmp_path / "partial.json"
-    code, out, err = run(capsys, "bench", "--model", "add-mul", *TINY, "--json", str(path),
-                         "--html", str(tmp_path / "partial.html"))
+    code, out, err = run(
+        capsys,
+        "bench",
+        "--model",
+        "add-mul",
+        *TINY,
+        "--json",
+        str(path),
+        "--html",
+        str(tmp_path / "partial.html"),
+    )
     assert code == 130, err
     assert table_rows(out, "add+mul 3x4") == ALL_MODES[:6]
     assert "interrupted: 6 modes" in out
@@ -175,22 +240,51 @@ def test_ctrl_c_mid_run_keeps_the_finished_rows_and_leaves_nothing(capsys, tmp_p
     # threads and /dev/shm segments: checked by the conftest fixture
 
 
+def threads(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/task").iterdir()))
+
+
 def test_sigint_to_the_command_stops_it_cleanly(tmp_path):
+    """Ctrl-C while the third mode (async in-process) is measuring, found
+    from outside without a guess at this machine's speed: the first mode
+    (the Pipe baseline) is the only one with a child process, and the third
+    is the first to start a runtime worker thread.  Each mode measures for
+    3 s, so the signal lands inside it."""
     path = tmp_path / "partial.json"
     process = subprocess.Popen(
-        [sys.executable, "-m", "nnburst", "bench", "--model", "add-mul", "--duration", "0.4",
-         "--json", str(path)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "nnburst",
+            "bench",
+            "--model",
+            "add-mul",
+            "--duration",
+            "3",
+            "--json",
+            str(path),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     try:
-        assert process.stdout is not None
-        for line in process.stdout:  # the header is out: the run has started
-            if line.startswith("Each mode:"):
-                break
-        time.sleep(2.0)  # inside the in-process modes
+        deadline = time.monotonic() + 120  # guards against a hang only
+
+        def wait_for(condition, what: str) -> None:
+            while not condition():
+                assert process.poll() is None, f"the run ended early: {process.communicate()}"
+                assert time.monotonic() < deadline, f"{what} never happened"
+                time.sleep(0.02)
+
+        wait_for(lambda: children(process.pid), "the Pipe peer's start")
+        wait_for(lambda: not children(process.pid), "the Pipe peer's exit")
+        in_sync_mode = threads(process.pid)
+        wait_for(lambda: threads(process.pid) > in_sync_mode, "the async mode's worker thread")
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        out, err = process.communicate(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
@@ -199,8 +293,10 @@ def test_sigint_to_the_command_stops_it_cleanly(tmp_path):
     assert "interrupted:" in out and "Traceback" not in err
     document = json.loads(path.read_text())
     assert report.validate(document) == [] and document["interrupted"] is True
-    assert 1 <= len(document["latency"]) < 9
-    time.sleep(0.2)
+    assert 2 <= len(document["latency"]) < 9
+    deadline = time.monotonic() + 30  # only a guard against a hang: the children exit on their own
+    while processes_mentioning(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert processes_mentioning(str(tmp_path)) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["partial.json"]  # no service directory
 
@@ -233,7 +329,10 @@ def test_unwritable_outputs_fail_before_running(capsys, tmp_path):
 
 
 def test_hal_and_burst_name_the_hal_level_benchmark(capsys, tmp_path, monkeypatch):
-    rows = [LatencyStats.from_ns(name, [1000, 2000]) for name in ("sync in-process", "multiprocessing.Pipe")]
+    rows = [
+        LatencyStats.from_ns(name, [1000, 2000])
+        for name in ("sync in-process", "multiprocessing.Pipe")
+    ]
     monkeypatch.setattr(burst_latency, "run", lambda iterations: rows)
     for what in ("hal", "burst"):
         path = tmp_path / f"{what}.json"
@@ -245,11 +344,17 @@ def test_hal_and_burst_name_the_hal_level_benchmark(capsys, tmp_path, monkeypatc
 
 
 def test_validate_checks_runtime_documents():
-    result = runtime_bench.Result(runtime_bench.Settings(), [], interrupted=True, seconds=0.5, cpus=None)
+    result = runtime_bench.Result(
+        runtime_bench.Settings(), [], interrupted=True, seconds=0.5, cpus=None
+    )
     good = report.build_runtime(result)
     assert report.validate(good) == []
-    bad = {**good, "interrupted": "yes", "parameters": {**good["parameters"], "pin": 1},
-           "latency": [{"name": "x", "count": 1}]}
+    bad = {
+        **good,
+        "interrupted": "yes",
+        "parameters": {**good["parameters"], "pin": 1},
+        "latency": [{"name": "x", "count": 1}],
+    }
     problems = report.validate(bad)
     assert any(p.startswith("interrupted:") for p in problems)
     assert "parameters.pin: expected bool, got int" in problems

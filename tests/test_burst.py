@@ -34,24 +34,39 @@ from nnburst.hal.types import (
 )
 from nnburst.service.burst import RemoteBurstClient, RemoteBurstModel
 
-from .burst_models import Pools, add_model, slow
+from .burst_models import Gate, Pools, add_model, slow
 from .peers import MODES, Peer
 
 
 class Driver:
-    def __init__(self, prepared, peer: Peer | None = None, client: RemoteBurstClient | None = None) -> None:
+    def __init__(
+        self, prepared, peer: Peer | None = None, client: RemoteBurstClient | None = None
+    ) -> None:
         self.prepared, self.peer, self.client = prepared, peer, client
 
 
 @contextmanager
-def open_driver(mode: str, slow_seconds: float = 0.0):
+def open_driver(mode: str, slow_seconds: float = 0.0, gate: Gate | None = None):
+    """The test model's driver in a thread or a process; ``gate`` holds
+    every execution until the test opens it (see burst_models.Gate)."""
+    gate_path = gate.path if gate else ""
     if mode == "thread":
         prepared = cpu_device().prepare_model(add_model())
-        yield Driver(slow(prepared, slow_seconds) if slow_seconds else prepared)
+        yield Driver(
+            slow(prepared, slow_seconds, gate_path or None) if slow_seconds or gate else prepared
+        )
         return
     ours, theirs = socket.socketpair()
-    peer = Peer("process", "serve", theirs.fileno(), slow_seconds, module="tests.burst_peer",
-                pass_fds=(theirs.fileno(),), capture_stdout=True)
+    peer = Peer(
+        "process",
+        "serve",
+        theirs.fileno(),
+        slow_seconds,
+        gate_path,
+        module="tests.burst_peer",
+        pass_fds=(theirs.fileno(),),
+        capture_stdout=True,
+    )
     theirs.close()
     try:
         assert peer.readline() == "ready"
@@ -119,9 +134,7 @@ def test_polling_window_gives_the_same_results(driver, pools):
 
 def raw_round_trip(controller, packet: np.ndarray):
     """Send a packet as is (VTS's sender->sendPacket), return the parsed result."""
-    controller._request_words[: 6 * len(packet)] = packet.view("<u4")
-    received = controller._round_trip(len(packet))
-    return deserialize_result(controller._result_buffer[:received])
+    return deserialize_result(controller.send_packet(packet))
 
 
 BAD_DATUMS = [
@@ -150,7 +163,9 @@ def test_every_removed_inserted_and_mutated_datum_is_rejected_and_the_burst_surv
     """VTS validateBurstSerialization."""
     with ExecutionBurstController.create(driver.prepared) as controller:
         slots = controller.slots.get_slots(pools.request().pools, pools.keys)
-        valid = serialize_request(pools.request(), MeasureTiming.YES, slots).view("<u4").reshape(-1, 6)
+        valid = (
+            serialize_request(pools.request(), MeasureTiming.YES, slots).view("<u4").reshape(-1, 6)
+        )
         variants = []
         for i in range(len(valid)):
             variants.append(np.delete(valid, i, axis=0))
@@ -184,8 +199,10 @@ def test_a_result_larger_than_the_result_channel_gives_an_error_not_a_hang(drive
 def test_result_padding_from_the_server_is_zero(driver, pools):
     """VTS validateBurstSanitized, on the raw bytes the server wrote."""
     with ExecutionBurstController.create(driver.prepared) as controller:
-        assert_served(controller, pools)
-        raw = controller._result_buffer.view(np.uint8).reshape(-1, 24)[:5]
+        run(controller, pools)  # gives the pools their slots
+        slots = controller.slots.get_slots(pools.request().pools, pools.keys)
+        reply = controller.send_packet(serialize_request(pools.request(), MeasureTiming.NO, slots))
+        raw = reply.view(np.uint8).reshape(-1, 24)[:5]
         assert raw[1, 0] == 1  # operandInformation
         assert not raw[1, 9:12].any()
         assert not raw[:, 1:8].any()
@@ -200,7 +217,9 @@ def test_a_request_invalid_for_the_model_is_invalid_argument(driver, pools, drop
             request.inputs = request.inputs[:1]
         else:
             request.outputs = []
-        status, shapes, timing, fallback = controller.compute(request, MeasureTiming.YES, pools.keys)
+        status, shapes, timing, fallback = controller.compute(
+            request, MeasureTiming.YES, pools.keys
+        )
         assert (status, shapes, fallback) == (ErrorStatus.INVALID_ARGUMENT, [], False)
         assert timing == Timing(NO_TIMING_US, NO_TIMING_US)
         controller.free_memory(pools.keys[0])
@@ -211,7 +230,12 @@ def test_a_request_invalid_for_the_model_is_invalid_argument(driver, pools, drop
 
 @pytest.mark.parametrize(
     "location",
-    [DataLocation(0, 90, 48), DataLocation(0, 2**32 - 1, 48), DataLocation(5, 0, 48), DataLocation(0, 0, 47)],
+    [
+        DataLocation(0, 90, 48),
+        DataLocation(0, 2**32 - 1, 48),
+        DataLocation(5, 0, 48),
+        DataLocation(0, 0, 47),
+    ],
     ids=["past-the-pool", "huge-offset", "no-such-pool", "short"],
 )
 def test_bad_locations_are_rejected_without_reading_outside_the_pool(driver, pools, location):
@@ -250,7 +274,9 @@ def test_memory_freed_mid_burst_is_fetched_again_when_reused(driver, pools):
             request.pools = [pools.inputs, fresh.output]
             pools.a[:] = 1
             pools.b[:] = 2
-            status, _, _, _ = controller.compute(request, MeasureTiming.NO, [pools.inputs, fresh.output])
+            status, _, _, _ = controller.compute(
+                request, MeasureTiming.NO, [pools.inputs, fresh.output]
+            )
             assert status == ErrorStatus.NONE
             assert np.all(fresh.c == 3)
         finally:
@@ -272,35 +298,42 @@ def test_slots_are_reused_last_freed_first():
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_one_execution_in_flight_at_a_time(mode):
-    with open_driver(mode, slow_seconds=0.3) as d, ExecutionBurstController.create(d.prepared) as controller:
+def test_one_execution_in_flight_at_a_time(mode, tmp_path):
+    gate = Gate(str(tmp_path / "gate"))
+    with (
+        open_driver(mode, gate=gate) as d,
+        ExecutionBurstController.create(d.prepared) as controller,
+    ):
         p = Pools()
         results = []
         thread = threading.Thread(target=lambda: results.append(run(controller, p)))
         thread.start()
-        time.sleep(0.1)
+        gate.wait_entered()  # the first execution is in the driver and stays there
         with pytest.raises(BadStateError):
             run(controller, p)
-        thread.join(5)
+        gate.open()
+        thread.join(30)
         assert results[0][0] == ErrorStatus.NONE
         p.close()
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_closing_the_controller_releases_a_blocked_compute(mode):
-    with open_driver(mode, slow_seconds=2.0) as d:
+def test_closing_the_controller_releases_a_blocked_compute(mode, tmp_path):
+    """The driver holds the execution until the gate opens, which happens
+    only after the compute returned: only close() can have released it."""
+    gate = Gate(str(tmp_path / "gate"))
+    with open_driver(mode, gate=gate) as d:
         controller = ExecutionBurstController.create(d.prepared)
         p = Pools()
         results = []
         thread = threading.Thread(target=lambda: results.append(run(controller, p)))
         thread.start()
-        time.sleep(0.2)
-        start = time.monotonic()
+        gate.wait_entered()
         controller.close()
-        thread.join(5)
+        thread.join(30)  # a hang guard
         assert not thread.is_alive()
         assert results[0][0] == ErrorStatus.DEVICE_UNAVAILABLE
-        assert time.monotonic() - start < 3.5
+        gate.open()
         with pytest.raises(ClosedResourceError):
             run(controller, p)
         p.close()
@@ -312,7 +345,9 @@ def test_closing_the_server_side_releases_the_client():
 
     class Capture:
         def configure_execution_burst(self, callback, request_channel, result_channel):
-            status, context = prepared.configure_execution_burst(callback, request_channel, result_channel)
+            status, context = prepared.configure_execution_burst(
+                callback, request_channel, result_channel
+            )
             contexts.append(context)
             return status, context
 
@@ -334,7 +369,9 @@ def test_dropping_the_context_stops_the_worker():
     from nnburst.fmq import MessageQueue
 
     with MessageQueue(REQUEST_DATUM, 16) as requests, MessageQueue(RESULT_DATUM, 16) as results:
-        status, context = prepared.configure_execution_burst(slots, requests.descriptor, results.descriptor)
+        status, context = prepared.configure_execution_burst(
+            slots, requests.descriptor, results.descriptor
+        )
         assert status == ErrorStatus.NONE
         worker = context._worker.thread
         assert worker.is_alive()
@@ -343,18 +380,22 @@ def test_dropping_the_context_stops_the_worker():
         assert not worker.is_alive()
 
 
-def test_killing_the_service_mid_compute_returns_within_a_second():
-    with open_driver("process", slow_seconds=5.0) as d:
+def test_killing_the_service_mid_compute_releases_the_compute(tmp_path):
+    """The gate never opens: the compute can only end because the service died."""
+    gate = Gate(str(tmp_path / "gate"))
+    with open_driver("process", gate=gate) as d:
         p = Pools()
         controller = ExecutionBurstController.create(d.prepared)
-        killer = threading.Timer(0.3, os.kill, (d.peer.pid, signal.SIGKILL))
+
+        def kill_when_in_flight() -> None:
+            gate.wait_entered()
+            os.kill(d.peer.pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_when_in_flight)
         killer.start()
-        start = time.monotonic()
         status, shapes, _, fallback = run(controller, p)
-        elapsed = time.monotonic() - start - 0.3
-        killer.join()
+        killer.join(30)
         assert status == ErrorStatus.DEVICE_UNAVAILABLE and not fallback
-        assert elapsed < 1.0
         controller.close()
         p.close()
 
@@ -384,9 +425,47 @@ def test_request_pools_that_cannot_cross_a_process_boundary_are_refused():
     with open_driver("process") as d, ExecutionBurstController.create(d.prepared) as controller:
         buffer = np.zeros(144, np.uint8)
         request = Request(
-            [RequestArgument(False, DataLocation(0, 0, 48)), RequestArgument(False, DataLocation(0, 48, 48))],
+            [
+                RequestArgument(False, DataLocation(0, 0, 48)),
+                RequestArgument(False, DataLocation(0, 48, 48)),
+            ],
             [RequestArgument(False, DataLocation(0, 96, 48))],
             [buffer],
         )
         status, _, _, _ = controller.compute(request, MeasureTiming.NO, [id(buffer)])
         assert status == ErrorStatus.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_result_past_the_deadline_is_missed_then_dropped_before_the_next_request(
+    mode, pools, tmp_path
+):
+    """set_timeout's rule on the FMQ path: the controller stops waiting at the deadline, and
+    the late result is read and dropped before the next request, so none is mistaken for another's."""
+    gate = Gate(str(tmp_path / "gate"))  # the driver holds the first execution past its deadline
+    with (
+        open_driver(mode, gate=gate) as d,
+        ExecutionBurstController.create(d.prepared) as controller,
+    ):
+        pools.a[:] = np.arange(12, dtype=np.float32).reshape(3, 4)
+        pools.b[:] = 0.5
+        soon = time.monotonic_ns() + 10_000_000
+        status, shapes, timing, fallback = controller.compute(
+            pools.request(), MeasureTiming.YES, pools.keys, soon
+        )
+        assert (status, shapes, timing, fallback) == (
+            ErrorStatus.MISSED_DEADLINE_TRANSIENT,
+            [],
+            Timing(),
+            False,
+        )
+        # Still owed, and this deadline has passed: nothing is sent.
+        passed = time.monotonic_ns() - 1
+        assert controller.compute(pools.request(), MeasureTiming.NO, pools.keys, passed)[0] == (
+            ErrorStatus.MISSED_DEADLINE_TRANSIENT
+        )
+        gate.open()  # the late result comes back now; the next request must not take it
+        pools.b[:] = 2.0
+        status, shapes, _, _ = controller.compute(pools.request(), MeasureTiming.NO, pools.keys)
+        assert status == ErrorStatus.NONE
+        assert np.array_equal(pools.c, np.arange(12).reshape(3, 4) + 2.0)

@@ -54,8 +54,13 @@ def test_devices_json(capsys):
 
 
 def test_python_dash_m_devices():
-    done = subprocess.run([sys.executable, "-m", "nnburst", "devices"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "nnburst", "devices"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "nnburst-reference" in done.stdout
 
@@ -79,8 +84,10 @@ def test_bench_fmq_json_follows_the_documented_schema(capsys, tmp_path):
 
 def test_bench_burst_json(capsys, tmp_path, monkeypatch):
     # The CLI's part only: the burst benchmark itself is exercised by bench/ and its own tests.
-    rows = [LatencyStats.from_ns(name, [1000, 2000, 3000])
-            for name in ("sync in-process", "multiprocessing.Pipe")]
+    rows = [
+        LatencyStats.from_ns(name, [1000, 2000, 3000])
+        for name in ("sync in-process", "multiprocessing.Pipe")
+    ]
     monkeypatch.setattr(burst_latency, "run", lambda iterations: rows)
     path = tmp_path / "bench.json"
     code, out, err = run(capsys, "bench", "burst", "--iterations", "3", "--json", str(path))
@@ -164,8 +171,13 @@ def test_trace_summarize_bad_files(capsys, tmp_path, content, message):
 
 
 def test_bad_arguments_exit_with_usage(capsys):
-    for argv in (["bench", "--iterations", "0"], ["bench", "--iterations", "many"],
-                 ["trace"], ["frobnicate"], []):
+    for argv in (
+        ["bench", "--iterations", "0"],
+        ["bench", "--iterations", "many"],
+        ["trace"],
+        ["frobnicate"],
+        [],
+    ):
         code, _, err = run(capsys, *argv)
         assert code == 2, argv
         assert "usage: nnburst" in err and "Traceback" not in err

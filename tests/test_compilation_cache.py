@@ -26,7 +26,9 @@ def conv_model():
     out = model.add_operand(nn.OperandType(T.TENSOR_FLOAT32, (1, 16, 16, 32)))
     model.set_operand_value(weights, rng.standard_normal((32, 3, 3, 16)).astype(np.float32))
     model.set_operand_value(bias, rng.standard_normal(32).astype(np.float32))
-    for operand, value in zip(scalars, (1, 1, 1, 1, 2, 2, 2, 2, 2, 0)):  # SAME,1,1,RELU | VALID,2,2,2,2,NONE
+    for operand, value in zip(
+        scalars, (1, 1, 1, 1, 2, 2, 2, 2, 2, 0)
+    ):  # SAME,1,1,RELU | VALID,2,2,2,2,NONE
         model.set_operand_value(operand, np.int32(value))
     model.add_operation(nn.OperationCode.CONV_2D, [image, weights, bias, *scalars[:4]], [conv])
     model.add_operation(nn.OperationCode.MAX_POOL_2D, [conv, *scalars[4:]], [out])
@@ -41,7 +43,9 @@ def compile_and_run(model, cache_dir, token=TOKEN):
     compilation.finish()
     out = np.empty((1, 16, 16, 32), np.float32)
     execution = nn.Execution(compilation)
-    execution.set_input(0, np.linspace(-1, 1, 32 * 32 * 16, dtype=np.float32).reshape(1, 32, 32, 16))
+    execution.set_input(
+        0, np.linspace(-1, 1, 32 * 32 * 16, dtype=np.float32).reshape(1, 32, 32, 16)
+    )
     execution.set_output(0, out)
     execution.compute()
     hit = compilation._prepared.cache_hit
@@ -64,13 +68,17 @@ def counted_validations(monkeypatch):
             calls.append(sig.code)
             return registration.validate(sig)
 
-        return registry.OperationRegistration(registration.code, validate, registration.execute, registration.prepare)
+        return registry.OperationRegistration(
+            registration.code, validate, registration.execute, registration.prepare
+        )
 
     monkeypatch.setattr("nnburst.cpu.executor.lookup", lookup)
     return calls
 
 
-def test_second_compilation_uses_the_cache_and_gives_the_same_results(tmp_path, counted_validations):
+def test_second_compilation_uses_the_cache_and_gives_the_same_results(
+    tmp_path, counted_validations
+):
     model = conv_model()
     first, hit = compile_and_run(model, tmp_path)
     assert not hit and counted_validations
@@ -126,4 +134,6 @@ def test_cached_states_only_rebuild_driver_dataclasses():
     with pytest.raises(ValueError):
         compilation_cache._decode({"dataclass": "os:system", "fields": {}}, {})
     with pytest.raises(ValueError):
-        compilation_cache._decode({"dataclass": "nnburst.cpu.registry:OperationRegistration", "fields": {}}, {})
+        compilation_cache._decode(
+            {"dataclass": "nnburst.cpu.registry:OperationRegistration", "fields": {}}, {}
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import nnburst as nn
 from nnburst.codes import ErrorStatus
 from nnburst.cpu.driver import FEATURE_LEVEL, CpuPreparedModel
 from nnburst.hal.interfaces import IDevice, IPreparedModel
+from nnburst.hal.memory import MappedMemory
 from nnburst.hal.types import (
     NO_TIMING,
     DataLocation,
@@ -166,10 +168,13 @@ def test_bytes_input_and_bytearray_output():
     )
 
 
-def test_input_arrays_are_converted_when_safe():
-    execution, out = example_execution(compiled(), X.astype(np.float64))
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.int64, np.uint8])
+def test_numeric_input_arrays_are_converted_for_a_float_operand(dtype):
+    """numpy's same-kind rule: any number goes into a float operand."""
+    values = np.arange(12).reshape(3, 4)
+    execution, out = example_execution(compiled(), values.astype(dtype))
     execution.compute()
-    np.testing.assert_allclose(out, example_expected(X), rtol=1e-6)
+    np.testing.assert_allclose(out, example_expected(values.astype(np.float32)), rtol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -177,7 +182,7 @@ def test_input_arrays_are_converted_when_safe():
     [
         lambda e: e.set_input(1, X),  # no such input
         lambda e: e.set_input(0, X[:2]),  # shape conflicts with [3][4]
-        lambda e: e.set_input(0, X.astype(np.int32)),  # int32 -> float32 is not a safe cast
+        lambda e: e.set_input(0, X.astype(np.complex64)),  # complex numbers have no operand type
         lambda e: e.set_input(0, X.tobytes()[:40]),  # wrong byte length
         lambda e: e.set_input(0, X, nn.OperandType(nn.OperandCode.TENSOR_INT32, (3, 4))),
         lambda e: e.set_input(0, nn.Memory.create_shared(48)),  # memories go through *_from_memory
@@ -190,7 +195,7 @@ def test_input_arrays_are_converted_when_safe():
     ids=[
         "bad-index",
         "bad-shape",
-        "unsafe-cast",
+        "complex-data",
         "short-bytes",
         "other-type",
         "memory-object",
@@ -432,7 +437,7 @@ def test_compilation_lifecycle():
         compilation.finish,
         lambda: compilation.set_preference(nn.PreferenceCode.LOW_POWER),
         lambda: compilation.set_priority(nn.PriorityCode.HIGH),
-        lambda: compilation.set_caching("/tmp", bytes(32)),
+        lambda: compilation.set_caching(".", bytes(32)),
     ):
         with raises(nn.ResultCode.BAD_STATE):
             call()
@@ -442,21 +447,21 @@ def test_compilation_lifecycle():
         nn.Execution(compilation)
 
 
-def test_compilation_settings_are_validated():
+def test_compilation_settings_are_validated(tmp_path):
     compilation = nn.Compilation(build_example())
     with raises(nn.ResultCode.BAD_DATA):
         compilation.set_preference(7)
     with raises(nn.ResultCode.BAD_DATA):
         compilation.set_priority(42)
     with raises(nn.ResultCode.BAD_DATA):
-        compilation.set_caching("/tmp", b"short")
+        compilation.set_caching(".", b"short")
     with raises(nn.ResultCode.UNEXPECTED_NULL):
-        compilation.set_caching("/tmp", None)
+        compilation.set_caching(".", None)
     with raises(nn.ResultCode.BAD_DATA):
         compilation.set_timeout(1_000_000)  # needs exactly one explicit device
     compilation.set_preference(nn.PreferenceCode.SUSTAINED_SPEED)
     compilation.set_priority(nn.PriorityCode.LOW)
-    compilation.set_caching("/tmp", bytes(range(32)))
+    compilation.set_caching(str(tmp_path), bytes(range(32)))  # finish writes the cache there
     compilation.finish()
     single = nn.Compilation(build_example(), [cpu()])
     single.set_timeout(10**9)
@@ -557,7 +562,7 @@ class _Failing(IPreparedModel):
     def __init__(self, status: ErrorStatus) -> None:
         self.status = status
 
-    def execute_synchronously(self, request, measure):
+    def execute_synchronously(self, request, measure, **_):
         return self.status, [], NO_TIMING
 
     def configure_execution_burst(self, callback, request_channel, result_channel):
@@ -572,7 +577,7 @@ class _Gate(IPreparedModel):
         self.open = threading.Event()
         self.entered = threading.Event()
 
-    def execute_synchronously(self, request, measure):
+    def execute_synchronously(self, request, measure, **_):
         self.entered.set()
         assert self.open.wait(5)
         return self.inner.execute_synchronously(request, measure)
@@ -589,13 +594,15 @@ class _RecordingController:
         self.prepared = prepared
         self.fallback = fallback
         self.keys: list[list] = []
+        self.deadlines: list[int | None] = []
         self.freed: list = []
         self.closed = 0
 
-    def compute(self, request, measure, memory_keys):
-        assert all(isinstance(pool, nn.Memory) for pool in request.pools)
+    def compute(self, request, measure, memory_keys, deadline_ns=None):
+        assert all(isinstance(pool, MappedMemory) for pool in request.pools)
         assert len(memory_keys) == len(request.pools)
         self.keys.append(list(memory_keys))
+        self.deadlines.append(deadline_ns)
         if self.fallback:
             return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING, True
         return (*self.prepared.execute_synchronously(request, measure), False)
@@ -646,6 +653,20 @@ def test_burst_stages_arrays_and_passes_memories_in_place():
     assert staging.closed
 
 
+def test_set_timeout_bounds_the_burst_round_trip():
+    compilation = compiled()  # for exactly one device: timeouts are allowed
+    with recording_burst(compilation) as burst:
+        execution, _ = example_execution(compilation)
+        execution.burst_compute(burst)
+        execution, _ = example_execution(compilation)
+        execution.set_timeout(60 * 10**9)
+        before = time.monotonic_ns()
+        execution.burst_compute(burst)
+        controller = burst._controller
+    assert controller.deadlines[0] is None
+    assert before + 60 * 10**9 <= controller.deadlines[1] <= time.monotonic_ns() + 60 * 10**9
+
+
 def test_burst_falls_back_to_execute_synchronously():
     compilation = compiled()
     with recording_burst(compilation, fallback=True) as burst:
@@ -688,7 +709,7 @@ def test_burst_rules():
             execution.burst_compute(None)
         execution, out = example_execution(compilation)
         # burst._lock held: as if another thread were computing through this burst.
-        with burst._lock, raises(nn.ResultCode.BAD_STATE):
+        with burst._guard, raises(nn.ResultCode.BAD_STATE):
             execution.burst_compute(burst)
         execution.burst_compute(burst)  # the refused execution is still usable
         np.testing.assert_allclose(out, example_expected(X), rtol=1e-6)

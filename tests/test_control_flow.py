@@ -6,7 +6,6 @@ expectations are plain Python/numpy loops written independently here.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -16,9 +15,12 @@ import nnburst as nn
 from nnburst.codes import ErrorStatus
 from nnburst.cpu import driver as cpu_driver
 from nnburst.cpu.driver import cpu_device
+from nnburst.cpu.ops import control_flow
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
-from nnburst.hal.types import MeasureTiming, Request
+from nnburst.hal.types import DataLocation, MeasureTiming, Request, RequestArgument
 from nnburst.operands import OperandInfo
+
+from .blocking import SteppingClock
 
 OC = nn.OperandCode
 Op = nn.OperationCode
@@ -379,6 +381,48 @@ def test_int32_counters_and_bool8_conditions() -> None:
 
 
 # -- loop timeouts ----------------------------------------------------------------------------
+#
+# No wall clock: the CPU driver and the WHILE operation read time through a
+# SteppingClock that moves on by a fixed step at every read, so a loop
+# times out after a known amount of (fake) time whatever the machine's load,
+# and a test can tell a 1 s deadline from a 2 s one exactly.
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> SteppingClock:
+    fake = SteppingClock(10_000_000)  # 10 ms per read: a WHILE iteration reads it once
+    monkeypatch.setattr(cpu_driver, "time", fake)
+    monkeypatch.setattr(control_flow, "time", fake)
+    return fake
+
+
+def loop_timeouts_reaching_the_driver(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """Records the ``loop_timeout_ns`` each CPU execution receives."""
+    seen: list[int | None] = []
+    original = cpu_driver.CpuPreparedModel.execute_synchronously
+
+    def recording(self, request, measure, *, deadline_ns=None, loop_timeout_ns=None):  # type: ignore[no-untyped-def]
+        seen.append(loop_timeout_ns)
+        return original(
+            self, request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns
+        )
+
+    monkeypatch.setattr(cpu_driver.CpuPreparedModel, "execute_synchronously", recording)
+    return seen
+
+
+def timed_out_after(clock: SteppingClock, fn: Callable[[], object]) -> int:
+    """Runs ``fn``, which must fail with MISSED_DEADLINE_TRANSIENT; returns
+    the fake nanoseconds that passed."""
+    start = clock.now
+    raises(nn.ResultCode.MISSED_DEADLINE_TRANSIENT, fn)
+    return clock.now - start
+
+
+def counter_inputs(n: int) -> list[np.ndarray]:
+    return [np.array([0], np.int32), np.array([n], np.int32)]
+
+
 def test_loop_timeout_defaults() -> None:
     assert nn.get_default_loop_timeout() == 2_000_000_000
     assert nn.get_maximum_loop_timeout() == 15_000_000_000
@@ -387,24 +431,61 @@ def test_loop_timeout_defaults() -> None:
     raises(nn.ResultCode.BAD_DATA, lambda: execution.set_loop_timeout(-1))
 
 
-@pytest.mark.parametrize("how", ["compute", "start_compute"])
-def test_infinite_loop_times_out_and_the_process_stays_healthy(how: str) -> None:
-    compilation = compiled(counter_model())
-    start = time.monotonic()
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [
+        (None, 2_000_000_000),
+        (5_000_000_000, 5_000_000_000),
+        (15_000_000_000, 15_000_000_000),
+        (15_000_000_001, 15_000_000_000),
+        (10**12, 15_000_000_000),
+    ],
+)
+def test_set_loop_timeout_reaches_the_driver_clamped_to_15_s(
+    monkeypatch, requested, expected
+) -> None:
+    seen = loop_timeouts_reaching_the_driver(monkeypatch)
     out = np.zeros(1, np.int32)
-    raises(
-        nn.ResultCode.MISSED_DEADLINE_TRANSIENT,
-        lambda: run(
-            compilation,
-            [np.array([0], np.int32), np.array([BIG], np.int32)],
-            [out],
-            how,
-            50_000_000,
-        ),
+    run(compiled(counter_model()), counter_inputs(0), [out], loop_timeout_ns=requested)
+    assert seen == [expected]
+
+
+def test_a_loop_runs_for_at_most_15_s_whatever_set_loop_timeout_asked(clock) -> None:
+    out = np.zeros(1, np.int32)
+    compilation = compiled(counter_model())
+    elapsed = timed_out_after(
+        clock, lambda: run(compilation, counter_inputs(BIG), [out], loop_timeout_ns=10**12)
     )
-    assert time.monotonic() - start < 1.0
+    assert 15_000_000_000 <= elapsed <= 15_000_000_000 + 20 * clock.step_ns
+
+
+def test_the_driver_clamps_a_loop_timeout_it_is_given_directly(clock) -> None:
+    prepared = cpu_device().prepare_model(counter_model().hal_model)
+    pool = np.array([0, BIG, 0], np.int32)
+    request = Request(
+        [
+            RequestArgument(False, DataLocation(0, 0, 4)),
+            RequestArgument(False, DataLocation(0, 4, 4)),
+        ],
+        [RequestArgument(False, DataLocation(0, 8, 4))],
+        [pool],
+    )
+    start = clock.now
+    status, _, _ = prepared.execute_synchronously(request, MeasureTiming.NO, loop_timeout_ns=10**12)
+    assert status == ErrorStatus.MISSED_DEADLINE_TRANSIENT
+    assert 15_000_000_000 <= clock.now - start <= 15_000_000_000 + 20 * clock.step_ns
+
+
+@pytest.mark.parametrize("how", ["compute", "start_compute"])
+def test_infinite_loop_times_out_and_the_process_stays_healthy(clock, how: str) -> None:
+    compilation = compiled(counter_model())
+    out = np.zeros(1, np.int32)
+    elapsed = timed_out_after(
+        clock, lambda: run(compilation, counter_inputs(BIG), [out], how, 50_000_000)
+    )
+    assert 50_000_000 <= elapsed <= 50_000_000 + 20 * clock.step_ns
     # The same compilation, and others, still work.
-    run(compilation, [np.array([0], np.int32), np.array([5], np.int32)], [out], how, 50_000_000)
+    run(compilation, counter_inputs(5), [out], how, 1_000_000_000)
     assert out[0] == 5
     fib = np.zeros(2, np.float32)
     run(
@@ -415,38 +496,71 @@ def test_infinite_loop_times_out_and_the_process_stays_healthy(how: str) -> None
     np.testing.assert_array_equal(fib, [5, 5])
 
 
-def test_infinite_loop_through_a_burst_stops_at_the_default_timeout() -> None:
+def test_infinite_loop_through_a_burst_stops_at_the_default_timeout(clock) -> None:
     """Burst packets carry no loop timeout: the driver's 2 s default still ends the loop."""
     compilation = compiled(counter_model())
     out = np.zeros(1, np.int32)
     with nn.Burst(compilation) as burst:
-        start = time.monotonic()
-        raises(
-            nn.ResultCode.MISSED_DEADLINE_TRANSIENT,
-            lambda: run(
-                compilation,
-                [np.array([0], np.int32), np.array([BIG], np.int32)],
-                [out],
-                "burst",
-                burst=burst,
-            ),
+        elapsed = timed_out_after(
+            clock, lambda: run(compilation, counter_inputs(BIG), [out], "burst", burst=burst)
         )
-        assert 1.5 < time.monotonic() - start < 4.0
-        run(
-            compilation,
-            [np.array([0], np.int32), np.array([3], np.int32)],
-            [out],
-            "burst",
-            burst=burst,
-        )
+        assert 2_000_000_000 <= elapsed <= 2_000_000_000 + 20 * clock.step_ns
+        run(compilation, counter_inputs(3), [out], "burst", burst=burst)
         assert out[0] == 3
+
+
+def while_around_a_counter(inner_n: int) -> nn.Model:
+    """WHILE j < n: total += (an inner WHILE counting to ``inner_n``); j += 1."""
+    cond = Graph()
+    total, j, n = cond.operand(I32), cond.operand(I32), cond.operand(I32)
+    cond_model = cond.done([total, j, n], [cond.op(Op.LESS, [j, n], BOOL8)])
+    inner_cond, inner_body = _counter_parts()
+    body = Graph()
+    total, j, n = body.operand(I32), body.operand(I32), body.operand(I32)
+    zero, limit = body.const(I32, [0]), body.const(I32, [inner_n])
+    counted = body.op(Op.WHILE, [body.ref(inner_cond), body.ref(inner_body), zero, limit], I32)
+    new_total = body.binary(Op.ADD, total, counted, I32)
+    new_j = body.binary(Op.ADD, j, body.const(I32, [1]), I32)
+    body_model = body.done([total, j, n], [new_total, new_j])
+    main = Graph()
+    n = main.operand(I32)
+    out = main.op(
+        Op.WHILE,
+        [main.ref(cond_model), main.ref(body_model), main.const(I32, [0]), main.const(I32, [0]), n],
+        I32,
+    )
+    return main.done([n], [out])
+
+
+def test_a_nested_while_may_use_the_whole_outer_loop_timeout(clock) -> None:
+    """The inner loop alone runs 3 s (300 reads of a 10 ms clock), longer
+    than a fresh 2 s default: it finishes only if it shares the outer
+    execution's 10 s deadline."""
+    out = np.zeros(1, np.int32)
+    run(
+        compiled(while_around_a_counter(300)),
+        [np.array([1], np.int32)],
+        [out],
+        loop_timeout_ns=10_000_000_000,
+    )
+    assert out[0] == 300
+
+
+def test_a_nested_while_stops_at_the_outer_deadline_not_a_fresh_one(clock) -> None:
+    """An endless inner loop under a 1 s outer timeout fails after 1 s, not
+    after a new 2 s (or a new 1 s) of its own."""
+    compilation = compiled(while_around_a_counter(BIG))
+    out = np.zeros(1, np.int32)
+    elapsed = timed_out_after(
+        clock,
+        lambda: run(compilation, [np.array([1], np.int32)], [out], loop_timeout_ns=1_000_000_000),
+    )
+    assert 1_000_000_000 <= elapsed <= 1_000_000_000 + 20 * clock.step_ns
 
 
 def test_driver_reports_a_loop_timeout_as_missed_deadline() -> None:
     prepared = cpu_device().prepare_model(counter_model().hal_model)
     pool = np.array([0, BIG, 0], np.int32)
-    from nnburst.hal.types import DataLocation, RequestArgument
-
     request = Request(
         [
             RequestArgument(False, DataLocation(0, 0, 4)),

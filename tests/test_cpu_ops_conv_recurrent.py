@@ -43,9 +43,6 @@ def const(info: OperandInfo, value: Any) -> tuple[OperandInfo, np.ndarray]:
     return info, np.asarray(value, dtype=info.dtype).reshape(info.dimensions)
 
 
-
-
-
 # --------------------------------------------------------------- naive references
 
 
@@ -55,7 +52,7 @@ def naive_conv(x, w, b, stride, pad, dilation=(1, 1), depth_multiplier=None):
     fh, fw = w.shape[1:3]
     out_c = w.shape[3] if depth_multiplier else w.shape[0]
     xp = np.zeros((n, h + pad[0] + pad[1], wd + pad[2] + pad[3], c))
-    xp[:, pad[0]: pad[0] + h, pad[2]: pad[2] + wd] = x
+    xp[:, pad[0] : pad[0] + h, pad[2] : pad[2] + wd] = x
     oh = (xp.shape[1] - (fh - 1) * dilation[0] - 1) // stride[0] + 1
     ow = (xp.shape[2] - (fw - 1) * dilation[1] - 1) // stride[1] + 1
     out = np.zeros((n, oh, ow, out_c))
@@ -66,7 +63,11 @@ def naive_conv(x, w, b, stride, pad, dilation=(1, 1), depth_multiplier=None):
                     total = b[o]
                     for i in range(fh):
                         for j in range(fw):
-                            px = xp[bi, y * stride[0] + i * dilation[0], xx * stride[1] + j * dilation[1]]
+                            px = xp[
+                                bi,
+                                y * stride[0] + i * dilation[0],
+                                xx * stride[1] + j * dilation[1],
+                            ]
                             if depth_multiplier:
                                 total += px[o // depth_multiplier] * w[0, i, j, o]
                             else:
@@ -83,13 +84,13 @@ def naive_pool(x, kind, fh, fw, stride, pad):
     for y in range(oh):
         for xx in range(ow):
             y0, x0 = y * stride[0] - pad[0], xx * stride[1] - pad[2]
-            win = x[:, max(y0, 0): y0 + fh, max(x0, 0): x0 + fw].astype(np.float64)
+            win = x[:, max(y0, 0) : y0 + fh, max(x0, 0) : x0 + fw].astype(np.float64)
             if kind == "max":
                 out[:, y, xx] = win.max(axis=(1, 2))
             elif kind == "avg":
                 out[:, y, xx] = win.mean(axis=(1, 2))
             else:
-                out[:, y, xx] = np.sqrt((win ** 2).mean(axis=(1, 2)))
+                out[:, y, xx] = np.sqrt((win**2).mean(axis=(1, 2)))
     return out
 
 
@@ -109,7 +110,18 @@ def conv_inputs(x_shape, w_shape, *scalars, code=Op.CONV_2D):
 
 def test_conv_explicit_padding_stride_dilation_matches_naive_loop():
     x = RNG.standard_normal((2, 7, 6, 3)).astype(np.float32)
-    scalars = [i32(1), i32(0), i32(2), i32(1), i32(2), i32(1), i32(0), boolean(False), i32(1), i32(2)]
+    scalars = [
+        i32(1),
+        i32(0),
+        i32(2),
+        i32(1),
+        i32(2),
+        i32(1),
+        i32(0),
+        boolean(False),
+        i32(1),
+        i32(2),
+    ]
     ins, w, b = conv_inputs(x.shape, (4, 3, 2, 3), *scalars)
     (got,) = run(Op.CONV_2D, ins, [f32(0, 0, 0, 0)], x)
     want = naive_conv(x, w, b, stride=(1, 2), pad=(2, 1, 1, 0), dilation=(2, 1))
@@ -120,7 +132,9 @@ def test_conv_explicit_padding_stride_dilation_matches_naive_loop():
 @pytest.mark.parametrize("scheme", [1, 2])
 def test_conv_nchw_equals_nhwc(scheme):
     x = RNG.standard_normal((1, 5, 6, 2)).astype(np.float32)
-    ins, _, _ = conv_inputs(x.shape, (3, 3, 3, 2), i32(scheme), i32(2), i32(1), i32(1), boolean(False))
+    ins, _, _ = conv_inputs(
+        x.shape, (3, 3, 3, 2), i32(scheme), i32(2), i32(1), i32(1), boolean(False)
+    )
     (nhwc,) = run(Op.CONV_2D, ins, [f32(0, 0, 0, 0)], x)
     ins[0] = f32(1, 2, 5, 6)
     ins[-1] = boolean(True)
@@ -150,11 +164,24 @@ def _quantize(real, scale, zero_point, dtype=np.uint8):
 
 @pytest.mark.parametrize("signed", [False, True])
 def test_quant8_conv_within_one_step_of_float_conv(signed):
-    dtype, code = (np.int8, T.TENSOR_QUANT8_ASYMM_SIGNED) if signed else (np.uint8, T.TENSOR_QUANT8_ASYMM)
+    dtype, code = (
+        (np.int8, T.TENSOR_QUANT8_ASYMM_SIGNED) if signed else (np.uint8, T.TENSOR_QUANT8_ASYMM)
+    )
     shift = -128 if signed else 0
-    in_scale, in_zp, w_scale, w_zp, out_scale, out_zp = 0.05, 120 + shift, 0.02, 130 + shift, 0.1, 100 + shift
-    xq = RNG.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (1, 6, 5, 3), endpoint=True).astype(dtype)
-    wq = RNG.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (2, 3, 3, 3), endpoint=True).astype(dtype)
+    in_scale, in_zp, w_scale, w_zp, out_scale, out_zp = (
+        0.05,
+        120 + shift,
+        0.02,
+        130 + shift,
+        0.1,
+        100 + shift,
+    )
+    xq = RNG.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (1, 6, 5, 3), endpoint=True).astype(
+        dtype
+    )
+    wq = RNG.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, (2, 3, 3, 3), endpoint=True).astype(
+        dtype
+    )
     bq = np.array([300, -500], dtype=np.int32)
     x = (xq.astype(np.float64) - in_zp) * in_scale
     w = (wq.astype(np.float64) - w_zp) * w_scale
@@ -163,7 +190,10 @@ def test_quant8_conv_within_one_step_of_float_conv(signed):
         OperandInfo(code, (1, 6, 5, 3), in_scale, in_zp),
         const(OperandInfo(code, (2, 3, 3, 3), w_scale, w_zp), wq),
         const(OperandInfo(T.TENSOR_INT32, (2,), in_scale * w_scale), bq),
-        i32(1), i32(1), i32(1), i32(0),
+        i32(1),
+        i32(1),
+        i32(1),
+        i32(0),
     ]
     (got,) = run(Op.CONV_2D, ins, [OperandInfo(code, (1, 6, 5, 2), out_scale, out_zp)], xq)
     want = _quantize(naive_conv(x, w, b, (1, 1), (1, 1, 1, 1)), out_scale, out_zp, dtype)
@@ -181,10 +211,18 @@ def test_per_channel_depthwise_within_one_step_of_float():
     b = bq * 0.5 * np.array(scales)
     ins = [
         OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 4, 4, 4), 0.5, 128),
-        const(OperandInfo(T.TENSOR_QUANT8_SYMM_PER_CHANNEL, (1, 2, 2, 4), 0.0, 0,
-                          ChannelQuant(3, scales)), wq),
+        const(
+            OperandInfo(
+                T.TENSOR_QUANT8_SYMM_PER_CHANNEL, (1, 2, 2, 4), 0.0, 0, ChannelQuant(3, scales)
+            ),
+            wq,
+        ),
         const(OperandInfo(T.TENSOR_INT32, (4,)), bq),
-        i32(2), i32(1), i32(1), i32(1), i32(0),
+        i32(2),
+        i32(1),
+        i32(1),
+        i32(1),
+        i32(0),
     ]
     out = OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 3, 3, 4), 0.25, 128)
     (got,) = run(Op.DEPTHWISE_CONV_2D, ins, [out], xq)
@@ -199,9 +237,16 @@ def test_conv_filter_as_model_input_matches_constant_filter():
     ins[1] = f32(3, 2, 2, 2)
     (fed,) = run(Op.CONV_2D, ins, [f32(1, 3, 3, 3)], x, w)
     np.testing.assert_array_equal(constant, fed)
-    with pytest.raises(NNError) as err:  # at execution, a filter depth that disagrees with the input
-        run(Op.CONV_2D, [f32(1, 4, 4, 3), f32(0, 0, 0, 0), *ins[2:]], [f32(0, 0, 0, 0)],
-            np.zeros((1, 4, 4, 3), np.float32), w)
+    with pytest.raises(
+        NNError
+    ) as err:  # at execution, a filter depth that disagrees with the input
+        run(
+            Op.CONV_2D,
+            [f32(1, 4, 4, 3), f32(0, 0, 0, 0), *ins[2:]],
+            [f32(0, 0, 0, 0)],
+            np.zeros((1, 4, 4, 3), np.float32),
+            w,
+        )
     assert err.value.code == ResultCode.OP_FAILED
 
 
@@ -237,22 +282,34 @@ def test_quant8_conv_rejects_wrong_bias_scale():
         OperandInfo(q, (1, 2, 2, 1), 0.5, 0),
         const(OperandInfo(q, (1, 1, 1, 1), 0.5, 0), [[[[2]]]]),
         const(OperandInfo(T.TENSOR_INT32, (1,), 0.5), [0]),
-        i32(2), i32(1), i32(1), i32(0),
+        i32(2),
+        i32(1),
+        i32(1),
+        i32(0),
     ]
     rejects(Op.CONV_2D, ins, [OperandInfo(q, (1, 2, 2, 1), 1.0, 0)], "bias scale")
 
 
 def test_depthwise_rejects_multiplier_mismatch():
-    ins, _, _ = conv_inputs((1, 4, 4, 2), (1, 2, 2, 4), i32(2), i32(1), i32(1), i32(3), i32(0),
-                            code=Op.DEPTHWISE_CONV_2D)
+    ins, _, _ = conv_inputs(
+        (1, 4, 4, 2),
+        (1, 2, 2, 4),
+        i32(2),
+        i32(1),
+        i32(1),
+        i32(3),
+        i32(0),
+        code=Op.DEPTHWISE_CONV_2D,
+    )
     rejects(Op.DEPTHWISE_CONV_2D, ins, [f32(1, 3, 3, 4)], "depth_multiplier")
 
 
 # --------------------------------------------------------------- pools
 
 
-@pytest.mark.parametrize("code, kind", [(Op.AVERAGE_POOL_2D, "avg"), (Op.MAX_POOL_2D, "max"),
-                                        (Op.L2_POOL_2D, "l2")])
+@pytest.mark.parametrize(
+    "code, kind", [(Op.AVERAGE_POOL_2D, "avg"), (Op.MAX_POOL_2D, "max"), (Op.L2_POOL_2D, "l2")]
+)
 def test_pools_explicit_padding_match_naive_loop_and_nchw(code, kind):
     x = RNG.standard_normal((2, 5, 6, 3)).astype(np.float32)
     # pads left 2, right 0, top 1, bottom 1; stride_w 2, stride_h 1; filter 3 x 2 (w x h)
@@ -260,8 +317,9 @@ def test_pools_explicit_padding_match_naive_loop_and_nchw(code, kind):
     (got,) = run(code, [f32(2, 5, 6, 3), *scalars], [f32(0, 0, 0, 0)], x)
     want = naive_pool(x, kind, 2, 3, (1, 2), (1, 1, 2, 0))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-    (nchw,) = run(code, [f32(2, 3, 5, 6), *scalars, boolean(True)], [f32(0, 0, 0, 0)],
-                  x.transpose(0, 3, 1, 2))
+    (nchw,) = run(
+        code, [f32(2, 3, 5, 6), *scalars, boolean(True)], [f32(0, 0, 0, 0)], x.transpose(0, 3, 1, 2)
+    )
     np.testing.assert_array_equal(nchw, got.transpose(0, 3, 1, 2))
 
 
@@ -270,8 +328,12 @@ def test_quant8_average_pool_rounds_half_up_and_clamps_activation():
     x = np.array([1, 2, 200, 201], dtype=np.uint8).reshape(1, 1, 4, 1)
     # VALID, stride 2, filter 2 x 1, RELU6: 6.0 / 0.5 + 10 = 22 caps the second window.
     scalars = [i32(2), i32(2), i32(1), i32(2), i32(1), i32(3)]
-    (got,) = run(Op.AVERAGE_POOL_2D, [info, *scalars],
-                 [OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 1, 2, 1), 0.5, 10)], x)
+    (got,) = run(
+        Op.AVERAGE_POOL_2D,
+        [info, *scalars],
+        [OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 1, 2, 1), 0.5, 10)],
+        x,
+    )
     assert got.reshape(-1).tolist() == [10, 22]  # (1+2+1)//2 = 2 -> clamped to zero point 10
 
 
@@ -279,20 +341,34 @@ def test_signed_average_pool_rounds_half_away_from_zero():
     info = OperandInfo(T.TENSOR_QUANT8_ASYMM_SIGNED, (1, 1, 4, 1), 1.0, 0)
     x = np.array([-1, -2, 1, 2], dtype=np.int8).reshape(1, 1, 4, 1)
     scalars = [i32(2), i32(2), i32(1), i32(2), i32(1), i32(0)]
-    (got,) = run(Op.AVERAGE_POOL_2D, [info, *scalars], [info.__class__(info.code, (1, 1, 2, 1), 1.0, 0)], x)
+    (got,) = run(
+        Op.AVERAGE_POOL_2D, [info, *scalars], [info.__class__(info.code, (1, 1, 2, 1), 1.0, 0)], x
+    )
     assert got.reshape(-1).tolist() == [-2, 2]
 
 
 def test_pool_validation_rejects():
     scalars = [i32(2), i32(1), i32(1), i32(2), i32(2), i32(0)]
-    rejects(Op.L2_POOL_2D, [OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 4, 4, 1), 1.0, 0), *scalars],
-            [OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 3, 3, 1), 1.0, 0)], "type")
+    rejects(
+        Op.L2_POOL_2D,
+        [OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 4, 4, 1), 1.0, 0), *scalars],
+        [OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 3, 3, 1), 1.0, 0)],
+        "type",
+    )
     rejects(Op.MAX_POOL_2D, [f32(1, 4, 4, 1), *scalars[:5]], [f32(1, 3, 3, 1)], "inputs")
-    rejects(Op.MAX_POOL_2D, [f32(1, 4, 4, 1), *scalars[:3], i32(0), *scalars[4:]],
-            [f32(1, 3, 3, 1)], "filter_w")
+    rejects(
+        Op.MAX_POOL_2D,
+        [f32(1, 4, 4, 1), *scalars[:3], i32(0), *scalars[4:]],
+        [f32(1, 3, 3, 1)],
+        "filter_w",
+    )
     with pytest.raises(NNError) as err:  # 5 x 5 window on a 4 x 4 VALID input
-        run(Op.MAX_POOL_2D, [f32(1, 4, 4, 1), i32(2), i32(1), i32(1), i32(5), i32(5), i32(0)],
-            [f32(0, 0, 0, 0)], np.zeros((1, 4, 4, 1), np.float32))
+        run(
+            Op.MAX_POOL_2D,
+            [f32(1, 4, 4, 1), i32(2), i32(1), i32(1), i32(5), i32(5), i32(0)],
+            [f32(0, 0, 0, 0)],
+            np.zeros((1, 4, 4, 1), np.float32),
+        )
     assert err.value.code == ResultCode.OP_FAILED
 
 
@@ -303,8 +379,12 @@ def test_fully_connected_flattens_input_and_applies_activation():
     x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
     w = RNG.standard_normal((5, 6)).astype(np.float32)
     b = RNG.standard_normal(5).astype(np.float32)
-    (got,) = run(Op.FULLY_CONNECTED, [f32(2, 3, 4), const(f32(5, 6), w), const(f32(5), b), i32(1)],
-                 [f32(4, 5)], x)
+    (got,) = run(
+        Op.FULLY_CONNECTED,
+        [f32(2, 3, 4), const(f32(5, 6), w), const(f32(5), b), i32(1)],
+        [f32(4, 5)],
+        x,
+    )
     np.testing.assert_allclose(got, np.maximum(x.reshape(4, 6) @ w.T + b, 0), rtol=1e-5, atol=1e-5)
 
 
@@ -313,8 +393,12 @@ def test_quant8_fully_connected_within_one_step_of_float():
     xq = RNG.integers(0, 255, (3, 8), endpoint=True).astype(np.uint8)
     wq = RNG.integers(0, 255, (4, 8), endpoint=True).astype(np.uint8)
     bq = np.array([100, -100, 0, 5000], dtype=np.int32)
-    ins = [OperandInfo(q, (3, 8), 0.1, 127), OperandInfo(q, (4, 8), 0.01, 120),
-           const(OperandInfo(T.TENSOR_INT32, (4,), 0.001), bq), i32(0)]
+    ins = [
+        OperandInfo(q, (3, 8), 0.1, 127),
+        OperandInfo(q, (4, 8), 0.01, 120),
+        const(OperandInfo(T.TENSOR_INT32, (4,), 0.001), bq),
+        i32(0),
+    ]
     (got,) = run(Op.FULLY_CONNECTED, ins, [OperandInfo(q, (3, 4), 0.2, 128)], xq, wq)
     real = ((xq - 127.0) * 0.1) @ ((wq - 120.0) * 0.01).T + bq * 0.001
     assert np.abs(got.astype(int) - _quantize(real, 0.2, 128).astype(int)).max() <= 1
@@ -325,8 +409,12 @@ def test_float16_fully_connected_matches_float32():
     w = RNG.standard_normal((2, 4)).astype(np.float16)
     b = RNG.standard_normal(2).astype(np.float16)
     h = OperandInfo(T.TENSOR_FLOAT16, (3, 4))
-    ins = [h, const(OperandInfo(T.TENSOR_FLOAT16, (2, 4)), w),
-           const(OperandInfo(T.TENSOR_FLOAT16, (2,)), b), i32(0)]
+    ins = [
+        h,
+        const(OperandInfo(T.TENSOR_FLOAT16, (2, 4)), w),
+        const(OperandInfo(T.TENSOR_FLOAT16, (2,)), b),
+        i32(0),
+    ]
     (got,) = run(Op.FULLY_CONNECTED, ins, [OperandInfo(T.TENSOR_FLOAT16, (3, 2))], x)
     assert got.dtype == np.float16
     want = x.astype(np.float64) @ w.T.astype(np.float64) + b
@@ -335,13 +423,27 @@ def test_float16_fully_connected_matches_float32():
 
 def test_fully_connected_validation_rejects():
     w = const(f32(5, 6), np.zeros((5, 6)))
-    rejects(Op.FULLY_CONNECTED, [f32(4, 6), w, const(f32(4), np.zeros(4)), i32(0)], [f32(4, 5)],
-            "bias length")
-    rejects(Op.FULLY_CONNECTED, [f32(4, 6), w, const(f32(5), np.zeros(5)), i32(9)], [f32(4, 5)],
-            "FuseCode")
-    rejects(Op.FULLY_CONNECTED, [f32(4, 7), w, const(f32(5), np.zeros(5)), i32(0)], [f32(4, 5)],
-            "multiple")
-    rejects(Op.FULLY_CONNECTED, [f32(6), w, const(f32(5), np.zeros(5)), i32(0)], [f32(1, 5)], "rank")
+    rejects(
+        Op.FULLY_CONNECTED,
+        [f32(4, 6), w, const(f32(4), np.zeros(4)), i32(0)],
+        [f32(4, 5)],
+        "bias length",
+    )
+    rejects(
+        Op.FULLY_CONNECTED,
+        [f32(4, 6), w, const(f32(5), np.zeros(5)), i32(9)],
+        [f32(4, 5)],
+        "FuseCode",
+    )
+    rejects(
+        Op.FULLY_CONNECTED,
+        [f32(4, 7), w, const(f32(5), np.zeros(5)), i32(0)],
+        [f32(4, 5)],
+        "multiple",
+    )
+    rejects(
+        Op.FULLY_CONNECTED, [f32(6), w, const(f32(5), np.zeros(5)), i32(0)], [f32(1, 5)], "rank"
+    )
 
 
 # --------------------------------------------------------------- RNN / SVDF / LSTM
@@ -364,8 +466,15 @@ def test_svdf_state_is_shifted_memory_with_new_activation():
     wf = RNG.standard_normal((filters, n_in)).astype(np.float32)
     wt = RNG.standard_normal((filters, memory)).astype(np.float32)
     state = RNG.standard_normal((batch, memory * filters)).astype(np.float32)
-    ins = [f32(batch, n_in), f32(filters, n_in), f32(filters, memory), (f32(0), OMITTED),
-           f32(batch, memory * filters), i32(rank), i32(0)]
+    ins = [
+        f32(batch, n_in),
+        f32(filters, n_in),
+        f32(filters, memory),
+        (f32(0), OMITTED),
+        f32(batch, memory * filters),
+        i32(rank),
+        i32(0),
+    ]
     new_state, out = run(Op.SVDF, ins, [f32(0, 0), f32(0, 0)], x, wf, wt, state)
     mem = state.reshape(batch, filters, memory).astype(np.float64)
     mem[:, :, -1] = x @ wf.T.astype(np.float64)
@@ -375,18 +484,48 @@ def test_svdf_state_is_shifted_memory_with_new_activation():
     np.testing.assert_allclose(new_state, shifted.reshape(batch, -1), rtol=1e-6, atol=1e-7)
 
 
-def _lstm_model(n_in, n_cell, n_out, *, cifg=False, peephole=False, projection=False,
-                layer_norm=False, cell_clip=0.0, proj_clip=0.0):
+def _lstm_model(
+    n_in,
+    n_cell,
+    n_out,
+    *,
+    cifg=False,
+    peephole=False,
+    projection=False,
+    layer_norm=False,
+    cell_clip=0.0,
+    proj_clip=0.0,
+):
     """LSTM inputs with the optional operands omitted as NO_VALUE where not wanted."""
+
     def opt(present, *dims):
         return f32(*dims) if present else (f32(*([0] * len(dims))), OMITTED)
-    ins = [f32(1, n_in),
-           opt(not cifg, n_cell, n_in), f32(n_cell, n_in), f32(n_cell, n_in), f32(n_cell, n_in),
-           opt(not cifg, n_cell, n_out), f32(n_cell, n_out), f32(n_cell, n_out), f32(n_cell, n_out),
-           opt(peephole and not cifg, n_cell), opt(peephole, n_cell), opt(peephole, n_cell),
-           opt(not cifg, n_cell), f32(n_cell), f32(n_cell), f32(n_cell),
-           opt(projection, n_out, n_cell), opt(projection, n_out),
-           f32(1, n_out), f32(1, n_cell), i32(4), f32s(cell_clip), f32s(proj_clip)]
+
+    ins = [
+        f32(1, n_in),
+        opt(not cifg, n_cell, n_in),
+        f32(n_cell, n_in),
+        f32(n_cell, n_in),
+        f32(n_cell, n_in),
+        opt(not cifg, n_cell, n_out),
+        f32(n_cell, n_out),
+        f32(n_cell, n_out),
+        f32(n_cell, n_out),
+        opt(peephole and not cifg, n_cell),
+        opt(peephole, n_cell),
+        opt(peephole, n_cell),
+        opt(not cifg, n_cell),
+        f32(n_cell),
+        f32(n_cell),
+        f32(n_cell),
+        opt(projection, n_out, n_cell),
+        opt(projection, n_out),
+        f32(1, n_out),
+        f32(1, n_cell),
+        i32(4),
+        f32s(cell_clip),
+        f32s(proj_clip),
+    ]
     if layer_norm:
         ins += [opt(not cifg, n_cell), f32(n_cell), f32(n_cell), f32(n_cell)]
     scratch = f32(1, (3 if cifg else 4) * n_cell)
@@ -400,10 +539,22 @@ def _sig(z):
 @pytest.mark.parametrize("layer_norm", [False, True])
 def test_lstm_cifg_peephole_projection_clipping(layer_norm):
     n_in, n_cell, n_out = 3, 4, 2
-    ins, outs = _lstm_model(n_in, n_cell, n_out, cifg=True, peephole=True, projection=True,
-                            layer_norm=layer_norm, cell_clip=0.5, proj_clip=0.3)
-    feed = {i: RNG.standard_normal(info.dimensions).astype(np.float32)
-            for i, info in enumerate(ins) if isinstance(info, OperandInfo)}
+    ins, outs = _lstm_model(
+        n_in,
+        n_cell,
+        n_out,
+        cifg=True,
+        peephole=True,
+        projection=True,
+        layer_norm=layer_norm,
+        cell_clip=0.5,
+        proj_clip=0.3,
+    )
+    feed = {
+        i: RNG.standard_normal(info.dimensions).astype(np.float32)
+        for i, info in enumerate(ins)
+        if isinstance(info, OperandInfo)
+    }
     scratch, h_out, c_out, out = run(Op.LSTM, ins, outs, *feed.values())
     g = {i: v.astype(np.float64) for i, v in feed.items()}
     x, h, c = g[0], g[18], g[19]
@@ -456,10 +607,16 @@ def test_fingerprint64_of_empty_key_is_k2():
 def test_lsh_sparse_packs_dense_bits():
     hash_seeds = RNG.standard_normal((3, 4)).astype(np.float32)
     x = RNG.integers(-1000, 1000, (5, 3)).astype(np.int32)
+
     def project(kind, out_len):
-        ins = [const(f32(3, 4), hash_seeds), OperandInfo(T.TENSOR_INT32, (5, 3)),
-               (f32(0), OMITTED), i32(kind)]
+        ins = [
+            const(f32(3, 4), hash_seeds),
+            OperandInfo(T.TENSOR_INT32, (5, 3)),
+            (f32(0), OMITTED),
+            i32(kind),
+        ]
         return run(Op.LSH_PROJECTION, ins, [OperandInfo(T.TENSOR_INT32, (out_len,))], x)[0]
+
     dense = project(2, 12).reshape(3, 4)
     assert set(np.unique(dense)) <= {0, 1}
     packed = (dense * np.array([8, 4, 2, 1])).sum(axis=1)
@@ -468,8 +625,12 @@ def test_lsh_sparse_packs_dense_bits():
 
 
 def test_lsh_validation_rejects():
-    ins = [const(f32(3, 33), np.zeros((3, 33))), OperandInfo(T.TENSOR_INT32, (5, 3)),
-           (f32(0), OMITTED), i32(2)]
+    ins = [
+        const(f32(3, 33), np.zeros((3, 33))),
+        OperandInfo(T.TENSOR_INT32, (5, 3)),
+        (f32(0), OMITTED),
+        i32(2),
+    ]
     rejects(Op.LSH_PROJECTION, ins, [OperandInfo(T.TENSOR_INT32, (99,))], "bits")
     ins[0] = const(f32(3, 4), np.zeros((3, 4)))
     ins[3] = i32(4)

@@ -65,11 +65,8 @@ def ivec(*values: int) -> tuple[OperandInfo, np.ndarray]:
     return const(OperandInfo(I32, (len(values),)), list(values))
 
 
-
-
 def run1(code: Op, inputs: list[Any], output: OperandInfo, *feed: Any) -> np.ndarray:
     return run(code, inputs, [output], *feed)[0]
-
 
 
 def op_fails(code: Op, inputs: list[Any], outputs: list[OperandInfo], *feed: Any) -> None:
@@ -106,8 +103,12 @@ def quant(x: np.ndarray, info: OperandInfo) -> np.ndarray:
 # --------------------------------------------------------------------------- comparisons
 
 COMPARE = {
-    Op.EQUAL: np.equal, Op.NOT_EQUAL: np.not_equal, Op.GREATER: np.greater,
-    Op.GREATER_EQUAL: np.greater_equal, Op.LESS: np.less, Op.LESS_EQUAL: np.less_equal,
+    Op.EQUAL: np.equal,
+    Op.NOT_EQUAL: np.not_equal,
+    Op.GREATER: np.greater,
+    Op.GREATER_EQUAL: np.greater_equal,
+    Op.LESS: np.less,
+    Op.LESS_EQUAL: np.less_equal,
 }
 
 
@@ -141,16 +142,22 @@ def test_comparison_validation() -> None:
     rejects(Op.LESS, [t(F32, 2), t(F32, 2)], [t(F32, 2)], "output 0")
     rejects(Op.EQUAL, [t(F32, 2, 3), t(F32, 4)], [t(B8, 2, 3)], "broadcast")
     rejects(Op.GREATER, [t(F32, 2)], [t(B8, 2)], "inputs")
-    rejects(Op.GREATER, [t(T.TENSOR_QUANT16_ASYMM, 2), t(T.TENSOR_QUANT16_ASYMM, 2)],
-            [t(B8, 2)], "input 0")
+    rejects(
+        Op.GREATER,
+        [t(T.TENSOR_QUANT16_ASYMM, 2), t(T.TENSOR_QUANT16_ASYMM, 2)],
+        [t(B8, 2)],
+        "input 0",
+    )
 
 
 def test_logical_ops() -> None:
     a, b = rand(B8, 2, 3), rand(B8, 3)
     np.testing.assert_array_equal(
-        run1(Op.LOGICAL_AND, [t(B8, 2, 3), t(B8, 3)], t(B8, 2, 3), a, b), a & b)
+        run1(Op.LOGICAL_AND, [t(B8, 2, 3), t(B8, 3)], t(B8, 2, 3), a, b), a & b
+    )
     np.testing.assert_array_equal(
-        run1(Op.LOGICAL_OR, [t(B8, 2, 3), t(B8, 3)], t(B8, 2, 3), a, b), a | b)
+        run1(Op.LOGICAL_OR, [t(B8, 2, 3), t(B8, 3)], t(B8, 2, 3), a, b), a | b
+    )
     np.testing.assert_array_equal(run1(Op.LOGICAL_NOT, [t(B8, 2, 3)], t(B8, 2, 3), a), ~a)
     rejects(Op.LOGICAL_AND, [t(F32, 2), t(F32, 2)], [t(B8, 2)], "input 0")
     rejects(Op.LOGICAL_NOT, [t(B8, 2)], [t(F32, 2)], "output 0")
@@ -163,8 +170,9 @@ def test_logical_ops() -> None:
 def test_select(code: T) -> None:
     c, a, b = rand(B8, 2, 3), rand(code, 2, 3), rand(code, 2, 3)
     got = run1(Op.SELECT, [t(B8, 2, 3), t(code, 2, 3), t(code, 2, 3)], t(code, 2, 3), c, a, b)
-    np.testing.assert_array_equal(got, [[x if k else y for k, x, y in zip(*r)]
-                                        for r in zip(c, a, b)])
+    np.testing.assert_array_equal(
+        got, [[x if k else y for k, x, y in zip(*r)] for r in zip(c, a, b)]
+    )
 
 
 @pytest.mark.parametrize("code", [QU8, QS8])
@@ -180,15 +188,26 @@ def test_select_quantized_requantizes_to_output(code: T) -> None:
 def test_select_shapes() -> None:
     rejects(Op.SELECT, [t(B8, 2, 3), t(F32, 2, 3), t(F32, 3)], [t(F32, 2, 3)], "shape")
     rejects(Op.SELECT, [t(F32, 2), t(F32, 2), t(F32, 2)], [t(F32, 2)], "input 0")
-    op_fails(Op.SELECT, [t(B8, 0), t(F32, 0), t(F32, 0)], [t(F32, 0)],
-             rand(B8, 2), rand(F32, 3), rand(F32, 3))
+    op_fails(
+        Op.SELECT,
+        [t(B8, 0), t(F32, 0), t(F32, 0)],
+        [t(F32, 0)],
+        rand(B8, 2),
+        rand(F32, 3),
+        rand(F32, 3),
+    )
 
 
 # --------------------------------------------------------------------------- unary math
 
 MATH64 = {
-    Op.EXP: np.exp, Op.LOG: np.log, Op.SIN: np.sin, Op.SQRT: np.sqrt,
-    Op.RSQRT: lambda x: 1 / np.sqrt(x), Op.ABS: np.abs, Op.NEG: np.negative,
+    Op.EXP: np.exp,
+    Op.LOG: np.log,
+    Op.SIN: np.sin,
+    Op.SQRT: np.sqrt,
+    Op.RSQRT: lambda x: 1 / np.sqrt(x),
+    Op.ABS: np.abs,
+    Op.NEG: np.negative,
 }
 
 
@@ -207,11 +226,13 @@ def test_float_unary(op: Op, code: T) -> None:
 
 
 def test_int_abs_neg_wrap() -> None:
-    x = np.array([-5, 0, 7, -2**31, 2**31 - 1], dtype=np.int32)
-    np.testing.assert_array_equal(run1(Op.ABS, [t(I32, 5)], t(I32, 5), x),
-                                  [5, 0, 7, -2**31, 2**31 - 1])
-    np.testing.assert_array_equal(run1(Op.NEG, [t(I32, 5)], t(I32, 5), x),
-                                  [5, 0, -7, -2**31, -(2**31) + 1])
+    x = np.array([-5, 0, 7, -(2**31), 2**31 - 1], dtype=np.int32)
+    np.testing.assert_array_equal(
+        run1(Op.ABS, [t(I32, 5)], t(I32, 5), x), [5, 0, 7, -(2**31), 2**31 - 1]
+    )
+    np.testing.assert_array_equal(
+        run1(Op.NEG, [t(I32, 5)], t(I32, 5), x), [5, 0, -7, -(2**31), -(2**31) + 1]
+    )
 
 
 def test_unary_validation() -> None:
@@ -226,20 +247,24 @@ def test_unary_validation() -> None:
 
 def test_cast_float_to_int_truncates_and_saturates() -> None:
     x = np.array([-2.7, -0.5, 0.5, 2.7, 300.9, 3e9, np.nan], dtype=np.float32)
-    np.testing.assert_array_equal(run1(Op.CAST, [t(F32, 7)], t(I32, 7), x),
-                                  [-2, 0, 0, 2, 300, 2**31 - 1, 0])
-    np.testing.assert_array_equal(run1(Op.CAST, [t(F32, 7)], t(QU8, 7, scale=3.0), x),
-                                  [0, 0, 0, 2, 255, 255, 0])
+    np.testing.assert_array_equal(
+        run1(Op.CAST, [t(F32, 7)], t(I32, 7), x), [-2, 0, 0, 2, 300, 2**31 - 1, 0]
+    )
+    np.testing.assert_array_equal(
+        run1(Op.CAST, [t(F32, 7)], t(QU8, 7, scale=3.0), x), [0, 0, 0, 2, 255, 255, 0]
+    )
 
 
 def test_cast_other_pairs() -> None:
     x = np.array([-70000, -3, 0, 100, 1000], dtype=np.int32)
     np.testing.assert_array_equal(run1(Op.CAST, [t(I32, 5)], t(QU8, 5), x), [0, 0, 0, 100, 255])
-    np.testing.assert_array_equal(run1(Op.CAST, [t(I32, 5)], t(F16, 5), x),
-                                  [-np.inf, -3, 0, 100, 1000])
+    np.testing.assert_array_equal(
+        run1(Op.CAST, [t(I32, 5)], t(F16, 5), x), [-np.inf, -3, 0, 100, 1000]
+    )
     q = np.array([0, 7, 255], dtype=np.uint8)
-    np.testing.assert_array_equal(run1(Op.CAST, [t(QU8, 3, scale=0.1, zp=9)], t(F32, 3), q),
-                                  [0.0, 7.0, 255.0])  # quantization is ignored
+    np.testing.assert_array_equal(
+        run1(Op.CAST, [t(QU8, 3, scale=0.1, zp=9)], t(F32, 3), q), [0.0, 7.0, 255.0]
+    )  # quantization is ignored
     h = np.array([1.5, -1e4], dtype=np.float16)
     np.testing.assert_array_equal(run1(Op.CAST, [t(F16, 2)], t(F32, 2), h), [1.5, -1e4])
     b = rand(B8, 4)
@@ -257,8 +282,9 @@ def test_cast_validation() -> None:
 # --------------------------------------------------------------------------- QUANTIZE
 
 
-@pytest.mark.parametrize("code,out", [(F32, t(QU8, 8, scale=0.5, zp=10)),
-                                      (F16, t(QS8, 8, scale=0.25, zp=-3))])
+@pytest.mark.parametrize(
+    "code,out", [(F32, t(QU8, 8, scale=0.5, zp=10)), (F16, t(QS8, 8, scale=0.25, zp=-3))]
+)
 def test_quantize(code: T, out: OperandInfo) -> None:
     x = np.array([0.25, -0.25, 1.25, -1.75, 0.0, 1000, -1000, 3.1], dtype=np.float32)
     x = x.astype(np.float16 if code == F16 else np.float32)
@@ -360,12 +386,15 @@ def _hard_swish_scalar(q: int, src: OperandInfo, out: OperandInfo) -> int:
     return max(int(limits.min), min(int(limits.max), v))
 
 
-@pytest.mark.parametrize("code,src,out", [
-    (QU8, (0.05, 120), (0.03, 30)),
-    (QS8, (0.1, -5), (0.04, -100)),
-    (QU8, (0.5, 128), (0.25, 10)),     # reluish multiplier needs a left shift
-    (QS8, (0.001, 0), (0.002, -10)),   # ... and a right shift
-])
+@pytest.mark.parametrize(
+    "code,src,out",
+    [
+        (QU8, (0.05, 120), (0.03, 30)),
+        (QS8, (0.1, -5), (0.04, -100)),
+        (QU8, (0.5, 128), (0.25, 10)),  # reluish multiplier needs a left shift
+        (QS8, (0.001, 0), (0.002, -10)),  # ... and a right shift
+    ],
+)
 def test_hard_swish_quantized(code: T, src: tuple[float, int], out: tuple[float, int]) -> None:
     limits = np.iinfo(np.uint8 if code == QU8 else np.int8)
     x = np.arange(limits.min, limits.max + 1).astype(limits.dtype)
@@ -399,8 +428,9 @@ def test_argmax_nan_and_validation() -> None:
     rejects(Op.ARGMAX, [t(F32, 2, 3), i32(2)], [t(I32, 2)], "axis")
     rejects(Op.ARGMIN, [t(F32, 2, 3), i32(0)], [t(F32, 3)], "output 0")
     rejects(Op.ARGMIN, [t(B8, 2, 3), i32(0)], [t(I32, 3)], "input 0")
-    op_fails(Op.ARGMAX, [t(F32, 2, 3), OperandInfo(T.INT32, ())], [t(I32, 2)],
-             x, np.array(-3, np.int32))
+    op_fails(
+        Op.ARGMAX, [t(F32, 2, 3), OperandInfo(T.INT32, ())], [t(I32, 2)], x, np.array(-3, np.int32)
+    )
 
 
 # --------------------------------------------------------------------------- REDUCE_*
@@ -429,8 +459,11 @@ def test_reduce_sum_prod_sequential(op: Op, code: T) -> None:
     x = x.astype(np.float16 if code == F16 else np.float32)
     for axes, keep in (((1,), False), ((-1, 0), True), ((0, 1, 2), False)):
         want = _seq_reduce(x, axes, op == Op.REDUCE_PROD)
-        shape = want.shape if keep else tuple(
-            d for i, d in enumerate(x.shape) if i not in {a % 3 for a in axes}) or (1,)
+        shape = (
+            want.shape
+            if keep
+            else tuple(d for i, d in enumerate(x.shape) if i not in {a % 3 for a in axes}) or (1,)
+        )
         got = run1(op, [t(code, 3, 4, 5), ivec(*axes), boolean(keep)], t(code), x)
         assert got.shape == shape
         np.testing.assert_array_equal(got, want.reshape(shape))
@@ -450,8 +483,12 @@ def test_reduce_max_min(op: Op, code: T) -> None:
     info = t(code, 2, 3, 4, scale=0.3, zp=5)
     got = run1(op, [info, ivec(-1, 0), boolean(True)], t(code, scale=0.3, zp=5), x)
     np.testing.assert_array_equal(got, pick(x, axis=(0, 2), keepdims=True))
-    rejects(op, [info, ivec(0), boolean(False)], [t(code, scale=0.6, zp=5)]
-            if code in (QU8, QS8) else [t(F16 if code == F32 else F32)], "output 0")
+    rejects(
+        op,
+        [info, ivec(0), boolean(False)],
+        [t(code, scale=0.6, zp=5)] if code in (QU8, QS8) else [t(F16 if code == F32 else F32)],
+        "output 0",
+    )
 
 
 def test_reduce_max_skips_nan_and_empty_gives_identity() -> None:
@@ -460,12 +497,15 @@ def test_reduce_max_skips_nan_and_empty_gives_identity() -> None:
     np.testing.assert_array_equal(got, [2.0, np.finfo(np.float32).min])
     e = np.zeros((2, 0), np.float32)
     np.testing.assert_array_equal(
-        run1(Op.REDUCE_SUM, [t(F32, 2, 0), ivec(1), boolean(False)], t(F32), e), [0, 0])
+        run1(Op.REDUCE_SUM, [t(F32, 2, 0), ivec(1), boolean(False)], t(F32), e), [0, 0]
+    )
     np.testing.assert_array_equal(
-        run1(Op.REDUCE_PROD, [t(F32, 2, 0), ivec(1), boolean(False)], t(F32), e), [1, 1])
+        run1(Op.REDUCE_PROD, [t(F32, 2, 0), ivec(1), boolean(False)], t(F32), e), [1, 1]
+    )
     np.testing.assert_array_equal(
-        run1(Op.REDUCE_MIN, [t(F16, 2, 0), ivec(1), boolean(False)], t(F16),
-             e.astype(np.float16)), [65504, 65504])
+        run1(Op.REDUCE_MIN, [t(F16, 2, 0), ivec(1), boolean(False)], t(F16), e.astype(np.float16)),
+        [65504, 65504],
+    )
 
 
 def test_reduce_all_any() -> None:
@@ -483,8 +523,13 @@ def test_reduce_validation() -> None:
     rejects(Op.REDUCE_SUM, [t(QU8, 2, 3), ivec(0), boolean(False)], [t(QU8)], "input 0")
     rejects(Op.REDUCE_ANY, [t(F32, 2, 3), ivec(0), boolean(False)], [t(F32)], "input 0")
     rejects(Op.REDUCE_MAX, [t(F32, 2, 3), ivec(0), i32(0)], [t(F32)], "keep_dims")
-    op_fails(Op.REDUCE_MIN, [t(F32, 2, 3), t(I32, 1), boolean(False)], [t(F32)],
-             rand(F32, 2, 3), np.array([-3], np.int32))
+    op_fails(
+        Op.REDUCE_MIN,
+        [t(F32, 2, 3), t(I32, 1), boolean(False)],
+        [t(F32)],
+        rand(F32, 2, 3),
+        np.array([-3], np.int32),
+    )
 
 
 # --------------------------------------------------------------------------- binary ops
@@ -564,8 +609,7 @@ def test_binary_validation() -> None:
 def test_channel_shuffle(code: T) -> None:
     x = rand(code, 2, 3, 12)
     for axis in (-1, 2):
-        got = run1(Op.CHANNEL_SHUFFLE, [t(code, 2, 3, 12), i32(3), i32(axis)],
-                   t(code, 2, 3, 12), x)
+        got = run1(Op.CHANNEL_SHUFFLE, [t(code, 2, 3, 12), i32(3), i32(axis)], t(code, 2, 3, 12), x)
         group = 12 // 3
         want = np.stack([x[..., (c % 3) * group + c // 3] for c in range(12)], axis=-1)
         np.testing.assert_array_equal(got, want)
@@ -579,8 +623,9 @@ def test_channel_shuffle_validation() -> None:
     rejects(Op.CHANNEL_SHUFFLE, [t(F32, 2, 4), i32(0), i32(1)], [t(F32, 2, 4)], "positive")
     rejects(Op.CHANNEL_SHUFFLE, [t(F32, 2, 4), i32(2), i32(2)], [t(F32, 2, 4)], "axis")
     rejects(Op.CHANNEL_SHUFFLE, [t(I32, 2, 4), i32(2), i32(1)], [t(I32, 2, 4)], "input 0")
-    rejects(Op.CHANNEL_SHUFFLE, [t(QU8, 2, 4, zp=1), i32(2), i32(1)], [t(QU8, 2, 4, zp=2)],
-            "zero point")
+    rejects(
+        Op.CHANNEL_SHUFFLE, [t(QU8, 2, 4, zp=1), i32(2), i32(1)], [t(QU8, 2, 4, zp=2)], "zero point"
+    )
 
 
 @pytest.mark.parametrize("code", [F32, I32, QS8])
@@ -607,10 +652,12 @@ def test_gather(code: T) -> None:
 
 def test_gather_index_out_of_range_fails() -> None:
     x = rand(F32, 3, 4)
-    op_fails(Op.GATHER, [t(F32, 3, 4), i32(0), t(I32, 2)], [t(F32, 2, 4)],
-             x, np.array([0, 3], np.int32))
-    op_fails(Op.GATHER, [t(F32, 3, 4), i32(1), t(I32, 1)], [t(F32, 3, 1)],
-             x, np.array([-1], np.int32))
+    op_fails(
+        Op.GATHER, [t(F32, 3, 4), i32(0), t(I32, 2)], [t(F32, 2, 4)], x, np.array([0, 3], np.int32)
+    )
+    op_fails(
+        Op.GATHER, [t(F32, 3, 4), i32(1), t(I32, 1)], [t(F32, 3, 1)], x, np.array([-1], np.int32)
+    )
     rejects(Op.GATHER, [t(F32, 3, 4), i32(0), ivec(5)], [t(F32, 1, 4)], "indices")
     rejects(Op.GATHER, [t(F32, 3, 4), i32(0), t(F32, 1)], [t(F32, 1, 4)], "input 2")
 
@@ -635,8 +682,12 @@ def test_pad_v2_validation() -> None:
     pads = const(t(I32, 2, 2), [[0, 0], [0, 0]])
     rejects(Op.PAD_V2, [t(F32, 2, 3), pads, i32(0)], [t(F32, 2, 3)], "pad value")
     rejects(Op.PAD_V2, [t(QU8, 2, 3), pads, f32s(0)], [t(QU8, 2, 3)], "pad value")
-    rejects(Op.PAD_V2, [t(F32, 2, 3), const(t(I32, 3, 2), [[0, 0]] * 3), f32s(0)],
-            [t(F32, 2, 3)], "shape")
+    rejects(
+        Op.PAD_V2,
+        [t(F32, 2, 3), const(t(I32, 3, 2), [[0, 0]] * 3), f32s(0)],
+        [t(F32, 2, 3)],
+        "shape",
+    )
 
 
 @pytest.mark.parametrize("code", [F32, I32, QU8, QS8])
@@ -651,10 +702,20 @@ def test_slice(code: T) -> None:
 def test_slice_out_of_bounds() -> None:
     x = rand(F32, 3, 4)
     rejects(Op.SLICE, [t(F32, 3, 4), ivec(2, 0), ivec(2, 4)], [t(F32, 2, 4)], "fit")
-    op_fails(Op.SLICE, [t(F32, 3, 4), t(I32, 2), ivec(1, 1)], [t(F32, 1, 1)],
-             x, np.array([-1, 0], np.int32))
-    op_fails(Op.SLICE, [t(F32, 3, 4), ivec(0, 0), t(I32, 2)], [t(F32, 0, 0)],
-             x, np.array([1, 5], np.int32))
+    op_fails(
+        Op.SLICE,
+        [t(F32, 3, 4), t(I32, 2), ivec(1, 1)],
+        [t(F32, 1, 1)],
+        x,
+        np.array([-1, 0], np.int32),
+    )
+    op_fails(
+        Op.SLICE,
+        [t(F32, 3, 4), ivec(0, 0), t(I32, 2)],
+        [t(F32, 0, 0)],
+        x,
+        np.array([1, 5], np.int32),
+    )
 
 
 @pytest.mark.parametrize("code", [F32, F16, I32, QU8, QS8])
@@ -662,14 +723,15 @@ def test_split(code: T) -> None:
     x = rand(code, 2, 6)
     outs = run(Op.SPLIT, [t(code, 2, 6), i32(-1), i32(3)], [t(code, 2, 2)] * 3, x)
     for k, part in enumerate(outs):
-        np.testing.assert_array_equal(part, x[:, 2 * k:2 * k + 2])
+        np.testing.assert_array_equal(part, x[:, 2 * k : 2 * k + 2])
 
 
 def test_split_validation() -> None:
     rejects(Op.SPLIT, [t(F32, 2, 6), i32(1), i32(2)], [t(F32, 2, 3)] * 3, "num_splits")
     rejects(Op.SPLIT, [t(F32, 2, 5), i32(1), i32(2)], [t(F32, 2, 2)] * 2, "evenly")
-    rejects(Op.SPLIT, [t(QU8, 2, 4), i32(1), i32(2)], [t(QU8, 2, 2), t(QU8, 2, 2, zp=3)],
-            "zero point")
+    rejects(
+        Op.SPLIT, [t(QU8, 2, 4), i32(1), i32(2)], [t(QU8, 2, 2), t(QU8, 2, 2, zp=3)], "zero point"
+    )
 
 
 @pytest.mark.parametrize("code", [F32, F16, I32, QU8, QS8])
@@ -697,8 +759,13 @@ def test_topk(code: T) -> None:
 def test_topk_validation() -> None:
     rejects(Op.TOPK_V2, [t(F32, 2, 3), i32(4)], [t(F32, 2, 4), t(I32, 2, 4)], "k")
     rejects(Op.TOPK_V2, [t(F32, 2, 3), i32(1)], [t(F32, 2, 1), t(F32, 2, 1)], "output 1")
-    op_fails(Op.TOPK_V2, [t(F32, 2, 3), OperandInfo(T.INT32, ())], [t(F32, 2, 0), t(I32, 2, 0)],
-             rand(F32, 2, 3), np.array(0, np.int32))
+    op_fails(
+        Op.TOPK_V2,
+        [t(F32, 2, 3), OperandInfo(T.INT32, ())],
+        [t(F32, 2, 0), t(I32, 2, 0)],
+        rand(F32, 2, 3),
+        np.array(0, np.int32),
+    )
 
 
 @pytest.mark.parametrize("code,scalar", [(F32, f32s(2.5)), (F16, f16s(-1.25)), (I32, i32(-7))])
@@ -736,8 +803,9 @@ def test_log_softmax(code: T) -> None:
         got = run1(Op.LOG_SOFTMAX, [t(code, 2, 3, 5), scalar, i32(axis)], t(code, 2, 3, 5), x)
         z = x.astype(np.float64) * float(np.asarray(beta, x.dtype))
         want = z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
-        np.testing.assert_allclose(got, want, rtol=1e-5 if code == F32 else 3e-3,
-                                   atol=1e-5 if code == F32 else 1e-2)
+        np.testing.assert_allclose(
+            got, want, rtol=1e-5 if code == F32 else 3e-3, atol=1e-5 if code == F32 else 1e-2
+        )
     rejects(Op.LOG_SOFTMAX, [t(F32, 2, 3), f16s(1), i32(0)], [t(F32, 2, 3)], "beta")
     rejects(Op.LOG_SOFTMAX, [t(F32, 2, 3), f32s(1), i32(-3)], [t(F32, 2, 3)], "axis")
 
@@ -754,9 +822,12 @@ def test_instance_normalization_float32(nchw: bool) -> None:
     want = (x - mean) * gamma / np.sqrt(var + eps) + beta
     feed = x.transpose(0, 3, 1, 2) if nchw else x
     shape = feed.shape
-    got = run1(Op.INSTANCE_NORMALIZATION,
-               [t(F32, *shape), f32s(gamma), f32s(beta), f32s(eps), boolean(nchw)],
-               t(F32, *shape), feed)
+    got = run1(
+        Op.INSTANCE_NORMALIZATION,
+        [t(F32, *shape), f32s(gamma), f32s(beta), f32s(eps), boolean(nchw)],
+        t(F32, *shape),
+        feed,
+    )
     if nchw:
         got = got.transpose(0, 2, 3, 1)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -764,12 +835,16 @@ def test_instance_normalization_float32(nchw: bool) -> None:
 
 def test_instance_normalization_float16_and_validation() -> None:
     x = rand(F16, 1, 2, 3, 2)
-    got = run1(Op.INSTANCE_NORMALIZATION,
-               [t(F16, 1, 2, 3, 2), f16s(1.0), f16s(0.0), f16s(1e-3), boolean(False)],
-               t(F16, 1, 2, 3, 2), x)
+    got = run1(
+        Op.INSTANCE_NORMALIZATION,
+        [t(F16, 1, 2, 3, 2), f16s(1.0), f16s(0.0), f16s(1e-3), boolean(False)],
+        t(F16, 1, 2, 3, 2),
+        x,
+    )
     x64 = x.astype(np.float64)
     want = (x64 - x64.mean(axis=(1, 2), keepdims=True)) / np.sqrt(
-        x64.var(axis=(1, 2), keepdims=True) + 1e-3)
+        x64.var(axis=(1, 2), keepdims=True) + 1e-3
+    )
     np.testing.assert_allclose(got, want, atol=1e-2)
     # Bit-exact against the reference's loop, which works in half precision throughout
     # (only the square root is taken in float32).
@@ -790,12 +865,18 @@ def test_instance_normalization_float16_and_validation() -> None:
                 for j in range(3):
                     exact[b, i, j, c] = h(h(h(h(x[b, i, j, c] - mean) * h(1.0)) / sigma) + h(0))
     np.testing.assert_array_equal(got, exact)
-    rejects(Op.INSTANCE_NORMALIZATION,
-            [t(F32, 2, 2, 2), f32s(1), f32s(0), f32s(1e-3), boolean(False)], [t(F32, 2, 2, 2)],
-            "rank")
-    rejects(Op.INSTANCE_NORMALIZATION,
-            [t(F16, 1, 2, 2, 1), f32s(1), f16s(0), f16s(1e-3), boolean(False)],
-            [t(F16, 1, 2, 2, 1)], "gamma")
+    rejects(
+        Op.INSTANCE_NORMALIZATION,
+        [t(F32, 2, 2, 2), f32s(1), f32s(0), f32s(1e-3), boolean(False)],
+        [t(F32, 2, 2, 2)],
+        "rank",
+    )
+    rejects(
+        Op.INSTANCE_NORMALIZATION,
+        [t(F16, 1, 2, 2, 1), f32s(1), f16s(0), f16s(1e-3), boolean(False)],
+        [t(F16, 1, 2, 2, 1)],
+        "gamma",
+    )
 
 
 # --------------------------------------------------------------------------- RESIZE_NEAREST
@@ -821,9 +902,12 @@ def test_resize_nearest_known_values() -> None:
         (False, True): [3, 6, 6, 9, 12, 12, 9, 12, 12],
     }
     for (align, half), want in cases.items():
-        got = run1(Op.RESIZE_NEAREST_NEIGHBOR,
-                   [t(F32, 1, 2, 2, 1), i32(3), i32(3), boolean(False), boolean(align),
-                    boolean(half)], t(F32, 1, 3, 3, 1), x)
+        got = run1(
+            Op.RESIZE_NEAREST_NEIGHBOR,
+            [t(F32, 1, 2, 2, 1), i32(3), i32(3), boolean(False), boolean(align), boolean(half)],
+            t(F32, 1, 3, 3, 1),
+            x,
+        )
         np.testing.assert_array_equal(got.reshape(-1), want)
 
 
@@ -834,39 +918,69 @@ def test_resize_nearest(code: T, flags: tuple[bool, ...]) -> None:
     align, half = (flags + (False, False))[:2]
     out_h, out_w = 7, 3
     extra = [boolean(f) for f in flags]
-    got = run1(Op.RESIZE_NEAREST_NEIGHBOR,
-               [t(code, 2, 3, 5, 2), i32(out_w), i32(out_h), boolean(False), *extra],
-               t(code, 2, out_h, out_w, 2), x)
+    got = run1(
+        Op.RESIZE_NEAREST_NEIGHBOR,
+        [t(code, 2, 3, 5, 2), i32(out_w), i32(out_h), boolean(False), *extra],
+        t(code, 2, out_h, out_w, 2),
+        x,
+    )
     rows, cols = _nearest_index(out_h, 3, align, half), _nearest_index(out_w, 5, align, half)
     np.testing.assert_array_equal(got, x[:, rows][:, :, cols])
     # NCHW, resizing by scale (FLOAT16 scale for float16 data).
     scalar = f16s if code == F16 else f32s
     nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-    got = run1(Op.RESIZE_NEAREST_NEIGHBOR,
-               [t(code, 2, 2, 3, 5), scalar(1.5), scalar(2.0), boolean(True), *extra],
-               t(code, 2, 2, 6, 7), nchw)
+    got = run1(
+        Op.RESIZE_NEAREST_NEIGHBOR,
+        [t(code, 2, 2, 3, 5), scalar(1.5), scalar(2.0), boolean(True), *extra],
+        t(code, 2, 2, 6, 7),
+        nchw,
+    )
     rows, cols = _nearest_index(6, 3, align, half), _nearest_index(7, 5, align, half)
     np.testing.assert_array_equal(got, nchw[:, :, rows][:, :, :, cols])
 
 
 def test_resize_nearest_zero_batch_and_validation() -> None:
     empty = np.zeros((0, 2, 2, 1), np.float32)
-    got = run1(Op.RESIZE_NEAREST_NEIGHBOR, [t(F32, 0, 2, 2, 1), i32(4), i32(4), boolean(False)],
-               t(F32, 0, 4, 4, 1), empty)
+    got = run1(
+        Op.RESIZE_NEAREST_NEIGHBOR,
+        [t(F32, 0, 2, 2, 1), i32(4), i32(4), boolean(False)],
+        t(F32, 0, 4, 4, 1),
+        empty,
+    )
     assert got.shape == (0, 4, 4, 1)
     base = [t(F32, 1, 2, 2, 1), i32(4), i32(4)]
     rejects(Op.RESIZE_NEAREST_NEIGHBOR, base, [t(F32, 1, 4, 4, 1)], "inputs")
-    rejects(Op.RESIZE_NEAREST_NEIGHBOR, [*base, boolean(False), boolean(True), boolean(True)],
-            [t(F32, 1, 4, 4, 1)], "align_corners")
-    rejects(Op.RESIZE_NEAREST_NEIGHBOR, [t(F16, 1, 2, 2, 1), f32s(2), f32s(2), boolean(False)],
-            [t(F16, 1, 4, 4, 1)], "input 1")
-    rejects(Op.RESIZE_NEAREST_NEIGHBOR, [t(QU8, 1, 2, 2, 1), i32(4), i32(4), boolean(False)],
-            [t(QU8, 1, 4, 4, 1, zp=9)], "zero point")
-    rejects(Op.RESIZE_NEAREST_NEIGHBOR, [t(F32, 2, 2, 1), i32(4), i32(4), boolean(False)],
-            [t(F32, 4, 4, 1)], "rank")
-    op_fails(Op.RESIZE_NEAREST_NEIGHBOR,
-             [t(F32, 1, 2, 2, 1), OperandInfo(T.INT32, ()), i32(4), boolean(False)],
-             [t(F32, 1, 4, 0, 1)], np.ones((1, 2, 2, 1), np.float32), np.array(0, np.int32))
+    rejects(
+        Op.RESIZE_NEAREST_NEIGHBOR,
+        [*base, boolean(False), boolean(True), boolean(True)],
+        [t(F32, 1, 4, 4, 1)],
+        "align_corners",
+    )
+    rejects(
+        Op.RESIZE_NEAREST_NEIGHBOR,
+        [t(F16, 1, 2, 2, 1), f32s(2), f32s(2), boolean(False)],
+        [t(F16, 1, 4, 4, 1)],
+        "input 1",
+    )
+    rejects(
+        Op.RESIZE_NEAREST_NEIGHBOR,
+        [t(QU8, 1, 2, 2, 1), i32(4), i32(4), boolean(False)],
+        [t(QU8, 1, 4, 4, 1, zp=9)],
+        "zero point",
+    )
+    rejects(
+        Op.RESIZE_NEAREST_NEIGHBOR,
+        [t(F32, 2, 2, 1), i32(4), i32(4), boolean(False)],
+        [t(F32, 4, 4, 1)],
+        "rank",
+    )
+    op_fails(
+        Op.RESIZE_NEAREST_NEIGHBOR,
+        [t(F32, 1, 2, 2, 1), OperandInfo(T.INT32, ()), i32(4), boolean(False)],
+        [t(F32, 1, 4, 0, 1)],
+        np.ones((1, 2, 2, 1), np.float32),
+        np.array(0, np.int32),
+    )
 
 
 # --------------------------------------------------------------------------- dynamic shapes
@@ -887,15 +1001,27 @@ def test_unknown_ranks_validate_and_run() -> None:
     np.testing.assert_array_equal(got, x[:, [0, 3, 1, 4, 2, 5]])
     got = run1(Op.ARGMIN, [t(F32), OperandInfo(T.INT32, ())], t(I32), x, np.array(0, np.int32))
     np.testing.assert_array_equal(got, np.argmin(x, axis=0))
-    got = run1(Op.SLICE, [t(F32), t(I32), t(I32)], t(F32), x,
-               np.array([1, 2], np.int32), np.array([-1, 3], np.int32))
+    got = run1(
+        Op.SLICE,
+        [t(F32), t(I32), t(I32)],
+        t(F32),
+        x,
+        np.array([1, 2], np.int32),
+        np.array([-1, 3], np.int32),
+    )
     np.testing.assert_array_equal(got, x[1:, 2:5])
-    got = run1(Op.PAD_V2, [t(F32), t(I32), f32s(9)], t(F32), x, np.array([[0, 1], [1, 0]],
-                                                                           np.int32))
+    got = run1(
+        Op.PAD_V2, [t(F32), t(I32), f32s(9)], t(F32), x, np.array([[0, 1], [1, 0]], np.int32)
+    )
     assert got.shape == (3, 7) and got[2, 0] == 9
-    got = run1(Op.EXPAND_DIMS, [t(F32), OperandInfo(T.INT32, ())], t(F32), x,
-               np.array(-2, np.int32))
+    got = run1(
+        Op.EXPAND_DIMS, [t(F32), OperandInfo(T.INT32, ())], t(F32), x, np.array(-2, np.int32)
+    )
     assert got.shape == (2, 1, 6)
-    got = run1(Op.RESIZE_NEAREST_NEIGHBOR, [t(F32), i32(2), i32(2), boolean(False)], t(F32),
-               x.reshape(1, 2, 6, 1))
+    got = run1(
+        Op.RESIZE_NEAREST_NEIGHBOR,
+        [t(F32), i32(2), i32(2), boolean(False)],
+        t(F32),
+        x.reshape(1, 2, 6, 1),
+    )
     np.testing.assert_array_equal(got.reshape(2, 2), x[:, [0, 3]])

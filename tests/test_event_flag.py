@@ -13,6 +13,8 @@ import pytest
 from nnburst.errors import BadDataError, ClosedResourceError
 from nnburst.fmq import FMQ_NOT_EMPTY, FMQ_NOT_FULL, EventFlag, MessageQueue
 
+from .blocking import wait_until_blocked_on, word_address
+
 MS = 1_000_000
 SECOND = 1000 * MS
 
@@ -65,7 +67,7 @@ def test_reader_thread_woken_by_a_later_write(queue):
 
     thread = threading.Thread(target=reader)
     thread.start()
-    time.sleep(0.05)
+    wait_until_blocked_on(thread, word_address(queue.event_flag))
     assert queue.write(np.arange(64, dtype=np.uint8))
     queue.event_flag.wake(FMQ_NOT_EMPTY)
     thread.join(5)
@@ -77,9 +79,11 @@ def test_external_event_flag_on_a_plain_shared_word():
     with mmap.mmap(-1, 4096) as word_memory:
         flag = EventFlag.on_buffer(word_memory, 8)
         results = []
-        thread = threading.Thread(target=lambda: results.append(flag.wait(0x4, timeout_ns=5 * SECOND)))
+        thread = threading.Thread(
+            target=lambda: results.append(flag.wait(0x4, timeout_ns=5 * SECOND))
+        )
         thread.start()
-        time.sleep(0.02)
+        wait_until_blocked_on(thread, word_address(flag))
         flag.wake(0x4)
         thread.join(5)
         assert results == [0x4]
@@ -110,7 +114,7 @@ def test_close_wakes_a_thread_blocked_in_read_blocking(queue):
 
     thread = threading.Thread(target=reader)
     thread.start()
-    time.sleep(0.05)
+    wait_until_blocked_on(thread, word_address(queue.event_flag))
     queue.close()
     thread.join(5)
     assert not thread.is_alive()
@@ -129,7 +133,7 @@ def test_close_wakes_a_thread_blocked_in_event_flag_wait(queue):
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    time.sleep(0.05)
+    wait_until_blocked_on(thread, word_address(flag))
     queue.close()
     thread.join(5)
     assert len(errors) == 1

@@ -3,20 +3,24 @@ with MISSED_DEADLINE, and the compilation stays usable."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
 import nnburst as nn
+from nnburst.cpu import driver as cpu_driver
+from nnburst.cpu import executor as cpu_executor
+
+from .blocking import SteppingClock
+
+SECOND = 1_000_000_000
 
 
 def slow_model(layers: int = 40) -> nn.Model:
-    """Forty 3×3 convolutions on a 64×64×16 image: long enough to time out."""
+    """Forty 3×3 convolutions on an 8×8×16 image: forty deadline checks."""
     rng = np.random.default_rng(1)
     T = nn.OperandCode
     model = nn.Model()
-    x = first = model.add_operand(nn.OperandType(T.TENSOR_FLOAT32, (1, 64, 64, 16)))
+    x = first = model.add_operand(nn.OperandType(T.TENSOR_FLOAT32, (1, 8, 8, 16)))
     for _ in range(layers):
         w = model.add_operand(nn.OperandType(T.TENSOR_FLOAT32, (16, 3, 3, 16)))
         model.set_operand_value(w, rng.standard_normal((16, 3, 3, 16)).astype(np.float32) * 0.1)
@@ -25,7 +29,7 @@ def slow_model(layers: int = 40) -> nn.Model:
         scalars = [model.add_operand(nn.OperandType(T.INT32)) for _ in range(4)]
         for operand, value in zip(scalars, (nn.PaddingCode.SAME, 1, 1, nn.FuseCode.RELU)):
             model.set_operand_value(operand, np.int32(value))
-        y = model.add_operand(nn.OperandType(T.TENSOR_FLOAT32, (1, 64, 64, 16)))
+        y = model.add_operand(nn.OperandType(T.TENSOR_FLOAT32, (1, 8, 8, 16)))
         model.add_operation(nn.OperationCode.CONV_2D, [x, w, b, *scalars], [y])
         x = y
     model.identify_inputs_and_outputs([first], [x])
@@ -33,24 +37,40 @@ def slow_model(layers: int = 40) -> nn.Model:
     return model
 
 
-def test_a_timeout_stops_the_execution_between_operations():
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> SteppingClock:
+    """One fake second per deadline check in the CPU driver and executor."""
+    fake = SteppingClock(1_000_000_000)
+    monkeypatch.setattr(cpu_driver, "time", fake)
+    monkeypatch.setattr(cpu_executor, "time", fake)
+    return fake
+
+
+def test_a_timeout_stops_the_execution_between_operations(clock):
     cpu = next(d for d in nn.get_devices() if d.type == nn.DeviceTypeCode.CPU)
     with nn.Compilation(slow_model(), devices=[cpu]) as compilation:
         compilation.finish()
-        image = np.ones((1, 64, 64, 16), np.float32)
-        out = np.empty((1, 64, 64, 16), np.float32)
+        image = np.ones((1, 8, 8, 16), np.float32)
+        out = np.empty((1, 8, 8, 16), np.float32)
 
-        def run(timeout_ns: int) -> float:
+        def run(timeout_ns: int) -> int:
+            """Runs once; returns how many deadline checks it made."""
             execution = nn.Execution(compilation)
             execution.set_input(0, image)
             execution.set_output(0, out)
             execution.set_timeout(timeout_ns)
-            start = time.monotonic()
+            before = clock.reads
             execution.compute()
-            return time.monotonic() - start
+            return clock.reads - before
 
-        full = run(0)
+        reads = run(100 * SECOND)  # 40 operations, one fake second each: well inside 100 s
+        assert reads >= 40
+        reads_before = clock.reads
         with pytest.raises(nn.NNError) as caught:
-            run(max(1, int(full * 1e9 / 4)))  # a quarter of what the model needs
-        assert caught.value.code in (nn.ResultCode.MISSED_DEADLINE_TRANSIENT, nn.ResultCode.MISSED_DEADLINE_PERSISTENT)
+            run(5 * SECOND)
+        assert caught.value.code in (
+            nn.ResultCode.MISSED_DEADLINE_TRANSIENT,
+            nn.ResultCode.MISSED_DEADLINE_PERSISTENT,
+        )
+        assert clock.reads - reads_before <= 8, "the execution went on after its deadline"
         run(0)  # still usable afterwards

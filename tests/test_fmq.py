@@ -111,7 +111,9 @@ def test_wrap_around_with_transactions_gives_two_regions(queue):
 
 
 @pytest.mark.parametrize("count", [1, 3, 61, 2049])
-@pytest.mark.parametrize("dtype", [np.uint8, np.dtype("V3"), np.int64, np.dtype([("a", "u1"), ("b", "<f8")])])
+@pytest.mark.parametrize(
+    "dtype", [np.uint8, np.dtype("V3"), np.int64, np.dtype([("a", "u1"), ("b", "<f8")])]
+)
 def test_odd_sizes_wrap_correctly(count, dtype):
     with MessageQueue(dtype, count) as q:
         rng = np.random.default_rng(count)
@@ -193,7 +195,12 @@ def test_closed_queue_refuses_every_call_and_close_is_idempotent():
     q.close()
     q.close()
     assert not q.is_valid()
-    for call in (lambda: q.write(1), lambda: q.read(1), lambda: q.available_to_read(), lambda: q.descriptor):
+    for call in (
+        lambda: q.write(1),
+        lambda: q.read(1),
+        lambda: q.available_to_read(),
+        lambda: q.descriptor,
+    ):
         with pytest.raises(ClosedResourceError):
             call()
 

@@ -3,6 +3,7 @@ never an out-of-bounds access or a hang."""
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 
@@ -10,10 +11,11 @@ import numpy as np
 import posix_ipc
 import pytest
 
-from nnburst import shm
+from nnburst import fmq, shm
 from nnburst._bindings import READ_OFFSET, WRITE_OFFSET
 from nnburst.errors import BadDataError, CorruptQueueError
 from nnburst.fmq import Descriptor, Flavor, MessageQueue
+from nnburst.hal.packets import REQUEST_DATUM
 
 COUNT = 64
 
@@ -34,7 +36,13 @@ def scribble(q: MessageQueue, read: int, write: int) -> None:
 @pytest.mark.parametrize(
     ("read", "write"),
     [(0, 3), (2, 8), (8, 4), (0, 4 * COUNT + 4), (2**63, 0)],
-    ids=["misaligned-write", "misaligned-read", "write-behind-read", "more-than-a-ring", "huge-read"],
+    ids=[
+        "misaligned-write",
+        "misaligned-read",
+        "write-behind-read",
+        "more-than-a-ring",
+        "huge-read",
+    ],
 )
 def test_corrupt_counters_are_reported_not_used(queue, read, write):
     scribble(queue, read, write)
@@ -128,21 +136,33 @@ def test_truncated_descriptors_are_rejected(queue, cut):
 
 def test_descriptor_with_mismatched_element_type_is_rejected(queue):
     desc = queue.descriptor
-    forged = Descriptor(desc.name, desc.flavor, np.dtype(np.int64), desc.count // 2, desc.size, True, desc.creator_pid)
+    forged = Descriptor(
+        desc.name,
+        desc.flavor,
+        np.dtype(np.int64),
+        desc.count // 2,
+        desc.size,
+        True,
+        desc.creator_pid,
+    )
     with pytest.raises(BadDataError, match="does not hold the queue"):
         MessageQueue.attach(forged.to_bytes())
 
 
 def test_descriptor_naming_a_missing_segment_is_rejected(queue):
     desc = queue.descriptor
-    forged = Descriptor(shm.unique_name(), desc.flavor, desc.dtype, desc.count, desc.size, True, desc.creator_pid)
+    forged = Descriptor(
+        shm.unique_name(), desc.flavor, desc.dtype, desc.count, desc.size, True, desc.creator_pid
+    )
     with pytest.raises(BadDataError, match="does not exist"):
         MessageQueue.attach(forged.to_bytes())
 
 
 def test_descriptor_naming_a_foreign_segment_is_rejected(queue):
     desc = queue.descriptor
-    forged = Descriptor("/someone-else", desc.flavor, desc.dtype, desc.count, desc.size, True, desc.creator_pid)
+    forged = Descriptor(
+        "/someone-else", desc.flavor, desc.dtype, desc.count, desc.size, True, desc.creator_pid
+    )
     with pytest.raises(BadDataError, match="not an nnburst segment"):
         MessageQueue.attach(forged.to_bytes())
 
@@ -162,6 +182,112 @@ def test_segment_smaller_than_the_descriptor_claims_is_rejected(queue):
 
 def test_header_that_disagrees_with_the_descriptor_is_rejected(queue):
     desc = queue.descriptor
-    forged = Descriptor(desc.name, Flavor.UNSYNCHRONIZED_WRITE, desc.dtype, desc.count, desc.size, True, desc.creator_pid)
+    forged = Descriptor(
+        desc.name,
+        Flavor.UNSYNCHRONIZED_WRITE,
+        desc.dtype,
+        desc.count,
+        desc.size,
+        True,
+        desc.creator_pid,
+    )
     with pytest.raises(BadDataError):
         MessageQueue.attach(forged.to_bytes())
+
+
+@pytest.mark.parametrize(
+    ("offset", "layout", "value"),
+    [
+        (0, "<I", 0x12345678),  # magic
+        (4, "<I", 2),  # version
+        (8, "<I", 8),  # quantum
+        (12, "<I", int(Flavor.UNSYNCHRONIZED_WRITE)),  # flavor
+        (16, "<Q", COUNT - 1),  # count (ring_bytes left consistent with the descriptor)
+        (24, "<Q", 4 * (COUNT - 1)),  # ring_bytes
+        (32, "<I", 0),  # flags: the event flag vanished
+    ],
+    ids=["magic", "version", "quantum", "flavor", "count", "ring-bytes", "flags"],
+)
+def test_every_header_field_is_checked_on_attach(queue, offset, layout, value):
+    """A peer that scribbled on one header field cannot get an attacher to
+    accept the queue, even when the other fields still agree."""
+    struct.pack_into(layout, queue._region.mmap, offset, value)
+    with pytest.raises(BadDataError, match="does not hold the queue"):
+        MessageQueue.attach(queue.descriptor.to_bytes())
+
+
+def test_an_unsynchronized_writer_counter_moved_behind_the_reader_is_corrupt():
+    """Not an overrun: a write counter below our own read position can only
+    be a scribble, and the reader must say so instead of resyncing to it."""
+    with MessageQueue(np.int32, COUNT, Flavor.UNSYNCHRONIZED_WRITE) as writer:
+        with MessageQueue.attach(writer.descriptor) as reader:
+            assert writer.write(np.arange(8, dtype=np.int32))
+            assert reader.read(8) is not None  # our private r is now 8 elements in
+            struct.pack_into("<Q", writer._region.mmap, WRITE_OFFSET, 4 * 4)
+            with pytest.raises(CorruptQueueError):
+                reader.read(1)
+            with pytest.raises(CorruptQueueError):
+                reader.available_to_read()
+
+
+# -- the element type in a descriptor (the private codec, tested directly) --------------------
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        np.dtype("<u4"),
+        np.dtype(">f8"),
+        np.dtype("S5"),
+        np.dtype((np.float32, (3, 2))),
+        np.dtype(
+            {"names": ["a", "b"], "formats": ["<u2", "<f4"], "offsets": [0, 4], "itemsize": 12}
+        ),
+        REQUEST_DATUM,  # the burst datum: a union, fields overlap
+        np.dtype([("seq", "<u8"), ("pair", [("lo", "<u4"), ("v", ("<i2", (2,)))])]),
+    ],
+    ids=["scalar", "big-endian", "bytes", "subarray", "padded", "union", "nested"],
+)
+def test_element_types_cross_a_descriptor_unchanged(dtype):
+    back = fmq._dtype_from_json(fmq._dtype_to_json(dtype))
+    assert back == dtype and back.itemsize == dtype.itemsize
+    assert back.fields == dtype.fields and back.str == dtype.str
+
+
+def _nested(levels: int) -> bytes:
+    obj: object = "<u1"
+    for _ in range(levels):
+        obj = {"subarray": obj, "shape": [1]}
+    return json.dumps(obj).encode()
+
+
+def test_element_type_nesting_is_bounded():
+    assert fmq._dtype_from_json(_nested(8)).itemsize == 1  # the deepest allowed
+    with pytest.raises(BadDataError, match="nests too deeply"):
+        fmq._dtype_from_json(_nested(9))
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'"O"', "element kind 'O' cannot cross a process boundary"),
+        (b'"<M8[s]"', "element kind 'M' cannot cross"),
+        (b"5", "unknown element type description 5"),
+        (b'{"names": ["a"], "formats": ["O"], "offsets": [0], "itemsize": 8}', "cannot cross"),
+        (b'{"subarray": "O", "shape": [2]}', "cannot cross"),
+        (b'{"names": ["a"], "formats": ["<u4"]}', "invalid element type"),
+        (b"\xff", "invalid element type"),
+    ],
+    ids=[
+        "object",
+        "datetime",
+        "number",
+        "object-field",
+        "object-subarray",
+        "missing-keys",
+        "not-utf8",
+    ],
+)
+def test_element_types_that_cannot_cross_are_rejected(raw, message):
+    with pytest.raises(BadDataError, match=message):
+        fmq._dtype_from_json(raw)

@@ -45,11 +45,20 @@ def test_ten_million_elements_synchronized():
 def test_ten_million_elements_unsynchronized():
     with MessageQueue(ITEM, 65536, Flavor.UNSYNCHRONIZED_WRITE) as writer_side:
         reader = MessageQueue.attach(writer_side.descriptor)
-        peer = Peer("process", "stream_writer", writer_side.descriptor.to_bytes().hex(), TOTAL, 11, 0)
+        peer = Peer(
+            "process", "stream_writer", writer_side.descriptor.to_bytes().hex(), TOTAL, 11, 0
+        )
         out = np.empty(1024, dtype=ITEM)
         last_seq = -1
         accepted = overruns = 0
         deadline = time.monotonic() + STRESS_SECONDS
+        # Be overrun once for sure: let the writer lap us before the first
+        # read, which must then fail and resync (the torn-copy case itself
+        # is forced deterministically in test_fmq_unsync.py).
+        while reader.available_to_read() <= 65536:
+            assert time.monotonic() < deadline, "the writer never lapped the reader"
+        assert not reader.read_into(out)
+        overruns += 1
         while last_seq < TOTAL - 1:
             assert time.monotonic() < deadline, f"reached {last_seq} in {STRESS_SECONDS} s"
             available = reader.available_to_read()
@@ -67,7 +76,9 @@ def test_ten_million_elements_unsynchronized():
             accepted += n
         peer.join(timeout=STRESS_SECONDS)
         reader.close()
-        assert accepted > 0
+        # Everything after the forced lap up to the last element was either
+        # read whole and in order or skipped by a reported overrun.
+        assert overruns >= 1 and accepted > 0 and last_seq == TOTAL - 1
         print(f"unsync: accepted {accepted} of {TOTAL}, {overruns} overruns")
 
 
@@ -81,6 +92,8 @@ def test_repeated_synchronized_streams(seed):
         while received < 1_000_000:
             n = q.read_available_blocking(out, timeout_ns=10_000_000_000)
             assert n > 0
-            assert np.array_equal(out[:n]["seq"], np.arange(received, received + n, dtype=np.uint64))
+            assert np.array_equal(
+                out[:n]["seq"], np.arange(received, received + n, dtype=np.uint64)
+            )
             received += n
         peer.join()

@@ -215,9 +215,10 @@ def test_add_operand_accepts_quantized_bias_scale():
         (7, C1),  # no such operand
         (1, np.ones((2, 4), np.float32)),  # wrong element count
         (1, b"\0" * 47),  # wrong byte length
-        (1, np.ones((3, 4), np.int64)),  # int64 -> float32 is not a safe cast
+        (2, np.float32(1.0)),  # float data for an INT32 scalar would be truncated
         (2, 1.5),  # a float for an INT32 scalar
         (2, 2**40),  # out of int32 range
+        (2, np.int64(2**40)),  # numpy integers are range-checked too
         (2, "RELU"),  # not a number
     ],
 )

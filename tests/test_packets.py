@@ -34,7 +34,9 @@ u32 = st.integers(0, 2**32 - 1)
 dims = st.lists(u32, max_size=6).map(tuple)
 arguments = st.one_of(
     st.just(RequestArgument(True)),
-    st.builds(lambda p, o, n, d: RequestArgument(False, DataLocation(p, o, n), d), u32, u32, u32, dims),
+    st.builds(
+        lambda p, o, n, d: RequestArgument(False, DataLocation(p, o, n), d), u32, u32, u32, dims
+    ),
 )
 requests = st.builds(
     lambda i, o: Request(i, o, []), st.lists(arguments, max_size=5), st.lists(arguments, max_size=5)
@@ -57,7 +59,10 @@ def test_datums_have_the_hal_1_2_layout():
 
 def test_request_packet_order_and_size_follow_the_hal():
     request = Request(
-        [RequestArgument(False, DataLocation(0, 0, 64), (1, 2, 2, 4)), RequestArgument(False, DataLocation(0, 64, 64), (1, 2, 2, 4))],
+        [
+            RequestArgument(False, DataLocation(0, 0, 64), (1, 2, 2, 4)),
+            RequestArgument(False, DataLocation(0, 64, 64), (1, 2, 2, 4)),
+        ],
         [RequestArgument(False, DataLocation(1, 0, 16), ())],
         [],
     )
@@ -95,7 +100,11 @@ def test_result_padding_bytes_are_zero(status, output_shapes, timing):
 def test_error_packet_is_two_datums_with_no_timing():
     packet = error_result_packet()
     assert len(packet) == 2
-    assert deserialize_result(packet) == (ErrorStatus.GENERAL_FAILURE, [], Timing(NO_TIMING_US, NO_TIMING_US))
+    assert deserialize_result(packet) == (
+        ErrorStatus.GENERAL_FAILURE,
+        [],
+        Timing(NO_TIMING_US, NO_TIMING_US),
+    )
 
 
 def valid_request_packet():
@@ -172,7 +181,12 @@ def test_wrong_element_type_is_rejected():
     ],
 )
 def test_malformed_result_packets_are_rejected(row, column, value):
-    w = serialize_result(ErrorStatus.NONE, [OutputShape((3, 4))], Timing(1, 2)).view("<u4").reshape(-1, 6).copy()
+    w = (
+        serialize_result(ErrorStatus.NONE, [OutputShape((3, 4))], Timing(1, 2))
+        .view("<u4")
+        .reshape(-1, 6)
+        .copy()
+    )
     w[row, column] = value
     with pytest.raises(PacketError):
         deserialize_result(np.ascontiguousarray(w).reshape(-1).view(RESULT_DATUM))

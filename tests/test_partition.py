@@ -20,6 +20,8 @@ from nnburst.codes import ErrorStatus
 from nnburst.cpu.driver import CpuPreparedModel, cpu_device
 from nnburst.errors import NNError
 from nnburst.hal.interfaces import IDevice, IPreparedModel
+from nnburst.hal.memory import MappedMemory
+from nnburst.hal.staging import StagedRequest
 from nnburst.hal.types import (
     NO_TIMING,
     Capabilities,
@@ -29,7 +31,7 @@ from nnburst.hal.types import (
     Request,
     RequestArgument,
 )
-from nnburst.partition import ExecutionPlan, StagedRequest
+from nnburst.partition import ExecutionPlan
 
 from .test_model import raises
 
@@ -47,9 +49,9 @@ class FakePrepared(IPreparedModel):
         self.device = device
         self.inner = inner
 
-    def execute_synchronously(self, request, measure):
+    def execute_synchronously(self, request, measure, **_):
         self.device.executions += 1
-        if not all(isinstance(pool, nn.Memory) for pool in request.pools):
+        if not all(isinstance(pool, MappedMemory) for pool in request.pools):
             return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING  # a remote driver maps memories only
         if self.device.fail_execute == "status":
             return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
@@ -120,7 +122,7 @@ def register():
 
     def add(*hals):
         removers.append(devices_module.register_source(lambda: list(hals)))
-        return [devices_module._wrap(h) for h in hals]
+        return [devices_module.device_for(h) for h in hals]
 
     yield add
     for remove in removers:
@@ -367,7 +369,7 @@ def test_staged_request_copies_in_and_back():
         [src, memory, dst],
     )
     with StagedRequest(request) as staged:
-        assert all(isinstance(p, nn.Memory) for p in staged.request.pools)
+        assert all(isinstance(p, MappedMemory) for p in staged.request.pools)
         assert staged.request.pools[1] is memory
         loc_in, loc_out = staged.request.inputs[0].location, staged.request.outputs[0].location
         assert np.frombuffer(staged.memory.buffer, np.float32, 4, loc_in.offset).tolist() == [

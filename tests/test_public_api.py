@@ -32,6 +32,8 @@ DOCUMENTED = [
     "Execution",
     "Event",
     "Burst",
+    # additions beyond api.md §1 (nothing documented there is renamed or removed)
+    "get_device",
 ]
 
 

@@ -91,7 +91,9 @@ def test_runtime_and_driver_spans_land_in_a_chrome_trace(tmp_path):
         "[NN_LR_PE]burst_compute",
         "[NN_LD_PCO]execute",
     } <= found
-    thread_names = {e["args"]["name"] for e in document["traceEvents"] if e["name"] == "thread_name"}
+    thread_names = {
+        e["args"]["name"] for e in document["traceEvents"] if e["name"] == "thread_name"
+    }
     assert "MainThread" in thread_names
     # The app span encloses the runtime's, which encloses the driver's compute.
     app = next(e for e in events if e["name"] == "[NN_LA_PE]runInference")
@@ -114,12 +116,14 @@ def test_section_decorator_and_exceptions(tmp_path):
     with pytest.raises(KeyError), tracing.span(Layer.APPLICATION, Phase.RESULTS, "read"):
         raise KeyError("x")
     tracing.stop()
-    assert sorted(names(path)) == sorted([
-        "[NN_LA_PP]test_section_decorator_and_exceptions.<locals>.build",
-        "[NN_LA_PT]teardown",
-        "preprocessBitmap",
-        "[NN_LA_PR]read",
-    ])
+    assert sorted(names(path)) == sorted(
+        [
+            "[NN_LA_PP]test_section_decorator_and_exceptions.<locals>.build",
+            "[NN_LA_PT]teardown",
+            "preprocessBitmap",
+            "[NN_LA_PR]read",
+        ]
+    )
     assert tracing.prefix(Layer.IPC, Phase.INPUTS_AND_OUTPUTS) == "[NN_LI_PIO]"
 
 
@@ -284,11 +288,23 @@ def test_vlog_environment_variable_shows_messages_on_stderr():
         "logging.getLogger('nnburst.model').debug('quiet model')\n"
     )
     env = {**os.environ, log.ENV_VAR: "execution,burst"}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, check=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert "nnburst.execution: verbose execution" in done.stderr
     assert "quiet model" not in done.stderr
     env[log.ENV_VAR] = "bogus"
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, check=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert "unknown logging component" in done.stderr and "verbose execution" not in done.stderr

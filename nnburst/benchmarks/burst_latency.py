@@ -58,7 +58,9 @@ def add_model() -> HalModel:
         Operand(OperandInfo(OperandCode.INT32, ()), Lifetime.CONSTANT_COPY, np.array(0, np.int32)),
         Operand(tensor, Lifetime.SUBGRAPH_OUTPUT),
     ]
-    return HalModel(Subgraph(operands, [Operation(OperationCode.ADD, (0, 1, 2), (3,))], (0, 1), (3,)))
+    return HalModel(
+        Subgraph(operands, [Operation(OperationCode.ADD, (0, 1, 2), (3,))], (0, 1), (3,))
+    )
 
 
 def prepare(polling: bool) -> IPreparedModel:
@@ -72,8 +74,10 @@ def request_in_shared_memory() -> Iterator[tuple[Request, list[Memory]]]:
     pool = Memory.create_shared(3 * TENSOR_BYTES)
     np.frombuffer(pool.buffer, np.float32, 24)[:] = 1.5
     request = Request(
-        [RequestArgument(False, DataLocation(0, 0, TENSOR_BYTES)),
-         RequestArgument(False, DataLocation(0, TENSOR_BYTES, TENSOR_BYTES))],
+        [
+            RequestArgument(False, DataLocation(0, 0, TENSOR_BYTES)),
+            RequestArgument(False, DataLocation(0, TENSOR_BYTES, TENSOR_BYTES)),
+        ],
         [RequestArgument(False, DataLocation(0, 2 * TENSOR_BYTES, TENSOR_BYTES))],
         [pool],
     )
@@ -83,7 +87,9 @@ def request_in_shared_memory() -> Iterator[tuple[Request, list[Memory]]]:
         pool.close()
 
 
-def _checked(controller: ExecutionBurstController, request: Request, keys: list[Memory]) -> RoundTrip:
+def _checked(
+    controller: ExecutionBurstController, request: Request, keys: list[Memory]
+) -> RoundTrip:
     status, *_ = controller.compute(request, MeasureTiming.NO, keys)
     if status != ErrorStatus.NONE:
         raise RuntimeError(f"burst execution failed: {status.name}")
@@ -100,9 +106,12 @@ def sync_in_process() -> Iterator[RoundTrip]:
 @contextmanager
 def burst_in_process(polling: bool) -> Iterator[RoundTrip]:
     model = prepare(polling)
-    with request_in_shared_memory() as (request, keys), ExecutionBurstController.create(
-        model, polling_window_us=50 if polling else 0
-    ) as controller:
+    with (
+        request_in_shared_memory() as (request, keys),
+        ExecutionBurstController.create(
+            model, polling_window_us=50 if polling else 0
+        ) as controller,
+    ):
         yield _checked(controller, request, keys)
 
 
@@ -129,9 +138,12 @@ def burst_cross_process(polling: bool) -> Iterator[RoundTrip]:
     theirs.close()
     client = RemoteBurstClient(ours)
     try:
-        with request_in_shared_memory() as (request, keys), ExecutionBurstController.create(
-            RemoteBurstModel(client, 1), polling_window_us=50 if polling else 0
-        ) as controller:
+        with (
+            request_in_shared_memory() as (request, keys),
+            ExecutionBurstController.create(
+                RemoteBurstModel(client, 1), polling_window_us=50 if polling else 0
+            ) as controller,
+        ):
             yield _checked(controller, request, keys)
     finally:
         client.close()
@@ -144,7 +156,9 @@ def burst_cross_process(polling: bool) -> Iterator[RoundTrip]:
 class _NoModel(IPreparedModel):
     """Returns at once: isolates the burst server's own work."""
 
-    def execute_synchronously(self, request: Request, measure: MeasureTiming, **_: Any) -> ExecutionResult:
+    def execute_synchronously(
+        self, request: Request, measure: MeasureTiming, **_: Any
+    ) -> ExecutionResult:
         return ErrorStatus.NONE, [OutputShape((3, 4))], Timing()
 
     def configure_execution_burst(self, *args: Any) -> Any:
@@ -154,9 +168,11 @@ class _NoModel(IPreparedModel):
 @contextmanager
 def server_overhead() -> Iterator[RoundTrip]:
     """One request through the server's respond(): deserialize, slot cache, serialize."""
-    with request_in_shared_memory() as (request, keys), MessageQueue(REQUEST_DATUM, 64) as requests, MessageQueue(
-        RESULT_DATUM, 64
-    ) as results:
+    with (
+        request_in_shared_memory() as (request, keys),
+        MessageQueue(REQUEST_DATUM, 64) as requests,
+        MessageQueue(RESULT_DATUM, 64) as results,
+    ):
         slots = BurstSlots()
         worker = _Worker(slots, requests, results, DefaultBurstExecutorWithCache(_NoModel()), 0)
         packet = request_words(request, MeasureTiming.NO, slots.get_slots(request.pools, keys))
@@ -193,7 +209,9 @@ def run(iterations: int = 5000, modes: list[str] | None = None) -> list[LatencyS
 
 def main(iterations: int = 5000) -> None:
     rows = run(iterations)
-    print(f"ADD of two float32 [3, 4] tensors on the CPU reference driver, {iterations} executions per mode:")
+    print(
+        f"ADD of two float32 [3, 4] tensors on the CPU reference driver, {iterations} executions per mode:"
+    )
     print(latency_table(rows, baseline="multiprocessing.Pipe"))
 
 

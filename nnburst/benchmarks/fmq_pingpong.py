@@ -86,7 +86,10 @@ def _server(target: Callable[..., None], *args: object) -> Iterator[None]:
 
 def _fmq_echo(request_desc: bytes, response_desc: bytes, spin_ns: int, nowait: bool) -> None:
     pin(1)
-    with MessageQueue.attach(request_desc) as request, MessageQueue.attach(response_desc) as response:
+    with (
+        MessageQueue.attach(request_desc) as request,
+        MessageQueue.attach(response_desc) as response,
+    ):
         buffer = np.empty(MESSAGE_BYTES, dtype=np.uint8)
         if nowait:
             while True:
@@ -111,7 +114,13 @@ def fmq_peer(spin_ns: int = 0, nowait: bool = False) -> Iterator[RoundTrip]:
     with MessageQueue(np.uint8, 16384) as request, MessageQueue(np.uint8, 16384) as response:
         message = np.full(MESSAGE_BYTES, 7, dtype=np.uint8)
         reply = np.empty(MESSAGE_BYTES, dtype=np.uint8)
-        with _server(_fmq_echo, request.descriptor.to_bytes(), response.descriptor.to_bytes(), spin_ns, nowait):
+        with _server(
+            _fmq_echo,
+            request.descriptor.to_bytes(),
+            response.descriptor.to_bytes(),
+            spin_ns,
+            nowait,
+        ):
             if nowait:
 
                 def round_trip() -> None:
@@ -122,7 +131,9 @@ def fmq_peer(spin_ns: int = 0, nowait: bool = False) -> Iterator[RoundTrip]:
 
                 yield round_trip
             else:
-                yield functools.partial(request.round_trip(response, message, reply, spin_ns), MESSAGE_BYTES)
+                yield functools.partial(
+                    request.round_trip(response, message, reply, spin_ns), MESSAGE_BYTES
+                )
             stop = np.full(MESSAGE_BYTES, STOP, dtype=np.uint8)
             request.write_blocking(stop, timeout_ns=1_000_000_000)
 
@@ -274,7 +285,12 @@ def c_floor_round_trips(iterations: int, mode: str, nbytes: int) -> np.ndarray |
     binary = c_floor_binary()
     if binary is None:
         return None
-    out = subprocess.run([str(binary), mode, str(iterations), str(nbytes)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [str(binary), mode, str(iterations), str(nbytes)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return np.array(out.stdout.split(), dtype=np.int64)
 
 
@@ -314,7 +330,9 @@ ROUND_TRIP_MODES: dict[str, Callable[[], Any]] = {
 }
 
 
-def run(iterations: int = 20000, stream_items: int = 2_000_000) -> tuple[list[LatencyStats], list[Throughput]]:
+def run(
+    iterations: int = 20000, stream_items: int = 2_000_000
+) -> tuple[list[LatencyStats], list[Throughput]]:
     """Every round-trip mode and stream, measured back to back in this run."""
     rows = []
     for name, open_peer in ROUND_TRIP_MODES.items():

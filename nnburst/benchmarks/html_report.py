@@ -24,9 +24,16 @@ tr.baseline td { font-weight: bold; background: #f4f4f4; }
 img { max-width: 100%; }
 """
 
-_COLUMNS = [("name", "mode"), ("count", "runs"), ("p50_us", "p50 µs"), ("p90_us", "p90 µs"),
-            ("p99_us", "p99 µs"), ("p999_us", "p99.9 µs"), ("per_second", "exec/s"),
-            ("vs_baseline", "× Pipe (p50)")]
+_COLUMNS = [
+    ("name", "mode"),
+    ("count", "runs"),
+    ("p50_us", "p50 µs"),
+    ("p90_us", "p90 µs"),
+    ("p99_us", "p99 µs"),
+    ("p999_us", "p99.9 µs"),
+    ("per_second", "exec/s"),
+    ("vs_baseline", "× Pipe (p50)"),
+]
 
 
 def _cell(key: str, value: Any) -> str:
@@ -59,9 +66,13 @@ def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str
         if not mine:
             continue
         first = mine[0]
-        parts.append(f"<h2>{escape(first['workload'])} "
-                     f"({first['bytes_in']} bytes in, {first['bytes_out']} bytes out)</h2>")
-        parts.append("<table><tr>" + "".join(f"<th>{escape(t)}</th>" for _, t in _COLUMNS) + "</tr>")
+        parts.append(
+            f"<h2>{escape(first['workload'])} "
+            f"({first['bytes_in']} bytes in, {first['bytes_out']} bytes out)</h2>"
+        )
+        parts.append(
+            "<table><tr>" + "".join(f"<th>{escape(t)}</th>" for _, t in _COLUMNS) + "</tr>"
+        )
         for row in mine:
             css = ' class="baseline"' if row["path"] == "pipe" else ""
             cells = "".join(f"<td>{_cell(k, row[k])}</td>" for k, _ in _COLUMNS)
@@ -69,17 +80,24 @@ def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str
         parts.append("</table>")
     parts.append("<h2>Latency distributions</h2>")
     if plot_png is None:
-        parts.append('<p class="note">No plot: matplotlib is not installed '
-                     "(pip install 'nnburst[plot]').</p>")
+        parts.append(
+            '<p class="note">No plot: matplotlib is not installed '
+            "(pip install matplotlib, or pip install '.[plot]' from a source checkout).</p>"
+        )
     else:
         data = base64.b64encode(plot_png).decode("ascii")
         parts.append(f'<img alt="latency CDF per mode" src="data:image/png;base64,{data}">')
     parts.append("<h2>Run</h2><table>")
-    facts = {**document["parameters"], "seconds": round(document["seconds"], 2),
-             "created": document["created"]}
+    facts = {
+        **document["parameters"],
+        "seconds": round(document["seconds"], 2),
+        "created": document["created"],
+    }
     parts += [f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in facts.items()]
     parts.append("</table><h2>Environment</h2><table>")
-    parts += [f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>"
-              for k, v in document["environment"].items()]
+    parts += [
+        f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>"
+        for k, v in document["environment"].items()
+    ]
     parts.append("</table></body></html>")
     return "\n".join(parts) + "\n"

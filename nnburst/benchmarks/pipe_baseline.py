@@ -33,7 +33,9 @@ def _answer(conn: Any, other_end: Any, response_bytes: int, cpu: int | None) -> 
 
 
 @contextmanager
-def pipe_peer(request_bytes: int, response_bytes: int, cpu: int | None = None) -> Iterator[Callable[[], object]]:
+def pipe_peer(
+    request_bytes: int, response_bytes: int, cpu: int | None = None
+) -> Iterator[Callable[[], object]]:
     """A round trip: ``request_bytes`` out, ``response_bytes`` back; ``cpu`` pins the peer."""
     ours, theirs = _FORK.Pipe()
     process = _FORK.Process(target=_answer, args=(theirs, ours, response_bytes, cpu), daemon=True)

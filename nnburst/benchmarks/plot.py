@@ -37,7 +37,11 @@ def png(result: Result) -> bytes:
         for row in rows:
             samples = np.sort(row.samples_ns) / 1000.0
             share = np.arange(1, samples.size + 1) / samples.size
-            style = {"color": "black", "linewidth": 2.2} if row.mode.path == "pipe" else {"linewidth": 1.2}
+            style = (
+                {"color": "black", "linewidth": 2.2}
+                if row.mode.path == "pipe"
+                else {"linewidth": 1.2}
+            )
             ax.step(samples, share, where="post", label=row.mode.name, **style)
         ax.set_xscale("log")
         ax.set_xlabel("latency per execution (µs, log scale)")

@@ -69,37 +69,60 @@ import datetime
 import os
 import platform
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .._version import __version__
+from .runtime_bench import Result, ratio
 from .stats import LatencyStats, Throughput
-
-if TYPE_CHECKING:
-    from .runtime_bench import Result
 
 __all__ = ["SCHEMA", "build", "build_runtime", "environment", "validate"]
 
 SCHEMA = "nnburst.bench/1"
 
 _LATENCY_FIELDS = {
-    "name": str, "count": int, "p50_us": float, "p90_us": float, "p99_us": float,
-    "p999_us": float, "mean_us": float, "per_second": float,
+    "name": str,
+    "count": int,
+    "p50_us": float,
+    "p90_us": float,
+    "p99_us": float,
+    "p999_us": float,
+    "mean_us": float,
+    "per_second": float,
 }
 _RUNTIME_ROW_FIELDS = {
-    **_LATENCY_FIELDS, "model": str, "workload": str, "path": str, "placement": str,
-    "polling_us": (int, type(None)), "bytes_in": int, "bytes_out": int, "seconds": float,
+    **_LATENCY_FIELDS,
+    "model": str,
+    "workload": str,
+    "path": str,
+    "placement": str,
+    "polling_us": (int, type(None)),
+    "bytes_in": int,
+    "bytes_out": int,
+    "seconds": float,
     "vs_baseline": (float, type(None)),
 }
 _RUNTIME_PARAMETERS = {
-    "models": list, "conv_size": int, "iterations": (int, type(None)), "duration": (float, type(None)),
-    "paths": list, "placements": list, "pin": bool, "cpus": (list, type(None)),
+    "models": list,
+    "conv_size": int,
+    "iterations": (int, type(None)),
+    "duration": (float, type(None)),
+    "paths": list,
+    "placements": list,
+    "pin": bool,
+    "cpus": (list, type(None)),
 }
 _THROUGHPUT_FIELDS = {"name": str, "items": int, "seconds": float, "per_second": float}
 _ENVIRONMENT_FIELDS = {
-    "nnburst": str, "python": str, "implementation": str, "numpy": str, "platform": str,
-    "machine": str, "cpu_count": (int, type(None)), "usable_cpus": (int, type(None)),
+    "nnburst": str,
+    "python": str,
+    "implementation": str,
+    "numpy": str,
+    "platform": str,
+    "machine": str,
+    "cpu_count": (int, type(None)),
+    "usable_cpus": (int, type(None)),
 }
 
 
@@ -143,24 +166,24 @@ def build(
 
 def build_runtime(result: Result) -> dict[str, Any]:
     """The document for the default run (:mod:`.runtime_bench`), finished or interrupted."""
-    from .runtime_bench import ratio
-
     settings = result.settings
     rows = []
     for row in result.rows:
         mode = row.mode
-        rows.append({
-            **row.stats.as_dict(),
-            "model": mode.model,
-            "workload": row.workload,
-            "path": mode.path,
-            "placement": mode.placement,
-            "polling_us": mode.polling_us,
-            "bytes_in": row.bytes_in,
-            "bytes_out": row.bytes_out,
-            "seconds": row.seconds,
-            "vs_baseline": ratio(row, result.baseline(mode.model)),
-        })
+        rows.append(
+            {
+                **row.stats.as_dict(),
+                "model": mode.model,
+                "workload": row.workload,
+                "path": mode.path,
+                "placement": mode.placement,
+                "polling_us": mode.polling_us,
+                "bytes_in": row.bytes_in,
+                "bytes_out": row.bytes_out,
+                "seconds": row.seconds,
+                "vs_baseline": ratio(row, result.baseline(mode.model)),
+            }
+        )
     return {
         "schema": SCHEMA,
         "benchmark": "runtime",
@@ -192,7 +215,9 @@ def validate(document: Any) -> list[str]:
         problems.append(f"schema: expected {SCHEMA!r}, got {document.get('schema')!r}")
     runtime = document.get("benchmark") == "runtime"
     if document.get("benchmark") not in ("fmq", "burst", "runtime"):
-        problems.append(f"benchmark: expected 'fmq', 'burst' or 'runtime', got {document.get('benchmark')!r}")
+        problems.append(
+            f"benchmark: expected 'fmq', 'burst' or 'runtime', got {document.get('benchmark')!r}"
+        )
     try:
         datetime.datetime.fromisoformat(document.get("created", ""))
     except (TypeError, ValueError):
@@ -205,8 +230,11 @@ def validate(document: Any) -> list[str]:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
             problems.append(f"seconds: expected float, got {seconds!r}")
     else:
-        problems += _check("parameters", document.get("parameters"),
-                           {"iterations": int, "stream_items": (int, type(None))})
+        problems += _check(
+            "parameters",
+            document.get("parameters"),
+            {"iterations": int, "stream_items": (int, type(None))},
+        )
     known = {"schema", "benchmark", "created", "parameters", "environment", "latency", "throughput"}
     if runtime:
         known |= {"interrupted", "seconds"}

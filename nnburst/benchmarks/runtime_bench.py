@@ -25,11 +25,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import runtime_paths
+from ..cpu.driver import DEVICE_NAME as CPU_DEVICE
+from ..devices import Device, get_device
+from ..errors import NNError
+from . import runtime_paths, service_process
 from .pipe_baseline import pipe_peer
 from .progress import Progress
 from .runtime_paths import MODELS, PATHS, Workload
-from .service_process import driver_service
+from .service_process import ServiceError, driver_service
 from .stats import LatencyStats
 
 PLACEMENTS = ("in-process", "cross-process")
@@ -86,6 +89,8 @@ class Result:
     interrupted: bool
     seconds: float
     cpus: tuple[int, int] | None  # (this thread, the other side) when pinned
+    #: modes that could not run, with the reason; the other modes still ran
+    failures: list[tuple[Mode, str]] = field(default_factory=list)
 
     def baseline(self, model: str) -> Row | None:
         return next((r for r in self.rows if r.mode.model == model and r.mode.path == "pipe"), None)
@@ -177,34 +182,67 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
     started = time.perf_counter()
     interrupted = False
     progress = progress or Progress(0, enabled=False)
+    failures: list[tuple[Mode, str]] = []
+    service_failure: str | None = None
     try:
         with ExitStack() as services:
             service_device = None
             for mode in modes:
                 progress.step(f"{mode.model} {mode.name}")
-                work = workloads.get(mode.model)
-                if work is None:
-                    work = workloads[mode.model] = runtime_paths.workload(mode.model, settings.conv_size)
-                if mode.placement == "cross-process" and mode.path != "pipe" and service_device is None:
-                    service_device = services.enter_context(driver_service(theirs))
-                mode_started = time.perf_counter()
-                if mode.path == "pipe":
-                    opened = pipe_peer(work.request_bytes, work.response_bytes, theirs)
-                else:
-                    device = service_device if mode.placement == "cross-process" else None
-                    opened = runtime_paths.execution_path(
-                        work, mode.path, device, polling=mode.polling_us or 0
+                remote = mode.placement == "cross-process" and mode.path != "pipe"
+                if remote and service_failure is not None:
+                    failures.append((mode, service_failure))
+                    continue
+                try:
+                    work = workloads.get(mode.model)
+                    if work is None:
+                        work = workloads[mode.model] = runtime_paths.workload(
+                            mode.model, settings.conv_size
+                        )
+                    if remote and service_device is None:
+                        service_device = services.enter_context(driver_service(theirs))
+                    rows.append(
+                        _measure_mode(mode, work, settings, service_device, ours, theirs, progress)
                     )
-                with opened as call, _pinned(ours):
-                    samples = measure(call, settings.iterations, settings.duration, progress.advance)
-                stats = LatencyStats.from_ns(mode.name, samples)
-                rows.append(Row(mode, work.name, stats, samples, time.perf_counter() - mode_started,
-                                work.request_bytes, work.response_bytes))
+                except ServiceError as exc:  # no service: no cross-process mode can run
+                    service_failure = str(exc)
+                    failures.append((mode, service_failure))
+                except (NNError, OSError) as exc:  # this mode failed; the others still run
+                    failures.append((mode, str(exc)))
     except KeyboardInterrupt:
         interrupted = True
     finally:
         progress.close()
-    return Result(settings, rows, interrupted, time.perf_counter() - started, cpus)
+    return Result(settings, rows, interrupted, time.perf_counter() - started, cpus, failures)
+
+
+def _measure_mode(
+    mode: Mode,
+    work: Workload,
+    settings: Settings,
+    service_device: Device | None,
+    ours: int | None,
+    theirs: int | None,
+    progress: Progress,
+) -> Row:
+    started = time.perf_counter()
+    if mode.path == "pipe":
+        opened = pipe_peer(work.request_bytes, work.response_bytes, theirs)
+    else:
+        device = service_device if mode.placement == "cross-process" else cpu_device()
+        opened = runtime_paths.execution_path(work, mode.path, device, polling=mode.polling_us or 0)
+    with opened as call, _pinned(ours):
+        samples = measure(call, settings.iterations, settings.duration, progress.advance)
+    stats = LatencyStats.from_ns(mode.name, samples)
+    return Row(
+        mode,
+        work.name,
+        stats,
+        samples,
+        time.perf_counter() - started,
+        work.request_bytes,
+        work.response_bytes,
+    )
 
 
 # -- text --------------------------------------------------------------------------------------
@@ -213,30 +251,44 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
 def header(settings: Settings, cpus: tuple[int, int] | None) -> str:
     """What the numbers are, in plain words, before they come."""
     if settings.duration is not None and settings.iterations is not None:
-        bound = f"{settings.duration:g} s or {settings.iterations} executions, whichever comes first"
+        bound = (
+            f"{settings.duration:g} s or {settings.iterations} executions, whichever comes first"
+        )
     elif settings.duration is not None:
         bound = f"{settings.duration:g} s"
     else:
         bound = f"{settings.iterations} executions"
-    names = {"sync": "compute (sync)", "async": "start_compute + wait (async)", "burst": "burst_compute (burst)"}
+    names = {
+        "sync": "compute (sync)",
+        "async": "start_compute + wait (async)",
+        "burst": "burst_compute (burst)",
+    }
     lines = [
         "nnburst bench: how long one execution takes through each path of the NNAPI runtime.",
-        "Each model runs through " + ", ".join(names[p] for p in PATHS if p in settings.paths) + ",",
+        "Each model runs through "
+        + ", ".join(names[p] for p in PATHS if p in settings.paths)
+        + ",",
     ]
     if "in-process" in settings.placements:
-        lines.append("  in-process: on the nnburst-reference CPU driver in this process,")
+        lines.append(f"  in-process: on the {CPU_DEVICE} CPU driver in this process,")
     if "cross-process" in settings.placements:
-        lines.append("  cross-process: on the same CPU driver in a driver service process,")
+        lines.append("  cross-process: on the same CPU driver in a driver service process")
+        lines.append(f"    ({service_process.DEVICE_NAME}),")
     if "burst" in settings.paths:
-        lines.append("bursts with a polling window of 0 (sleep at once), 50 and 200 us (spin first;")
+        lines.append(
+            "bursts with a polling window of 0 (sleep at once), 50 and 200 us (spin first;"
+        )
         lines.append("  the LOW_POWER, FAST_SINGLE_ANSWER and SUSTAINED_SPEED preferences).")
     lines += [
         f"Baseline: a {BASELINE} round trip of the same bytes (the model's inputs out,",
         "its outputs back) to another process.  'x Pipe' is a row's p50 over the baseline's",
         "(below 1: faster than the Pipe).  Latencies in microseconds; exec/s from the mean.",
         f"Each mode: {bound}, after a short warm-up; "
-        + (f"this thread pinned to CPU {cpus[0]}, the other side to CPU {cpus[1]}."
-           if cpus else "no CPU pinning."),
+        + (
+            f"this thread pinned to CPU {cpus[0]}, the other side to CPU {cpus[1]}."
+            if cpus
+            else "no CPU pinning."
+        ),
     ]
     return "\n".join(lines)
 
@@ -250,8 +302,10 @@ def table(result: Result) -> str:
             continue
         base = result.baseline(model)
         width = max(len(r.mode.name) for r in rows)
-        top = (f"{'mode':<{width}}  {'runs':>7} {'p50':>9} {'p90':>9} {'p99':>9} {'p99.9':>9} "
-               f"{'exec/s':>9} {'x Pipe':>7}")
+        top = (
+            f"{'mode':<{width}}  {'runs':>7} {'p50':>9} {'p90':>9} {'p99':>9} {'p99.9':>9} "
+            f"{'exec/s':>9} {'x Pipe':>7}"
+        )
         first = rows[0]
         title = f"{first.workload} ({first.bytes_in} bytes in, {first.bytes_out} bytes out)"
         lines = [title, top, "-" * len(top)]
@@ -259,10 +313,37 @@ def table(result: Result) -> str:
             s = r.stats
             times = ratio(r, base)
             shown = f"{'-':>7}" if times is None else f"{times:7.2f}"
-            lines.append(f"{r.mode.name:<{width}}  {s.count:7d} {s.p50_us:9.1f} {s.p90_us:9.1f} "
-                         f"{s.p99_us:9.1f} {s.p999_us:9.1f} {s.per_second:9.0f} {shown}")
+            lines.append(
+                f"{r.mode.name:<{width}}  {s.count:7d} {s.p50_us:9.1f} {s.p90_us:9.1f} "
+                f"{s.p99_us:9.1f} {s.p999_us:9.1f} {s.per_second:9.0f} {shown}"
+            )
+        reading = _reading(rows, base)
+        if reading:
+            lines.append(reading)
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _reading(rows: list[Row], base: Row | None) -> str:
+    """The table in one line: the fastest cross-process burst against the synchronous
+    socket path and the Pipe baseline."""
+    bursts = [r for r in rows if r.mode.path == "burst" and r.mode.placement == "cross-process"]
+    sync = next(
+        (r for r in rows if r.mode.path == "sync" and r.mode.placement == "cross-process"), None
+    )
+    if not bursts:
+        return ""
+    best = min(bursts, key=lambda r: r.stats.p50_us)
+    parts = []
+    if sync is not None:
+        parts.append(
+            f"{sync.stats.p50_us / best.stats.p50_us:.1f}x faster than the sync socket path"
+        )
+    if base is not None:
+        parts.append(f"{best.stats.p50_us / base.stats.p50_us:.2f}x the Pipe baseline")
+    if not parts:
+        return ""
+    return f"Reading: {best.mode.name} is " + ", ".join(parts) + " (p50)."
 
 
 def _display_order(row: Row) -> tuple[int, int, int, int]:
@@ -277,9 +358,17 @@ def ratio(row: Row, base: Row | None) -> float | None:
     return None if base is None else row.stats.p50_us / base.stats.p50_us
 
 
+def cpu_device() -> Device:
+    """The in-process reference CPU device, named explicitly: a running service must not
+    move the "in-process" rows elsewhere."""
+    return get_device(CPU_DEVICE)
+
+
 def summary(result: Result) -> str:
     done = f"{len(result.rows)} modes in {result.seconds:.1f} s"
+    if result.failures:
+        failed = "\n".join(f"  {m.model} {m.name}: {why}" for m, why in result.failures)
+        done = f"{done}; {len(result.failures)} modes failed:\n{failed}"
     if result.interrupted:
         return f"interrupted: {done} (the rows above are the ones that finished)"
     return done
-

@@ -113,7 +113,9 @@ def conv_model(size: int = DEFAULT_CONV_SIZE) -> Workload:
     model.identify_inputs_and_outputs([image], [out])
     model.finish()
     inputs = [rng.standard_normal((1, size, size, 16)).astype(np.float32)]
-    return Workload(f"conv {size}x{size}x16", model, inputs, np.empty((1, pooled, pooled, 32), np.float32))
+    return Workload(
+        f"conv {size}x{size}x16", model, inputs, np.empty((1, pooled, pooled, 32), np.float32)
+    )
 
 
 def workload(name: str, conv_size: int = DEFAULT_CONV_SIZE) -> Workload:
@@ -131,7 +133,9 @@ def preference_for_polling(polling: bool | int) -> PreferenceCode:
     for preference, us in POLLING_WINDOW_US.items():
         if us == window:
             return preference
-    raise ValueError(f"no preference polls for {window} µs (choices: {sorted(POLLING_WINDOW_US.values())})")
+    raise ValueError(
+        f"no preference polls for {window} µs (choices: {sorted(POLLING_WINDOW_US.values())})"
+    )
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 import numpy as np
 
-from ..devices import get_devices
+from ..devices import get_device
 from .fmq_pingpong import POLL_NS, fmq_peer, timed
 from .runtime_paths import add_mul_model, execution_path
 from .service_process import driver_service
@@ -64,7 +64,9 @@ def _cpus() -> tuple[int | None, int | None]:
 
 
 @contextmanager
-def service_modes() -> Iterator[dict[str, Callable[[], AbstractContextManager[Callable[[], object]]]]]:
+def service_modes() -> Iterator[
+    dict[str, Callable[[], AbstractContextManager[Callable[[], object]]]]
+]:
     """A service for the run; yields mode name → context manager of one execution."""
     work = add_mul_model()
     _, theirs = _cpus()
@@ -90,7 +92,7 @@ def run(iterations: int = DEFAULT_ITERATIONS) -> list[LatencyStats]:
         for name, open_peer in FMQ_MODES.items():
             with open_peer() as round_trip:
                 rows.append(LatencyStats.from_ns(name, timed(round_trip, iterations)))
-    reference = next(d for d in get_devices() if d.name == "nnburst-reference")
+    reference = get_device("nnburst-reference")
     with execution_path(add_mul_model(), "sync", reference) as execute, _affinity(ours):
         rows.append(LatencyStats.from_ns(LOCAL, timed(execute, iterations)))
     with service_modes() as modes:

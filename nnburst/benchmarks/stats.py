@@ -28,7 +28,16 @@ class LatencyStats:
             raise ValueError(f"{name}: no samples")
         p50, p90, p99, p999 = np.percentile(samples, [50, 90, 99, 99.9])
         mean = float(samples.mean())
-        return cls(name, int(samples.size), float(p50), float(p90), float(p99), float(p999), mean, 1e6 / mean)
+        return cls(
+            name,
+            int(samples.size),
+            float(p50),
+            float(p90),
+            float(p99),
+            float(p999),
+            mean,
+            1e6 / mean,
+        )
 
     def as_dict(self) -> dict[str, float | int | str]:
         return asdict(self)
@@ -45,16 +54,24 @@ class Throughput:
         return self.items / self.seconds
 
     def as_dict(self) -> dict[str, float | int | str]:
-        return {"name": self.name, "items": self.items, "seconds": self.seconds, "per_second": self.per_second}
+        return {
+            "name": self.name,
+            "items": self.items,
+            "seconds": self.seconds,
+            "per_second": self.per_second,
+        }
 
 
 def latency_table(rows: Sequence[LatencyStats], baseline: str | None = None) -> str:
-    """A fixed-width table; ``baseline`` names the row the last column compares to."""
+    """A fixed-width table; ``baseline`` names the row the last column compares to.
+
+    The ratio is the same in every nnburst table: a row's p50 over the
+    baseline's, so below 1 means faster than the baseline."""
     base = next((r for r in rows if r.name == baseline), None)
     width = max(len(r.name) for r in rows)
     header = f"{'mode':<{width}}  {'p50 µs':>8} {'p90 µs':>8} {'p99 µs':>8} {'p99.9 µs':>9} {'msg/s':>10}"
     if base:
-        header += f"  {'p50 vs ' + base.name:>12}"
+        header += f"  {'x ' + base.name:>12}"
     lines = [header, "-" * len(header)]
     for r in rows:
         line = (
@@ -62,7 +79,7 @@ def latency_table(rows: Sequence[LatencyStats], baseline: str | None = None) -> 
             f"{r.per_second:10.0f}"
         )
         if base:
-            line += f"  {base.p50_us / r.p50_us:11.1f}x"
+            line += f"  {r.p50_us / base.p50_us:12.2f}"
         lines.append(line)
     return "\n".join(lines)
 

@@ -50,9 +50,18 @@ def structure_key(model: HalModel) -> str:
     for subgraph in model.subgraphs():
         for operand in subgraph.operands:
             info, value, quant = operand.info, operand.value, operand.info.channel_quant
-            parts.append((int(info.code), info.dimensions, info.scale, info.zero_point,
-                          quant and (quant.channel_dim, quant.scales), int(operand.lifetime),
-                          None if value is None else (value.shape, value.dtype.num), operand.subgraph))
+            parts.append(
+                (
+                    int(info.code),
+                    info.dimensions,
+                    info.scale,
+                    info.zero_point,
+                    quant and (quant.channel_dim, quant.scales),
+                    int(operand.lifetime),
+                    None if value is None else (value.shape, value.dtype.num),
+                    operand.subgraph,
+                )
+            )
         parts.extend((int(op.code), op.inputs, op.outputs) for op in subgraph.operations)
         parts.append((subgraph.input_indexes, subgraph.output_indexes))
     return hashlib.sha256(repr(parts).encode()).hexdigest()
@@ -78,7 +87,9 @@ def _encode(value: Any, arrays: list[np.ndarray]) -> Any:
         cls = type(value)
         return {
             "dataclass": f"{cls.__module__}:{cls.__qualname__}",
-            "fields": {f.name: _encode(getattr(value, f.name), arrays) for f in dataclasses.fields(value)},
+            "fields": {
+                f.name: _encode(getattr(value, f.name), arrays) for f in dataclasses.fields(value)
+            },
         }
     raise TypeError(f"cannot cache a prepared state of type {type(value).__name__}")
 
@@ -129,6 +140,8 @@ def _checksum(description: bytes, blob: bytes | bytearray | memoryview) -> bytes
     """SHA-256 of the description and CRC-32 of the blob: corruption, not
     tampering, is the threat, and CRC-32 runs at memory speed on big weights."""
     return hashlib.sha256(description + zlib.crc32(blob).to_bytes(4, "little")).digest()
+
+
 _HEADER = struct.Struct("<4sIQ")
 
 
@@ -148,7 +161,9 @@ def save(path: Path, key: str, order: list[int], states: list[Any]) -> bool:
     blob = bytearray(offset)
     for a, (_, _, start) in zip(arrays, layout):
         blob[start : start + a.nbytes] = np.ascontiguousarray(a).tobytes()
-    description = json.dumps({"key": key, "order": order, "states": encoded, "arrays": layout}).encode()
+    description = json.dumps(
+        {"key": key, "order": order, "states": encoded, "arrays": layout}
+    ).encode()
     checksum = _checksum(description, blob)
     head = _HEADER.pack(_MAGIC, FORMAT, len(description)) + description + checksum
     padding = bytes(-len(head) % 64)

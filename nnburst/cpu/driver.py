@@ -22,9 +22,13 @@ from .. import tracing
 from .._version import __version__
 from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
 from ..errors import BadDataError, NNError, status_for_exception
+from ..hal.burst_controller import polling_window_us
+from ..hal.burst_server import ExecutionBurstServer
 from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
 from ..hal.model import HalModel, Lifetime, Operation, Subgraph
 from ..hal.types import (
+    DEFAULT_LOOP_TIMEOUT_NS,
+    MAXIMUM_LOOP_TIMEOUT_NS,
     NO_TIMING,
     Capabilities,
     DataLocation,
@@ -36,9 +40,10 @@ from ..hal.types import (
     Timing,
     pool_view,
 )
+from ..operands import merge_dimensions
 from . import compilation_cache
-from .executor import PreparedModel, subgraph_references
-from .registry import OperationSignature, lookup
+from .executor import PreparedModel, operation_signature
+from .registry import lookup
 
 if TYPE_CHECKING:
     from ..fmq import Descriptor
@@ -55,36 +60,8 @@ FEATURE_LEVEL = 30
 
 _NO_LOCATION = DataLocation()
 
-#: HAL 1.3 ``LoopTimeoutDurationNs``: DEFAULT when a request gives none, MAXIMUM caps it.
-DEFAULT_LOOP_TIMEOUT_NS = 2_000_000_000
-MAXIMUM_LOOP_TIMEOUT_NS = 15_000_000_000
-
-
 #: Different for every release, as HAL 1.2 asks of ``getVersionString``.
 VERSION_STRING = f"{DEVICE_NAME} {__version__}"
-
-
-def operation_signature(
-    subgraph: Subgraph, index: int, relaxed: bool, model: HalModel | None = None
-) -> OperationSignature:
-    """The signature the registry validates for operation ``index`` of ``subgraph``."""
-    operation = subgraph.operations[index]
-    constants: dict[int, np.ndarray | None] = {}
-    for position, operand_index in enumerate(operation.inputs):
-        operand = subgraph.operands[operand_index]
-        if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE):
-            constants[position] = operand.value
-        elif operand.lifetime == Lifetime.NO_VALUE:
-            constants[position] = None
-    return OperationSignature(
-        code=OperationCode(operation.code),
-        inputs=[subgraph.operands[i].info for i in operation.inputs],
-        outputs=[subgraph.operands[i].info for i in operation.outputs],
-        constants=constants,
-        relaxed=relaxed,
-        subgraphs=subgraph_references(subgraph, operation.inputs),
-        model=model,
-    )
 
 
 def validate_operation(model: HalModel, subgraph: Subgraph, index: int) -> bool:
@@ -144,16 +121,12 @@ class _InvalidRequest(Exception):
 def _check_dims(kind: str, i: int, spec: _ArgumentSpec, dims: tuple[int, ...]) -> None:
     if spec.is_scalar:
         raise _InvalidRequest(f"{kind} {i} is a scalar but the request gives dimensions {dims}")
-    if spec.dims is not None:
-        if len(dims) != len(spec.dims):
-            raise _InvalidRequest(
-                f"{kind} {i}: request rank {len(dims)} != model rank {len(spec.dims)}"
-            )
-        for got, want in zip(dims, spec.dims):
-            if want and got != want:
-                raise _InvalidRequest(
-                    f"{kind} {i}: request dimensions {dims} conflict with model {spec.dims}"
-                )
+    try:
+        merge_dimensions(dims, spec.dims)
+    except ValueError as exc:
+        raise _InvalidRequest(
+            f"{kind} {i}: request dimensions conflict with the model's: {exc}"
+        ) from None
     if any(d < 0 for d in dims):
         raise _InvalidRequest(f"{kind} {i}: negative dimension in {dims}")
     if kind == "input" and any(d == 0 for d in dims):
@@ -208,7 +181,9 @@ class CpuPreparedModel(IPreparedModel):
         executor = PreparedModel(model, cached)
         self.cache_hit = cached is not None
         if not self.cache_hit:
-            compilation_cache.save(path, key, executor.main.order, [op.state for op in executor.main.operations])
+            compilation_cache.save(
+                path, key, executor.main.order, [op.state for op in executor.main.operations]
+            )
         return executor
 
     # -- execution -----------------------------------------------------------------------
@@ -363,9 +338,6 @@ class CpuPreparedModel(IPreparedModel):
         As SampleDriver: the server polls for 50 µs (0 for LOW_POWER) before
         sleeping, and a server that cannot start is ``GENERAL_FAILURE``.
         """
-        from ..hal.burst_controller import polling_window_us
-        from ..hal.burst_server import ExecutionBurstServer
-
         window = polling_window_us(self.preference)
         try:
             context = ExecutionBurstServer.create(

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..codes import OperationCode, ResultCode
 from ..errors import BadDataError, NNError
-from ..hal.model import HalModel, Lifetime, Subgraph
+from ..hal.model import HalModel, Lifetime, Subgraph, execution_order
 from .registry import ExecutionContext, OperationRegistration, OperationSignature, lookup
 
 
@@ -30,25 +30,27 @@ class _PreparedOperation:
     state: Any
 
 
-def _execution_order(subgraph: Subgraph) -> list[int]:
-    """Operation indexes in an order where every input is produced first."""
-    known = {
-        i
-        for i, operand in enumerate(subgraph.operands)
-        if operand.lifetime != Lifetime.TEMPORARY_VARIABLE
-        and operand.lifetime != Lifetime.SUBGRAPH_OUTPUT
-    }
-    pending = list(range(len(subgraph.operations)))
-    order: list[int] = []
-    while pending:
-        ready = [i for i in pending if all(x in known for x in subgraph.operations[i].inputs)]
-        if not ready:
-            raise BadDataError("the model's operations form a cycle or read an operand no one writes")
-        for i in ready:
-            order.append(i)
-            known.update(subgraph.operations[i].outputs)
-        pending = [i for i in pending if i not in set(ready)]
-    return order
+def operation_signature(
+    subgraph: Subgraph, index: int, relaxed: bool, model: HalModel | None = None
+) -> OperationSignature:
+    """The signature the registry validates for operation ``index`` of ``subgraph``."""
+    operation = subgraph.operations[index]
+    constants: dict[int, np.ndarray | None] = {}
+    for position, operand_index in enumerate(operation.inputs):
+        operand = subgraph.operands[operand_index]
+        if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE):
+            constants[position] = operand.value
+        elif operand.lifetime == Lifetime.NO_VALUE:
+            constants[position] = None
+    return OperationSignature(
+        code=OperationCode(operation.code),
+        inputs=[subgraph.operands[i].info for i in operation.inputs],
+        outputs=[subgraph.operands[i].info for i in operation.outputs],
+        constants=constants,
+        relaxed=relaxed,
+        subgraphs=subgraph_references(subgraph, operation.inputs),
+        model=model,
+    )
 
 
 class PreparedSubgraph:
@@ -72,28 +74,24 @@ class PreparedSubgraph:
         if cached is not None and sorted(cached[0]) != list(range(len(subgraph.operations))):
             cached = None  # not an order of these operations: compile from scratch
         #: operation indexes in execution order (what a compilation cache keeps).
-        self.order = cached[0] if cached is not None else _execution_order(subgraph)
+        self.order = cached[0] if cached is not None else execution_order(subgraph)
         for position, index in enumerate(self.order):
             operation = subgraph.operations[index]
             registration = lookup(operation.code)
             if registration is None:
-                raise BadDataError(f"operation {index}: {OperationCode(operation.code).name} is not supported by the CPU driver")
-            signature = OperationSignature(
-                code=OperationCode(operation.code),
-                inputs=[subgraph.operands[i].info for i in operation.inputs],
-                outputs=[subgraph.operands[i].info for i in operation.outputs],
-                constants=self._constants(operation.inputs),
-                relaxed=model.relax_float32_to_float16,
-                subgraphs=subgraph_references(subgraph, operation.inputs),
-                model=model,
-            )
+                raise BadDataError(
+                    f"operation {index}: {OperationCode(operation.code).name} is not supported by the CPU driver"
+                )
+            signature = operation_signature(subgraph, index, model.relax_float32_to_float16, model)
             if cached is not None:
                 state = cached[1][position]
             else:
                 registration.validate(signature)
                 state = registration.prepare(signature) if registration.prepare else None
             self.operations.append(
-                _PreparedOperation(registration, signature, operation.inputs, operation.outputs, state)
+                _PreparedOperation(
+                    registration, signature, operation.inputs, operation.outputs, state
+                )
             )
 
     @property
@@ -109,16 +107,6 @@ class PreparedSubgraph:
             ]
             self.__dict__["_initial"] = initial
         return initial
-
-    def _constants(self, inputs: Sequence[int]) -> dict[int, np.ndarray | None]:
-        constants: dict[int, np.ndarray | None] = {}
-        for position, index in enumerate(inputs):
-            operand = self.subgraph.operands[index]
-            if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE):
-                constants[position] = operand.value
-            elif operand.lifetime == Lifetime.NO_VALUE:
-                constants[position] = None
-        return constants
 
     def run(
         self,
@@ -147,16 +135,24 @@ class PreparedSubgraph:
                         ResultCode.MISSED_DEADLINE_TRANSIENT,
                     )
                 context = ExecutionContext(
-                    op.signature, [values[i] for i in op.inputs], op.state, loop_deadline_ns, self.owner
+                    op.signature,
+                    [values[i] for i in op.inputs],
+                    op.state,
+                    loop_deadline_ns,
+                    self.owner,
                 )
                 try:
                     results = op.registration.execute(context)
                 except NNError:
                     raise
                 except (ValueError, IndexError, FloatingPointError, OverflowError) as exc:
-                    raise NNError(f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED) from exc
+                    raise NNError(
+                        f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED
+                    ) from exc
                 if len(results) != len(op.outputs):
-                    raise NNError(f"{op.signature.code.name} produced {len(results)} outputs, expected {len(op.outputs)}")
+                    raise NNError(
+                        f"{op.signature.code.name} produced {len(results)} outputs, expected {len(op.outputs)}"
+                    )
                 for index, result in zip(op.outputs, results):
                     values[index] = _checked_output(op.signature.code, operands[index].info, result)
         outputs: list[np.ndarray] = []

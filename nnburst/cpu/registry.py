@@ -31,6 +31,7 @@ import numpy as np
 from ..codes import OperationCode, ResultCode
 from ..errors import BadDataError, NNError
 from ..operands import OperandInfo
+from . import ops
 
 
 @dataclass
@@ -131,8 +132,6 @@ def _load_operation_modules() -> None:
     global _LOADED
     if _LOADED:
         return
-    from . import ops
-
     for module in pkgutil.iter_modules(ops.__path__):
         importlib.import_module(f"{ops.__name__}.{module.name}")
     _LOADED = True

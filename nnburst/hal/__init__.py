@@ -3,7 +3,8 @@ and the burst server and controller.
 
 Everything here is below the NDK-style runtime: drivers implement these
 interfaces, and the runtime talks to in-process and remote drivers through
-them alone.
+them alone.  ``MappedMemory`` is the shared mapping behind a memory pool;
+``nnburst.Memory`` is one.
 """
 
 from ..codes import ErrorStatus as ErrorStatus
@@ -16,6 +17,7 @@ from .interfaces import IBurstContext as IBurstContext
 from .interfaces import IBurstExecutorWithCache as IBurstExecutorWithCache
 from .interfaces import IDevice as IDevice
 from .interfaces import IPreparedModel as IPreparedModel
+from .memory import MappedMemory as MappedMemory
 from .model import HalModel as HalModel
 from .model import Lifetime as Lifetime
 from .model import Operand as Operand
@@ -57,6 +59,7 @@ __all__ = [
     "IDevice",
     "IPreparedModel",
     "Lifetime",
+    "MappedMemory",
     "MeasureTiming",
     "Operand",
     "Operation",

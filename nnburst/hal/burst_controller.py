@@ -5,13 +5,21 @@ request packets and waits for results.
 server, spin for the polling window, sleep on the futex, read the whole
 result into a preallocated array.  A request too large for the request queue
 is not sent: ``fallback=True`` tells the caller to run it synchronously.
+
+Deadlines: HAL 1.2 burst packets carry none, so the server runs every
+request to its end; the controller bounds only its own wait.  A result that
+misses the deadline is ``MISSED_DEADLINE_TRANSIENT`` and stays owed: the next
+``compute`` reads and drops it before sending (waiting for it within its own
+deadline), so results and requests never get out of step.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import weakref
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -19,6 +27,7 @@ import numpy as np
 from .. import tracing
 from ..codes import ErrorStatus, PreferenceCode
 from ..errors import (
+    BadDataError,
     BadStateError,
     BrokenResourceError,
     ClosedResourceError,
@@ -47,7 +56,31 @@ POLLING_WINDOW_US = {
 
 
 def polling_window_us(preference: PreferenceCode) -> int:
+    """The spin window both ends of a burst use for ``preference``."""
     return POLLING_WINDOW_US[PreferenceCode(preference)]
+
+
+class BurstGuard:
+    """One execution at a time on a burst: a second one is ``BAD_STATE`` at once,
+    never queued (as ``ANeuralNetworksExecution_burstCompute``).  The runtime's
+    ``Burst`` and the controller share this one rule and message."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            raise BadStateError("the burst is in use by another execution")
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    @contextmanager
+    def idle(self) -> Iterator[None]:
+        """Wait until no execution uses the burst, and keep it so (for teardown)."""
+        with self._lock:
+            yield
+
 
 ComputeResult = tuple[ErrorStatus, list[OutputShape], Timing, bool]
 
@@ -143,7 +176,9 @@ class ExecutionBurstController:
             if status != ErrorStatus.NONE or context is None:
                 raise NNError(
                     f"the driver could not configure a burst ({ErrorStatus(status).name})",
-                    result_code_for_status(status if status != ErrorStatus.NONE else ErrorStatus.GENERAL_FAILURE),
+                    result_code_for_status(
+                        status if status != ErrorStatus.NONE else ErrorStatus.GENERAL_FAILURE
+                    ),
                 )
         except BaseException:
             requests.close()
@@ -163,7 +198,8 @@ class ExecutionBurstController:
         self._results = results
         self._slots = slots
         self._context = context
-        self._in_flight = threading.Lock()
+        self._guard = BurstGuard()
+        self._owed = False  # a result that missed its deadline is still to come
         self._request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
         self._request_words = self._request_buffer.view("<u4")  # raw copies keep padding zero
         self._result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
@@ -174,22 +210,26 @@ class ExecutionBurstController:
         self._closed = False
         # A context in another process reports its death: tear both channels
         # down so a compute blocked on them returns at once.
-        link_to_death = getattr(context, "link_to_death", None)
-        if link_to_death is not None:
-            link_to_death(_tear_down_on_death(weakref.ref(self)))
+        context.link_to_death(_tear_down_on_death(weakref.ref(self)))
 
     @property
     def slots(self) -> BurstSlots:
         return self._slots
 
     def compute(
-        self, request: Request, measure: MeasureTiming, memory_keys: Sequence[Hashable]
+        self,
+        request: Request,
+        measure: MeasureTiming,
+        memory_keys: Sequence[Hashable],
+        deadline_ns: int | None = None,
     ) -> ComputeResult:
         """Run ``request`` (whose pools are named by ``memory_keys``) on the burst.
 
         Returns ``(status, output shapes, timing, fallback)``.  ``fallback`` is
         True only when the request was not sent (too large for the channel):
         the caller runs it through ``execute_synchronously`` instead.
+        ``deadline_ns`` (absolute ``time.monotonic_ns()``) bounds the wait for
+        the result: past it the status is ``MISSED_DEADLINE_TRANSIENT``.
 
         Raises:
             BadStateError: another execution is in flight on this burst.
@@ -197,31 +237,87 @@ class ExecutionBurstController:
         """
         if self._closed:
             raise ClosedResourceError("the burst is closed")
-        if not self._in_flight.acquire(blocking=False):
-            raise BadStateError("the burst already has an execution in flight")
-        try:
+        with self._guard:
             slots = self._slots.get_slots(request.pools, memory_keys)
             words = request_words(request, measure, slots)
             if len(words) > len(self._request_words):
                 return ErrorStatus.GENERAL_FAILURE, [], Timing(), True
-            self._request_words[: len(words)] = words
             try:
                 with tracing.span(tracing.Layer.IPC, tracing.Phase.EXECUTION, "burst round trip"):
-                    received = self._round_trip(len(words) // WORDS)
+                    received = self._exchange(words, deadline_ns)
             except (BrokenResourceError, ClosedResourceError):
                 return ErrorStatus.DEVICE_UNAVAILABLE, [], Timing(), False
+            if received <= 0:
+                return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], Timing(), False
             try:
-                status, shapes, timing = parse_result_words(self._result_words[: WORDS * received].tolist())
+                status, shapes, timing = parse_result_words(
+                    self._result_words[: WORDS * received].tolist()
+                )
             except PacketError:
                 return ErrorStatus.GENERAL_FAILURE, [], Timing(), False
-        finally:
-            self._in_flight.release()
         # Drivers must not report shapes or timing with a failure (HAL contract).
         if status not in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
             shapes = []
         if status != ErrorStatus.NONE:
             timing = Timing()
         return status, shapes, timing, False
+
+    def send_packet(self, packet: np.ndarray, deadline_ns: int | None = None) -> np.ndarray:
+        """Send ``packet`` exactly as given and return the raw ``RESULT_DATUM`` rows the
+        server answered (a copy; empty if none came by the deadline).
+
+        VTS's ``sendPacket``: for tests of how a server treats packets that
+        ``compute`` would never send.  ``packet`` is ``REQUEST_DATUM`` rows or
+        their 32-bit words (six per datum).
+
+        Raises:
+            BadDataError: neither form, or too long for the request channel.
+            BadStateError: another execution is in flight on this burst.
+            ClosedResourceError, BrokenResourceError: the burst or its server is gone.
+        """
+        if packet.dtype not in (REQUEST_DATUM, np.dtype("<u4")):
+            raise BadDataError(
+                f"a packet is REQUEST_DATUM rows or uint32 words, got {packet.dtype}"
+            )
+        words = np.ascontiguousarray(packet).view("<u4").reshape(-1)
+        if len(words) % WORDS or len(words) > len(self._request_words):
+            raise BadDataError(
+                f"{len(words)} words are not a packet of at most {len(self._request_buffer)} datums"
+            )
+        if self._closed:
+            raise ClosedResourceError("the burst is closed")
+        with self._guard:
+            received = self._exchange(words, deadline_ns)
+            # Copied as words: a structured copy would not keep the padding bytes.
+            return self._result_words[: WORDS * max(received, 0)].copy().view(RESULT_DATUM)
+
+    def _exchange(self, words: Any, deadline_ns: int | None) -> int:
+        """Send ``words`` and read the reply into the result buffer; its length in
+        datums, 0 if it missed the deadline (then it is owed), -1 if nothing was sent."""
+        if self._owed:
+            # The previous request's late result: drop it before sending.
+            timeout = self._timeout_ns(deadline_ns)
+            if (
+                timeout < 0
+                or self._results.read_available_blocking(self._result_buffer, timeout) == 0
+            ):
+                return -1
+            self._owed = False
+        timeout = self._timeout_ns(deadline_ns)
+        if timeout < 0:
+            return -1
+        self._request_words[: len(words)] = words
+        received = self._round_trip(len(words) // WORDS, timeout)
+        self._owed = received == 0
+        return received
+
+    @staticmethod
+    def _timeout_ns(deadline_ns: int | None) -> int:
+        """What ``RoundTrip`` takes: 0 waits forever; -1 means the deadline passed."""
+        if deadline_ns is None:
+            return 0
+        left = deadline_ns - time.monotonic_ns()
+        return left if left > 0 else -1
 
     def free_memory(self, key: Hashable) -> None:
         """Tell the server a memory is gone; unknown and double frees stay local."""

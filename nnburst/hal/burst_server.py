@@ -69,7 +69,9 @@ class DefaultBurstExecutorWithCache(IBurstExecutorWithCache):
     def remove_cache_entry(self, slot: int) -> None:
         self._cache.pop(slot, None)
 
-    def execute(self, request: Request, slots: Sequence[int], measure: MeasureTiming) -> ExecutionResult:
+    def execute(
+        self, request: Request, slots: Sequence[int], measure: MeasureTiming
+    ) -> ExecutionResult:
         try:
             request.pools = [self._cache[slot] for slot in slots]
         except KeyError:  # a slot the callback could not resolve
@@ -183,7 +185,9 @@ class _Worker:
     def run(self) -> None:
         try:
             n = self.requests.read_available_blocking(self.request_buffer, spin_ns=self.spin_ns)
-            reply_and_wait = self.results.round_trip(self.requests, self.result_buffer, self.request_buffer, self.spin_ns)
+            reply_and_wait = self.results.round_trip(
+                self.requests, self.result_buffer, self.request_buffer, self.spin_ns
+            )
             while True:
                 n = reply_and_wait(self.respond(n))
         except (ClosedResourceError, BrokenResourceError):
@@ -243,7 +247,7 @@ class _Worker:
         if status != ErrorStatus.NONE or len(memories) != len(unknown):
             log.debug("callback refused slots %s: %s", unknown, status)
             return
-        owned = getattr(self.callback, "transfers_ownership", False)
+        owned = self.callback.transfers_ownership
         for slot, memory in zip(unknown, memories):
             self.executor.add_cache_entry(memory, slot)
             if owned:

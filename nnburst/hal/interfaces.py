@@ -8,7 +8,7 @@ exactly these methods.  The burst interfaces follow HAL 1.2.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..codes import ErrorStatus, PreferenceCode, PriorityCode
@@ -23,6 +23,11 @@ ExecutionResult = tuple[ErrorStatus, list[OutputShape], Timing]
 
 class IBurstCallback(abc.ABC):
     """Client side of a burst: hands the server the memory behind a slot."""
+
+    #: True when every memory :meth:`get_memories` returns is the caller's to
+    #: close (mapped afresh from an fd, as in a service); False when the
+    #: memories stay the app's (an in-process burst).
+    transfers_ownership: bool = False
 
     @abc.abstractmethod
     def get_memories(self, slots: Sequence[int]) -> tuple[ErrorStatus, list[Any]]:
@@ -39,6 +44,14 @@ class IBurstContext(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Stop the worker and release every cached mapping; idempotent."""
+
+    def link_to_death(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` if the server's process dies while the burst is open.
+
+        An in-process context cannot die on its own, so the default never
+        calls it; a context in a service process overrides this.
+        """
+        del callback  # nothing to watch: it would never be called
 
 
 class IBurstExecutorWithCache(abc.ABC):
@@ -102,6 +115,15 @@ class IDevice(abc.ABC):
     type: DeviceType
     version_string: str
     feature_level: int
+    #: What reaching the device costs per call, in microseconds, on top of its
+    #: execution time: 0 in this process; a service's measured round trip.
+    reach_us: float = 0.0
+
+    @property
+    def available(self) -> bool:
+        """False once the device is gone for good (its service died); in-process
+        devices always are."""
+        return True
 
     @property
     @abc.abstractmethod

@@ -8,11 +8,13 @@ service can encode it on its wire without pickle.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..codes import OperationCode
+from ..errors import BadDataError
 from ..operands import OperandInfo
 
 
@@ -51,6 +53,52 @@ class Subgraph:
     operations: list[Operation]
     input_indexes: tuple[int, ...]
     output_indexes: tuple[int, ...]
+
+
+def execution_order(subgraph: Subgraph, group: Sequence[object] | None = None) -> list[int]:
+    """Operation indexes in an order where each operation follows those writing its inputs.
+
+    The one ordering rule, for the CPU executor and the partitioner.  Among
+    the operations ready to run the lowest index goes first; with ``group``
+    (one label per operation, e.g. its device) one with the label of the
+    operation just placed is preferred, so same-label runs stay together.
+
+    Raises:
+        BadDataError: the operations form a cycle, or one reads a temporary
+            or output operand that no operation writes.
+    """
+    operations = subgraph.operations
+    writer = {i: n for n, op in enumerate(operations) for i in op.outputs}
+    produced_later = (Lifetime.TEMPORARY_VARIABLE, Lifetime.SUBGRAPH_OUTPUT)
+    waiting: list[int] = []
+    consumers: list[set[int]] = [set() for _ in operations]
+    for n, op in enumerate(operations):
+        if any(
+            subgraph.operands[i].lifetime in produced_later and i not in writer for i in op.inputs
+        ):
+            raise BadDataError(f"operation {n} reads an operand no operation writes")
+        producers = {writer[i] for i in op.inputs if i in writer}
+        waiting.append(len(producers))
+        for p in producers:
+            consumers[p].add(n)
+    ready = [n for n in range(len(operations)) if waiting[n] == 0]
+    order: list[int] = []
+    last: object = None
+    while ready:
+        pick = ready[0]
+        if group is not None:
+            pick = next((n for n in ready if group[n] == last), pick)
+            last = group[pick]
+        ready.remove(pick)
+        order.append(pick)
+        for c in consumers[pick]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+        ready.sort()
+    if len(order) != len(operations):
+        raise BadDataError("the model's operations form a cycle")
+    return order
 
 
 @dataclass

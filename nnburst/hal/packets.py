@@ -85,21 +85,38 @@ def _union(names: list[str], formats: list[str], offsets: list[int]) -> np.dtype
 #: One FmqRequestDatum; the named fields overlap as the union's members do.
 REQUEST_DATUM = _union(
     # packetInformation
-    ["packet_size", "number_of_input_operands", "number_of_output_operands", "number_of_pools",
-     # operandInformation (input or output)
-     "has_no_value", "pool_index", "offset", "length", "number_of_dimensions",
-     # dimension value / pool identifier / measureTiming
-     "dimension_value", "pool_identifier", "measure_timing"],
+    [
+        "packet_size",
+        "number_of_input_operands",
+        "number_of_output_operands",
+        "number_of_pools",
+        # operandInformation (input or output)
+        "has_no_value",
+        "pool_index",
+        "offset",
+        "length",
+        "number_of_dimensions",
+        # dimension value / pool identifier / measureTiming
+        "dimension_value",
+        "pool_identifier",
+        "measure_timing",
+    ],
     ["<u4", "<u4", "<u4", "<u4", "u1", "<u4", "<u4", "<u4", "<u4", "<u4", "<i4", "<i4"],
     [4, 8, 12, 16, 4, 8, 12, 16, 20, 4, 4, 4],
 )
 
 #: One FmqResultDatum.
 RESULT_DATUM = _union(
-    ["packet_size", "error_status", "number_of_operands",
-     "is_sufficient", "number_of_dimensions",
-     "dimension_value",
-     "time_on_device", "time_in_driver"],
+    [
+        "packet_size",
+        "error_status",
+        "number_of_operands",
+        "is_sufficient",
+        "number_of_dimensions",
+        "dimension_value",
+        "time_on_device",
+        "time_in_driver",
+    ],
     ["<u4", "<i4", "<u4", "u1", "<u4", "<u4", "<u8", "<u8"],
     [8, 12, 16, 8, 12, 8, 8, 16],
 )
@@ -146,17 +163,32 @@ def serialize_request(
     return _to_packet(request_words(request, measure, slots), REQUEST_DATUM)
 
 
-def request_words(request: Request, measure: MeasureTiming | int, slots: Sequence[int]) -> list[int]:
+def request_words(
+    request: Request, measure: MeasureTiming | int, slots: Sequence[int]
+) -> list[int]:
     """The request packet as a flat list of words (what a burst writes into its FMQ)."""
-    flat = [RequestTag.PACKET_INFORMATION, 0, len(request.inputs), len(request.outputs), len(slots), 0]
+    flat = [
+        RequestTag.PACKET_INFORMATION,
+        0,
+        len(request.inputs),
+        len(request.outputs),
+        len(slots),
+        0,
+    ]
     for arguments, info_tag in (
         (request.inputs, RequestTag.INPUT_OPERAND_INFORMATION),
         (request.outputs, RequestTag.OUTPUT_OPERAND_INFORMATION),
     ):
         for a in arguments:
             location = a.location
-            flat += (info_tag, int(a.has_no_value), location.pool_index, location.offset,
-                     location.length, len(a.dimensions))
+            flat += (
+                info_tag,
+                int(a.has_no_value),
+                location.pool_index,
+                location.offset,
+                location.length,
+                len(a.dimensions),
+            )
             if a.dimensions:
                 flat += _datums(info_tag + 1, a.dimensions, 1)  # dimension tag = info tag + 1
     if slots:
@@ -204,20 +236,34 @@ def parse_request_words(flat: list[int]) -> tuple[Request, list[int], MeasureTim
     """:func:`deserialize_request` on a flat list of words (6 per datum)."""
     size = len(flat) // WORDS
     if size < 2 or flat[0] & 0xFF != RequestTag.PACKET_INFORMATION:
-        raise PacketError("a request packet starts with packet information and has at least 2 datums")
+        raise PacketError(
+            "a request packet starts with packet information and has at least 2 datums"
+        )
     declared, n_inputs, n_outputs, n_pools = flat[1:5]
     if declared != size:
         raise PacketError(f"packet declares {declared} datums but holds {size}")
     if n_inputs + n_outputs + n_pools > size - 2:
-        raise PacketError(f"{n_inputs} inputs, {n_outputs} outputs and {n_pools} pools cannot fit in {size} datums")
-    inputs, position = _read_arguments(flat, size, 1, n_inputs, RequestTag.INPUT_OPERAND_INFORMATION)
-    outputs, position = _read_arguments(flat, size, position, n_outputs, RequestTag.OUTPUT_OPERAND_INFORMATION)
+        raise PacketError(
+            f"{n_inputs} inputs, {n_outputs} outputs and {n_pools} pools cannot fit in {size} datums"
+        )
+    inputs, position = _read_arguments(
+        flat, size, 1, n_inputs, RequestTag.INPUT_OPERAND_INFORMATION
+    )
+    outputs, position = _read_arguments(
+        flat, size, position, n_outputs, RequestTag.OUTPUT_OPERAND_INFORMATION
+    )
     if position + n_pools + 1 != size:
-        raise PacketError(f"after the operands, {size - position} datums remain for {n_pools} pools and timing")
+        raise PacketError(
+            f"after the operands, {size - position} datums remain for {n_pools} pools and timing"
+        )
     last = (size - 1) * WORDS
-    if n_pools and {t & 0xFF for t in flat[position * WORDS : last : WORDS]} != {RequestTag.POOL_IDENTIFIER}:
+    if n_pools and {t & 0xFF for t in flat[position * WORDS : last : WORDS]} != {
+        RequestTag.POOL_IDENTIFIER
+    }:
         raise PacketError(f"datums {position}..{size - 2}: expected {n_pools} pool identifiers")
-    slots = [s - (1 << 32) if s >= 1 << 31 else s for s in flat[position * WORDS + 1 : last : WORDS]]
+    slots = [
+        s - (1 << 32) if s >= 1 << 31 else s for s in flat[position * WORDS + 1 : last : WORDS]
+    ]
     if flat[last] & 0xFF != RequestTag.MEASURE_TIMING:
         raise PacketError("the last datum must be measureTiming")
     measure = flat[last + 1]
@@ -236,16 +282,31 @@ def serialize_result(
     return _to_packet(result_words(status, output_shapes, timing), RESULT_DATUM)
 
 
-def result_words(status: ErrorStatus | int, output_shapes: Sequence[OutputShape], timing: Timing) -> list[int]:
+def result_words(
+    status: ErrorStatus | int, output_shapes: Sequence[OutputShape], timing: Timing
+) -> list[int]:
     """The result packet as a flat list of words."""
     flat = [ResultTag.PACKET_INFORMATION, 0, 0, int(status) & 0xFFFFFFFF, len(output_shapes), 0]
     for shape in output_shapes:
-        flat += (ResultTag.OPERAND_INFORMATION, 0, int(shape.is_sufficient), len(shape.dimensions), 0, 0)
+        flat += (
+            ResultTag.OPERAND_INFORMATION,
+            0,
+            int(shape.is_sufficient),
+            len(shape.dimensions),
+            0,
+            0,
+        )
         if shape.dimensions:
             flat += _datums(ResultTag.OPERAND_DIMENSION_VALUE, shape.dimensions, 2)
     on_device, in_driver = timing.time_on_device, timing.time_in_driver
-    flat += (ResultTag.EXECUTION_TIMING, 0,
-             on_device & 0xFFFFFFFF, on_device >> 32, in_driver & 0xFFFFFFFF, in_driver >> 32)
+    flat += (
+        ResultTag.EXECUTION_TIMING,
+        0,
+        on_device & 0xFFFFFFFF,
+        on_device >> 32,
+        in_driver & 0xFFFFFFFF,
+        in_driver >> 32,
+    )
     flat[2] = len(flat) // WORDS
     return flat
 
@@ -276,7 +337,9 @@ def parse_result_words(flat: list[int]) -> tuple[ErrorStatus, list[OutputShape],
     """:func:`deserialize_result` on a flat list of words (6 per datum)."""
     size = len(flat) // WORDS
     if size < 2 or flat[0] & 0xFF != ResultTag.PACKET_INFORMATION:
-        raise PacketError("a result packet starts with packet information and has at least 2 datums")
+        raise PacketError(
+            "a result packet starts with packet information and has at least 2 datums"
+        )
     declared, status, n_operands = flat[2:5]
     status = status - (1 << 32) if status >= 1 << 31 else status  # errorStatus is an int32
     if declared != size:
@@ -297,7 +360,9 @@ def parse_result_words(flat: list[int]) -> tuple[ErrorStatus, list[OutputShape],
         end = position + 1 + ndims
         if end > size - 1:
             raise PacketError(f"datum {position}: {ndims} dimensions overrun the packet")
-        if ndims and {t & 0xFF for t in flat[base + WORDS : end * WORDS : WORDS]} != {ResultTag.OPERAND_DIMENSION_VALUE}:
+        if ndims and {t & 0xFF for t in flat[base + WORDS : end * WORDS : WORDS]} != {
+            ResultTag.OPERAND_DIMENSION_VALUE
+        }:
             raise PacketError(f"datums {position + 1}..{end - 1}: expected dimension values")
         dims = tuple(flat[base + WORDS + 2 : end * WORDS : WORDS])
         shapes.append(_new_tuple(OutputShape, (dims, sufficient == 1)))
@@ -306,4 +371,8 @@ def parse_result_words(flat: list[int]) -> tuple[ErrorStatus, list[OutputShape],
     if position != size - 1 or flat[base] & 0xFF != ResultTag.EXECUTION_TIMING:
         raise PacketError("the last datum must be executionTiming, right after the shapes")
     lo_device, hi_device, lo_driver, hi_driver = flat[base + 2 : base + 6]
-    return _STATUSES[status], shapes, Timing(lo_device | hi_device << 32, lo_driver | hi_driver << 32)
+    return (
+        _STATUSES[status],
+        shapes,
+        Timing(lo_device | hi_device << 32, lo_driver | hi_driver << 32),
+    )

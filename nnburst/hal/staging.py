@@ -1,79 +1,179 @@
-"""Requests whose buffers a driver in another process can map.
+"""Requests on their way from the runtime to a driver.
 
-A driver outside this process maps only fd-backed :class:`~nnburst.Memory`
-pools.  :class:`StagedRequest` copies every other pool into one shared
-memory (both the service client and partitioned plans use it) and copies
-outputs back afterwards.
+:class:`BoundRequest` is what an execution hands to whichever path runs it
+(a driver's ``execute_synchronously``, a burst, a partitioned plan): the HAL
+request over the app's own buffers plus the execution's settings, as one
+value.
+
+:class:`StagedRequest` is the one way a request reaches memory another
+process can map: a driver outside this process maps only fd-backed
+:class:`~nnburst.hal.memory.MappedMemory` pools, so every other pool (a numpy
+array, a bytearray) is copied into one shared memory, and copied back once
+the driver wrote its outputs.  A burst stages into a memory it keeps across
+executions; everyone else stages into a fresh one.
 """
 
 from __future__ import annotations
 
-from ..errors import BadDataError
-from ..memory import Memory
-from .types import DataLocation, Request, RequestArgument, pool_view
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["StagedRequest"]
+from ..errors import BadDataError
+from .interfaces import ExecutionResult, IPreparedModel
+from .memory import MappedMemory
+from .types import DataLocation, MeasureTiming, Request, RequestArgument, pool_view
+
+__all__ = ["BoundRequest", "StagedRequest", "staging_size"]
+
+#: Staged pools start on cache-line boundaries.
+_ALIGN = 64
+
+
+def _align(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+@dataclass(frozen=True)
+class BoundRequest:
+    """One execution's request and settings, as the runtime passes them down.
+
+    ``deadline_ns`` is absolute (``time.monotonic_ns()``); ``None`` means no
+    deadline.  ``loop_timeout_ns`` bounds WHILE loops.
+    """
+
+    request: Request
+    measure: MeasureTiming = MeasureTiming.NO
+    deadline_ns: int | None = None
+    loop_timeout_ns: int | None = None
+
+    def with_request(self, request: Request) -> BoundRequest:
+        """The same settings for another request (a staged one, a step of a plan)."""
+        return dataclasses.replace(self, request=request)
+
+    def execute(self, prepared: IPreparedModel) -> ExecutionResult:
+        """Run it through ``prepared.execute_synchronously``."""
+        return prepared.execute_synchronously(
+            self.request,
+            self.measure,
+            deadline_ns=self.deadline_ns,
+            loop_timeout_ns=self.loop_timeout_ns,
+        )
+
+
+def _staged_regions(request: Request) -> tuple[dict[int, tuple[int, int]], int]:
+    """Pool index → (offset, size) in a staging memory for every pool that is not a
+    :class:`MappedMemory`, and the bytes they need together."""
+    regions: dict[int, tuple[int, int]] = {}
+    total = 0
+    for index, pool in enumerate(request.pools):
+        if not isinstance(pool, MappedMemory):
+            size = pool_view(pool).nbytes
+            regions[index] = (total, size)
+            total = _align(total + size)
+    return regions, total
+
+
+def staging_size(request: Request) -> int:
+    """Bytes a staging memory needs for ``request`` (0: every pool is already shared)."""
+    return _staged_regions(request)[1]
 
 
 class StagedRequest:
-    """A request whose non-``Memory`` pools are copied into one shared memory.
+    """``request`` with its non-shared pools copied into one shared memory.
 
-    For the runtime: a service maps only fd-backed pools, so user buffers are
-    staged here before ``execute_synchronously`` and outputs copied back with
-    :meth:`copy_back`.  ``Memory`` pools are used in place.
+    The staging memory becomes pool 0 of :attr:`request`, followed by the
+    original request's shared pools in their order; shared pools are used
+    in place.  Outputs reach the caller's buffers with :meth:`copy_back`.
+
+    Args:
+        request: the request over the app's buffers.
+        into: a staging memory the caller keeps (at least
+            :func:`staging_size` bytes); None allocates one that
+            :meth:`close` releases.
 
     Raises:
-        BadDataError: a location lies outside its (staged) pool.
+        BadDataError: a location lies outside its staged pool (in the
+            staging memory it would reach a neighbour's bytes).
+        ValueError: ``into`` is too small.
     """
 
-    def __init__(self, request: Request) -> None:
+    def __init__(self, request: Request, into: MappedMemory | None = None) -> None:
         self.original = request
-        self.memory: Memory | None = None
-        self._regions: dict[int, tuple[int, int]] = {}  # original pool -> (offset, size) in the staging memory
-        total = 0
-        for index, pool in enumerate(request.pools):
-            if not isinstance(pool, Memory):
-                size = pool_view(pool).nbytes
-                self._regions[index] = (total, size)
-                total += (size + 63) // 64 * 64
+        self.memory: MappedMemory | None = None
+        self._owned = False
+        self._regions, total = _staged_regions(request)
         if not self._regions:
             self.request = request
             return
-        self.memory = Memory.create_shared(max(total, 64))
-        for index, (offset, size) in self._regions.items():
-            self.memory.buffer[offset : offset + size] = pool_view(request.pools[index])
-        # A staged pool's index now names the staging memory; locations move by the pool's offset in it.
-        pools = [self.memory if i in self._regions else p for i, p in enumerate(request.pools)]
-
-        def move(arg: RequestArgument) -> RequestArgument:
-            region = self._regions.get(arg.location.pool_index)
-            if arg.has_no_value or region is None:
-                return arg
-            loc = arg.location
-            if loc.offset < 0 or loc.length < 0 or loc.offset + loc.length > region[1]:
-                # Checked here: in the staging memory it would reach a neighbour's bytes.
-                raise BadDataError(f"location {tuple(loc)} is outside its pool of {region[1]} bytes")
-            return RequestArgument(False, DataLocation(loc.pool_index, region[0] + loc.offset, loc.length), arg.dimensions)
-
+        if into is None:
+            self.memory, self._owned = MappedMemory.create_shared(max(total, _ALIGN)), True
+        elif into.size < total:
+            raise ValueError(f"a {into.size}-byte staging memory cannot hold {total} bytes")
+        else:
+            self.memory = into
         try:
-            self.request = Request([move(a) for a in request.inputs], [move(a) for a in request.outputs], pools)
+            self.request = self._stage(request, self.memory)
         except BaseException:
             self.close()
             raise
 
+    def _stage(self, request: Request, memory: MappedMemory) -> Request:
+        staging = memory.buffer
+        pools: list[Any] = [memory]
+        new_index: dict[int, int] = {}
+        for index, pool in enumerate(request.pools):
+            region = self._regions.get(index)
+            if region is None:
+                new_index[index] = len(pools)
+                pools.append(pool)
+            else:
+                offset, size = region
+                staging[offset : offset + size] = pool_view(pool)
+
+        def move(arg: RequestArgument) -> RequestArgument:
+            if arg.has_no_value:
+                return arg
+            loc = arg.location
+            region = self._regions.get(loc.pool_index)
+            if region is None:
+                index = new_index.get(loc.pool_index)
+                if index is None:
+                    raise BadDataError(
+                        f"location {tuple(loc)} names none of the {len(request.pools)} pools"
+                    )
+                return RequestArgument(
+                    False, DataLocation(index, loc.offset, loc.length), arg.dimensions
+                )
+            if loc.offset < 0 or loc.length < 0 or loc.offset + loc.length > region[1]:
+                raise BadDataError(
+                    f"location {tuple(loc)} is outside its pool of {region[1]} bytes"
+                )
+            return RequestArgument(
+                False, DataLocation(0, region[0] + loc.offset, loc.length), arg.dimensions
+            )
+
+        return Request([move(a) for a in request.inputs], [move(a) for a in request.outputs], pools)
+
     def copy_back(self) -> None:
-        """Copy every staged pool an output refers to back into the caller's buffer."""
+        """Copy every staged pool an output refers to back into the caller's buffer.
+
+        Staged pools were copied in whole, so bytes the driver did not write
+        come back unchanged.
+        """
         if self.memory is None:
             return
+        staging = self.memory.buffer
         written = {a.location.pool_index for a in self.original.outputs if not a.has_no_value}
         for index in written & self._regions.keys():
             offset, size = self._regions[index]
-            pool_view(self.original.pools[index])[:] = self.memory.buffer[offset : offset + size]
+            pool_view(self.original.pools[index])[:] = staging[offset : offset + size]
 
     def close(self) -> None:
-        if self.memory is not None:
+        """Release the staging memory if this request allocated it."""
+        if self.memory is not None and self._owned:
             self.memory.close()
-            self.memory = None
+        self.memory = None
 
     def __enter__(self) -> StagedRequest:
         return self

@@ -22,6 +22,8 @@ __all__ = [
     "MeasureTiming",
     "OutputShape",
     "PerformanceInfo",
+    "DEFAULT_LOOP_TIMEOUT_NS",
+    "MAXIMUM_LOOP_TIMEOUT_NS",
     "Request",
     "RequestArgument",
     "Timing",
@@ -30,6 +32,12 @@ __all__ = [
 
 #: A Timing field that is not available (``UINT64_MAX``).
 NO_TIMING_US = 2**64 - 1
+
+#: HAL 1.3 ``LoopTimeoutDurationNs``: DEFAULT bounds WHILE loops of a request
+#: that gives no timeout (HAL 1.2 burst packets carry none); MAXIMUM caps any
+#: timeout given.  The NDK's getDefault/getMaximumLoopTimeout return these.
+DEFAULT_LOOP_TIMEOUT_NS = 2_000_000_000
+MAXIMUM_LOOP_TIMEOUT_NS = 15_000_000_000
 
 
 class MeasureTiming(enum.IntEnum):
@@ -80,7 +88,8 @@ class RequestArgument(NamedTuple):
 class Request:
     """One execution's arguments; locations index ``pools``.
 
-    A pool is any object exposing a writable buffer: an :class:`nnburst.Memory`
+    A pool is any object exposing a writable buffer: a
+    :class:`~nnburst.hal.memory.MappedMemory` such as ``nnburst.Memory``
     (shared, mappable by another process) or, in-process only, a bytearray or
     numpy array.  A burst replaces pools by slots on the wire.
     """
@@ -115,4 +124,6 @@ class Capabilities:
     while_performance: PerformanceInfo = PerformanceInfo()
 
     def performance_for(self, code: OperandCode) -> PerformanceInfo:
-        return self.operand_performance.get(OperandCode(code), PerformanceInfo(float("inf"), float("inf")))
+        return self.operand_performance.get(
+            OperandCode(code), PerformanceInfo(float("inf"), float("inf"))
+        )

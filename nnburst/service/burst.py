@@ -33,7 +33,7 @@ from ..codes import ErrorStatus, ResultCode
 from ..errors import BadDataError, BrokenResourceError, NNError
 from ..fmq import Descriptor
 from ..hal.interfaces import IBurstCallback, IBurstContext, IPreparedModel
-from ..memory import Memory
+from ..hal.memory import MappedMemory
 from .wire import MAX_FDS, Connection, Frame
 
 log = logging.getLogger("nnburst.service")
@@ -67,7 +67,7 @@ class RemoteBurstCallback(IBurstCallback):
         self._burst_id = burst_id
 
     def get_memories(self, slots: Sequence[int]) -> tuple[ErrorStatus, list[Any]]:
-        memories: list[Memory] = []
+        memories: list[MappedMemory] = []
         try:
             for start in range(0, len(slots), MAX_FDS):
                 memories += self._fetch(slots[start : start + MAX_FDS])
@@ -77,26 +77,36 @@ class RemoteBurstCallback(IBurstCallback):
             raise
         return ErrorStatus.NONE, memories
 
-    def _fetch(self, slots: Sequence[int]) -> list[Memory]:
-        payload = _ID_COUNT.pack(self._burst_id, len(slots)) + struct.pack(f"<{len(slots)}i", *slots)
+    def _fetch(self, slots: Sequence[int]) -> list[MappedMemory]:
+        payload = _ID_COUNT.pack(self._burst_id, len(slots)) + struct.pack(
+            f"<{len(slots)}i", *slots
+        )
         reply = self._connection.call(Kind.GET_MEMORIES, payload)
         fds = reply.fds
         try:
+            if len(reply.payload) < _STATUS_ID.size:
+                raise NNError("malformed GET_MEMORIES reply", ResultCode.OP_FAILED)
             status, count = _STATUS_ID.unpack_from(reply.payload)
             if status != ErrorStatus.NONE:
                 raise NNError(f"the app refused slots {list(slots)}", ResultCode.BAD_DATA)
-            if count != len(slots) or len(fds) != count or len(reply.payload) != _STATUS_ID.size + 16 * count:
+            if (
+                count != len(slots)
+                or len(fds) != count
+                or len(reply.payload) != _STATUS_ID.size + 16 * count
+            ):
                 raise NNError("malformed GET_MEMORIES reply", ResultCode.OP_FAILED)
             regions = struct.unpack_from(f"<{2 * count}Q", reply.payload, _STATUS_ID.size)
         except BaseException:
             reply.close_fds()
             raise
-        memories: list[Memory] = []
+        memories: list[MappedMemory] = []
         try:
             for i, fd in enumerate(fds):
-                reply.fds = fds[i + 1 :]  # Memory takes this fd; the rest stay the reply's to close
-                # Memory checks the region against the file's real size.
-                memories.append(Memory(fd, regions[2 * i + 1], regions[2 * i]))
+                reply.fds = fds[
+                    i + 1 :
+                ]  # MappedMemory takes this fd; the rest stay the reply's to close
+                # MappedMemory checks the region against the file's real size.
+                memories.append(MappedMemory(fd, regions[2 * i + 1], regions[2 * i]))
         except BaseException:
             reply.close_fds()
             for memory in memories:
@@ -126,7 +136,11 @@ class BurstHost:
     def _configure(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
         frame.close_fds()
         model_id, request_len, result_len = _CONFIGURE.unpack_from(frame.payload)
-        if request_len > MAX_DESCRIPTOR or result_len > MAX_DESCRIPTOR or len(frame.payload) != _CONFIGURE.size + request_len + result_len:
+        if (
+            request_len > MAX_DESCRIPTOR
+            or result_len > MAX_DESCRIPTOR
+            or len(frame.payload) != _CONFIGURE.size + request_len + result_len
+        ):
             raise BadDataError("malformed CONFIGURE_BURST payload")
         model = self._lookup(model_id)
         if model is None:
@@ -176,11 +190,17 @@ class BurstHost:
         return len(self._bursts)
 
 
-def serve_bursts(connection_socket: Any, lookup: Callable[[int], IPreparedModel | None]) -> tuple[Connection, BurstHost]:
+def serve_bursts(
+    connection_socket: Any, lookup: Callable[[int], IPreparedModel | None]
+) -> tuple[Connection, BurstHost]:
     """Start serving burst calls on an accepted socket."""
     host = BurstHost(lookup)
     connection = Connection(
-        connection_socket, host.handlers(), on_close=host.close, name="nnburst-burst-host", start=False
+        connection_socket,
+        host.handlers(),
+        on_close=host.close,
+        name="nnburst-burst-host",
+        start=False,
     )
     host.connection = connection  # before the first request can arrive
     connection.start()
@@ -213,7 +233,9 @@ class RemoteBurstContext(IBurstContext):
         if self._closed:
             return
         try:
-            self._client.connection.call(Kind.FREE_MEMORY, _ID_SLOT.pack(self.burst_id, slot), timeout=10)
+            self._client.connection.call(
+                Kind.FREE_MEMORY, _ID_SLOT.pack(self.burst_id, slot), timeout=10
+            )
         except (BrokenResourceError, NNError):
             pass  # the service is gone, and the mapping with it
 
@@ -234,7 +256,9 @@ class RemoteBurstClient:
 
     def __init__(self, connection_socket: Any) -> None:
         self._callbacks: dict[int, IBurstCallback] = {}
-        self._contexts: weakref.WeakValueDictionary[int, RemoteBurstContext] = weakref.WeakValueDictionary()
+        self._contexts: weakref.WeakValueDictionary[int, RemoteBurstContext] = (
+            weakref.WeakValueDictionary()
+        )
         self._lock = threading.Lock()
         self.connection = Connection(
             connection_socket,
@@ -285,9 +309,13 @@ class RemoteBurstClient:
             return refused
         status, memories = callback.get_memories(slots)
         # Only fd-backed memories can cross; a numpy buffer cannot.
-        if status != ErrorStatus.NONE or not all(isinstance(m, Memory) and not m.closed for m in memories):
+        if status != ErrorStatus.NONE or not all(
+            isinstance(m, MappedMemory) and not m.closed for m in memories
+        ):
             return refused
-        regions = struct.pack(f"<{2 * len(memories)}Q", *(v for m in memories for v in (m.offset, m.size)))
+        regions = struct.pack(
+            f"<{2 * len(memories)}Q", *(v for m in memories for v in (m.offset, m.size))
+        )
         return _STATUS_ID.pack(ErrorStatus.NONE, len(memories)) + regions, [m.fd for m in memories]
 
     def _service_died(self) -> None:

@@ -37,7 +37,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._version import __version__
@@ -49,6 +49,7 @@ from ..codes import (
     PriorityCode,
     ResultCode,
 )
+from ..cpu import calibration
 from ..cpu.driver import (
     FEATURE_LEVEL,
     CpuPreparedModel,
@@ -56,10 +57,11 @@ from ..cpu.driver import (
 )
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.burst_controller import polling_window_us
+from ..hal.burst_server import ExecutionBurstServer
 from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
+from ..hal.memory import MappedMemory
 from ..hal.model import HalModel, Operation, Subgraph
 from ..hal.types import NO_TIMING, Capabilities, DeviceType, MeasureTiming, PerformanceInfo, Request
-from ..memory import Memory
 from ..operands import QUANTIZED_CODES
 from . import protocol
 from .burst import BurstHost
@@ -71,7 +73,14 @@ log = logging.getLogger("nnburst.service")
 VENDOR = "nnburst"
 #: What a device declares for work it cannot do (HAL: FLT_MAX).
 UNSUPPORTED = PerformanceInfo(3.4028234663852886e38, 3.4028234663852886e38)
-_FLOAT_CODES = frozenset({OperandCode.TENSOR_FLOAT32, OperandCode.TENSOR_FLOAT16, OperandCode.FLOAT32, OperandCode.FLOAT16})
+_FLOAT_CODES = frozenset(
+    {
+        OperandCode.TENSOR_FLOAT32,
+        OperandCode.TENSOR_FLOAT16,
+        OperandCode.FLOAT32,
+        OperandCode.FLOAT16,
+    }
+)
 _CONTROL_FLOW = frozenset({OperationCode.IF, OperationCode.WHILE})
 _MINIMAL_OPS = frozenset(
     {
@@ -134,7 +143,9 @@ def _float_operation(subgraph: Subgraph, operation: Operation) -> bool:
 
 
 def _quant_operation(subgraph: Subgraph, operation: Operation) -> bool:
-    return operation.code in _CONTROL_FLOW or _first_input_code(subgraph, operation) in QUANTIZED_CODES
+    return (
+        operation.code in _CONTROL_FLOW or _first_input_code(subgraph, operation) in QUANTIZED_CODES
+    )
 
 
 def _minimal_operation(subgraph: Subgraph, operation: Operation) -> bool:
@@ -167,11 +178,11 @@ class SamplePreparedModel(IPreparedModel):
     def configure_execution_burst(
         self, callback: IBurstCallback, request_channel: Any, result_channel: Any
     ) -> tuple[ErrorStatus, IBurstContext | None]:
-        from ..hal.burst_server import ExecutionBurstServer
-
         window = polling_window_us(self.model.preference)
         try:
-            context = ExecutionBurstServer.create(callback, request_channel, result_channel, self, polling_window_us=window)
+            context = ExecutionBurstServer.create(
+                callback, request_channel, result_channel, self, polling_window_us=window
+            )
         except (ValueError, NNError) as exc:
             log.info("cannot start a burst server: %s", exc)
             return ErrorStatus.GENERAL_FAILURE, None
@@ -214,13 +225,19 @@ class SampleDevice(IDevice):
     ) -> SamplePreparedModel:
         inject_fault("prepare", alive)
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
-            raise NNError("prepare_model: the deadline passed", ResultCode.MISSED_DEADLINE_PERSISTENT)
+            raise NNError(
+                "prepare_model: the deadline passed", ResultCode.MISSED_DEADLINE_PERSISTENT
+            )
         if not all(self.get_supported_operations(model)):
             raise BadDataError(f"{self.name} does not support every operation of the model")
         return SamplePreparedModel(CpuPreparedModel(model, preference), alive)
 
 
-def _capabilities(default: PerformanceInfo, special: dict[frozenset[OperandCode], PerformanceInfo], control_flow: PerformanceInfo) -> Capabilities:
+def _capabilities(
+    default: PerformanceInfo,
+    special: dict[frozenset[OperandCode], PerformanceInfo],
+    control_flow: PerformanceInfo,
+) -> Capabilities:
     table = {code: default for code in OperandCode}
     for codes, perf in special.items():
         for code in codes:
@@ -228,20 +245,112 @@ def _capabilities(default: PerformanceInfo, special: dict[frozenset[OperandCode]
     return Capabilities(default, default, table, control_flow, control_flow)
 
 
-def sample_devices() -> list[SampleDevice]:
-    """The default service's devices, in the spirit of Android's sample drivers."""
-    fast = PerformanceInfo(0.8, 1.2)
+def _measured(code: OperandCode) -> PerformanceInfo:
+    """The sample devices' backend against the bare reference kernels on an ADD of
+    ``code`` tensors: the ratio NNAPI's capabilities ask for.  Their backend *is*
+    the reference, but it is timed like any other backend would be (and without
+    the test fault hooks, which must not fire at start-up).  Power is not metered
+    here, so it is declared equal to the time ratio."""
+    model = calibration.calibration_model(code, 4096)
+    backend, reference = CpuPreparedModel(model), CpuPreparedModel(model)
+    ratio = calibration.measured_ratio(
+        calibration.run_once(backend, model), calibration.run_once(reference, model)
+    )
+    return PerformanceInfo(ratio, ratio)
+
+
+def sample_devices(emulated: Mapping[str, PerformanceInfo] | None = None) -> list[SampleDevice]:
+    """The default service's devices, in the spirit of Android's sample drivers.
+
+    They differ in what they accept, not in speed: all run the reference
+    kernels, so each declares the ratio measured at start-up for the operand
+    types it accepts and ``UNSUPPORTED`` for the others.  ``emulated`` (from
+    ``nnburst serve --emulate-performance``) replaces a device's measured
+    figures, to try partitioning as if it were an accelerator."""
+    emulated = dict(emulated or {})
+    unknown = set(emulated) - {f"{VENDOR}-{name}" for name in _SAMPLE_NAMES}
+    if unknown:
+        known = ", ".join(f"{VENDOR}-{name}" for name in _SAMPLE_NAMES)
+        raise BadDataError(
+            f"no sample device named {', '.join(sorted(unknown))} (devices: {known})"
+        )
+    floats, quants = (
+        _measured(OperandCode.TENSOR_FLOAT32),
+        _measured(OperandCode.TENSOR_QUANT8_ASYMM),
+    )
+
+    def perf(name: str, measured: PerformanceInfo) -> PerformanceInfo:
+        return emulated.get(f"{VENDOR}-{name}", measured)
+
     return [
-        SampleDevice("sample-all", DeviceType.CPU, FEATURE_LEVEL,
-                     _capabilities(PerformanceInfo(1.1, 1.1), {}, PerformanceInfo(1.1, 1.1)), _any_operation),
-        SampleDevice("sample-float-fast", DeviceType.GPU, FEATURE_LEVEL,
-                     _capabilities(PerformanceInfo(1.0, 1.0), {_FLOAT_CODES: fast}, fast), _float_operation),
-        SampleDevice("sample-quant", DeviceType.ACCELERATOR, FEATURE_LEVEL,
-                     _capabilities(PerformanceInfo(50.0, 100.0), {QUANTIZED_CODES: PerformanceInfo(0.6, 0.4)},
-                                   PerformanceInfo(0.6, 0.4)), _quant_operation),
-        SampleDevice("sample-minimal", DeviceType.ACCELERATOR, 27,
-                     _capabilities(PerformanceInfo(0.4, 0.5), {}, UNSUPPORTED), _minimal_operation),
+        SampleDevice(
+            "sample-all",
+            DeviceType.CPU,
+            FEATURE_LEVEL,
+            _capabilities(
+                perf("sample-all", floats),
+                {QUANTIZED_CODES: perf("sample-all", quants)},
+                perf("sample-all", floats),
+            ),
+            _any_operation,
+        ),
+        SampleDevice(
+            "sample-float-fast",
+            DeviceType.GPU,
+            FEATURE_LEVEL,
+            _capabilities(
+                UNSUPPORTED,
+                {_FLOAT_CODES: perf("sample-float-fast", floats)},
+                perf("sample-float-fast", floats),
+            ),
+            _float_operation,
+        ),
+        SampleDevice(
+            "sample-quant",
+            DeviceType.ACCELERATOR,
+            FEATURE_LEVEL,
+            _capabilities(
+                UNSUPPORTED,
+                {QUANTIZED_CODES: perf("sample-quant", quants)},
+                perf("sample-quant", quants),
+            ),
+            _quant_operation,
+        ),
+        SampleDevice(
+            "sample-minimal",
+            DeviceType.ACCELERATOR,
+            27,
+            _capabilities(
+                perf("sample-minimal", floats),
+                {QUANTIZED_CODES: perf("sample-minimal", quants)},
+                UNSUPPORTED,
+            ),
+            _minimal_operation,
+        ),
     ]
+
+
+_SAMPLE_NAMES = ("sample-all", "sample-float-fast", "sample-quant", "sample-minimal")
+
+
+def parse_performance(text: str) -> tuple[str, PerformanceInfo]:
+    """``DEVICE=TIME[/POWER]`` (ratios to the reference CPU, lower is better) for
+    ``--emulate-performance``; POWER defaults to TIME."""
+    name, sep, figures = text.partition("=")
+    try:
+        values = [float(v) for v in figures.split("/")]
+        if (
+            not sep
+            or not name
+            or len(values) not in (1, 2)
+            or not all(0 < v < 1e30 for v in values)
+        ):
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected DEVICE=TIME[/POWER] with positive ratios, e.g. nnburst-sample-quant=0.5/0.4; got {text!r}"
+        ) from None
+    return name, PerformanceInfo(values[0], values[-1])
 
 
 # -- one client --------------------------------------------------------------------------
@@ -293,7 +402,10 @@ class ClientSession:
 
     def _get_devices(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
         frame.close_fds()
-        infos = [protocol.DeviceInfo(d.name, int(d.type), d.version_string, d.feature_level) for d in self._service.devices]
+        infos = [
+            protocol.DeviceInfo(d.name, int(d.type), d.version_string, d.feature_level)
+            for d in self._service.devices
+        ]
         return protocol.encode_devices(infos), ()
 
     def _get_capabilities(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
@@ -313,9 +425,11 @@ class ClientSession:
         frame.close_fds()
         index, preference, priority, deadline, model = protocol.decode_prepare(frame.payload)
         device = self._device(index)
-        preference_code = protocol._enum(PreferenceCode, preference, "preference")
-        priority_code = protocol._enum(PriorityCode, priority, "priority")
-        prepared = device.prepare_model(model, preference_code, priority_code, deadline, alive=self.alive)
+        preference_code = protocol.decode_enum(PreferenceCode, preference, "preference")
+        priority_code = protocol.decode_enum(PriorityCode, priority, "priority")
+        prepared = device.prepare_model(
+            model, preference_code, priority_code, deadline, alive=self.alive
+        )
         with self._lock:
             if not self._open:
                 raise NNError("the connection is closing", ResultCode.UNAVAILABLE_DEVICE)
@@ -332,7 +446,7 @@ class ClientSession:
 
     def _execute(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
         fds, frame.fds = frame.fds, []
-        pools: list[Memory] = []
+        pools: list[MappedMemory] = []
         try:
             call = protocol.decode_execute(frame.payload, len(fds))
             prepared = self._lookup(call.model_id)
@@ -340,8 +454,8 @@ class ClientSession:
                 raise BadDataError(f"no prepared model {call.model_id}")
             while fds:
                 offset, size = call.regions[len(pools)]
-                # Memory takes the fd and checks the region against the file's size.
-                pools.append(Memory(fds.pop(0), size, offset))
+                # MappedMemory takes the fd and checks the region against the file's size.
+                pools.append(MappedMemory(fds.pop(0), size, offset))
             status, shapes, timing = prepared.execute_synchronously(
                 Request(call.inputs, call.outputs, list(pools)),
                 MeasureTiming(call.measure),
@@ -393,7 +507,10 @@ def _prepare_directory(path: str) -> None:
     os.makedirs(directory, mode=0o700, exist_ok=True)
     info = os.stat(directory)
     if info.st_uid != os.getuid():
-        raise NNError(f"{directory} belongs to another user", ResultCode.BAD_STATE)
+        raise NNError(
+            f"{directory} belongs to another user; choose a directory you own with --socket PATH",
+            ResultCode.BAD_STATE,
+        )
     if os.path.basename(directory).startswith("nnburst") and stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(directory, 0o700)
 
@@ -405,7 +522,10 @@ def _remove_stale(path: str) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(info.st_mode):
-        raise NNError(f"{path} exists and is not a socket", ResultCode.BAD_STATE)
+        raise NNError(
+            f"{path} exists and is not a socket; remove it or choose another --socket PATH",
+            ResultCode.BAD_STATE,
+        )
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     try:
@@ -415,13 +535,21 @@ def _remove_stale(path: str) -> None:
         return
     finally:
         probe.close()
-    raise NNError(f"a service is already listening on {path}", ResultCode.BAD_STATE)
+    raise NNError(
+        f"a service is already listening on {path}; stop it first or choose another --socket PATH",
+        ResultCode.BAD_STATE,
+    )
 
 
 class Service:
     """Listens on a Unix socket and serves every accepted (same-uid) client."""
 
-    def __init__(self, path: str, devices: Sequence[SampleDevice] | None = None, allowed_uid: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        devices: Sequence[SampleDevice] | None = None,
+        allowed_uid: int | None = None,
+    ) -> None:
         self.path = path
         self.devices = list(devices if devices is not None else sample_devices())
         self.allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
@@ -501,18 +629,53 @@ class Service:
             session.close()
 
 
+def _advice(exc: OSError) -> str:
+    """What went wrong binding the socket, and what to do about it, in words."""
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "this user may not create it there; choose a directory you own with --socket PATH"
+    if exc.errno == errno.ENAMETOOLONG or "too long" in str(exc):
+        return "Unix socket paths are limited to 107 bytes; choose a shorter --socket PATH"
+    if exc.errno == errno.ENOTDIR:
+        return "a part of the path is a file, not a directory; choose another --socket PATH"
+    if exc.errno == errno.EADDRINUSE:
+        return "something else is bound there; stop it or choose another --socket PATH"
+    return f"{exc.strerror or exc}; choose another --socket PATH"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``nnburst serve``: run the service until SIGTERM / SIGINT."""
-    parser = argparse.ArgumentParser(prog="nnburst serve", description="run a driver service process")
-    parser.add_argument("--socket", help="socket path (default: $NNBURST_SOCKET or the per-user runtime directory)")
-    parser.add_argument("--allow-uid", type=int, default=None, help="the uid allowed to connect (default: ours)")
+    parser = argparse.ArgumentParser(
+        prog="nnburst serve", description="run a driver service process"
+    )
+    parser.add_argument(
+        "--socket", help="socket path (default: $NNBURST_SOCKET or the per-user runtime directory)"
+    )
+    parser.add_argument(
+        "--allow-uid", type=int, default=None, help="the uid allowed to connect (default: ours)"
+    )
+    parser.add_argument(
+        "--emulate-performance",
+        type=parse_performance,
+        action="append",
+        default=[],
+        metavar="DEVICE=TIME[/POWER]",
+        help="declare these ratios to the reference CPU instead of the measured ones, to try "
+        "partitioning as if DEVICE were an accelerator (repeatable)",
+    )
     args = parser.parse_args(argv)
     path = args.socket or protocol.default_socket_path()
-    logging.basicConfig(level=os.environ.get("NNBURST_LOG_LEVEL", "WARNING"), format="%(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("NNBURST_LOG_LEVEL", "WARNING"), format="%(name)s: %(message)s"
+    )
     try:
-        service = Service(path, allowed_uid=args.allow_uid)
-    except (NNError, OSError) as exc:
-        print(f"nnburst serve: {exc}", file=sys.stderr)
+        service = Service(
+            path, sample_devices(dict(args.emulate_performance)), allowed_uid=args.allow_uid
+        )
+    except NNError as exc:
+        print(f"nnburst serve: {exc.args[0]}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"nnburst serve: cannot listen on {path}: {_advice(exc)}", file=sys.stderr)
         return 1
 
     def on_signal(signum: int, _frame: Any) -> None:

@@ -53,7 +53,7 @@ import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -112,8 +112,18 @@ _EXECUTE_HEAD = struct.Struct("<IIqq")
 _DTYPES: tuple[np.dtype, ...] = tuple(
     np.dtype(t).newbyteorder("<")
     for t in (
-        np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
-        np.int64, np.uint64, np.float16, np.float32, np.float64,
+        np.bool_,
+        np.int8,
+        np.uint8,
+        np.int16,
+        np.uint16,
+        np.int32,
+        np.uint32,
+        np.int64,
+        np.uint64,
+        np.float16,
+        np.float32,
+        np.float64,
     )
 )
 _DTYPE_CODE = {dtype: code for code, dtype in enumerate(_DTYPES)}
@@ -179,7 +189,9 @@ class Reader:
 
     def take(self, n: int) -> memoryview:
         if n < 0 or n > self.remaining:
-            raise BadDataError(f"payload truncated: need {n} bytes at {self.pos}, {self.remaining} left")
+            raise BadDataError(
+                f"payload truncated: need {n} bytes at {self.pos}, {self.remaining} left"
+            )
         chunk = self.view[self.pos : self.pos + n]
         self.pos += n
         return chunk
@@ -219,7 +231,11 @@ class Reader:
             raise BadDataError(f"{self.remaining} unexpected trailing bytes")
 
 
-def _enum(kind: type[enum.IntEnum], value: int, what: str) -> Any:
+_E = TypeVar("_E", bound=enum.IntEnum)
+
+
+def decode_enum(kind: type[_E], value: int, what: str) -> _E:
+    """``kind(value)``, or BAD_DATA naming ``what`` for a value the enum lacks."""
     try:
         return kind(value)
     except ValueError:
@@ -271,7 +287,7 @@ def _write_info(w: Writer, info: OperandInfo) -> None:
 
 
 def _read_info(r: Reader) -> OperandInfo:
-    code = _enum(OperandCode, r.u32(), "operand type")
+    code = decode_enum(OperandCode, r.u32(), "operand type")
     dims = _read_dims(r)
     scale, zero_point, has_quant = r.unpack(_INFO_TAIL)
     quant = None
@@ -344,7 +360,7 @@ def _read_subgraph(r: Reader, subgraph_count: int) -> Subgraph:
     operands: list[Operand] = []
     for i in range(r.count(MAX_OPERANDS, 22, "operands")):
         info = _read_info(r)
-        lifetime = _enum(Lifetime, r.u32(), f"operand {i} lifetime")
+        lifetime = decode_enum(Lifetime, r.u32(), f"operand {i} lifetime")
         has_value = r.u8()
         if has_value > 1:
             raise BadDataError(f"operand {i}: bad value flag")
@@ -352,17 +368,21 @@ def _read_subgraph(r: Reader, subgraph_count: int) -> Subgraph:
         ref = r.i32()
         constant = lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE)
         if constant != (value is not None):
-            raise BadDataError(f"operand {i}: a value goes with a constant lifetime, and only there")
+            raise BadDataError(
+                f"operand {i}: a value goes with a constant lifetime, and only there"
+            )
         if lifetime == Lifetime.SUBGRAPH:
             # Subgraph 0 on the wire is main; operands reference `referenced`.
             if not 0 <= ref < subgraph_count - 1:
                 raise BadDataError(f"operand {i}: subgraph reference {ref} out of range")
         elif ref != -1:
             raise BadDataError(f"operand {i}: a subgraph reference on a {lifetime.name} operand")
-        operands.append(Operand(info, lifetime, value, ref if lifetime == Lifetime.SUBGRAPH else None))
+        operands.append(
+            Operand(info, lifetime, value, ref if lifetime == Lifetime.SUBGRAPH else None)
+        )
     operations: list[Operation] = []
     for i in range(r.count(MAX_OPERATIONS, 12, "operations")):
-        code = _enum(OperationCode, r.u32(), f"operation {i} type")
+        code = decode_enum(OperationCode, r.u32(), f"operation {i} type")
         inputs = r.u32s(MAX_OPERANDS, "operation inputs")
         outputs = r.u32s(MAX_OPERANDS, "operation outputs")
         _check_indexes(inputs, len(operands), f"operation {i} inputs")
@@ -415,7 +435,7 @@ def decode_capabilities(data: bytes) -> Capabilities:
     scalar, tensor = _read_perf(r), _read_perf(r)
     table: dict[OperandCode, PerformanceInfo] = {}
     for _ in range(r.count(len(OperandCode), 4 + _PERF.size, "operand performance")):
-        code = _enum(OperandCode, r.u32(), "operand type")
+        code = decode_enum(OperandCode, r.u32(), "operand type")
         table[code] = _read_perf(r)
     caps = Capabilities(scalar, tensor, table, _read_perf(r), _read_perf(r))
     r.done()
@@ -486,9 +506,17 @@ def decode_flags(data: bytes, expected: int) -> list[bool]:
     return [bool(f) for f in flags]
 
 
-def encode_prepare(device: int, preference: int, priority: int, deadline_ns: int | None, model: HalModel) -> bytes:
+def encode_prepare(
+    device: int, preference: int, priority: int, deadline_ns: int | None, model: HalModel
+) -> bytes:
     w = Writer()
-    w.pack(_PREPARE_HEAD, device, preference, priority, NO_VALUE_I64 if deadline_ns is None else deadline_ns)
+    w.pack(
+        _PREPARE_HEAD,
+        device,
+        preference,
+        priority,
+        NO_VALUE_I64 if deadline_ns is None else deadline_ns,
+    )
     write_model(w, model)
     return w.getvalue()
 
@@ -516,7 +544,9 @@ def _read_arguments(r: Reader, what: str) -> list[RequestArgument]:
         dims = _read_dims(r)
         if has_no_value > 1 or dims is None:
             raise BadDataError(f"{what} {i}: malformed argument")
-        arguments.append(RequestArgument(bool(has_no_value), DataLocation(pool, offset, length), dims))
+        arguments.append(
+            RequestArgument(bool(has_no_value), DataLocation(pool, offset, length), dims)
+        )
     return arguments
 
 

@@ -8,15 +8,18 @@ connection breaks every pending call at once: control calls raise
 :class:`~nnburst.errors.BrokenResourceError` (``DEAD_OBJECT``), executions
 return ``DEVICE_UNAVAILABLE``, bursts see their FMQs torn down.
 
-Request pools must be fd-backed :class:`~nnburst.memory.Memory` objects: the
+Request pools must be fd-backed :class:`~nnburst.hal.memory.MappedMemory`
+objects (an ``nnburst.Memory`` is one; see :mod:`nnburst.hal.staging`): the
 fds cross with SCM_RIGHTS and the service maps the very same pages.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
+import stat
 import threading
 import time
 import weakref
@@ -27,8 +30,8 @@ from .. import tracing
 from ..codes import ErrorStatus, PreferenceCode, PriorityCode
 from ..errors import BrokenResourceError, NNError, status_for_result_code
 from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
+from ..hal.memory import MappedMemory
 from ..hal.model import HalModel
-from ..hal.staging import StagedRequest as StagedRequest  # the runtime stages with it
 from ..hal.types import (
     NO_TIMING,
     Capabilities,
@@ -36,7 +39,6 @@ from ..hal.types import (
     MeasureTiming,
     Request,
 )
-from ..memory import Memory
 from . import protocol
 from .burst import RemoteBurstClient
 from .protocol import Kind
@@ -53,13 +55,13 @@ EXECUTE_TIMEOUT_S = 300.0
 DEADLINE_SLACK_S = 1.0
 
 
-
 #: The trace phase of each control call (the IPC layer of the seeds' table).
 _TRACE_PHASE: dict[int, str] = {
     Kind.PREPARE_MODEL: tracing.Phase.COMPILATION,
     Kind.EXECUTE: tracing.Phase.EXECUTION,
     Kind.RELEASE_MODEL: tracing.Phase.TERMINATION,
 }
+
 
 class ServiceClient:
     """One connection to one service process."""
@@ -77,14 +79,34 @@ class ServiceClient:
         self.bursts = RemoteBurstClient(sock)
         self.connection = self.bursts.connection
         self._devices: list[RemoteDevice] | None = None
+        self.round_trip_us = 0.0
 
     @property
     def broken(self) -> bool:
         return self.connection.broken
 
-    def call(self, kind: int, payload: bytes, fds: Sequence[int] = (), timeout: float | None = QUERY_TIMEOUT_S) -> Frame:
-        with tracing.span(tracing.Layer.IPC, _TRACE_PHASE.get(kind, tracing.Phase.INITIALIZATION), Kind(kind).name):
+    def call(
+        self,
+        kind: int,
+        payload: bytes,
+        fds: Sequence[int] = (),
+        timeout: float | None = QUERY_TIMEOUT_S,
+    ) -> Frame:
+        with tracing.span(
+            tracing.Layer.IPC, _TRACE_PHASE.get(kind, tracing.Phase.INITIALIZATION), Kind(kind).name
+        ):
             return self.connection.call(kind, payload, fds, timeout=timeout)
+
+    def measure_round_trip(self, calls: int = 3) -> float:
+        """The fastest of a few control round trips, in µs: what the partitioner adds to
+        every operation it considers sending to this service."""
+        best = float("inf")
+        for _ in range(calls):
+            start = time.perf_counter()
+            self.call(Kind.GET_DEVICES, b"", timeout=QUERY_TIMEOUT_S).close_fds()
+            best = min(best, time.perf_counter() - start)
+        self.round_trip_us = best * 1e6
+        return self.round_trip_us
 
     def devices(self, timeout: float = QUERY_TIMEOUT_S) -> list[RemoteDevice]:
         """The service's devices (asked once; the same objects afterwards)."""
@@ -115,6 +137,11 @@ class RemoteDevice(IDevice):
         self._capabilities: Capabilities | None = None
 
     @property
+    def reach_us(self) -> float:  # type: ignore[override]
+        """The service's measured control round trip (see ``ServiceClient.measure_round_trip``)."""
+        return self.client.round_trip_us
+
+    @property
     def available(self) -> bool:
         return not self.client.broken
 
@@ -134,7 +161,9 @@ class RemoteDevice(IDevice):
 
     def get_supported_operations(self, model: HalModel) -> list[bool]:
         """Raises BrokenResourceError (``DEAD_OBJECT``) if the service is gone."""
-        reply = self.client.call(Kind.GET_SUPPORTED_OPERATIONS, protocol.encode_device_model(self.index, model))
+        reply = self.client.call(
+            Kind.GET_SUPPORTED_OPERATIONS, protocol.encode_device_model(self.index, model)
+        )
         reply.close_fds()
         return protocol.decode_flags(reply.payload, len(model.main.operations))
 
@@ -147,7 +176,9 @@ class RemoteDevice(IDevice):
         cache: Any = None,
     ) -> RemotePreparedModel:
         """Raises NNError with the service's code, BrokenResourceError if it died."""
-        payload = protocol.encode_prepare(self.index, int(preference), int(priority), deadline_ns, model)
+        payload = protocol.encode_prepare(
+            self.index, int(preference), int(priority), deadline_ns, model
+        )
         timeout = PREPARE_TIMEOUT_S
         if deadline_ns is not None:
             timeout = max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9) + DEADLINE_SLACK_S
@@ -187,8 +218,12 @@ class RemotePreparedModel(IPreparedModel):
     ) -> ExecutionResult:
         """Never raises for a bad request or a dead service: returns a status."""
         pools = request.pools
-        if len(pools) > protocol.MAX_POOLS or not all(isinstance(p, Memory) and not p.closed for p in pools):
-            log.info("request pools must be open nnburst.Memory objects to reach a service")
+        if len(pools) > protocol.MAX_POOLS or not all(
+            isinstance(p, MappedMemory) and not p.closed for p in pools
+        ):
+            log.info(
+                "request pools must be open shared memories (nnburst.Memory) to reach a service"
+            )
             return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
         try:
             payload = protocol.encode_execute(
@@ -224,7 +259,9 @@ class RemotePreparedModel(IPreparedModel):
         self, callback: IBurstCallback, request_channel: Any, result_channel: Any
     ) -> tuple[ErrorStatus, IBurstContext | None]:
         """A burst served by a worker thread in the service, on this connection."""
-        return self._client.bursts.configure(self.model_id, callback, request_channel, result_channel)
+        return self._client.bursts.configure(
+            self.model_id, callback, request_channel, result_channel
+        )
 
     def close(self) -> None:
         """Release the model in the service now (also done when garbage collected)."""
@@ -245,8 +282,49 @@ def service_paths() -> list[str]:
     return [path for path in spec.split(":") if path]
 
 
-def connect(path: str) -> ServiceClient | None:
-    """The live client for ``path``, reconnecting if the old one broke; None if unreachable."""
+#: Configured paths already warned about, with the reason (one warning each, not one per lookup).
+_warned: dict[str, str] = {}
+
+
+def _unreachable(path: str, why: str, configured: bool) -> None:
+    """Say once why a service path gives no devices: configured paths warn, the
+    default socket (which is absent whenever no service runs) logs at debug level."""
+    if not configured:
+        log.debug("no service at the default socket %s: %s", path, why)
+        return
+    if _warned.get(path) != why:
+        _warned[path] = why
+        log.warning("nnburst: no devices from the driver service at %s: %s", path, why)
+
+
+def _why_not_a_socket(path: str) -> str | None:
+    """Why ``path`` cannot be a service socket, found without connecting."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return "it does not exist (is `nnburst serve` running?)"
+    except PermissionError:
+        return "a directory on the way to it may not be searched by this user"
+    except OSError as exc:
+        return f"it cannot be inspected ({exc.strerror or exc})"
+    if not stat.S_ISSOCK(info.st_mode):
+        return "it is not a socket"
+    return None
+
+
+def _why_no_connection(exc: OSError) -> str:
+    if isinstance(exc, PermissionError):
+        return "this user may not open it (the socket belongs to another user)"
+    if isinstance(exc, ConnectionRefusedError):
+        return "nothing listens on it (a service that stopped left it behind)"
+    if isinstance(exc, TimeoutError):
+        return "the service did not accept the connection in time"
+    return f"connecting failed ({exc.strerror or exc})"
+
+
+def connect(path: str, configured: bool = True) -> ServiceClient | None:
+    """The live client for ``path``, reconnecting if the old one broke; None if unreachable
+    (logged once per path and reason: a warning for a configured path)."""
     with _clients_lock:
         client = _clients.get(path)
         if client is not None and not client.broken:
@@ -254,30 +332,35 @@ def connect(path: str) -> ServiceClient | None:
         if client is not None:
             client.close()
             del _clients[path]
-        if not os.path.exists(path):
+        why = _why_not_a_socket(path)
+        if why is not None:
+            _unreachable(path, why, configured)
             return None
         try:
             client = ServiceClient(path)
         except OSError as exc:
-            log.debug("service %s unreachable: %s", path, exc)
+            _unreachable(path, _why_no_connection(exc), configured)
             return None
         try:
             client.devices(timeout=2.0)
+            client.measure_round_trip()
         except (NNError, OSError, ValueError) as exc:
-            log.debug("service %s did not answer: %s", path, exc)
+            _unreachable(path, f"the service did not answer ({exc})", configured)
             client.close()
             return None
+        _warned.pop(path, None)
         _clients[path] = client
         return client
 
 
 def discover() -> list[IDevice]:
     """Every device of every reachable service; unreachable services add nothing."""
+    configured = "NNBURST_SERVICES" in os.environ
     devices: list[IDevice] = []
     for path in service_paths():
-        client = connect(path)
-        if client is not None and client._devices is not None:
-            devices.extend(client._devices)
+        client = connect(path, configured)
+        if client is not None:
+            devices.extend(client.devices())
     return devices
 
 
@@ -288,3 +371,8 @@ def disconnect_all() -> None:
         _clients.clear()
     for client in clients:
         client.close()
+
+
+# Connections are cached for the life of the process; close them cleanly at exit
+# (the service sees an orderly EOF, and nothing is left for the interpreter to warn about).
+atexit.register(disconnect_all)

@@ -82,7 +82,9 @@ def recv_frame(sock: socket.socket) -> Frame:
     """Read one frame.  Raises EOFError when the peer is gone, BadDataError
     when the header is invalid (the connection must then be dropped)."""
     fds = array.array("i")
-    data, ancillary, msg_flags, _ = sock.recvmsg(HEADER.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    data, ancillary, msg_flags, _ = sock.recvmsg(
+        HEADER.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize)
+    )
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
@@ -147,7 +149,9 @@ class Connection:
     def broken(self) -> bool:
         return self._broken is not None
 
-    def call(self, kind: int, payload: bytes = b"", fds: Sequence[int] = (), timeout: float | None = None) -> Frame:
+    def call(
+        self, kind: int, payload: bytes = b"", fds: Sequence[int] = (), timeout: float | None = None
+    ) -> Frame:
         """Send a request and wait for its reply (or peer death, or ``timeout``).
 
         Raises:
@@ -165,7 +169,10 @@ class Connection:
                 send_frame(self.sock, Frame(kind, 0, call_id, payload, list(fds)))
             with self._done:
                 if not self._done.wait_for(lambda: slot[0] is not None, timeout):
-                    raise NNError(f"no reply to call {kind} within {timeout} s", ResultCode.MISSED_DEADLINE_TRANSIENT)
+                    raise NNError(
+                        f"no reply to call {kind} within {timeout} s",
+                        ResultCode.MISSED_DEADLINE_TRANSIENT,
+                    )
         except OSError as exc:
             raise BrokenResourceError(f"connection lost: {exc}") from exc
         finally:
@@ -177,9 +184,12 @@ class Connection:
         assert isinstance(reply, Frame)
         if reply.flags & FLAG_ERROR:
             reply.close_fds()
-            code, = _ERROR.unpack_from(reply.payload)
+            (code,) = _ERROR.unpack_from(reply.payload)
             message = reply.payload[_ERROR.size :].decode(errors="replace")
-            raise NNError(message, ResultCode(code) if code in ResultCode._value2member_map_ else ResultCode.OP_FAILED)
+            raise NNError(
+                message,
+                ResultCode(code) if code in ResultCode._value2member_map_ else ResultCode.OP_FAILED,
+            )
         return reply
 
     def notify(self, kind: int, payload: bytes = b"") -> None:
@@ -225,13 +235,21 @@ class Connection:
         except NNError as exc:
             payload, flags = _ERROR.pack(int(exc.code)) + str(exc).encode(), FLAG_REPLY | FLAG_ERROR
         except (ValueError, struct.error) as exc:  # a malformed payload
-            payload, flags = _ERROR.pack(int(ResultCode.BAD_DATA)) + str(exc).encode(), FLAG_REPLY | FLAG_ERROR
+            payload, flags = (
+                _ERROR.pack(int(ResultCode.BAD_DATA)) + str(exc).encode(),
+                FLAG_REPLY | FLAG_ERROR,
+            )
         except Exception as exc:  # a handler bug must not kill the connection
             log.exception("handler for kind %d failed", frame.kind)
-            payload, flags = _ERROR.pack(int(ResultCode.OP_FAILED)) + str(exc).encode(), FLAG_REPLY | FLAG_ERROR
+            payload, flags = (
+                _ERROR.pack(int(ResultCode.OP_FAILED)) + str(exc).encode(),
+                FLAG_REPLY | FLAG_ERROR,
+            )
         if frame.call_id:
             with self._send_lock:
-                send_frame(self.sock, Frame(frame.kind, flags, frame.call_id, payload, list(reply_fds)))
+                send_frame(
+                    self.sock, Frame(frame.kind, flags, frame.call_id, payload, list(reply_fds))
+                )
 
     def _break(self, reason: BaseException) -> None:
         with self._done:

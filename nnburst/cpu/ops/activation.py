@@ -171,7 +171,9 @@ def _execute_logistic_tanh(ctx: ExecutionContext) -> list[np.ndarray]:
 def _validate_softmax(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2, 3), 1)
     info = _validate_tensor_io(sig)
-    beta_type = OperandCode.FLOAT16 if info.code == OperandCode.TENSOR_FLOAT16 else OperandCode.FLOAT32
+    beta_type = (
+        OperandCode.FLOAT16 if info.code == OperandCode.TENSOR_FLOAT16 else OperandCode.FLOAT32
+    )
     require_operand_type(sig, 1, (beta_type,), "beta")
     beta = constant_scalar(sig, 1)
     if beta is not None and not beta > 0:
@@ -198,15 +200,18 @@ def _softmax_quant8(ctx: ExecutionContext, x: np.ndarray, beta: float) -> np.nda
     info = ctx.signature.inputs[0]
     out = ctx.output_info(0)
     diff_bits, accum_bits = 5, 12
-    real = min(float(np.float32(beta)) * float(np.float32(info.scale)) * float(1 << (31 - diff_bits)),
-               float((1 << 31) - 1))
+    real = min(
+        float(np.float32(beta)) * float(np.float32(info.scale)) * float(1 << (31 - diff_bits)),
+        float((1 << 31) - 1),
+    )
     multiplier, left_shift = _input_rescaling(ctx, real)
     diff_min = -calculate_input_radius(diff_bits, left_shift)
     raw = x.astype(np.int64)
     diff = raw - raw.max(axis=-1, keepdims=True)
     inside = diff >= diff_min
-    exps = fixed_exp_on_negative_values(multiply_by_quantized_multiplier(diff, multiplier, left_shift),
-                                        diff_bits)
+    exps = fixed_exp_on_negative_values(
+        multiply_by_quantized_multiplier(diff, multiplier, left_shift), diff_bits
+    )
     in_accum = np.where(inside, fixed_rescale(exps, 0, accum_bits), 0)
     sum_of_exps = wrap_int32(in_accum.sum(axis=-1, keepdims=True))
     # Normalise the sum to [1, 2) and take its reciprocal in Q0.31.

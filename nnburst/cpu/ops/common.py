@@ -141,8 +141,9 @@ def require_operand_counts(sig: Any, inputs: Collection[int], outputs: int) -> N
         raise sig.fail(f"expected {outputs} outputs, got {len(sig.outputs)}")
 
 
-def require_operand_type(sig: Any, index: int, allowed: Collection[OperandCode], name: str,
-                         output: bool = False) -> OperandInfo:
+def require_operand_type(
+    sig: Any, index: int, allowed: Collection[OperandCode], name: str, output: bool = False
+) -> OperandInfo:
     """Fail unless input (or output) ``index`` has one of the ``allowed`` types."""
     info = (sig.outputs if output else sig.inputs)[index]
     if info.code not in allowed:
@@ -152,8 +153,9 @@ def require_operand_type(sig: Any, index: int, allowed: Collection[OperandCode],
     return info
 
 
-def require_operand_rank(sig: Any, index: int, ranks: Collection[int], name: str,
-                         output: bool = False) -> None:
+def require_operand_rank(
+    sig: Any, index: int, ranks: Collection[int], name: str, output: bool = False
+) -> None:
     """Fail when the operand's rank is known and not one of ``ranks``."""
     info = (sig.outputs if output else sig.inputs)[index]
     if info.dimensions is not None and len(info.dimensions) not in ranks:
@@ -182,8 +184,9 @@ def bias_scale_matches(input_scale: float, filter_scale: float, bias_scale: floa
     return abs(product - bias_scale) <= 1e-6 * min(product, bias_scale)
 
 
-def requantize(acc: np.ndarray, multiplier: int, shift: int, out: OperandInfo,
-               fuse: int) -> np.ndarray:
+def requantize(
+    acc: np.ndarray, multiplier: int, shift: int, out: OperandInfo, fuse: int
+) -> np.ndarray:
     """int32 accumulators -> ``out``'s quantized type, fused activation clamped."""
     scaled = multiply_by_quantized_multiplier(acc, multiplier, shift) + out.zero_point
     lo, hi = fused_activation_bounds(fuse, out)  # defined below, with the reference's rounding
@@ -224,8 +227,10 @@ def window_args(sig: Any, first: int, extras: tuple[str, ...], dilation: bool) -
     base = implicit_base if implicit else explicit_base
     allowed = (base, base + 1, base + 3) if dilation else (base, base + 1)
     if n not in allowed:
-        counts = sorted({implicit_base, implicit_base + 1, explicit_base, explicit_base + 1}
-                        | ({implicit_base + 3, explicit_base + 3} if dilation else set()))
+        counts = sorted(
+            {implicit_base, implicit_base + 1, explicit_base, explicit_base + 1}
+            | ({implicit_base + 3, explicit_base + 3} if dilation else set())
+        )
         raise sig.fail(f"expected {', '.join(map(str, counts))} inputs, got {n}")
     positions: dict[str, int] = {}
     i = first
@@ -295,8 +300,14 @@ class Window2D:
     out_w: int
 
 
-def resolve_window(values: dict[str, Any], in_h: int, in_w: int, filter_h: int, filter_w: int,
-                   fail: Callable[[str], Exception]) -> Window2D:
+def resolve_window(
+    values: dict[str, Any],
+    in_h: int,
+    in_w: int,
+    filter_h: int,
+    filter_w: int,
+    fail: Callable[[str], Exception],
+) -> Window2D:
     """Explicit padding and output size, as NNAPI's reference computes them."""
     sh, sw = int(values["stride_h"]), int(values["stride_w"])
     dh, dw = int(values["dilation_h"]), int(values["dilation_w"])
@@ -318,8 +329,9 @@ def resolve_window(values: dict[str, Any], in_h: int, in_w: int, filter_h: int, 
     return Window2D(pt, pb, pl, pr, sh, sw, dh, dw, span_h // sh + 1, span_w // sw + 1)
 
 
-def window_view(x: np.ndarray, win: Window2D, filter_h: int, filter_w: int,
-                pad_value: Any = 0) -> np.ndarray:
+def window_view(
+    x: np.ndarray, win: Window2D, filter_h: int, filter_w: int, pad_value: Any = 0
+) -> np.ndarray:
     """All windows of an NHWC tensor: a [N, out_h, out_w, C, filter_h, filter_w] view.
 
     The input is padded once; the windows are a strided view of the padded
@@ -327,8 +339,11 @@ def window_view(x: np.ndarray, win: Window2D, filter_h: int, filter_w: int,
     an im2col matrix without any Python loop over output pixels.
     """
     if win.pad_top or win.pad_bottom or win.pad_left or win.pad_right:
-        x = np.pad(x, ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0)),
-                   constant_values=pad_value)
+        x = np.pad(
+            x,
+            ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0)),
+            constant_values=pad_value,
+        )
     eff_h = (filter_h - 1) * win.dilation_h + 1
     eff_w = (filter_w - 1) * win.dilation_w + 1
     windows = np.lib.stride_tricks.sliding_window_view(x, (eff_h, eff_w), axis=(1, 2))
@@ -437,8 +452,15 @@ def _exp_on_quarter_interval(a: np.ndarray) -> np.ndarray:
 
 
 #: exp(-2**k) in Q0.31 for the barrel shifter of exp_on_negative_values.
-_EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
-               (2, 39332535), (3, 720401), (4, 242))
+_EXP_BARREL = (
+    (-2, 1672461947),
+    (-1, 1302514674),
+    (0, 790015084),
+    (1, 290630308),
+    (2, 39332535),
+    (3, 720401),
+    (4, 242),
+)
 
 
 def fixed_exp_on_negative_values(a: Any, integer_bits: int) -> np.ndarray:
@@ -497,15 +519,15 @@ def fixed_tanh(a: Any, integer_bits: int) -> np.ndarray:
     negative_abs = np.where(a < 0, a, wrap_int32(-a))
     # exp(-2|a|): the same raw value read with one more integer bit is 2·(-|a|).
     t = fixed_one_minus_x_over_one_plus_x(
-        fixed_exp_on_negative_values(negative_abs, integer_bits + 1))
+        fixed_exp_on_negative_values(negative_abs, integer_bits + 1)
+    )
     result = np.where(a < 0, wrap_int32(-t), t)
     return np.where(a == 0, 0, result)
 
 
 def calculate_input_radius(integer_bits: int, left_shift: int) -> int:
     """Largest |input| (before rescaling) that does not saturate Q(integer_bits)."""
-    max_rescaled = (1.0 * ((1 << integer_bits) - 1) * (1 << (31 - integer_bits))
-                    / (1 << left_shift))
+    max_rescaled = 1.0 * ((1 << integer_bits) - 1) * (1 << (31 - integer_bits)) / (1 << left_shift)
     return int(math.floor(max_rescaled))
 
 
@@ -567,8 +589,10 @@ def check_broadcastable(sig: Any, first: int, second: int) -> None:
         return
     for x, y in zip(reversed(a), reversed(b)):
         if x > 0 and y > 0 and x != y and x != 1 and y != 1:
-            raise sig.fail(f"input {first} dimensions {a} and input {second} dimensions {b} "
-                           "cannot be broadcast together")
+            raise sig.fail(
+                f"input {first} dimensions {a} and input {second} dimensions {b} "
+                "cannot be broadcast together"
+            )
 
 
 def broadcast_shape_or_fail(code: Any, *shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -588,8 +612,10 @@ def require_same_quantization(sig: Any, src: OperandInfo, index: int = 0) -> Non
     """Quant8 data only: output ``index`` must carry ``src``'s scale and zero point."""
     out = sig.outputs[index]
     if src.code in QUANT8_ASYMM_CODES and not same_quantization(src, out):
-        raise sig.fail(f"output {index} scale and zero point ({out.scale}, {out.zero_point}) "
-                       f"must equal the input's ({src.scale}, {src.zero_point})")
+        raise sig.fail(
+            f"output {index} scale and zero point ({out.scale}, {out.zero_point}) "
+            f"must equal the input's ({src.scale}, {src.zero_point})"
+        )
 
 
 def require_dims_like(sig: Any, src: OperandInfo, index: int = 0) -> None:
@@ -608,8 +634,9 @@ def requantize_reference(values: np.ndarray, src: OperandInfo, dst: OperandInfo)
     divided by the new scale and offset by the new zero point in double,
     clamped to the type and rounded half away from zero.
     """
-    real = (values.astype(np.int32) - np.int32(src.zero_point)).astype(np.float32) \
-        * np.float32(src.scale)
+    real = (values.astype(np.int32) - np.int32(src.zero_point)).astype(np.float32) * np.float32(
+        src.scale
+    )
     moved = real.astype(np.float64) / float(np.float32(dst.scale)) + dst.zero_point
     lo, hi = quantized_range(dst)
     return np.clip(round_half_away(moved), lo, hi).astype(dst.dtype)
@@ -629,13 +656,16 @@ def quantize_float32(real: Any, info: OperandInfo) -> np.ndarray:
     zero, so box coordinates and scores land on the same integers.
     """
     with np.errstate(all="ignore"):
-        scaled = np.asarray(real, dtype=np.float32) / np.float32(info.scale) \
-            + np.float32(info.zero_point)
+        scaled = np.asarray(real, dtype=np.float32) / np.float32(info.scale) + np.float32(
+            info.zero_point
+        )
     lo, hi = quantized_range(info)
     return np.clip(round_half_away(scaled), lo, hi).astype(info.dtype)
 
 
-def conv_multiplier(input_scale: float, filter_scale: float, output_scale: float) -> tuple[int, int]:
+def conv_multiplier(
+    input_scale: float, filter_scale: float, output_scale: float
+) -> tuple[int, int]:
     """``GetQuantizedConvolutionMultipler`` + ``QuantizeMultiplier`` as the reference does them.
 
     The input x filter scale product is formed in float32 before it is widened,

@@ -100,9 +100,7 @@ def _validate_select(sig: OperationSignature) -> None:
     shapes = [sig.inputs[i].dimensions for i in range(3)]
     known = [s for s in shapes if s is not None]
     for s in known[1:]:
-        if len(s) != len(known[0]) or any(
-            x > 0 and y > 0 and x != y for x, y in zip(s, known[0])
-        ):
+        if len(s) != len(known[0]) or any(x > 0 and y > 0 and x != y for x, y in zip(s, known[0])):
             raise sig.fail(f"condition, input1 and input2 must share one shape, got {shapes}")
     require_dims_like(sig, sig.inputs[1])
 
@@ -110,8 +108,11 @@ def _validate_select(sig: OperationSignature) -> None:
 def _execute_select(ctx: ExecutionContext) -> list[np.ndarray]:
     cond, a, b = ctx.input(0), ctx.input(1), ctx.input(2)
     if not cond.shape == a.shape == b.shape:
-        raise op_failed(ctx.code, f"condition {cond.shape}, input1 {a.shape} and input2 "
-                                  f"{b.shape} must have the same shape")
+        raise op_failed(
+            ctx.code,
+            f"condition {cond.shape}, input1 {a.shape} and input2 "
+            f"{b.shape} must have the same shape",
+        )
     out = ctx.output_info(0)
     if out.code in QUANT8_ASYMM_CODES:
         a = requantize_reference(a, ctx.signature.inputs[1], out)

@@ -30,13 +30,10 @@ import numpy as np
 from ...codes import OperandCode, OperationCode
 from ...errors import DeadlineExceeded
 from ...hal.model import HalModel, Lifetime, Subgraph
+from ...hal.types import DEFAULT_LOOP_TIMEOUT_NS
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
 from .common import op_failed
-
-#: ``LoopTimeoutDurationNs::DEFAULT``: used when the driver passed no deadline.
-DEFAULT_LOOP_TIMEOUT_NS = 2_000_000_000
-
 
 # --- validation -----------------------------------------------------------------------
 

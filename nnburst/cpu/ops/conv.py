@@ -62,7 +62,9 @@ def _validate(sig: OperationSignature) -> None:
     check_window_arg_types(sig, args)
     inp = require_operand_type(sig, 0, (*FLOAT_TENSOR_CODES, *QUANT8_ASYMM_CODES), "input")
     quantized = inp.code in QUANT8_ASYMM_CODES
-    filt = require_operand_type(sig, 1, (inp.code, _PER_CHANNEL) if quantized else (inp.code,), "filter")
+    filt = require_operand_type(
+        sig, 1, (inp.code, _PER_CHANNEL) if quantized else (inp.code,), "filter"
+    )
     bias = require_operand_type(
         sig, 2, (OperandCode.TENSOR_INT32,) if quantized else (inp.code,), "bias"
     )
@@ -83,8 +85,12 @@ def _validate(sig: OperationSignature) -> None:
         if first not in (None, 1):
             raise sig.fail(f"filter dimension 0 is {first}; depthwise filters have 1")
         mult = values["depth_multiplier"]
-        if in_depth is not None and out_depth is not None and mult is not None \
-                and in_depth * mult != out_depth:
+        if (
+            in_depth is not None
+            and out_depth is not None
+            and mult is not None
+            and in_depth * mult != out_depth
+        ):
             raise sig.fail(
                 f"filter depth {out_depth} != input depth {in_depth} x depth_multiplier {mult}"
             )
@@ -102,7 +108,9 @@ def _validate(sig: OperationSignature) -> None:
             quant = filt.channel_quant
             channel_dim = 3 if depthwise else 0
             if quant is None or quant.channel_dim != channel_dim:
-                raise sig.fail(f"per-channel filter must be quantized along dimension {channel_dim}")
+                raise sig.fail(
+                    f"per-channel filter must be quantized along dimension {channel_dim}"
+                )
             if any(s <= 0 for s in quant.scales):
                 raise sig.fail("per-channel filter scales must be positive")
             if out_depth is not None and len(quant.scales) != out_depth:
@@ -185,7 +193,9 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     if depthwise:
         mult = int(values["depth_multiplier"])
         if in_depth * mult != filt.depth_out:
-            raise fail(f"filter depth {filt.depth_out} != input depth {in_depth} x multiplier {mult}")
+            raise fail(
+                f"filter depth {filt.depth_out} != input depth {in_depth} x multiplier {mult}"
+            )
     elif filt.weights.shape[0] != in_depth * filt.filter_h * filt.filter_w:
         raise fail(f"filter depth does not match input depth {in_depth}")
     win = resolve_window(values, in_h, in_w, filt.filter_h, filt.filter_w, fail)
@@ -231,7 +241,9 @@ def _depthwise(x: np.ndarray, filt: _Filter, win: Any, mult: int) -> np.ndarray:
     """Sum over filter taps of (input slice) x (that tap's weights), per channel."""
     n, _, _, depth = x.shape
     if win.pad_top or win.pad_bottom or win.pad_left or win.pad_right:
-        x = np.pad(x, ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0)))
+        x = np.pad(
+            x, ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0))
+        )
     acc = np.zeros((n, win.out_h, win.out_w, depth, mult))
     rows = (win.out_h - 1) * win.stride_h + 1
     cols = (win.out_w - 1) * win.stride_w + 1
@@ -244,8 +256,9 @@ def _depthwise(x: np.ndarray, filt: _Filter, win: Any, mult: int) -> np.ndarray:
     return acc.reshape(n, win.out_h, win.out_w, depth * mult)
 
 
-def _requantize(acc: np.ndarray, multipliers: list[tuple[int, int]], out: OperandInfo,
-                fuse: int) -> np.ndarray:
+def _requantize(
+    acc: np.ndarray, multipliers: list[tuple[int, int]], out: OperandInfo, fuse: int
+) -> np.ndarray:
     acc = np.rint(acc).astype(np.int64)  # exact integers already; rint guards the cast
     if len(multipliers) == 1:
         return requantize(acc, *multipliers[0], out, fuse)

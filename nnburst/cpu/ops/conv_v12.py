@@ -57,10 +57,12 @@ def _check_tensors(sig: OperationSignature) -> OperandInfo:
     """Types, ranks and quantization of input, filter, bias and output."""
     inp = require_operand_type(sig, 0, (*FLOAT_TENSOR_CODES, *QUANT8_ASYMM_CODES), "input")
     quantized = inp.code in QUANT8_ASYMM_CODES
-    filt = require_operand_type(sig, 1, (inp.code, _PER_CHANNEL) if quantized else (inp.code,),
-                                "filter")
-    bias = require_operand_type(sig, 2, (OperandCode.TENSOR_INT32,) if quantized else (inp.code,),
-                                "bias")
+    filt = require_operand_type(
+        sig, 1, (inp.code, _PER_CHANNEL) if quantized else (inp.code,), "filter"
+    )
+    bias = require_operand_type(
+        sig, 2, (OperandCode.TENSOR_INT32,) if quantized else (inp.code,), "bias"
+    )
     out = require_operand_type(sig, 0, (inp.code,), "output", output=True)
     require_operand_rank(sig, 0, (4,), "input")
     require_operand_rank(sig, 1, (4,), "filter")
@@ -85,8 +87,9 @@ def _check_tensors(sig: OperationSignature) -> OperandInfo:
         if filt.scale <= 0:
             raise sig.fail("quantized filter needs a positive scale")
         if not bias_scale_matches(inp.scale, filt.scale, bias.scale):
-            raise sig.fail(f"bias scale {bias.scale} != input scale {inp.scale} x filter scale "
-                           f"{filt.scale}")
+            raise sig.fail(
+                f"bias scale {bias.scale} != input scale {inp.scale} x filter scale {filt.scale}"
+            )
     return inp
 
 
@@ -130,8 +133,9 @@ def _weights(ctx: ExecutionContext) -> _Weights:
     return _convert(ctx.signature, w)
 
 
-def _finish(ctx: ExecutionContext, acc: np.ndarray, filt: _Weights, fuse: int,
-            nchw: bool) -> list[np.ndarray]:
+def _finish(
+    ctx: ExecutionContext, acc: np.ndarray, filt: _Weights, fuse: int, nchw: bool
+) -> list[np.ndarray]:
     """Add the bias, then activate (float) or requantize (quantized) and restore the layout."""
     bias = ctx.input(2)
     depth_out = filt.weights.shape[0]
@@ -166,10 +170,24 @@ def _input_nhwc(ctx: ExecutionContext, nchw: bool) -> np.ndarray:
 # --------------------------------------------------------------- TRANSPOSE_CONV_2D
 
 # Positions of the scalar parameters for the two input counts.
-_TC_EXPLICIT = {"pad_left": 3, "pad_right": 4, "pad_top": 5, "pad_bottom": 6,
-                "stride_w": 7, "stride_h": 8, "fuse": 9, "nchw": 10}
-_TC_IMPLICIT = {"output_shape": 3, "padding_scheme": 4, "stride_w": 5, "stride_h": 6,
-                "fuse": 7, "nchw": 8}
+_TC_EXPLICIT = {
+    "pad_left": 3,
+    "pad_right": 4,
+    "pad_top": 5,
+    "pad_bottom": 6,
+    "stride_w": 7,
+    "stride_h": 8,
+    "fuse": 9,
+    "nchw": 10,
+}
+_TC_IMPLICIT = {
+    "output_shape": 3,
+    "padding_scheme": 4,
+    "stride_w": 5,
+    "stride_h": 6,
+    "fuse": 7,
+    "nchw": 8,
+}
 
 
 def _tc_positions(sig: OperationSignature) -> dict[str, int]:
@@ -201,8 +219,9 @@ def _validate_transpose(sig: OperationSignature) -> None:
     for name, i in positions.items():
         want = {"nchw": OperandCode.BOOL, "output_shape": OperandCode.TENSOR_INT32}
         require_operand_type(sig, i, (want.get(name, OperandCode.INT32),), name)
-    values = {name: constant_scalar(sig, i) for name, i in positions.items()
-              if name != "output_shape"}
+    values = {
+        name: constant_scalar(sig, i) for name, i in positions.items() if name != "output_shape"
+    }
     _tc_check_values(values, sig.fail)
     if "output_shape" in positions:
         require_operand_rank(sig, 3, (1,), "output_shape")
@@ -218,8 +237,9 @@ def _validate_transpose(sig: OperationSignature) -> None:
             raise sig.fail(f"filter depth_in {filter_depth} != input depth {depth_in}")
 
 
-def _transpose_padding(out_size: int, stride: int, filter_size: int,
-                       scheme: int) -> tuple[int, int]:
+def _transpose_padding(
+    out_size: int, stride: int, filter_size: int, scheme: int
+) -> tuple[int, int]:
     """(head, tail) padding for an implicit scheme, given the wanted output size.
 
     SAME pads so the output is exactly ``out_size``; the tail is fitted to the
@@ -268,8 +288,9 @@ def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
     canvas = np.zeros((n, max(full_h, pt + out_h), max(full_w, pl + out_w), depth_out))
     for i in range(fh):
         for j in range(fw):
-            canvas[:, i : i + (in_h - 1) * sh + 1 : sh, j : j + (in_w - 1) * sw + 1 : sw] \
-                += taps[:, :, :, i, j]
+            canvas[:, i : i + (in_h - 1) * sh + 1 : sh, j : j + (in_w - 1) * sw + 1 : sw] += taps[
+                :, :, :, i, j
+            ]
     acc = canvas[:, pt : pt + out_h, pl : pl + out_w]
     return _finish(ctx, acc, filt, int(values["fuse"]), nchw)
 
@@ -279,8 +300,9 @@ def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
 
 def _gc_args(sig: OperationSignature) -> Any:
     if len(sig.inputs) not in (9, 12):
-        raise sig.fail(f"expected 9 (implicit padding) or 12 (explicit padding) inputs, "
-                       f"got {len(sig.inputs)}")
+        raise sig.fail(
+            f"expected 9 (implicit padding) or 12 (explicit padding) inputs, got {len(sig.inputs)}"
+        )
     if len(sig.outputs) != 1:
         raise sig.fail(f"expected 1 output, got {len(sig.outputs)}")
     return window_args(sig, 3, ("num_groups",), dilation=False)
@@ -300,8 +322,9 @@ def _validate_grouped(sig: OperationSignature) -> None:
         if depth_out is not None and depth_out % groups:
             raise sig.fail(f"filter depth_out {depth_out} is not divisible by {groups} groups")
         if None not in (depth_in, filter_depth) and depth_in != filter_depth * groups:
-            raise sig.fail(f"input depth {depth_in} != filter depth {filter_depth} x {groups} "
-                           "groups")
+            raise sig.fail(
+                f"input depth {depth_in} != filter depth {filter_depth} x {groups} groups"
+            )
 
 
 def _execute_grouped(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -316,8 +339,10 @@ def _execute_grouped(ctx: ExecutionContext) -> list[np.ndarray]:
     n, in_h, in_w, depth_in = x.shape
     depth_out, fh, fw, depth_group = filt.weights.shape
     if depth_group * groups != depth_in or depth_out % groups:
-        raise fail(f"input depth {depth_in} and filter {filt.weights.shape} do not split into "
-                   f"{groups} groups")
+        raise fail(
+            f"input depth {depth_in} and filter {filt.weights.shape} do not split into "
+            f"{groups} groups"
+        )
     win = resolve_window(values, in_h, in_w, fh, fw, fail)
 
     # im2col per group: patches [P, G, Cg*fh*fw] times weights [G, Cg*fh*fw, Og].
@@ -330,7 +355,15 @@ def _execute_grouped(ctx: ExecutionContext) -> list[np.ndarray]:
     return _finish(ctx, acc, filt, int(values["fuse"]), nchw)
 
 
-register(OperationCode.TRANSPOSE_CONV_2D, validate=_validate_transpose,
-         execute=_execute_transpose, prepare=_prepare)
-register(OperationCode.GROUPED_CONV_2D, validate=_validate_grouped, execute=_execute_grouped,
-         prepare=_prepare)
+register(
+    OperationCode.TRANSPOSE_CONV_2D,
+    validate=_validate_transpose,
+    execute=_execute_transpose,
+    prepare=_prepare,
+)
+register(
+    OperationCode.GROUPED_CONV_2D,
+    validate=_validate_grouped,
+    execute=_execute_grouped,
+    prepare=_prepare,
+)

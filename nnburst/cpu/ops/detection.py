@@ -50,8 +50,12 @@ _QUANT16 = OperandCode.TENSOR_QUANT16_ASYMM
 # --------------------------------------------------------------- shared helpers
 
 
-def _expect(sig: OperationSignature, inputs: Sequence[OperandCode],
-            outputs: Sequence[OperandCode], names: Sequence[str]) -> None:
+def _expect(
+    sig: OperationSignature,
+    inputs: Sequence[OperandCode],
+    outputs: Sequence[OperandCode],
+    names: Sequence[str],
+) -> None:
     """Exact operand counts and types (``names`` name the inputs in messages)."""
     if len(sig.inputs) != len(inputs):
         raise sig.fail(f"expected {len(inputs)} inputs, got {len(sig.inputs)}")
@@ -67,8 +71,9 @@ def _expect(sig: OperationSignature, inputs: Sequence[OperandCode],
 def _check_eighth(sig: OperationSignature, info: OperandInfo, name: str) -> None:
     """Quantized box coordinates use scale 0.125 and zero point 0."""
     if np.float32(info.scale) != np.float32(0.125) or info.zero_point != 0:
-        raise sig.fail(f"{name} must have scale 0.125 and zero point 0, got {info.scale} and "
-                       f"{info.zero_point}")
+        raise sig.fail(
+            f"{name} must have scale 0.125 and zero point 0, got {info.scale} and {info.zero_point}"
+        )
 
 
 def _as_float(values: np.ndarray, info: OperandInfo) -> np.ndarray:
@@ -101,8 +106,9 @@ def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
 Suppress = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def _greedy_nms(scores: np.ndarray, boxes: np.ndarray, candidates: Sequence[int], limit: int,
-                suppress: Suppress) -> list[int]:
+def _greedy_nms(
+    scores: np.ndarray, boxes: np.ndarray, candidates: Sequence[int], limit: int, suppress: Suppress
+) -> list[int]:
     """Select up to ``limit`` (all when negative) of ``candidates``, best score first.
 
     ``scores`` and ``boxes`` are indexed by candidate index.  Each round the
@@ -159,12 +165,15 @@ def _transform(boxes: np.ndarray, deltas: np.ndarray, image: np.ndarray) -> np.n
     new_y = cy + deltas[..., 1] * h
     img_h, img_w = image[:, 0, None], image[:, 1, None]
     zero = F32(0)
-    out = np.stack([
-        np.minimum(np.maximum(new_x - new_w / F32(2), zero), img_w),
-        np.minimum(np.maximum(new_y - new_h / F32(2), zero), img_h),
-        np.minimum(np.maximum(new_x + new_w / F32(2), zero), img_w),
-        np.minimum(np.maximum(new_y + new_h / F32(2), zero), img_h),
-    ], axis=-1)
+    out = np.stack(
+        [
+            np.minimum(np.maximum(new_x - new_w / F32(2), zero), img_w),
+            np.minimum(np.maximum(new_y - new_h / F32(2), zero), img_h),
+            np.minimum(np.maximum(new_x + new_w / F32(2), zero), img_w),
+            np.minimum(np.maximum(new_y + new_h / F32(2), zero), img_h),
+        ],
+        axis=-1,
+    )
     return out.astype(np.float32)
 
 
@@ -188,8 +197,9 @@ def _validate_bbox(sig: OperationSignature) -> None:
     elif roi.code == _QUANT16:
         delta = sig.inputs[1].code if len(sig.inputs) > 1 else None
         if delta not in QUANT8_ASYMM_CODES:
-            raise sig.fail("input 1 (deltas) must be TENSOR_QUANT8_ASYMM(_SIGNED) for quantized "
-                           "rois")
+            raise sig.fail(
+                "input 1 (deltas) must be TENSOR_QUANT8_ASYMM(_SIGNED) for quantized rois"
+            )
         _expect(sig, (_QUANT16, delta, _INT32, _QUANT16), (_QUANT16,), names)
         _check_eighth(sig, roi, "rois")
         _check_eighth(sig, sig.inputs[3], "image_info")
@@ -212,12 +222,23 @@ def _execute_bbox(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
     rois, deltas, batches, image = (ctx.input(i) for i in range(4))
     batches = batches.reshape(-1)
-    if (rois.ndim != 2 or rois.shape[1] != 4 or deltas.ndim != 2 or deltas.shape[1] % 4
-            or deltas.shape[1] == 0 or deltas.shape[0] != rois.shape[0]
-            or batches.shape[0] != rois.shape[0] or image.ndim != 2 or image.shape[1] != 2
-            or image.shape[0] == 0):
-        raise op_failed(ctx.code, f"shapes rois {rois.shape}, deltas {deltas.shape}, batch "
-                                  f"indices {batches.shape}, image_info {image.shape} do not agree")
+    if (
+        rois.ndim != 2
+        or rois.shape[1] != 4
+        or deltas.ndim != 2
+        or deltas.shape[1] % 4
+        or deltas.shape[1] == 0
+        or deltas.shape[0] != rois.shape[0]
+        or batches.shape[0] != rois.shape[0]
+        or image.ndim != 2
+        or image.shape[1] != 2
+        or image.shape[0] == 0
+    ):
+        raise op_failed(
+            ctx.code,
+            f"shapes rois {rois.shape}, deltas {deltas.shape}, batch "
+            f"indices {batches.shape}, image_info {image.shape} do not agree",
+        )
     boxes = _as_float(rois, sig.inputs[0])
     if ((batches < 0) | (batches >= image.shape[0])).any():
         raise op_failed(ctx.code, f"batch index out of range [0, {image.shape[0]})")
@@ -230,8 +251,17 @@ def _execute_bbox(ctx: ExecutionContext) -> list[np.ndarray]:
 
 # --------------------------------------------------------------- BOX_WITH_NMS_LIMIT
 
-_NMS_NAMES = ("scores", "rois", "batch_indices", "score_threshold", "max_detections",
-              "nms_kernel", "iou_threshold", "sigma", "nms_score_threshold")
+_NMS_NAMES = (
+    "scores",
+    "rois",
+    "batch_indices",
+    "score_threshold",
+    "max_detections",
+    "nms_kernel",
+    "iou_threshold",
+    "sigma",
+    "nms_score_threshold",
+)
 
 
 def _validate_box_nms(sig: OperationSignature) -> None:
@@ -241,12 +271,20 @@ def _validate_box_nms(sig: OperationSignature) -> None:
     i32 = OperandCode.INT32
     if score.code in FLOAT_TENSOR_CODES:
         f = float_scalar_code(score.code)
-        _expect(sig, (score.code, score.code, _INT32, f, i32, i32, f, f, f),
-                (score.code, score.code, _INT32, _INT32), _NMS_NAMES)
+        _expect(
+            sig,
+            (score.code, score.code, _INT32, f, i32, i32, f, f, f),
+            (score.code, score.code, _INT32, _INT32),
+            _NMS_NAMES,
+        )
     elif score.code in QUANT8_ASYMM_CODES:
         f = OperandCode.FLOAT32
-        _expect(sig, (score.code, _QUANT16, _INT32, f, i32, i32, f, f, f),
-                (score.code, _QUANT16, _INT32, _INT32), _NMS_NAMES)
+        _expect(
+            sig,
+            (score.code, _QUANT16, _INT32, f, i32, i32, f, f, f),
+            (score.code, _QUANT16, _INT32, _INT32),
+            _NMS_NAMES,
+        )
         _check_eighth(sig, sig.inputs[1], "rois")
         _check_eighth(sig, sig.outputs[1], "output rois")
         if not same_quantization(score, sig.outputs[0]):
@@ -267,8 +305,9 @@ def _validate_box_nms(sig: OperationSignature) -> None:
         raise sig.fail(f"nms_kernel is {kernel}; expected 0 (hard), 1 (linear) or 2 (gaussian)")
 
 
-def _soft(kernel: int, iou_threshold: float, sigma: float, scores: np.ndarray,
-          score_threshold: float) -> Suppress:
+def _soft(
+    kernel: int, iou_threshold: float, sigma: float, scores: np.ndarray, score_threshold: float
+) -> Suppress:
     """Lower the candidates' scores by the NMS kernel, then drop those below the threshold."""
     thr, sig_, low = F32(iou_threshold), F32(sigma), F32(score_threshold)
 
@@ -293,8 +332,11 @@ def _execute_box_nms(ctx: ExecutionContext) -> list[np.ndarray]:
         raise op_failed(ctx.code, "scores and rois must be 2-D")
     num_rois, classes = scores_in.shape
     if rois.shape != (num_rois, 4 * classes) or batches.shape != (num_rois,) or classes < 2:
-        raise op_failed(ctx.code, f"shapes scores {scores_in.shape}, rois {rois.shape}, batch "
-                                  f"indices {batches.shape} do not agree")
+        raise op_failed(
+            ctx.code,
+            f"shapes scores {scores_in.shape}, rois {rois.shape}, batch "
+            f"indices {batches.shape} do not agree",
+        )
     score_threshold, max_detections = float(ctx.scalar(3)), int(ctx.scalar(4))
     kernel = int(ctx.scalar(5))
     if kernel not in (0, 1, 2):
@@ -316,8 +358,11 @@ def _execute_box_nms(ctx: ExecutionContext) -> list[np.ndarray]:
         _require_ordered(ctx.code, boxes[start * classes : start * classes + count], "roi")
         kept: list[int] = []
         for c in range(1, classes):  # class 0 is background
-            cand = [b * classes + c for b in range(start, stop) if scores[b * classes + c] >
-                    F32(score_threshold)]
+            cand = [
+                b * classes + c
+                for b in range(start, stop)
+                if scores[b * classes + c] > F32(score_threshold)
+            ]
             kept += _greedy_nms(scores, boxes, cand, max_detections, suppress)
         kept = _by_score(kept, scores)
         if 0 <= max_detections < len(kept):
@@ -330,14 +375,29 @@ def _execute_box_nms(ctx: ExecutionContext) -> list[np.ndarray]:
     idx = np.asarray(picked, dtype=np.int64)
     out_scores = _from_float(scores[idx], ctx.output_info(0))
     out_rois = rois.reshape(-1, 4)[idx].astype(ctx.output_info(1).dtype)  # copied raw
-    return [out_scores, out_rois.reshape(-1, 4), (idx % classes).astype(np.int32),
-            np.asarray(out_batches, dtype=np.int32)]
+    return [
+        out_scores,
+        out_rois.reshape(-1, 4),
+        (idx % classes).astype(np.int32),
+        np.asarray(out_batches, dtype=np.int32),
+    ]
 
 
 # --------------------------------------------------------------- GENERATE_PROPOSALS
 
-_GP_NAMES = ("scores", "deltas", "anchors", "image_info", "height_ratio", "width_ratio",
-             "pre_nms_max", "post_nms_max", "iou_threshold", "min_size", "layout")
+_GP_NAMES = (
+    "scores",
+    "deltas",
+    "anchors",
+    "image_info",
+    "height_ratio",
+    "width_ratio",
+    "pre_nms_max",
+    "post_nms_max",
+    "iou_threshold",
+    "min_size",
+    "layout",
+)
 
 
 def _validate_proposals(sig: OperationSignature) -> None:
@@ -350,8 +410,12 @@ def _validate_proposals(sig: OperationSignature) -> None:
         _expect(sig, (t, t, t, t, f, f, i32, i32, f, f, boolean), (t, t, _INT32), _GP_NAMES)
     elif score.code in QUANT8_ASYMM_CODES:
         t, f = score.code, OperandCode.FLOAT32
-        _expect(sig, (t, t, OperandCode.TENSOR_QUANT16_SYMM, _QUANT16, f, f, i32, i32, f, f,
-                      boolean), (t, _QUANT16, _INT32), _GP_NAMES)
+        _expect(
+            sig,
+            (t, t, OperandCode.TENSOR_QUANT16_SYMM, _QUANT16, f, f, i32, i32, f, f, boolean),
+            (t, _QUANT16, _INT32),
+            _GP_NAMES,
+        )
         if np.float32(sig.inputs[2].scale) != np.float32(0.125):
             raise sig.fail(f"anchors must have scale 0.125, got {sig.inputs[2].scale}")
         _check_eighth(sig, sig.inputs[3], "image_info")
@@ -381,10 +445,16 @@ def _execute_proposals(ctx: ExecutionContext) -> list[np.ndarray]:
     anchors = _as_float(ctx.input(2), sig.inputs[2])
     image = _as_float(ctx.input(3), sig.inputs[3])
     n, height, width, num_anchors = scores.shape
-    if (deltas.shape != (n, height, width, num_anchors * 4) or anchors.shape != (num_anchors, 4)
-            or image.shape != (n, 2)):
-        raise op_failed(ctx.code, f"shapes scores {scores.shape}, deltas {deltas.shape}, anchors "
-                                  f"{anchors.shape}, image_info {image.shape} do not agree")
+    if (
+        deltas.shape != (n, height, width, num_anchors * 4)
+        or anchors.shape != (num_anchors, 4)
+        or image.shape != (n, 2)
+    ):
+        raise op_failed(
+            ctx.code,
+            f"shapes scores {scores.shape}, deltas {deltas.shape}, anchors "
+            f"{anchors.shape}, image_info {image.shape} do not agree",
+        )
     stride_h, stride_w = F32(ctx.scalar(4)), F32(ctx.scalar(5))
     pre_nms, post_nms = int(ctx.scalar(6)), int(ctx.scalar(7))
     iou_threshold, min_size = float(ctx.scalar(8)), F32(ctx.scalar(9))
@@ -403,31 +473,52 @@ def _execute_proposals(ctx: ExecutionContext) -> list[np.ndarray]:
     out_rois: list[np.ndarray] = []
     out_batches: list[int] = []
     for b in range(n):
-        boxes = _transform(anchor_boxes, deltas[b].reshape(total, 1, 4),
-                           np.broadcast_to(image[b], (total, 2)))[:, 0]
+        boxes = _transform(
+            anchor_boxes, deltas[b].reshape(total, 1, 4), np.broadcast_to(image[b], (total, 2))
+        )[:, 0]
         score = scores[b].reshape(-1)
         select = np.arange(total)
         if 0 < pre_nms < total:
             select = np.asarray(_by_score(select, score))[:pre_nms]
         w, h = boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]
-        keep = ((w > min_size) & (h > min_size) & (boxes[:, 0] + w / F32(2) < image[b, 1])
-                & (boxes[:, 1] + h / F32(2) < image[b, 0]))
+        keep = (
+            (w > min_size)
+            & (h > min_size)
+            & (boxes[:, 0] + w / F32(2) < image[b, 1])
+            & (boxes[:, 1] + h / F32(2) < image[b, 0])
+        )
         select = select[keep[select]]
-        chosen = _greedy_nms(score, boxes, select.tolist(), post_nms if post_nms > 0 else -1,
-                             _hard(iou_threshold))
+        chosen = _greedy_nms(
+            score, boxes, select.tolist(), post_nms if post_nms > 0 else -1, _hard(iou_threshold)
+        )
         out_scores.append(score[chosen])
         out_rois.append(boxes[chosen].reshape(-1, 4))
         out_batches += [b] * len(chosen)
-    return [_from_float(np.concatenate(out_scores), ctx.output_info(0)),
-            _from_float(np.concatenate(out_rois), ctx.output_info(1)),
-            np.asarray(out_batches, dtype=np.int32)]
+    return [
+        _from_float(np.concatenate(out_scores), ctx.output_info(0)),
+        _from_float(np.concatenate(out_rois), ctx.output_info(1)),
+        np.asarray(out_batches, dtype=np.int32),
+    ]
 
 
 # --------------------------------------------------------------- DETECTION_POSTPROCESSING
 
-_DP_NAMES = ("scores", "deltas", "anchors", "scale_y", "scale_x", "scale_h", "scale_w",
-             "use_regular_nms", "max_detections", "max_classes_per_detection",
-             "max_detections_per_class", "score_threshold", "iou_threshold", "background_in_label")
+_DP_NAMES = (
+    "scores",
+    "deltas",
+    "anchors",
+    "scale_y",
+    "scale_x",
+    "scale_h",
+    "scale_w",
+    "use_regular_nms",
+    "max_detections",
+    "max_classes_per_detection",
+    "max_detections_per_class",
+    "score_threshold",
+    "iou_threshold",
+    "background_in_label",
+)
 
 
 def _dp_check(values: dict[str, Any], fail: Callable[[str], Exception]) -> None:
@@ -444,8 +535,9 @@ def _dp_check(values: dict[str, Any], fail: Callable[[str], Exception]) -> None:
             raise fail(f"{name} is {known(name)}; it must be >= 0")
     counts = ["max_detections"]
     if known("use_regular_nms") is not None:
-        counts.append("max_detections_per_class" if known("use_regular_nms")
-                      else "max_classes_per_detection")
+        counts.append(
+            "max_detections_per_class" if known("use_regular_nms") else "max_classes_per_detection"
+        )
     for name in counts:
         if known(name) is not None and known(name) <= 0:
             raise fail(f"{name} is {known(name)}; it must be > 0")
@@ -458,14 +550,19 @@ def _validate_detection(sig: OperationSignature) -> None:
     if t not in FLOAT_TENSOR_CODES:
         raise sig.fail(f"input 0 (scores) has unsupported type {t.name}")
     f, i32, boolean = float_scalar_code(t), OperandCode.INT32, OperandCode.BOOL
-    _expect(sig, (t, t, t, f, f, f, f, boolean, i32, i32, i32, f, f, boolean),
-            (t, t, _INT32, _INT32), _DP_NAMES)
+    _expect(
+        sig,
+        (t, t, t, f, f, f, f, boolean, i32, i32, i32, f, f, boolean),
+        (t, t, _INT32, _INT32),
+        _DP_NAMES,
+    )
     for i, rank in enumerate((3, 3, 2)):
         require_operand_rank(sig, i, (rank,), _DP_NAMES[i])
     for i, rank in enumerate((2, 3, 2, 1)):
         require_operand_rank(sig, i, (rank,), f"output {i}", output=True)
-    _dp_check({name: constant_scalar(sig, i) for i, name in enumerate(_DP_NAMES) if i >= 3},
-              sig.fail)
+    _dp_check(
+        {name: constant_scalar(sig, i) for i, name in enumerate(_DP_NAMES) if i >= 3}, sig.fail
+    )
     classes, encoding = known_dim(sig.inputs[0], 2), known_dim(sig.inputs[1], 2)
     if classes is not None and classes < 2:
         raise sig.fail(f"scores have {classes} classes; at least 2 (background + 1) are needed")
@@ -485,10 +582,16 @@ def _execute_detection(ctx: ExecutionContext) -> list[np.ndarray]:
     if scores.ndim != 3 or deltas.ndim != 3 or anchors.ndim != 2:
         raise fail("scores, deltas and anchors must be 3-D, 3-D and 2-D")
     n, num_anchors, classes = scores.shape
-    if (deltas.shape[:2] != (n, num_anchors) or deltas.shape[2] < 4
-            or anchors.shape != (num_anchors, 4) or classes < 2):
-        raise fail(f"shapes scores {scores.shape}, deltas {deltas.shape}, anchors "
-                   f"{anchors.shape} do not agree")
+    if (
+        deltas.shape[:2] != (n, num_anchors)
+        or deltas.shape[2] < 4
+        or anchors.shape != (num_anchors, 4)
+        or classes < 2
+    ):
+        raise fail(
+            f"shapes scores {scores.shape}, deltas {deltas.shape}, anchors "
+            f"{anchors.shape} do not agree"
+        )
     sy, sx, sh, sw = (F32(values[k]) for k in ("scale_y", "scale_x", "scale_h", "scale_w"))
     regular = bool(values["use_regular_nms"])
     max_det = int(values["max_detections"])
@@ -521,8 +624,9 @@ def _execute_detection(ctx: ExecutionContext) -> list[np.ndarray]:
             expanded = np.repeat(boxes, classes, axis=0)
             kept: list[int] = []
             for c in range(1, classes):
-                cand = [a * classes + c for a in range(num_anchors) if flat[a * classes + c]
-                        > threshold]
+                cand = [
+                    a * classes + c for a in range(num_anchors) if flat[a * classes + c] > threshold
+                ]
                 kept += _greedy_nms(flat, expanded, cand, max_per_class, suppress)
             kept = _by_score(kept, flat)[:max_det]
             k = len(kept)
@@ -543,14 +647,17 @@ def _execute_detection(ctx: ExecutionContext) -> list[np.ndarray]:
                 out_labels[b, rows] = order - label_shift
             counts[b] = len(kept) * out_classes
     dtype = ctx.output_info(0).dtype
-    return [out_scores.astype(dtype), out_boxes.astype(ctx.output_info(1).dtype), out_labels,
-            counts]
+    return [
+        out_scores.astype(dtype),
+        out_boxes.astype(ctx.output_info(1).dtype),
+        out_labels,
+        counts,
+    ]
 
 
-register(OperationCode.AXIS_ALIGNED_BBOX_TRANSFORM, validate=_validate_bbox,
-         execute=_execute_bbox)
+register(OperationCode.AXIS_ALIGNED_BBOX_TRANSFORM, validate=_validate_bbox, execute=_execute_bbox)
 register(OperationCode.BOX_WITH_NMS_LIMIT, validate=_validate_box_nms, execute=_execute_box_nms)
-register(OperationCode.GENERATE_PROPOSALS, validate=_validate_proposals,
-         execute=_execute_proposals)
-register(OperationCode.DETECTION_POSTPROCESSING, validate=_validate_detection,
-         execute=_execute_detection)
+register(OperationCode.GENERATE_PROPOSALS, validate=_validate_proposals, execute=_execute_proposals)
+register(
+    OperationCode.DETECTION_POSTPROCESSING, validate=_validate_detection, execute=_execute_detection
+)

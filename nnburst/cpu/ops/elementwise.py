@@ -93,10 +93,10 @@ def _broadcast(ctx: ExecutionContext) -> tuple[np.ndarray, np.ndarray]:
     try:
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
-        raise op_failed(ctx.code, f"input shapes {a.shape} and {b.shape} cannot be broadcast") from None
+        raise op_failed(
+            ctx.code, f"input shapes {a.shape} and {b.shape} cannot be broadcast"
+        ) from None
     return a, b
-
-
 
 
 def _fuse(ctx: ExecutionContext) -> int:
@@ -128,7 +128,9 @@ _FLOAT_OPS: dict[OperationCode, Callable[[np.ndarray, np.ndarray], np.ndarray]] 
 
 def _execute_float(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
     # The executor runs every operation under np.errstate(all="ignore").
-    result = _FLOAT_OPS[ctx.code](a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
+    result = _FLOAT_OPS[ctx.code](
+        a.astype(np.float32, copy=False), b.astype(np.float32, copy=False)
+    )
     if fuse != FuseCode.NONE:
         lo, hi = _float_bounds(fuse)
         result = np.clip(result, lo, hi)
@@ -164,8 +166,9 @@ def _add_sub_quant8(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: i
         m2 = -m2  # subtracting is adding the negated second input
     x1 = (a.astype(np.int64) - in1.zero_point) << _ADD_LEFT_SHIFT
     x2 = (b.astype(np.int64) - in2.zero_point) << _ADD_LEFT_SHIFT
-    total = (multiply_by_quantized_multiplier(x1, m1, shift1)
-             + multiply_by_quantized_multiplier(x2, m2, shift2))
+    total = multiply_by_quantized_multiplier(x1, m1, shift1) + multiply_by_quantized_multiplier(
+        x2, m2, shift2
+    )
     result = multiply_by_quantized_multiplier(total, mo, shift_o) + out.zero_point
     lo, hi = fused_activation_bounds(fuse, out)
     return np.clip(result, lo, hi).astype(out.dtype)

@@ -59,7 +59,9 @@ def _validate(sig: OperationSignature) -> None:
     if inp.dimensions and inp.is_fully_specified and input_size is not None:
         total = int(np.prod(inp.dimensions))
         if total % input_size:
-            raise sig.fail(f"input of {total} elements is not a multiple of input_size {input_size}")
+            raise sig.fail(
+                f"input of {total} elements is not a multiple of input_size {input_size}"
+            )
     if quantized:
         if min(inp.scale, weights.scale, out.scale) <= 0:
             raise sig.fail("quantized input, weights and output need positive scales")

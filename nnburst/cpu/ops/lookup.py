@@ -28,17 +28,23 @@ _EMBEDDING_TYPES = (
     OperandCode.TENSOR_QUANT8_ASYMM,
     OperandCode.TENSOR_QUANT8_ASYMM_SIGNED,
 )
-_HASHTABLE_TYPES = (OperandCode.TENSOR_FLOAT32, OperandCode.TENSOR_INT32,
-                    OperandCode.TENSOR_QUANT8_ASYMM)
+_HASHTABLE_TYPES = (
+    OperandCode.TENSOR_FLOAT32,
+    OperandCode.TENSOR_INT32,
+    OperandCode.TENSOR_QUANT8_ASYMM,
+)
 _QUANT = (OperandCode.TENSOR_QUANT8_ASYMM, OperandCode.TENSOR_QUANT8_ASYMM_SIGNED)
 
 
 def _require_same_quant(sig: OperationSignature, input_index: int, output_index: int) -> None:
     a, b = sig.inputs[input_index], sig.outputs[output_index]
-    if a.code in _QUANT and (np.float32(a.scale) != np.float32(b.scale)
-                             or a.zero_point != b.zero_point):
-        raise sig.fail(f"output {output_index} must have the scale and zero point of input "
-                       f"{input_index} ({a.scale}, {a.zero_point}); got ({b.scale}, {b.zero_point})")
+    if a.code in _QUANT and (
+        np.float32(a.scale) != np.float32(b.scale) or a.zero_point != b.zero_point
+    ):
+        raise sig.fail(
+            f"output {output_index} must have the scale and zero point of input "
+            f"{input_index} ({a.scale}, {a.zero_point}); got ({b.scale}, {b.zero_point})"
+        )
 
 
 def _output_dims_check(sig: OperationSignature, lookups: int, values: int, output: int) -> None:
@@ -73,8 +79,9 @@ def _execute_embedding(ctx: ExecutionContext) -> list[np.ndarray]:
         raise op_failed(ctx.code, "lookups must be 1-D and values at least 2-D")
     bad = (lookups < 0) | (lookups >= values.shape[0])
     if bad.any():
-        raise op_failed(ctx.code, f"lookup index {int(lookups[bad][0])} is out of range "
-                                  f"[0, {values.shape[0]})")
+        raise op_failed(
+            ctx.code, f"lookup index {int(lookups[bad][0])} is out of range [0, {values.shape[0]})"
+        )
     return [values[lookups.astype(np.int64)].astype(ctx.output_info(0).dtype)]
 
 
@@ -105,8 +112,11 @@ def _execute_hashtable(ctx: ExecutionContext) -> list[np.ndarray]:
     sorted_keys = keys[order]
     position = np.searchsorted(sorted_keys, lookups)
     clipped = np.minimum(position, max(len(keys) - 1, 0))
-    hits = (position < len(keys)) & (sorted_keys[clipped] == lookups) if len(keys) else \
-        np.zeros(lookups.shape, dtype=bool)
+    hits = (
+        (position < len(keys)) & (sorted_keys[clipped] == lookups)
+        if len(keys)
+        else np.zeros(lookups.shape, dtype=bool)
+    )
     out_dtype = ctx.output_info(0).dtype
     output = np.zeros((lookups.shape[0], *values.shape[1:]), dtype=out_dtype)
     if hits.any():

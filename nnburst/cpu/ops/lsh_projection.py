@@ -156,8 +156,9 @@ def fingerprint64(s: bytes) -> int:
         y = (y + v[0] + _fetch64(s, i + 40)) & _MASK
         z = (_rotate((z + w[0]) & _MASK, 33) * _K1) & _MASK
         v = _weak_hash_len32_with_seeds(s, i, (v[1] * _K1) & _MASK, (x + w[0]) & _MASK)
-        w = _weak_hash_len32_with_seeds(s, i + 32, (z + w[1]) & _MASK,
-                                        (y + _fetch64(s, i + 16)) & _MASK)
+        w = _weak_hash_len32_with_seeds(
+            s, i + 32, (z + w[1]) & _MASK, (y + _fetch64(s, i + 16)) & _MASK
+        )
         z, x = x, z
         i += 64
         if i == end:
@@ -174,8 +175,9 @@ def fingerprint64(s: bytes) -> int:
     y = (y + v[0] * 9 + _fetch64(s, i + 40)) & _MASK
     z = (_rotate((z + w[0]) & _MASK, 33) * mul) & _MASK
     v = _weak_hash_len32_with_seeds(s, i, (v[1] * mul) & _MASK, (x + w[0]) & _MASK)
-    w = _weak_hash_len32_with_seeds(s, i + 32, (z + w[1]) & _MASK,
-                                    (y + _fetch64(s, i + 16)) & _MASK)
+    w = _weak_hash_len32_with_seeds(
+        s, i + 32, (z + w[1]) & _MASK, (y + _fetch64(s, i + 16)) & _MASK
+    )
     z, x = x, z
     return _hash_len16(
         (_hash_len16(v[0], w[0], mul) + _shift_mix(y) * _K0 + z) & _MASK,
@@ -195,7 +197,8 @@ def _validate(sig: OperationSignature) -> None:
     if bits is not None and bits > _MAX_BITS:
         raise sig.fail(f"hash has {bits} bits per function; at most {_MAX_BITS} are allowed")
     inp = require_operand_type(
-        sig, 1,
+        sig,
+        1,
         (OperandCode.TENSOR_INT32, OperandCode.TENSOR_QUANT8_ASYMM, *FLOAT_TENSOR_CODES),
         "input",
     )

@@ -145,7 +145,7 @@ def _execute_lrn(ctx: ExecutionContext) -> list[np.ndarray]:
     padded = np.pad(v * v, [(0, 0)] * (v.ndim - 1) + [(reach, reach)])
     window = np.zeros_like(v)
     for offset in range(2 * reach + 1):
-        window += padded[..., offset:offset + depth]
+        window += padded[..., offset : offset + depth]
     with np.errstate(all="ignore"):
         result = v * np.power(bias + alpha * window, -beta)
     result = result.astype(ctx.output_info(0).dtype)

@@ -108,5 +108,8 @@ def _execute_instance_norm(ctx: ExecutionContext) -> list[np.ndarray]:
 
 
 register(OperationCode.LOG_SOFTMAX, validate=_validate_log_softmax, execute=_execute_log_softmax)
-register(OperationCode.INSTANCE_NORMALIZATION, validate=_validate_instance_norm,
-         execute=_execute_instance_norm)
+register(
+    OperationCode.INSTANCE_NORMALIZATION,
+    validate=_validate_instance_norm,
+    execute=_execute_instance_norm,
+)

@@ -42,15 +42,20 @@ def _validate(sig: OperationSignature) -> None:
         if rank is not None and not 0 <= quant.channel_dim < rank:
             raise sig.fail(f"channel dimension {quant.channel_dim} is out of range for rank {rank}")
         dims = info.dimensions or ()
-        if rank is not None and dims[quant.channel_dim] > 0 \
-                and dims[quant.channel_dim] != len(quant.scales):
+        if (
+            rank is not None
+            and dims[quant.channel_dim] > 0
+            and dims[quant.channel_dim] != len(quant.scales)
+        ):
             raise sig.fail(
                 f"{len(quant.scales)} channel scales for a channel dimension of "
                 f"{dims[quant.channel_dim]}"
             )
     a, b = info.dimensions, sig.outputs[0].dimensions
-    if a is not None and b and (
-        len(a) != len(b) or any(x > 0 and y > 0 and x != y for x, y in zip(a, b))
+    if (
+        a is not None
+        and b
+        and (len(a) != len(b) or any(x > 0 and y > 0 and x != y for x, y in zip(a, b)))
     ):
         raise sig.fail(f"output dimensions {b} differ from input {a}")
 
@@ -64,8 +69,11 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     if info.code == _PER_CHANNEL and quant is not None:
         axis = quant.channel_dim
         if x.ndim <= axis or x.shape[axis] != len(quant.scales):
-            raise op_failed(ctx.code, f"input shape {x.shape} does not match "
-                                      f"{len(quant.scales)} scales on dimension {axis}")
+            raise op_failed(
+                ctx.code,
+                f"input shape {x.shape} does not match "
+                f"{len(quant.scales)} scales on dimension {axis}",
+            )
         shape = [1] * x.ndim
         shape[axis] = len(quant.scales)
         scale = np.asarray(quant.scales, dtype=np.float32).reshape(shape)

@@ -83,8 +83,7 @@ def _pot16(x: np.ndarray, exponent: int) -> np.ndarray:
     if exponent == 0:
         return x
     threshold = (1 << (15 - exponent)) - 1
-    return np.where(x > threshold, 32767, np.where(x < -threshold, -32768,
-                                                   _wrap16(x << exponent)))
+    return np.where(x > threshold, 32767, np.where(x < -threshold, -32768, _wrap16(x << exponent)))
 
 
 def _exp_quarter16(a: np.ndarray) -> np.ndarray:
@@ -100,8 +99,15 @@ def _exp_quarter16(a: np.ndarray) -> np.ndarray:
 
 
 #: exp(-2**k) in Q0.31 for the barrel shifter of exp_on_negative_values.
-_EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
-               (2, 39332535), (3, 720401), (4, 242))
+_EXP_BARREL = (
+    (-2, 1672461947),
+    (-1, 1302514674),
+    (0, 790015084),
+    (1, 290630308),
+    (2, 39332535),
+    (3, 720401),
+    (4, 242),
+)
 
 
 def _exp_negative16(a: np.ndarray, integer_bits: int) -> np.ndarray:
@@ -146,16 +152,16 @@ def _tanh16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     a = np.asarray(a, dtype=np.int64)
     negative_abs = np.where(a < 0, a, _wrap16(-a))
     # exp(-2|a|): the same raw value read with one more integer bit is 2·(-|a|).
-    t = _pot16(_wrap16(_newton16(_exp_negative16(negative_abs, integer_bits + 1)) - (1 << 13)),
-               2)
+    t = _pot16(_wrap16(_newton16(_exp_negative16(negative_abs, integer_bits + 1)) - (1 << 13)), 2)
     return np.where(a == 0, 0, np.where(a < 0, _wrap16(-t), t))
 
 
 # --------------------------------------------------------------- shared checks
 
 
-def _expect_types(sig: OperationSignature, inputs: Sequence[OperandCode],
-                  outputs: Sequence[OperandCode]) -> None:
+def _expect_types(
+    sig: OperationSignature, inputs: Sequence[OperandCode], outputs: Sequence[OperandCode]
+) -> None:
     if len(sig.inputs) != len(inputs):
         raise sig.fail(f"expected {len(inputs)} inputs, got {len(sig.inputs)}")
     if len(sig.outputs) != len(outputs):
@@ -203,16 +209,21 @@ def _validate_q16(sig: OperationSignature) -> None:
         if (sig.inputs[i].scale, sig.inputs[i].zero_point) != (weights.scale, weights.zero_point):
             raise sig.fail(f"input {i}: all weights must share one scale and zero point")
     for i in range(9, 13):
-        if F32(sig.inputs[i].scale) != F32(F32(weights.scale) / F32(128)) \
-                or sig.inputs[i].zero_point:
+        if (
+            F32(sig.inputs[i].scale) != F32(F32(weights.scale) / F32(128))
+            or sig.inputs[i].zero_point
+        ):
             raise sig.fail(f"input {i}: bias scale must be weights scale / 128, zero point 0")
     cell = sig.inputs[13]
     if cell.zero_point or _checked_log2(cell.scale) != -11:
-        raise sig.fail("input 13 (prev_cell_state) must have scale 2**-11 (4 integer bits) "
-                       "and zero point 0")
+        raise sig.fail(
+            "input 13 (prev_cell_state) must have scale 2**-11 (4 integer bits) and zero point 0"
+        )
     out_cell, out = sig.outputs
-    if (F32(out_cell.scale), out_cell.zero_point) != (F32(cell.scale), 0) \
-            or (out.scale, out.zero_point) != (1 / 128, 128):
+    if (F32(out_cell.scale), out_cell.zero_point) != (F32(cell.scale), 0) or (
+        out.scale,
+        out.zero_point,
+    ) != (1 / 128, 128):
         raise sig.fail("outputs must keep the cell state's and the output's quantization")
 
 
@@ -221,10 +232,17 @@ def _execute_q16(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0).astype(np.int64)
     prev_cell = ctx.input(13).astype(np.int64)
     prev_out = ctx.input(14).astype(np.int64)
-    if x.ndim != 2 or prev_out.ndim != 2 or prev_cell.shape != prev_out.shape \
-            or x.shape[0] != prev_out.shape[0]:
-        raise op_failed(ctx.code, f"input {x.shape}, prev_output {prev_out.shape} and "
-                                  f"prev_cell_state {prev_cell.shape} do not agree")
+    if (
+        x.ndim != 2
+        or prev_out.ndim != 2
+        or prev_cell.shape != prev_out.shape
+        or x.shape[0] != prev_out.shape[0]
+    ):
+        raise op_failed(
+            ctx.code,
+            f"input {x.shape}, prev_output {prev_out.shape} and "
+            f"prev_cell_state {prev_cell.shape} do not agree",
+        )
     batches, input_size = x.shape
     units = prev_out.shape[1]
     weights = np.zeros((4 * units, units + input_size), dtype=np.int64)
@@ -233,8 +251,11 @@ def _execute_q16(ctx: ExecutionContext) -> list[np.ndarray]:
     for g, (w_in, w_rec, b) in enumerate(((1, 5, 9), (3, 7, 11), (2, 6, 10), (4, 8, 12))):
         wi, wr, bi = ctx.input(w_in), ctx.input(w_rec), ctx.input(b).reshape(-1)
         if wi.shape != (units, input_size) or wr.shape != (units, units) or bi.shape != (units,):
-            raise op_failed(ctx.code, f"gate {g} weights {wi.shape}/{wr.shape}, bias {bi.shape} "
-                                      f"do not fit {units} units and {input_size} inputs")
+            raise op_failed(
+                ctx.code,
+                f"gate {g} weights {wi.shape}/{wr.shape}, bias {bi.shape} "
+                f"do not fit {units} units and {input_size} inputs",
+            )
         rows = slice(g * units, (g + 1) * units)
         weights[rows, :units] = wr
         weights[rows, units:] = wi
@@ -274,8 +295,20 @@ _INTERMEDIATE = {"i": 26, "f": 27, "c": 28, "o": 29}
 _HIDDEN_ZP, _HIDDEN_SCALE = 30, 31
 _QLSTM_OPTIONAL = (1, 5, 9, 10, 11, 12, 16, 17, 20, 21, 22, 23)
 
-_QLSTM_TYPES = (_Q8S, *[_Q8SYMM] * 8, *[_Q16] * 3, *[_I32] * 4, _Q8SYMM, _I32, _Q8S, _Q16,
-                *[_Q16] * 4, *[OperandCode.FLOAT32] * 6, OperandCode.INT32, OperandCode.FLOAT32)
+_QLSTM_TYPES = (
+    _Q8S,
+    *[_Q8SYMM] * 8,
+    *[_Q16] * 3,
+    *[_I32] * 4,
+    _Q8SYMM,
+    _I32,
+    _Q8S,
+    _Q16,
+    *[_Q16] * 4,
+    *[OperandCode.FLOAT32] * 6,
+    OperandCode.INT32,
+    OperandCode.FLOAT32,
+)
 
 
 def _validate_qlstm(sig: OperationSignature) -> None:
@@ -291,13 +324,17 @@ def _validate_qlstm(sig: OperationSignature) -> None:
     cell = sig.inputs[_PREV_CELL]
     shift = _checked_log2(cell.scale)
     if shift is None or not -15 <= shift <= -9:
-        raise sig.fail(f"input 19 (cell state) scale {cell.scale} must be a power of two "
-                       "between 2**-15 and 2**-9")
+        raise sig.fail(
+            f"input 19 (cell state) scale {cell.scale} must be a power of two "
+            "between 2**-15 and 2**-9"
+        )
     omitted = {i for i in _QLSTM_OPTIONAL if sig.constants.get(i, 0) is None}
     cifg = {_W["i"], _R["i"]} & omitted
     if len(cifg) == 1:
-        raise sig.fail("input_to_input and recurrent_to_input weights must be both present "
-                       "(LSTM) or both omitted (CIFG)")
+        raise sig.fail(
+            "input_to_input and recurrent_to_input weights must be both present "
+            "(LSTM) or both omitted (CIFG)"
+        )
     for i in (*_INTERMEDIATE.values(), _HIDDEN_SCALE):
         value = constant_scalar(sig, i)
         if value is not None and not value > 0:
@@ -338,8 +375,13 @@ class _QLstm:
     def _check_shapes(self) -> None:
         n, u, o = self.input_size, self.units, self.outputs
         gates = ("f", "c", "o") if self.cifg else ("i", "f", "c", "o")
-        want = {_X: (self.batches, n), _PREV_OUT: (self.batches, o), _PREV_CELL: (self.batches, u),
-                _PROJ_W: (o, u), _PROJ_B: (o,)}
+        want = {
+            _X: (self.batches, n),
+            _PREV_OUT: (self.batches, o),
+            _PREV_CELL: (self.batches, u),
+            _PROJ_W: (o, u),
+            _PROJ_B: (o,),
+        }
         for g in gates:
             want.update({_W[g]: (u, n), _R[g]: (u, o), _BIAS[g]: (u,)})
         want.update({_PEEP[g]: (u,) for g in _PEEP})
@@ -351,8 +393,12 @@ class _QLstm:
         for g in gates:
             if self.t[_W[g]] is None or self.t[_R[g]] is None or self.t[_BIAS[g]] is None:
                 raise self._fail(f"gate '{g}' needs its input/recurrent weights and bias")
-        if self.cifg and (self.t[_R["i"]] is not None or self.t[_BIAS["i"]] is not None
-                          or self.t[_PEEP["i"]] is not None or self.t[_LN["i"]] is not None):
+        if self.cifg and (
+            self.t[_R["i"]] is not None
+            or self.t[_BIAS["i"]] is not None
+            or self.t[_PEEP["i"]] is not None
+            or self.t[_LN["i"]] is not None
+        ):
             raise self._fail("CIFG (no input_to_input weights) omits every input-gate tensor")
         peep = [self.t[_PEEP[g]] is not None for g in ("f", "o")]
         if peep[0] != peep[1] or (not self.cifg and (self.t[_PEEP["i"]] is not None) != peep[0]):
@@ -366,8 +412,15 @@ class _QLstm:
     def _scale(self, i: int) -> F32:
         return F32(self.info[i].scale)
 
-    def _matmul(self, acc: np.ndarray, values: np.ndarray, zero_point: int, i: int,
-                effective: np.float32, bias: np.ndarray | None) -> np.ndarray:
+    def _matmul(
+        self,
+        acc: np.ndarray,
+        values: np.ndarray,
+        zero_point: int,
+        i: int,
+        effective: np.float32,
+        bias: np.ndarray | None,
+    ) -> np.ndarray:
         """Accumulate ``values · weights[i]ᵀ`` rescaled, into the int16 gate ``acc``."""
         w = self.t[i].astype(np.int64)  # type: ignore[union-attr]
         eff_bias = -zero_point * w.sum(axis=1)
@@ -384,13 +437,24 @@ class _QLstm:
         x_info, h_info = self.info[_X], self.info[_PREV_OUT]
         # The gate bias enters through layer norm when there is one, else the matmul.
         acc = np.zeros((self.batches, self.units), dtype=np.int64)
-        acc = self._matmul(acc, self.x, x_info.zero_point, _W[g],
-                           self._scale(_W[g]) * F32(x_info.scale) / inter,
-                           None if self.layer_norm else bias)
-        acc = self._matmul(acc, self.h, h_info.zero_point, _R[g],
-                           self._scale(_R[g]) * F32(h_info.scale) / inter, None)
+        acc = self._matmul(
+            acc,
+            self.x,
+            x_info.zero_point,
+            _W[g],
+            self._scale(_W[g]) * F32(x_info.scale) / inter,
+            None if self.layer_norm else bias,
+        )
+        acc = self._matmul(
+            acc,
+            self.h,
+            h_info.zero_point,
+            _R[g],
+            self._scale(_R[g]) * F32(h_info.scale) / inter,
+            None,
+        )
         if self.peephole and g in _PEEP:
-            effective = F32(2.0 ** self.cell_shift * float(self._scale(_PEEP[g])) / float(inter))
+            effective = F32(2.0**self.cell_shift * float(self._scale(_PEEP[g])) / float(inter))
             m, s = quantize_multiplier(float(effective))
             product = self.t[_PEEP[g]].astype(np.int64) * cell  # type: ignore[union-attr]
             acc = _sat16(multiply_by_quantized_multiplier(product, m, s) + acc)
@@ -426,8 +490,9 @@ class _QLstm:
         else:
             input_gate = _logistic16(self.gate("i", prev_cell), 3)
         cell = _wrap16(rounding_divide_by_pot(forget * prev_cell, 15))
-        cell = _sat16(cell + _wrap16(rounding_divide_by_pot(input_gate * modulation,
-                                                            30 + self.cell_shift)))
+        cell = _sat16(
+            cell + _wrap16(rounding_divide_by_pot(input_gate * modulation, 30 + self.cell_shift))
+        )
         cell_clip = float(ctx.scalar(_CELL_CLIP))
         if cell_clip > 0:
             clip = int(np.clip(F32(cell_clip) / self._scale(_PREV_CELL), -32768, 32767))
@@ -436,7 +501,7 @@ class _QLstm:
 
         hidden_zp = int(ctx.scalar(_HIDDEN_ZP))
         hidden_scale = F32(ctx.scalar(_HIDDEN_SCALE))
-        effective = F32(2.0 ** -15 / float(hidden_scale) * 2.0 ** -15)
+        effective = F32(2.0**-15 / float(hidden_scale) * 2.0**-15)
         m, s = quantize_multiplier(float(effective))
         tanh_bits = self.cell_shift + 15
         hidden = multiply_by_quantized_multiplier(output_gate * _tanh16(cell, tanh_bits), m, s)
@@ -450,11 +515,13 @@ class _QLstm:
             eff_bias = -hidden_zp * proj.sum(axis=1)
             if bias is not None:
                 eff_bias = eff_bias + bias.astype(np.int64)
-            pm, ps = quantize_multiplier(float(self._scale(_PROJ_W) * hidden_scale
-                                               / F32(out_info.scale)))
+            pm, ps = quantize_multiplier(
+                float(self._scale(_PROJ_W) * hidden_scale / F32(out_info.scale))
+            )
             total = wrap_int32(hidden @ proj.T + eff_bias)
-            output = np.clip(multiply_by_quantized_multiplier(total, pm, ps)
-                             + out_info.zero_point, -128, 127)
+            output = np.clip(
+                multiply_by_quantized_multiplier(total, pm, ps) + out_info.zero_point, -128, 127
+            )
             proj_clip = float(ctx.scalar(_PROJ_CLIP))
             if proj_clip > 0:
                 limit = int(np.clip(F32(proj_clip) / self._scale(_PROJ_W), -128, 127))

@@ -46,8 +46,11 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     samples = int(ctx.scalar(1))
     seeds = ctx.input(2).reshape(-1)
     if logits.ndim != 2 or logits.shape[1] == 0 or samples < 0 or seeds.size != 2:
-        raise op_failed(ctx.code, f"logits {logits.shape}, {samples} samples and {seeds.size} "
-                                  "seeds: expected [batches, classes > 0], >= 0 and 2")
+        raise op_failed(
+            ctx.code,
+            f"logits {logits.shape}, {samples} samples and {seeds.size} "
+            "seeds: expected [batches, classes > 0], >= 0 and 2",
+        )
     key = [int(s) & 0xFFFFFFFF for s in seeds]
     rng = np.random.default_rng(None if key == [0, 0] else key)
     with np.errstate(invalid="ignore", over="ignore"):

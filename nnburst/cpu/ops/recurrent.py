@@ -43,8 +43,9 @@ def _required(ctx: ExecutionContext, i: int, name: str) -> np.ndarray:
     return value
 
 
-def _check_shape(ctx: ExecutionContext, value: np.ndarray | None, shape: tuple[int, ...],
-                 name: str) -> None:
+def _check_shape(
+    ctx: ExecutionContext, value: np.ndarray | None, shape: tuple[int, ...], name: str
+) -> None:
     if value is not None and value.shape != shape:
         raise op_failed(ctx.code, f"{name} has shape {value.shape}; expected {shape}")
 
@@ -57,8 +58,9 @@ def _maybe_omitted(sig: OperationSignature, i: int) -> bool:
     return dims is None or 0 in dims
 
 
-def _check_float_operands(sig: OperationSignature, ranks: dict[int, tuple[int, str]],
-                          optional: tuple[int, ...] = ()) -> OperandCode:
+def _check_float_operands(
+    sig: OperationSignature, ranks: dict[int, tuple[int, str]], optional: tuple[int, ...] = ()
+) -> OperandCode:
     """Same float type everywhere; ranks checked unless the operand may be omitted."""
     code = require_operand_type(sig, 0, FLOAT_TENSOR_CODES, "input").code
     for i, (rank, name) in ranks.items():
@@ -189,25 +191,58 @@ _LN_INPUT, _LN_FORGET, _LN_CELL, _LN_OUTPUT = 23, 24, 25, 26
 
 _LSTM_NAMES = {
     _INPUT: "input",
-    _W_INPUT: "input_to_input_weights", _W_FORGET: "input_to_forget_weights",
-    _W_CELL: "input_to_cell_weights", _W_OUTPUT: "input_to_output_weights",
-    _R_INPUT: "recurrent_to_input_weights", _R_FORGET: "recurrent_to_forget_weights",
-    _R_CELL: "recurrent_to_cell_weights", _R_OUTPUT: "recurrent_to_output_weights",
-    _PEEP_INPUT: "cell_to_input_weights", _PEEP_FORGET: "cell_to_forget_weights",
+    _W_INPUT: "input_to_input_weights",
+    _W_FORGET: "input_to_forget_weights",
+    _W_CELL: "input_to_cell_weights",
+    _W_OUTPUT: "input_to_output_weights",
+    _R_INPUT: "recurrent_to_input_weights",
+    _R_FORGET: "recurrent_to_forget_weights",
+    _R_CELL: "recurrent_to_cell_weights",
+    _R_OUTPUT: "recurrent_to_output_weights",
+    _PEEP_INPUT: "cell_to_input_weights",
+    _PEEP_FORGET: "cell_to_forget_weights",
     _PEEP_OUTPUT: "cell_to_output_weights",
-    _B_INPUT: "input_gate_bias", _B_FORGET: "forget_gate_bias",
-    _B_CELL: "cell_bias", _B_OUTPUT: "output_gate_bias",
-    _PROJ_WEIGHTS: "projection_weights", _PROJ_BIAS: "projection_bias",
-    _OUTPUT_STATE: "output_state_in", _CELL_STATE: "cell_state_in",
-    _LN_INPUT: "input_layer_norm_weights", _LN_FORGET: "forget_layer_norm_weights",
-    _LN_CELL: "cell_layer_norm_weights", _LN_OUTPUT: "output_layer_norm_weights",
+    _B_INPUT: "input_gate_bias",
+    _B_FORGET: "forget_gate_bias",
+    _B_CELL: "cell_bias",
+    _B_OUTPUT: "output_gate_bias",
+    _PROJ_WEIGHTS: "projection_weights",
+    _PROJ_BIAS: "projection_bias",
+    _OUTPUT_STATE: "output_state_in",
+    _CELL_STATE: "cell_state_in",
+    _LN_INPUT: "input_layer_norm_weights",
+    _LN_FORGET: "forget_layer_norm_weights",
+    _LN_CELL: "cell_layer_norm_weights",
+    _LN_OUTPUT: "output_layer_norm_weights",
 }
 _LSTM_OPTIONAL = (
-    _W_INPUT, _R_INPUT, _PEEP_INPUT, _PEEP_FORGET, _PEEP_OUTPUT, _B_INPUT,
-    _PROJ_WEIGHTS, _PROJ_BIAS, _LN_INPUT, _LN_FORGET, _LN_CELL, _LN_OUTPUT,
+    _W_INPUT,
+    _R_INPUT,
+    _PEEP_INPUT,
+    _PEEP_FORGET,
+    _PEEP_OUTPUT,
+    _B_INPUT,
+    _PROJ_WEIGHTS,
+    _PROJ_BIAS,
+    _LN_INPUT,
+    _LN_FORGET,
+    _LN_CELL,
+    _LN_OUTPUT,
 )
-_LSTM_RANK1 = (_PEEP_INPUT, _PEEP_FORGET, _PEEP_OUTPUT, _B_INPUT, _B_FORGET, _B_CELL,
-               _B_OUTPUT, _PROJ_BIAS, _LN_INPUT, _LN_FORGET, _LN_CELL, _LN_OUTPUT)
+_LSTM_RANK1 = (
+    _PEEP_INPUT,
+    _PEEP_FORGET,
+    _PEEP_OUTPUT,
+    _B_INPUT,
+    _B_FORGET,
+    _B_CELL,
+    _B_OUTPUT,
+    _PROJ_BIAS,
+    _LN_INPUT,
+    _LN_FORGET,
+    _LN_CELL,
+    _LN_OUTPUT,
+)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -231,8 +266,11 @@ _LAYER_NORM_EPSILON = 1e-8
 
 def _validate_lstm(sig: OperationSignature) -> None:
     require_operand_counts(sig, (23, 27), 4)
-    tensors = {i: (1 if i in _LSTM_RANK1 else 2, _LSTM_NAMES[i])
-               for i in range(1, len(sig.inputs)) if i not in (_ACTIVATION, _CELL_CLIP, _PROJ_CLIP)}
+    tensors = {
+        i: (1 if i in _LSTM_RANK1 else 2, _LSTM_NAMES[i])
+        for i in range(1, len(sig.inputs))
+        if i not in (_ACTIVATION, _CELL_CLIP, _PROJ_CLIP)
+    }
     code = _check_float_operands(sig, tensors, optional=_LSTM_OPTIONAL)
     require_operand_rank(sig, 0, (2,), "input")
     _check_fuse(sig, _ACTIVATION, tuple(_LSTM_ACTIVATIONS))
@@ -245,18 +283,24 @@ def _validate_lstm(sig: OperationSignature) -> None:
     # CIFG (no input gate) omits its three tensors together; peepholes come in sets.
     cifg = [i for i in (_W_INPUT, _R_INPUT, _B_INPUT) if sig.constants.get(i, 0) is None]
     if cifg and len(cifg) != 3:
-        raise sig.fail("input_to_input_weights, recurrent_to_input_weights and input_gate_bias "
-                       "must be all present or all omitted")
+        raise sig.fail(
+            "input_to_input_weights, recurrent_to_input_weights and input_gate_bias "
+            "must be all present or all omitted"
+        )
     peep = [i for i in (_PEEP_FORGET, _PEEP_OUTPUT) if sig.constants.get(i, 0) is None]
     if len(peep) == 1:
-        raise sig.fail("cell_to_forget_weights and cell_to_output_weights must be both present "
-                       "or both omitted")
-    if sig.constants.get(_PROJ_WEIGHTS, 0) is None and _PROJ_BIAS in sig.constants \
-            and sig.constants[_PROJ_BIAS] is not None:
+        raise sig.fail(
+            "cell_to_forget_weights and cell_to_output_weights must be both present or both omitted"
+        )
+    if (
+        sig.constants.get(_PROJ_WEIGHTS, 0) is None
+        and _PROJ_BIAS in sig.constants
+        and sig.constants[_PROJ_BIAS] is not None
+    ):
         raise sig.fail("projection_bias is given without projection_weights")
 
 
-def _execute_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
+def execute_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
     """One LSTM step (CIFG, peephole, projection, clipping, layer norm variants)."""
     # The tensors given a value; an omitted optional operand is simply absent.
     t: dict[int, np.ndarray] = {}
@@ -269,16 +313,20 @@ def _execute_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
 
     x = t[_INPUT]
     if x.ndim != 2 or t[_W_OUTPUT].ndim != 2 or t[_R_OUTPUT].ndim != 2:
-        raise op_failed(ctx.code, "input, input_to_output_weights and recurrent_to_output_weights "
-                                  "must be 2-D")
+        raise op_failed(
+            ctx.code, "input, input_to_output_weights and recurrent_to_output_weights must be 2-D"
+        )
     batch, n_input = x.shape
     n_cell = t[_W_OUTPUT].shape[0]
     n_output = t[_R_OUTPUT].shape[1]
 
     cifg = _W_INPUT not in t
     if cifg != (_R_INPUT not in t) or cifg != (_B_INPUT not in t):
-        raise op_failed(ctx.code, "the input gate's weights, recurrent weights and bias must be "
-                                  "all present or all omitted (CIFG)")
+        raise op_failed(
+            ctx.code,
+            "the input gate's weights, recurrent weights and bias must be "
+            "all present or all omitted (CIFG)",
+        )
     # Peepholes come as a set; with CIFG there is no input gate, so
     # cell_to_input_weights is optional there (and ignored), as in the reference.
     peephole = _PEEP_FORGET in t
@@ -294,20 +342,36 @@ def _execute_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
         raise op_failed(ctx.code, "inconsistent set of layer normalization weights")
 
     expected = {
-        _W_INPUT: (n_cell, n_input), _W_FORGET: (n_cell, n_input),
-        _W_CELL: (n_cell, n_input), _W_OUTPUT: (n_cell, n_input),
-        _R_INPUT: (n_cell, n_output), _R_FORGET: (n_cell, n_output),
-        _R_CELL: (n_cell, n_output), _R_OUTPUT: (n_cell, n_output),
-        _PEEP_INPUT: (n_cell,), _PEEP_FORGET: (n_cell,), _PEEP_OUTPUT: (n_cell,),
-        _B_INPUT: (n_cell,), _B_FORGET: (n_cell,), _B_CELL: (n_cell,), _B_OUTPUT: (n_cell,),
-        _PROJ_WEIGHTS: (n_output, n_cell), _PROJ_BIAS: (n_output,),
-        _OUTPUT_STATE: (batch, n_output), _CELL_STATE: (batch, n_cell),
-        _LN_INPUT: (n_cell,), _LN_FORGET: (n_cell,), _LN_CELL: (n_cell,), _LN_OUTPUT: (n_cell,),
+        _W_INPUT: (n_cell, n_input),
+        _W_FORGET: (n_cell, n_input),
+        _W_CELL: (n_cell, n_input),
+        _W_OUTPUT: (n_cell, n_input),
+        _R_INPUT: (n_cell, n_output),
+        _R_FORGET: (n_cell, n_output),
+        _R_CELL: (n_cell, n_output),
+        _R_OUTPUT: (n_cell, n_output),
+        _PEEP_INPUT: (n_cell,),
+        _PEEP_FORGET: (n_cell,),
+        _PEEP_OUTPUT: (n_cell,),
+        _B_INPUT: (n_cell,),
+        _B_FORGET: (n_cell,),
+        _B_CELL: (n_cell,),
+        _B_OUTPUT: (n_cell,),
+        _PROJ_WEIGHTS: (n_output, n_cell),
+        _PROJ_BIAS: (n_output,),
+        _OUTPUT_STATE: (batch, n_output),
+        _CELL_STATE: (batch, n_cell),
+        _LN_INPUT: (n_cell,),
+        _LN_FORGET: (n_cell,),
+        _LN_CELL: (n_cell,),
+        _LN_OUTPUT: (n_cell,),
     }
     for i, shape in expected.items():
         _check_shape(ctx, t.get(i), shape, _LSTM_NAMES[i])
     if not projection and n_output != n_cell:
-        raise op_failed(ctx.code, f"output size {n_output} != num_units {n_cell} without projection")
+        raise op_failed(
+            ctx.code, f"output size {n_output} != num_units {n_cell} without projection"
+        )
 
     activation = _LSTM_ACTIVATIONS.get(ctx.scalar(_ACTIVATION))
     if activation is None:
@@ -332,19 +396,22 @@ def _execute_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
     def peep(i: int, cell: np.ndarray) -> np.ndarray | None:
         return cell * t[i] if peephole else None
 
-    forget_gate = _sigmoid(pre_activation(_W_FORGET, _R_FORGET, _B_FORGET, _LN_FORGET,
-                                          peep(_PEEP_FORGET, c_prev)))
+    forget_gate = _sigmoid(
+        pre_activation(_W_FORGET, _R_FORGET, _B_FORGET, _LN_FORGET, peep(_PEEP_FORGET, c_prev))
+    )
     if cifg:
         input_gate = 1.0 - forget_gate
     else:
-        input_gate = _sigmoid(pre_activation(_W_INPUT, _R_INPUT, _B_INPUT, _LN_INPUT,
-                                             peep(_PEEP_INPUT, c_prev)))
+        input_gate = _sigmoid(
+            pre_activation(_W_INPUT, _R_INPUT, _B_INPUT, _LN_INPUT, peep(_PEEP_INPUT, c_prev))
+        )
     cell_gate = activation(pre_activation(_W_CELL, _R_CELL, _B_CELL, _LN_CELL, None))
     cell = forget_gate * c_prev + input_gate * cell_gate
     if cell_clip > 0:
         cell = np.clip(cell, -cell_clip, cell_clip)
-    output_gate = _sigmoid(pre_activation(_W_OUTPUT, _R_OUTPUT, _B_OUTPUT, _LN_OUTPUT,
-                                          peep(_PEEP_OUTPUT, cell)))
+    output_gate = _sigmoid(
+        pre_activation(_W_OUTPUT, _R_OUTPUT, _B_OUTPUT, _LN_OUTPUT, peep(_PEEP_OUTPUT, cell))
+    )
     output = output_gate * activation(cell)
     if projection:
         output = output @ t[_PROJ_WEIGHTS].T
@@ -363,4 +430,4 @@ def _execute_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
 
 register(OperationCode.RNN, validate=_validate_rnn, execute=_execute_rnn)
 register(OperationCode.SVDF, validate=_validate_svdf, execute=_execute_svdf)
-register(OperationCode.LSTM, validate=_validate_lstm, execute=_execute_lstm)
+register(OperationCode.LSTM, validate=_validate_lstm, execute=execute_lstm)

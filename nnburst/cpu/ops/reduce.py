@@ -43,7 +43,7 @@ _ARG_TYPES = FLOAT_TENSOR_CODES + (_INT32,) + QUANT8_ASYMM_CODES
 
 
 def _arg_output_dims(dims: Sequence[int], axis: int) -> tuple[int, ...]:
-    kept = tuple(dims[:axis]) + tuple(dims[axis + 1:])
+    kept = tuple(dims[:axis]) + tuple(dims[axis + 1 :])
     return kept if len(dims) > 1 else (1,)
 
 
@@ -68,8 +68,10 @@ def _execute_arg(ctx: ExecutionContext) -> list[np.ndarray]:
     if x.shape[axis] == 0:
         if math.prod(shape) == 0:
             return [np.zeros(shape, dtype=np.int32)]
-        raise fail(f"cannot take ARG{'MIN' if ctx.code == OperationCode.ARGMIN else 'MAX'} "
-                   f"over an empty axis {axis}")
+        raise fail(
+            f"cannot take ARG{'MIN' if ctx.code == OperationCode.ARGMIN else 'MAX'} "
+            f"over an empty axis {axis}"
+        )
     is_min = ctx.code == OperationCode.ARGMIN
     if x.dtype.kind == "f":
         nan = np.isnan(x)

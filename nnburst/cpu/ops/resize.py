@@ -38,14 +38,20 @@ def _validate(sig: OperationSignature) -> None:
     require_operand_type(sig, 0, (info.code,), "output", output=True)
     require_operand_rank(sig, 0, (4,), "input")
     scalar = sig.inputs[1].code
-    by_scale = OperandCode.FLOAT16 if info.code == OperandCode.TENSOR_FLOAT16 else OperandCode.FLOAT32
+    by_scale = (
+        OperandCode.FLOAT16 if info.code == OperandCode.TENSOR_FLOAT16 else OperandCode.FLOAT32
+    )
     if scalar not in (OperandCode.INT32, by_scale):
-        raise sig.fail(f"input 1 (output width) has type {scalar.name}; expected INT32 or "
-                       f"{by_scale.name}")
+        raise sig.fail(
+            f"input 1 (output width) has type {scalar.name}; expected INT32 or {by_scale.name}"
+        )
     require_operand_type(sig, 1, (scalar,), "output width / width scale")
     require_operand_type(sig, 2, (scalar,), "output height / height scale")
-    for i, name in ((_LAYOUT, "layout"), (_ALIGN_CORNERS, "align_corners"),
-                    (_HALF_PIXEL, "half_pixel_centers")):
+    for i, name in (
+        (_LAYOUT, "layout"),
+        (_ALIGN_CORNERS, "align_corners"),
+        (_HALF_PIXEL, "half_pixel_centers"),
+    ):
         if len(sig.inputs) > i:
             require_operand_type(sig, i, (OperandCode.BOOL,), name)
     for i in (1, 2):
@@ -109,10 +115,12 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     dx = dx[None, None, :, None]
     v = x.astype(np.float32)
     rows0, rows1 = v[:, y0], v[:, y1]
-    blended = (rows0[:, :, x0] * (one - dy) * (one - dx)
-               + rows1[:, :, x0] * dy * (one - dx)
-               + rows0[:, :, x1] * (one - dy) * dx
-               + rows1[:, :, x1] * dy * dx)
+    blended = (
+        rows0[:, :, x0] * (one - dy) * (one - dx)
+        + rows1[:, :, x0] * dy * (one - dx)
+        + rows0[:, :, x1] * (one - dy) * dx
+        + rows1[:, :, x1] * dy * dx
+    )
     out_dtype = ctx.output_info(0).dtype
     if np.issubdtype(out_dtype, np.integer):
         limits = np.iinfo(out_dtype)

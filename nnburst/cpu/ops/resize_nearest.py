@@ -46,11 +46,16 @@ def _validate(sig: OperationSignature) -> None:
     scale_code = float_scalar_code(info.code)
     size_code = sig.inputs[1].code
     if size_code not in (OperandCode.INT32, scale_code):
-        raise sig.fail(f"input 1 (output width or width scale) has type {size_code.name}; "
-                       f"expected INT32 or {scale_code.name}")
+        raise sig.fail(
+            f"input 1 (output width or width scale) has type {size_code.name}; "
+            f"expected INT32 or {scale_code.name}"
+        )
     require_operand_type(sig, 2, (size_code,), "output height or height scale")
-    for index, name in ((_LAYOUT, "layout"), (_ALIGN_CORNERS, "align_corners"),
-                        (_HALF_PIXEL, "half_pixel_centers")):
+    for index, name in (
+        (_LAYOUT, "layout"),
+        (_ALIGN_CORNERS, "align_corners"),
+        (_HALF_PIXEL, "half_pixel_centers"),
+    ):
         if index < len(sig.inputs):
             require_operand_type(sig, index, (OperandCode.BOOL,), name)
     for index in (1, 2):

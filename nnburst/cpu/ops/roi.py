@@ -50,8 +50,9 @@ F32 = np.float32
 def _check_box_quantization(sig: OperationSignature, info: OperandInfo, name: str) -> None:
     """Quantized boxes are TENSOR_QUANT16_ASYMM with scale 0.125 and zero point 0."""
     if info.code == _QUANT16 and (np.float32(info.scale) != np.float32(0.125) or info.zero_point):
-        raise sig.fail(f"{name} must have scale 0.125 and zero point 0, got {info.scale} and "
-                       f"{info.zero_point}")
+        raise sig.fail(
+            f"{name} must have scale 0.125 and zero point 0, got {info.scale} and {info.zero_point}"
+        )
 
 
 def _validate_roi(sig: OperationSignature, count: int) -> OperandInfo:
@@ -96,13 +97,16 @@ def _scalars(ctx: ExecutionContext) -> tuple[int, int, float, float]:
     out_h, out_w = int(ctx.scalar(3)), int(ctx.scalar(4))
     ratio_h, ratio_w = float(ctx.scalar(5)), float(ctx.scalar(6))
     if out_h <= 0 or out_w <= 0 or not (ratio_h > 0 and ratio_w > 0):
-        raise op_failed(ctx.code, f"output size {out_h}x{out_w} and ratios {ratio_h}, {ratio_w} "
-                                  "must all be positive")
+        raise op_failed(
+            ctx.code,
+            f"output size {out_h}x{out_w} and ratios {ratio_h}, {ratio_w} must all be positive",
+        )
     return out_h, out_w, ratio_h, ratio_w
 
 
-def _regions(ctx: ExecutionContext, ratio_h: float, ratio_w: float
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _regions(
+    ctx: ExecutionContext, ratio_h: float, ratio_w: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(feature map NHWC, float32 rois scaled to the map [R, 4], batch index per roi).
 
     Fails on a batch index out of range, a negative, non-finite or out-of-map
@@ -117,8 +121,11 @@ def _regions(ctx: ExecutionContext, ratio_h: float, ratio_w: float
     rois = ctx.input(1)
     batches = ctx.input(2).reshape(-1)
     if rois.ndim != 2 or rois.shape[1] != 4 or batches.shape[0] != rois.shape[0]:
-        raise op_failed(ctx.code, f"rois {rois.shape} and batch indices {batches.shape} must be "
-                                  "[num_rois, 4] and [num_rois]")
+        raise op_failed(
+            ctx.code,
+            f"rois {rois.shape} and batch indices {batches.shape} must be "
+            "[num_rois, 4] and [num_rois]",
+        )
     n, height, width, _ = fmap.shape
     if min(n, height, width) <= 0:
         raise op_failed(ctx.code, f"empty feature map {fmap.shape}")
@@ -129,13 +136,22 @@ def _regions(ctx: ExecutionContext, ratio_h: float, ratio_w: float
     scale = np.array([F32(1) / F32(ratio_w), F32(1) / F32(ratio_h)] * 2, dtype=np.float32)
     scaled = boxes * scale
     limits = np.array([width, height, width, height], dtype=np.float32)
-    bad = ((batches < 0) | (batches >= n) | ~np.isfinite(boxes).all(axis=1)
-           | (boxes < 0).any(axis=1) | (scaled > limits).any(axis=1)
-           | (boxes[:, 0] > boxes[:, 2]) | (boxes[:, 1] > boxes[:, 3]))
+    bad = (
+        (batches < 0)
+        | (batches >= n)
+        | ~np.isfinite(boxes).all(axis=1)
+        | (boxes < 0).any(axis=1)
+        | (scaled > limits).any(axis=1)
+        | (boxes[:, 0] > boxes[:, 2])
+        | (boxes[:, 1] > boxes[:, 3])
+    )
     if bad.any():
         r = int(np.argmax(bad))
-        raise op_failed(ctx.code, f"roi {r} {boxes[r].tolist()} (batch {int(batches[r])}) is "
-                                  f"outside the {n}x{height}x{width} feature map or inverted")
+        raise op_failed(
+            ctx.code,
+            f"roi {r} {boxes[r].tolist()} (batch {int(batches[r])}) is "
+            f"outside the {n}x{height}x{width} feature map or inverted",
+        )
     return fmap, scaled, batches.astype(np.int64)
 
 
@@ -146,8 +162,9 @@ def _validate_align(sig: OperationSignature) -> None:
     _validate_roi(sig, 10)
 
 
-def _axis_samples(start: np.float32, end: np.float32, out: int, ratio: int, size: int
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+def _axis_samples(
+    start: np.float32, end: np.float32, out: int, ratio: int, size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Sampling positions along one axis, as [out, ratio] (low index, high index, frac, 1-frac).
 
     Also returns the sampling ratio used (the adaptive ``ceil(bin size)`` when 0).
@@ -180,8 +197,9 @@ def _execute_align(ctx: ExecutionContext) -> list[np.ndarray]:
     inp, out = sig.inputs[0], ctx.output_info(0)
     quantized = inp.code in QUANT8_ASYMM_CODES
     values = fmap.astype(np.int64) - inp.zero_point if quantized else fmap.astype(np.float64)
-    result = np.zeros((scaled.shape[0], out_h, out_w, depth),
-                      dtype=np.int64 if quantized else np.float64)
+    result = np.zeros(
+        (scaled.shape[0], out_h, out_w, depth), dtype=np.int64 if quantized else np.float64
+    )
     lo, hi = quantized_range(out) if quantized else (0, 0)
     for r, (x1, y1, x2, y2) in enumerate(scaled):
         image = values[batches[r]]
@@ -192,8 +210,12 @@ def _execute_align(ctx: ExecutionContext) -> list[np.ndarray]:
         for k in range(ratio_y):
             rows_a, rows_b = ya[:, k, None, None], yb[:, k, None, None]
             wy_a, wy_b = dy2[:, k, None, None], dy1[:, k, None, None]
-            corners = ((rows_a, xa, wy_a * dx2), (rows_a, xb, wy_a * dx1),
-                       (rows_b, xa, wy_b * dx2), (rows_b, xb, wy_b * dx1))
+            corners = (
+                (rows_a, xa, wy_a * dx2),
+                (rows_a, xb, wy_a * dx1),
+                (rows_b, xa, wy_b * dx2),
+                (rows_b, xb, wy_b * dx1),
+            )
             for rows, cols, weight in corners:
                 if quantized:  # weights rounded to units of 1/255 as the reference does
                     weight = round_half_away(weight / _WEIGHT_SCALE).astype(np.int64)
@@ -286,8 +308,9 @@ def _validate_heatmap(sig: OperationSignature) -> None:
             raise sig.fail(f"heatmap size {size_w} is below 2")
 
 
-def _solve_delta(grid: np.ndarray, max_score: np.ndarray, atol: float, rtol: float
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _solve_delta(
+    grid: np.ndarray, max_score: np.ndarray, atol: float, rtol: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Quadratic (Taylor) refinement of each maximum from its 3x3 neighbourhood, in float32.
 
     Returns (delta_x, delta_y, refined score); where the Hessian is singular
@@ -311,12 +334,18 @@ def _solve_delta(grid: np.ndarray, max_score: np.ndarray, atol: float, rtol: flo
         factor = np.where(clip, F32(1.5) / biggest, F32(1)).astype(np.float32)
         d0 = np.where(clip, d0 * factor, d0)
         d1 = np.where(clip, d1 * factor, d1)
-        score = (g[..., 1, 1] - b0 * d0 - b1 * d1
-                 + ((a00 * d0 + a01 * d1) * d0 + (a01 * d0 + a11 * d1) * d1) / two)
+        score = (
+            g[..., 1, 1]
+            - b0 * d0
+            - b1 * d1
+            + ((a00 * d0 + a01 * d1) * d0 + (a01 * d0 + a11 * d1) * d1) / two
+        )
     zero = F32(0)
-    return (np.where(solvable, d0, zero).astype(np.float32),
-            np.where(solvable, d1, zero).astype(np.float32),
-            np.where(solvable, score, max_score).astype(np.float32))
+    return (
+        np.where(solvable, d0, zero).astype(np.float32),
+        np.where(solvable, d1, zero).astype(np.float32),
+        np.where(solvable, score, max_score).astype(np.float32),
+    )
 
 
 def _execute_heatmap(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -328,8 +357,11 @@ def _execute_heatmap(ctx: ExecutionContext) -> list[np.ndarray]:
     heat = to_nhwc(heat, nchw)
     num_boxes, size, size_w, keypoints = heat.shape
     if size != size_w or size < 2 or boxes.shape[0] != num_boxes:
-        raise op_failed(ctx.code, f"heatmaps {heat.shape} must be square, at least 2x2, one per "
-                                  f"box ({boxes.shape[0]} boxes)")
+        raise op_failed(
+            ctx.code,
+            f"heatmaps {heat.shape} must be square, at least 2x2, one per "
+            f"box ({boxes.shape[0]} boxes)",
+        )
     heat_info, box_info = sig.inputs[0], sig.inputs[1]
     if heat_info.code in QUANT8_ASYMM_CODES:
         heat = dequantize(heat, heat_info)
@@ -368,4 +400,3 @@ def _execute_heatmap(ctx: ExecutionContext) -> list[np.ndarray]:
 register(OperationCode.ROI_ALIGN, validate=_validate_align, execute=_execute_align)
 register(OperationCode.ROI_POOLING, validate=_validate_pooling, execute=_execute_pooling)
 register(OperationCode.HEATMAP_MAX_KEYPOINT, validate=_validate_heatmap, execute=_execute_heatmap)
-

@@ -38,7 +38,7 @@ from .common import (
     optional_input,
     require_operand_rank,
 )
-from .recurrent import _execute_lstm
+from .recurrent import execute_lstm
 
 #: LSTM activation codes (TFLite's): none, relu, relu1, relu6, tanh, sigmoid.
 _LSTM_ACTIVATIONS = (0, 1, 2, 3, 4, 6)
@@ -48,8 +48,13 @@ _F32 = OperandInfo(OperandCode.TENSOR_FLOAT32, None)
 # --------------------------------------------------------------- shared helpers
 
 
-def _check(sig: OperationSignature, counts: Sequence[int], outputs: Sequence[int],
-           kinds: dict[int, str], optional: Sequence[int] = ()) -> OperandCode:
+def _check(
+    sig: OperationSignature,
+    counts: Sequence[int],
+    outputs: Sequence[int],
+    kinds: dict[int, str],
+    optional: Sequence[int] = (),
+) -> OperandCode:
     """Operand counts, types and ranks.
 
     ``kinds`` maps each input to "t1"/"t2"/"t3" (tensor of rank 1/2/3 of the
@@ -59,20 +64,21 @@ def _check(sig: OperationSignature, counts: Sequence[int], outputs: Sequence[int
     if len(sig.inputs) not in counts:
         raise sig.fail(f"expected {' or '.join(map(str, counts))} inputs, got {len(sig.inputs)}")
     if len(sig.outputs) not in outputs:
-        raise sig.fail(f"expected {' or '.join(map(str, outputs))} outputs, "
-                       f"got {len(sig.outputs)}")
+        raise sig.fail(f"expected {' or '.join(map(str, outputs))} outputs, got {len(sig.outputs)}")
     code = sig.inputs[0].code
     if code not in FLOAT_TENSOR_CODES:
-        raise sig.fail(f"input 0 (input) has type {code.name}; expected TENSOR_FLOAT32 or "
-                       "TENSOR_FLOAT16")
+        raise sig.fail(
+            f"input 0 (input) has type {code.name}; expected TENSOR_FLOAT32 or TENSOR_FLOAT16"
+        )
     want = {"int": OperandCode.INT32, "bool": OperandCode.BOOL, "float": float_scalar_code(code)}
     for i, kind in kinds.items():
         if i >= len(sig.inputs):
             continue
         expected = want.get(kind, code)
         if sig.inputs[i].code != expected:
-            raise sig.fail(f"input {i} has type {sig.inputs[i].code.name}; "
-                           f"expected {expected.name}")
+            raise sig.fail(
+                f"input {i} has type {sig.inputs[i].code.name}; expected {expected.name}"
+            )
         if kind.startswith("t") and not (i in optional and maybe_omitted(sig, i)):
             require_operand_rank(sig, i, (int(kind[1]),), f"input {i}")
     for j, info in enumerate(sig.outputs):
@@ -105,14 +111,27 @@ def _steps(length: int, backward: bool) -> range:
 # --------------------------------------------------------------- RNN
 
 
-def _rnn_sequence(ctx: ExecutionContext, x: np.ndarray, aux: np.ndarray | None,
-                  w: np.ndarray, w_aux: np.ndarray | None, r: np.ndarray, b: np.ndarray,
-                  h: np.ndarray, fuse: int, backward: bool) -> tuple[np.ndarray, np.ndarray]:
+def _rnn_sequence(
+    ctx: ExecutionContext,
+    x: np.ndarray,
+    aux: np.ndarray | None,
+    w: np.ndarray,
+    w_aux: np.ndarray | None,
+    r: np.ndarray,
+    b: np.ndarray,
+    h: np.ndarray,
+    fuse: int,
+    backward: bool,
+) -> tuple[np.ndarray, np.ndarray]:
     """Run one direction over time-major ``x``; returns (outputs [T, B, U], last state)."""
     steps, batch, _ = x.shape
     units = w.shape[0]
-    shapes = {"weights": (w.shape, (units, x.shape[2])), "recurrent_weights": (r.shape, (units,
-              units)), "bias": (b.shape, (units,)), "hidden_state": (h.shape, (batch, units))}
+    shapes = {
+        "weights": (w.shape, (units, x.shape[2])),
+        "recurrent_weights": (r.shape, (units, units)),
+        "bias": (b.shape, (units,)),
+        "hidden_state": (h.shape, (batch, units)),
+    }
     if aux is not None and w_aux is not None:
         shapes["aux_weights"] = (w_aux.shape, (units, aux.shape[2]))
     for name, (got, want) in shapes.items():
@@ -153,9 +172,18 @@ def _execute_uni_rnn(ctx: ExecutionContext) -> list[np.ndarray]:
     if time_major not in (0, 1):
         raise op_failed(ctx.code, f"time_major is {time_major}; expected 0 or 1")
     x = _time_major(_float(ctx, 0, "input"), bool(time_major), ctx.code, "input")
-    out, h = _rnn_sequence(ctx, x, None, _float(ctx, 1, "weights"), None,
-                           _float(ctx, 2, "recurrent_weights"), _float(ctx, 3, "bias"),
-                           _float(ctx, 4, "hidden_state"), _fused(ctx, 5), backward=False)
+    out, h = _rnn_sequence(
+        ctx,
+        x,
+        None,
+        _float(ctx, 1, "weights"),
+        None,
+        _float(ctx, 2, "recurrent_weights"),
+        _float(ctx, 3, "bias"),
+        _float(ctx, 4, "hidden_state"),
+        _fused(ctx, 5),
+        backward=False,
+    )
     dtype = ctx.output_info(0).dtype
     results = [_restore(out, bool(time_major)).astype(dtype)]
     if len(ctx.signature.outputs) == 2:
@@ -163,8 +191,23 @@ def _execute_uni_rnn(ctx: ExecutionContext) -> list[np.ndarray]:
     return results
 
 
-_BI_RNN_KINDS = {0: "t3", 1: "t2", 2: "t2", 3: "t1", 4: "t2", 5: "t2", 6: "t2", 7: "t1",
-                 8: "t2", 9: "t3", 10: "t2", 11: "t2", 12: "int", 13: "bool", 14: "bool"}
+_BI_RNN_KINDS = {
+    0: "t3",
+    1: "t2",
+    2: "t2",
+    3: "t1",
+    4: "t2",
+    5: "t2",
+    6: "t2",
+    7: "t1",
+    8: "t2",
+    9: "t3",
+    10: "t2",
+    11: "t2",
+    12: "int",
+    13: "bool",
+    14: "bool",
+}
 
 
 def _validate_bi_rnn(sig: OperationSignature) -> None:
@@ -174,8 +217,10 @@ def _validate_bi_rnn(sig: OperationSignature) -> None:
     if merge is not None:
         allowed = (1, 3) if merge else (2, 4)
         if len(sig.outputs) not in allowed:
-            raise sig.fail(f"with merge_outputs={bool(merge)} expected {allowed[0]} or "
-                           f"{allowed[1]} outputs, got {len(sig.outputs)}")
+            raise sig.fail(
+                f"with merge_outputs={bool(merge)} expected {allowed[0]} or "
+                f"{allowed[1]} outputs, got {len(sig.outputs)}"
+            )
     omitted = [sig.constants.get(i, 0) is None for i in (9, 10, 11)]  # NO_VALUE operands
     if omitted[0] and not (omitted[1] and omitted[2]):
         raise sig.fail("aux weights are given without an aux input")
@@ -191,24 +236,46 @@ def _execute_bi_rnn(ctx: ExecutionContext) -> list[np.ndarray]:
     x = _time_major(_float(ctx, 0, "input"), time_major, ctx.code, "input")
     aux_in = optional_input(ctx, 9)
     fw_aux_w, bw_aux_w = optional_input(ctx, 10), optional_input(ctx, 11)
-    aux = None if aux_in is None else _time_major(aux_in.astype(np.float64), time_major,
-                                                  ctx.code, "aux_input")
+    aux = (
+        None
+        if aux_in is None
+        else _time_major(aux_in.astype(np.float64), time_major, ctx.code, "aux_input")
+    )
     if (fw_aux_w is None) != (bw_aux_w is None) or (aux is None and fw_aux_w is not None):
         raise op_failed(ctx.code, "unsupported combination of aux input and aux weights")
     if aux is not None and aux.shape[:2] != x.shape[:2]:
-        raise op_failed(ctx.code, f"aux input {aux.shape} and input {x.shape} differ in time or "
-                                  "batch")
+        raise op_failed(
+            ctx.code, f"aux input {aux.shape} and input {x.shape} differ in time or batch"
+        )
     fw_aux = None if fw_aux_w is None else fw_aux_w.astype(np.float64)
     bw_aux = None if bw_aux_w is None else bw_aux_w.astype(np.float64)
     fuse = _fused(ctx, 12)
     # Parallel linking: the aux input replaces the input of the backward cell.
     bw_x = aux if aux is not None and fw_aux is None else x
-    fw_out, fw_h = _rnn_sequence(ctx, x, aux, _float(ctx, 1, "fw_weights"), fw_aux,
-                                 _float(ctx, 2, "fw_recurrent_weights"), _float(ctx, 3, "fw_bias"),
-                                 _float(ctx, 4, "fw_hidden_state"), fuse, backward=False)
-    bw_out, bw_h = _rnn_sequence(ctx, bw_x, aux, _float(ctx, 5, "bw_weights"), bw_aux,
-                                 _float(ctx, 6, "bw_recurrent_weights"), _float(ctx, 7, "bw_bias"),
-                                 _float(ctx, 8, "bw_hidden_state"), fuse, backward=True)
+    fw_out, fw_h = _rnn_sequence(
+        ctx,
+        x,
+        aux,
+        _float(ctx, 1, "fw_weights"),
+        fw_aux,
+        _float(ctx, 2, "fw_recurrent_weights"),
+        _float(ctx, 3, "fw_bias"),
+        _float(ctx, 4, "fw_hidden_state"),
+        fuse,
+        backward=False,
+    )
+    bw_out, bw_h = _rnn_sequence(
+        ctx,
+        bw_x,
+        aux,
+        _float(ctx, 5, "bw_weights"),
+        bw_aux,
+        _float(ctx, 6, "bw_recurrent_weights"),
+        _float(ctx, 7, "bw_bias"),
+        _float(ctx, 8, "bw_hidden_state"),
+        fuse,
+        backward=True,
+    )
     dtype = ctx.output_info(0).dtype
     if merge:
         results = [_restore(np.concatenate([fw_out, bw_out], axis=2), time_major)]
@@ -232,9 +299,15 @@ _LSTM_RANK1 = (9, 10, 11, 12, 13, 14, 15, 17, 23, 24, 25, 26)
 class _Cell:
     """One direction of an LSTM layer: the 27 inputs of one LSTM step, minus x and states."""
 
-    def __init__(self, ctx: ExecutionContext, tensors: Sequence[int], states: tuple[int, int],
-                 layer_norm: Sequence[int], scalars: tuple[int, int, int],
-                 aux_weights: Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: ExecutionContext,
+        tensors: Sequence[int],
+        states: tuple[int, int],
+        layer_norm: Sequence[int],
+        scalars: tuple[int, int, int],
+        aux_weights: Sequence[int] | None = None,
+    ) -> None:
         self.ctx = ctx
         get = [optional_input(ctx, i) for i in tensors]  # LSTM inputs 1..17
         if aux_weights is not None:
@@ -242,12 +315,15 @@ class _Cell:
             for g in range(_GATES):
                 w, a = get[g], aux[g]
                 if (w is None) != (a is None):
-                    raise op_failed(ctx.code, "aux weights must be given exactly for the gates "
-                                              "that have input weights")
+                    raise op_failed(
+                        ctx.code,
+                        "aux weights must be given exactly for the gates that have input weights",
+                    )
                 if w is not None and a is not None:
                     if a.ndim != 2 or w.ndim != 2 or a.shape[0] != w.shape[0]:
-                        raise op_failed(ctx.code, f"aux weights {a.shape} do not match input "
-                                                  f"weights {w.shape}")
+                        raise op_failed(
+                            ctx.code, f"aux weights {a.shape} do not match input weights {w.shape}"
+                        )
                     get[g] = np.concatenate([w, a], axis=1)
         self.weights = get
         h, c = optional_input(ctx, states[0]), optional_input(ctx, states[1])
@@ -267,7 +343,7 @@ class _Cell:
         outputs: dict[int, np.ndarray] = {}
         for t in _steps(x.shape[0], backward):
             inputs = [x[t], *self.weights, h, c, *self.scalars, *self.layer_norm]
-            _, h, c, outputs[t] = _execute_lstm(ExecutionContext(signature, inputs))
+            _, h, c, outputs[t] = execute_lstm(ExecutionContext(signature, inputs))
         return np.stack([outputs[t] for t in range(x.shape[0])]), h, c
 
 
@@ -317,16 +393,36 @@ def _execute_uni_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
 
 
 def _validate_bi_lstm(sig: OperationSignature) -> None:
-    optional = (1, 5, 9, 10, 11, 12, 16, 17, 18, 22, 26, 27, 28, 29, 33, 34,
-                *range(39, 48), *range(53, 61))
+    optional = (
+        1,
+        5,
+        9,
+        10,
+        11,
+        12,
+        16,
+        17,
+        18,
+        22,
+        26,
+        27,
+        28,
+        29,
+        33,
+        34,
+        *range(39, 48),
+        *range(53, 61),
+    )
     _check(sig, (61,), (1, 2, 5, 6), _lstm_kinds(61, True), optional=optional)
     _validate_lstm_clips(sig, 48, (49, 50))
     merge = constant_scalar(sig, 51)
     if merge is not None:
         allowed = (1, 5) if merge else (2, 6)
         if len(sig.outputs) not in allowed:
-            raise sig.fail(f"with merge_outputs={bool(merge)} expected {allowed[0]} or "
-                           f"{allowed[1]} outputs, got {len(sig.outputs)}")
+            raise sig.fail(
+                f"with merge_outputs={bool(merge)} expected {allowed[0]} or "
+                f"{allowed[1]} outputs, got {len(sig.outputs)}"
+            )
 
 
 def _execute_bi_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -342,14 +438,17 @@ def _execute_bi_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
     if has_fw_aux != has_bw_aux or (has_fw_aux and aux is None):
         raise op_failed(ctx.code, "unsupported combination of aux input and aux weights")
     if aux is not None and aux.shape[:2] != x.shape[:2]:
-        raise op_failed(ctx.code, f"aux input {aux.shape} and input {x.shape} differ in time or "
-                                  "batch")
+        raise op_failed(
+            ctx.code, f"aux input {aux.shape} and input {x.shape} differ in time or batch"
+        )
     cross = has_fw_aux
     scalars = (48, 49, 50)
-    fw = _Cell(ctx, range(1, 18), (35, 36), range(53, 57), scalars,
-               range(40, 44) if cross else None)
-    bw = _Cell(ctx, range(18, 35), (37, 38), range(57, 61), scalars,
-               range(44, 48) if cross else None)
+    fw = _Cell(
+        ctx, range(1, 18), (35, 36), range(53, 57), scalars, range(40, 44) if cross else None
+    )
+    bw = _Cell(
+        ctx, range(18, 35), (37, 38), range(57, 61), scalars, range(44, 48) if cross else None
+    )
     if cross:
         assert aux is not None  # checked above: aux weights need an aux input
         fw_x = np.concatenate([x, aux], axis=2)
@@ -369,11 +468,17 @@ def _execute_bi_lstm(ctx: ExecutionContext) -> list[np.ndarray]:
     return [r.astype(dtype) for r in results]
 
 
-register(OperationCode.UNIDIRECTIONAL_SEQUENCE_RNN, validate=_validate_uni_rnn,
-         execute=_execute_uni_rnn)
-register(OperationCode.BIDIRECTIONAL_SEQUENCE_RNN, validate=_validate_bi_rnn,
-         execute=_execute_bi_rnn)
-register(OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, validate=_validate_uni_lstm,
-         execute=_execute_uni_lstm)
-register(OperationCode.BIDIRECTIONAL_SEQUENCE_LSTM, validate=_validate_bi_lstm,
-         execute=_execute_bi_lstm)
+register(
+    OperationCode.UNIDIRECTIONAL_SEQUENCE_RNN, validate=_validate_uni_rnn, execute=_execute_uni_rnn
+)
+register(
+    OperationCode.BIDIRECTIONAL_SEQUENCE_RNN, validate=_validate_bi_rnn, execute=_execute_bi_rnn
+)
+register(
+    OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM,
+    validate=_validate_uni_lstm,
+    execute=_execute_uni_lstm,
+)
+register(
+    OperationCode.BIDIRECTIONAL_SEQUENCE_LSTM, validate=_validate_bi_lstm, execute=_execute_bi_lstm
+)

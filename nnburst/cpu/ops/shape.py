@@ -46,26 +46,27 @@ _INT32 = OperandCode.TENSOR_INT32
 _UP_TO_4 = range(0, 5)
 
 
-
 # --- shared helpers -------------------------------------------------------------
 
 
-def _validate_data(sig: OperationSignature, ranks: Sequence[int] = _UP_TO_4,
-                   same_quant: bool = True) -> OperandInfo:
+def _validate_data(
+    sig: OperationSignature, ranks: Sequence[int] = _UP_TO_4, same_quant: bool = True
+) -> OperandInfo:
     """Input 0 is a data tensor of an allowed rank; output 0 has its type (and quantization)."""
     info = require_operand_type(sig, 0, _DATA_TYPES, "input")
     require_operand_type(sig, 0, (info.code,), "output", output=True)
     require_operand_rank(sig, 0, ranks, "input")
     out = sig.outputs[0]
-    if same_quant and info.code in QUANT8_ASYMM_CODES and (
-        np.float32(out.scale) != np.float32(info.scale) or out.zero_point != info.zero_point
+    if (
+        same_quant
+        and info.code in QUANT8_ASYMM_CODES
+        and (np.float32(out.scale) != np.float32(info.scale) or out.zero_point != info.zero_point)
     ):
-        raise sig.fail(f"the output's scale and zero point ({out.scale}, {out.zero_point}) must "
-                       f"equal the input's ({info.scale}, {info.zero_point})")
+        raise sig.fail(
+            f"the output's scale and zero point ({out.scale}, {out.zero_point}) must "
+            f"equal the input's ({info.scale}, {info.zero_point})"
+        )
     return info
-
-
-
 
 
 def _known_dims(info: OperandInfo) -> tuple[int, ...] | None:
@@ -229,8 +230,10 @@ def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
 
 def _validate_concat(sig: OperationSignature) -> None:
     if len(sig.inputs) < 2 or len(sig.outputs) != 1:
-        raise sig.fail(f"expected at least 2 inputs (tensors and axis) and 1 output, got "
-                       f"{len(sig.inputs)} and {len(sig.outputs)}")
+        raise sig.fail(
+            f"expected at least 2 inputs (tensors and axis) and 1 output, got "
+            f"{len(sig.inputs)} and {len(sig.outputs)}"
+        )
     n = len(sig.inputs) - 1
     first = require_operand_type(sig, 0, _DATA_TYPES, "input")
     for i in range(1, n):
@@ -256,8 +259,10 @@ def _validate_concat(sig: OperationSignature) -> None:
             continue
         for d, (a, b) in enumerate(zip(reference, dims)):
             if d != axis and a > 0 and b > 0 and a != b:
-                raise sig.fail(f"input tensor {i} has dimensions {dims}, incompatible with "
-                               f"{reference} outside axis {axis}")
+                raise sig.fail(
+                    f"input tensor {i} has dimensions {dims}, incompatible with "
+                    f"{reference} outside axis {axis}"
+                )
 
 
 def _requantize(x: np.ndarray, src: OperandInfo, dst: OperandInfo) -> np.ndarray:
@@ -283,8 +288,10 @@ def _execute_concat(ctx: ExecutionContext) -> list[np.ndarray]:
         if a.ndim != rank or any(
             d != axis and x != y for d, (x, y) in enumerate(zip(arrays[0].shape, a.shape))
         ):
-            raise op_failed(ctx.code, f"input {i} shape {a.shape} does not match {arrays[0].shape} "
-                                      f"outside axis {axis}")
+            raise op_failed(
+                ctx.code,
+                f"input {i} shape {a.shape} does not match {arrays[0].shape} outside axis {axis}",
+            )
     out = ctx.output_info(0)
     if out.code in QUANT8_ASYMM_CODES:
         arrays = [_requantize(a, ctx.signature.inputs[i], out) for i, a in enumerate(arrays)]
@@ -349,7 +356,6 @@ def _check_block_shape(block: np.ndarray, fail: Fail) -> tuple[int, int]:
     return int(block[0]), int(block[1])
 
 
-
 def _validate_batch_to_space(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2, 3), 1)
     _validate_data(sig, ranks=(4,))
@@ -398,8 +404,9 @@ def _validate_space_to_batch(sig: OperationSignature) -> None:
         _space_to_batch_check(dims, (b0, b1), paddings, sig.fail)
 
 
-def _space_to_batch_check(nhwc: Sequence[int], block: tuple[int, int], paddings: np.ndarray,
-                          fail: Fail) -> tuple[int, int]:
+def _space_to_batch_check(
+    nhwc: Sequence[int], block: tuple[int, int], paddings: np.ndarray, fail: Fail
+) -> tuple[int, int]:
     padded_h = nhwc[1] + int(paddings[0].sum())
     padded_w = nhwc[2] + int(paddings[1].sum())
     if padded_h % block[0] or padded_w % block[1]:
@@ -416,8 +423,11 @@ def _execute_space_to_batch(ctx: ExecutionContext) -> list[np.ndarray]:
     b0, b1 = _check_block_shape(int_input(ctx, 1), fail)
     paddings = check_paddings(int_input(ctx, 2), 2, fail)
     padded_h, padded_w = _space_to_batch_check(x.shape, (b0, b1), paddings, fail)
-    padded = np.pad(x, ((0, 0), tuple(paddings[0]), tuple(paddings[1]), (0, 0)),
-                    constant_values=_zero_value(ctx.signature.inputs[0]))
+    padded = np.pad(
+        x,
+        ((0, 0), tuple(paddings[0]), tuple(paddings[1]), (0, 0)),
+        constant_values=_zero_value(ctx.signature.inputs[0]),
+    )
     n, c = x.shape[0], x.shape[3]
     y = padded.reshape(n, padded_h // b0, b0, padded_w // b1, b1, c).transpose(2, 4, 0, 1, 3, 5)
     y = y.reshape(b0 * b1 * n, padded_h // b0, padded_w // b1, c)
@@ -516,8 +526,14 @@ def _clamped_index(index: int, dim: int, positive_stride: bool) -> int:
     return min(max(index, -dim), dim - 1) % dim
 
 
-def _slice_indices(shape: Sequence[int], begin: np.ndarray, end: np.ndarray, strides: np.ndarray,
-                   masks: tuple[int, int, int], fail: Fail) -> tuple[list[np.ndarray], list[int]]:
+def _slice_indices(
+    shape: Sequence[int],
+    begin: np.ndarray,
+    end: np.ndarray,
+    strides: np.ndarray,
+    masks: tuple[int, int, int],
+    fail: Fail,
+) -> tuple[list[np.ndarray], list[int]]:
     """Per-axis indices to gather, and the axes to drop (shrink_axis_mask)."""
     rank = len(shape)
     for name, vec in (("begin", begin), ("end", end), ("strides", strides)):
@@ -533,15 +549,23 @@ def _slice_indices(shape: Sequence[int], begin: np.ndarray, end: np.ndarray, str
         if dim == 0:
             first = last = 0
         else:
-            first = ((0 if positive else dim - 1) if begin_mask & (1 << axis)
-                     else _clamped_index(int(begin[axis]), dim, positive))
-            last = ((dim if positive else -1) if end_mask & (1 << axis)
-                    else _clamped_index(int(end[axis]), dim, positive))
+            first = (
+                (0 if positive else dim - 1)
+                if begin_mask & (1 << axis)
+                else _clamped_index(int(begin[axis]), dim, positive)
+            )
+            last = (
+                (dim if positive else -1)
+                if end_mask & (1 << axis)
+                else _clamped_index(int(end[axis]), dim, positive)
+            )
         picked = np.arange(first, last, stride, dtype=np.int64)
         if shrink_mask & (1 << axis):
             if not positive or len(picked) != 1:
-                raise fail(f"shrunk axis {axis} must select exactly one element with a positive "
-                           f"stride, got {len(picked)} with stride {stride}")
+                raise fail(
+                    f"shrunk axis {axis} must select exactly one element with a positive "
+                    f"stride, got {len(picked)} with stride {stride}"
+                )
             dropped.append(axis)
         indices.append(picked)
     return indices, dropped
@@ -567,8 +591,9 @@ def _validate_strided_slice(sig: OperationSignature) -> None:
     dims = _known_dims(sig.inputs[0])
     if dims is None or begin is None or end is None or strides is None or None in masks:
         return
-    indices, dropped = _slice_indices(dims, begin, end, strides,
-                                      (masks[0], masks[1], masks[2]), sig.fail)
+    indices, dropped = _slice_indices(
+        dims, begin, end, strides, (masks[0], masks[1], masks[2]), sig.fail
+    )
     kept = [len(ix) for axis, ix in enumerate(indices) if axis not in dropped]
     _check_declared_output(sig, kept or [1])
 
@@ -576,8 +601,9 @@ def _validate_strided_slice(sig: OperationSignature) -> None:
 def _execute_strided_slice(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
     masks = (int(ctx.scalar(4)), int(ctx.scalar(5)), int(ctx.scalar(6)))
-    indices, dropped = _slice_indices(x.shape, int_input(ctx, 1), int_input(ctx, 2), int_input(ctx, 3), masks,
-                                      ctx.fail)
+    indices, dropped = _slice_indices(
+        x.shape, int_input(ctx, 1), int_input(ctx, 2), int_input(ctx, 3), masks, ctx.fail
+    )
     y = x[np.ix_(*indices)]
     kept = [n for axis, n in enumerate(y.shape) if axis not in dropped]
     return [np.ascontiguousarray(y.reshape(kept or [1]))]
@@ -589,11 +615,18 @@ register(OperationCode.TRANSPOSE, validate=_validate_transpose, execute=_execute
 register(OperationCode.CONCATENATION, validate=_validate_concat, execute=_execute_concat)
 register(OperationCode.DEPTH_TO_SPACE, validate=_validate_block_op, execute=_execute_block_op)
 register(OperationCode.SPACE_TO_DEPTH, validate=_validate_block_op, execute=_execute_block_op)
-register(OperationCode.BATCH_TO_SPACE_ND, validate=_validate_batch_to_space,
-         execute=_execute_batch_to_space)
-register(OperationCode.SPACE_TO_BATCH_ND, validate=_validate_space_to_batch,
-         execute=_execute_space_to_batch)
+register(
+    OperationCode.BATCH_TO_SPACE_ND,
+    validate=_validate_batch_to_space,
+    execute=_execute_batch_to_space,
+)
+register(
+    OperationCode.SPACE_TO_BATCH_ND,
+    validate=_validate_space_to_batch,
+    execute=_execute_space_to_batch,
+)
 register(OperationCode.PAD, validate=_validate_pad, execute=_execute_pad)
 register(OperationCode.MEAN, validate=_validate_mean, execute=_execute_mean)
-register(OperationCode.STRIDED_SLICE, validate=_validate_strided_slice,
-         execute=_execute_strided_slice)
+register(
+    OperationCode.STRIDED_SLICE, validate=_validate_strided_slice, execute=_execute_strided_slice
+)

@@ -46,8 +46,12 @@ _NO_INT_TYPES = FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES
 _ANY_RANK = range(1, 64)
 
 
-def _validate_data(sig: OperationSignature, types: Sequence[OperandCode],
-                   ranks: Sequence[int] = _ANY_RANK, outputs: Sequence[int] = (0,)) -> OperandInfo:
+def _validate_data(
+    sig: OperationSignature,
+    types: Sequence[OperandCode],
+    ranks: Sequence[int] = _ANY_RANK,
+    outputs: Sequence[int] = (0,),
+) -> OperandInfo:
     """Input 0 is a data tensor; the given outputs share its type and quantization."""
     info = require_operand_type(sig, 0, tuple(types), "input")
     require_operand_rank(sig, 0, ranks, "input")
@@ -55,9 +59,6 @@ def _validate_data(sig: OperationSignature, types: Sequence[OperandCode],
         require_operand_type(sig, i, (info.code,), "output", output=True)
         require_same_quantization(sig, info, i)
     return info
-
-
-
 
 
 def _constant_axis(sig: OperationSignature, index: int, extra: int = 0) -> int | None:
@@ -97,7 +98,7 @@ def _execute_channel_shuffle(ctx: ExecutionContext) -> list[np.ndarray]:
     groups = int(ctx.scalar(1))
     channels = x.shape[axis]
     _check_groups(groups, channels, ctx.fail)
-    outer, inner = x.shape[:axis], x.shape[axis + 1:]
+    outer, inner = x.shape[:axis], x.shape[axis + 1 :]
     # output channel k * groups + g = input channel g * group_size + k
     grouped = x.reshape(outer + (groups, channels // groups) + inner)
     shuffled = np.swapaxes(grouped, axis, axis + 1)
@@ -149,7 +150,6 @@ def _execute_gather(ctx: ExecutionContext) -> list[np.ndarray]:
 # --- PAD_V2 ---------------------------------------------------------------------------
 
 
-
 def _pad_value_code(code: OperandCode) -> OperandCode:
     return _SCALAR_INT if code in QUANT8_ASYMM_CODES else float_scalar_code(code)
 
@@ -179,19 +179,23 @@ def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
 # --- SLICE ----------------------------------------------------------------------------
 
 
-def _slice_bounds(shape: Sequence[int], begin: np.ndarray, size: np.ndarray,
-                  fail: Fail) -> list[slice]:
+def _slice_bounds(
+    shape: Sequence[int], begin: np.ndarray, size: np.ndarray, fail: Fail
+) -> list[slice]:
     rank = len(shape)
     if begin.shape != (rank,) or size.shape != (rank,):
-        raise fail(f"begin {list(begin.shape)} and size {list(size.shape)} must both have "
-                   f"shape [{rank}]")
+        raise fail(
+            f"begin {list(begin.shape)} and size {list(size.shape)} must both have shape [{rank}]"
+        )
     bounds = []
     for dim, b, s in zip(shape, begin.tolist(), size.tolist()):
         if s == -1:
             s = dim - b
         if b < 0 or s < 0 or b + s > dim:
-            raise fail(f"slice begin {begin.tolist()} size {size.tolist()} does not fit "
-                       f"shape {tuple(shape)}")
+            raise fail(
+                f"slice begin {begin.tolist()} size {size.tolist()} does not fit "
+                f"shape {tuple(shape)}"
+            )
         bounds.append(slice(b, b + s))
     return bounds
 
@@ -227,8 +231,9 @@ def _validate_split(sig: OperationSignature) -> None:
     splits = constant_scalar(sig, 2)
     if splits is not None:
         if splits != len(sig.outputs):
-            raise sig.fail(f"num_splits is {splits} but the operation has "
-                           f"{len(sig.outputs)} outputs")
+            raise sig.fail(
+                f"num_splits is {splits} but the operation has {len(sig.outputs)} outputs"
+            )
         size = None if axis is None else known_dim(info, axis)
         if size and size % splits:
             raise sig.fail(f"axis {axis} of size {size} does not split evenly into {splits}")
@@ -239,11 +244,14 @@ def _execute_split(ctx: ExecutionContext) -> list[np.ndarray]:
     axis = normalize_axis(int(ctx.scalar(1)), x.ndim, ctx.fail)
     splits = int(ctx.scalar(2))
     if splits != len(ctx.signature.outputs):
-        raise op_failed(ctx.code, f"num_splits is {splits} but the operation has "
-                                  f"{len(ctx.signature.outputs)} outputs")
+        raise op_failed(
+            ctx.code,
+            f"num_splits is {splits} but the operation has {len(ctx.signature.outputs)} outputs",
+        )
     if x.shape[axis] % splits:
-        raise op_failed(ctx.code, f"axis {axis} of size {x.shape[axis]} does not split "
-                                  f"evenly into {splits}")
+        raise op_failed(
+            ctx.code, f"axis {axis} of size {x.shape[axis]} does not split evenly into {splits}"
+        )
     return [part.copy() for part in np.split(x, splits, axis=axis)]
 
 
@@ -317,7 +325,9 @@ def _validate_fill(sig: OperationSignature) -> None:
 def _execute_fill(ctx: ExecutionContext) -> list[np.ndarray]:
     dims = int_input(ctx, 0)
     if dims.ndim != 1 or (dims < 0).any():
-        raise op_failed(ctx.code, f"dims must be a vector of non-negative sizes, got {dims.tolist()}")
+        raise op_failed(
+            ctx.code, f"dims must be a vector of non-negative sizes, got {dims.tolist()}"
+        )
     out = ctx.output_info(0)
     return [np.full(tuple(dims.tolist()), ctx.input(1), dtype=out.dtype)]
 
@@ -348,8 +358,11 @@ def _execute_rank(ctx: ExecutionContext) -> list[np.ndarray]:
     return [np.array(ctx.input(0).ndim, dtype=np.int32)]
 
 
-register(OperationCode.CHANNEL_SHUFFLE, validate=_validate_channel_shuffle,
-         execute=_execute_channel_shuffle)
+register(
+    OperationCode.CHANNEL_SHUFFLE,
+    validate=_validate_channel_shuffle,
+    execute=_execute_channel_shuffle,
+)
 register(OperationCode.EXPAND_DIMS, validate=_validate_expand_dims, execute=_execute_expand_dims)
 register(OperationCode.GATHER, validate=_validate_gather, execute=_execute_gather)
 register(OperationCode.PAD_V2, validate=_validate_pad, execute=_execute_pad)

@@ -220,8 +220,11 @@ def _hard_swish_quant(ctx: ExecutionContext, x: np.ndarray) -> np.ndarray:
     out_mult, out_exp = _int16_multiplier(float(hires_scale / _F32(out.scale)))
     relu_mult, relu_exp = _int16_multiplier(float(hires_scale / _F32(3.0 / 32768.0)))
     if out_exp > 0:
-        raise op_failed(ctx.code, "the output scale is too small for the input scale "
-                                  "(the output multiplier exponent must be <= 0)")
+        raise op_failed(
+            ctx.code,
+            "the output scale is too small for the input scale "
+            "(the output multiplier exponent must be <= 0)",
+        )
     value = x.astype(np.int64) - src.zero_point
     hires = _wrap_int16(value * 128)
     preshift_output = _int16_rounding_high_mul(hires, out_mult)

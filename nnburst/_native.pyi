@@ -1,0 +1,136 @@
+# Types of the module cffi compiles from the cdef region of csrc/nnburst.h
+# (csrc/build_ffi.py).  Written by hand: keep it in step with that region.
+# Only nnburst/_bindings.py imports the module; with these types nothing
+# built on it (shm, event_flag, fmq) sees an untyped value.
+
+from collections.abc import Callable, Iterator
+
+class CData:
+    """A C pointer, array or struct that cffi owns."""
+
+    def __getitem__(self, index: int) -> int: ...  # int *, uint32_t *: the pointed-to value
+    def __setitem__(self, index: int, value: int) -> None: ...
+    def __iter__(self) -> Iterator[CData]: ...  # nnb_region_t[2]: its structs
+    def __getattr__(self, field: str) -> int: ...  # nnb_region_t fields are integers
+    def __len__(self) -> int: ...
+    def __add__(self, offset: int) -> CData: ...  # pointer arithmetic
+    def __int__(self) -> int: ...  # a uintptr_t cast's value
+
+class _FFI:
+    NULL: CData
+    def new(self, cdecl: str, init: object = ...) -> CData: ...
+    def cast(self, cdecl: str, value: CData | int) -> CData: ...
+    def from_buffer(self, python_buffer: object, require_writable: bool = ...) -> CData: ...
+    def release(self, cdata: CData) -> None: ...
+    def callback(
+        self, cdecl: str, python_callable: Callable[..., object] | None = ...
+    ) -> CData: ...
+
+class _Lib:
+    NNB_FMQ_MAGIC: int
+    NNB_FMQ_VERSION: int
+    NNB_FMQ_HEADER_OFFSET: int
+    NNB_FMQ_READ_OFFSET: int
+    NNB_FMQ_WRITE_OFFSET: int
+    NNB_FMQ_EVFLAG_OFFSET: int
+    NNB_FMQ_RING_OFFSET: int
+    NNB_FLAVOR_SYNCHRONIZED: int
+    NNB_FLAVOR_UNSYNCHRONIZED: int
+    NNB_FMQ_HAS_EVFLAG: int
+    NNB_EF_NOT_FULL: int
+    NNB_EF_NOT_EMPTY: int
+    NNB_EF_TEARDOWN: int
+    NNB_EAGAIN: int
+    NNB_ETIMEDOUT: int
+    NNB_EINTR: int
+    NNB_EINVAL: int
+    NNB_EPROTO: int
+    NNB_EOVERFLOW: int
+    NNB_EPIPE: int
+    NNB_EBADF: int
+    def nnb_fmq_handle_bytes(self) -> int: ...
+    def nnb_fmq_required_bytes(self, quantum: int, count: int) -> int: ...
+    def nnb_fmq_create(
+        self,
+        q: CData,
+        mem: CData,
+        mem_bytes: int,
+        quantum: int,
+        count: int,
+        flavor: int,
+        flags: int,
+    ) -> int: ...
+    def nnb_fmq_attach(
+        self,
+        q: CData,
+        mem: CData,
+        mem_bytes: int,
+        quantum: int,
+        count: int,
+        flavor: int,
+        flags: int,
+        reset_pointers: int,
+    ) -> int: ...
+    def nnb_fmq_available_to_read(self, q: CData) -> int: ...
+    def nnb_fmq_available_to_write(self, q: CData) -> int: ...
+    def nnb_fmq_write(self, q: CData, src: CData, n: int) -> int: ...
+    def nnb_fmq_read(self, q: CData, dst: CData, n: int) -> int: ...
+    def nnb_fmq_begin_write(self, q: CData, n: int, regions: CData) -> int: ...
+    def nnb_fmq_commit_write(self, q: CData, n: int) -> int: ...
+    def nnb_fmq_begin_read(self, q: CData, n: int, regions: CData) -> int: ...
+    def nnb_fmq_commit_read(self, q: CData, n: int) -> int: ...
+    def nnb_fmq_write_blocking(
+        self,
+        q: CData,
+        src: CData,
+        n: int,
+        read_notification: int,
+        write_notification: int,
+        deadline_ns: int,
+        spin_ns: int,
+    ) -> int: ...
+    def nnb_fmq_read_blocking(
+        self,
+        q: CData,
+        dst: CData,
+        n: int,
+        read_notification: int,
+        write_notification: int,
+        deadline_ns: int,
+        spin_ns: int,
+    ) -> int: ...
+    def nnb_fmq_read_available_blocking(
+        self,
+        q: CData,
+        dst: CData,
+        max_n: int,
+        read_notification: int,
+        write_notification: int,
+        deadline_ns: int,
+        spin_ns: int,
+    ) -> int: ...
+    def nnb_fmq_write_then_read(
+        self,
+        wq: CData,
+        src: CData,
+        src_capacity: int,
+        rq: CData,
+        dst: CData,
+        dst_capacity: int,
+        spin_ns: int,
+        wrote: CData,
+        n: int,
+        deadline_ns: int,
+    ) -> int: ...
+    def nnb_fmq_shutdown(self, q: CData) -> None: ...
+    def nnb_fmq_calls_inside(self, q: CData) -> int: ...
+    def nnb_fmq_set_read_hook(self, q: CData, hook: CData, ctx: CData) -> None: ...
+    def nnb_fmq_evflag_word(self, q: CData) -> CData: ...
+    def nnb_evflag_wake(self, word: CData, bits: int) -> int: ...
+    def nnb_evflag_wait(
+        self, word: CData, bits: int, deadline_ns: int, retry: int, seen: CData
+    ) -> int: ...
+    def nnb_monotonic_ns(self) -> int: ...
+
+ffi: _FFI
+lib: _Lib

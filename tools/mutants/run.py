@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""Mutation testing for nnburst: do the tests catch what they claim?
+
+Python: mutmut over a few modules, each against its own fast test subset
+(GROUPS).  C: a short scripted list of mutants of ``csrc/`` (C_MUTANTS), each
+applied, compiled, run against the FMQ tests and reverted.  Everything runs
+in temporary copies of the tree: the checkout this is started from is only
+read, so it is safe while others work in it.
+
+The run ends with one line ``killed K of N mutants (P %)``, after listing
+the survivors.  Mutants listed in ``equivalent.txt`` (with the reason they
+cannot change behaviour) are left out of N.  mutmut's "no tests" (no test
+of the subset reaches the function), "suspicious" and "skipped" count as
+survivors; timeouts and crashes count as killed.
+
+Usage: ``tox -e mutants`` or ``python tools/mutants/run.py [--only fmq,c] [--jobs 2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+EQUIVALENT = HERE / "equivalent.txt"
+
+#: Copied into each work tree: the sources, the tests, the build files.
+COPY = ["nnburst", "tests", "csrc", "pyproject.toml", "setup.py"]
+#: Never copied (build output, caches, other sessions' mutmut runs).
+IGNORE = shutil.ignore_patterns(
+    "__pycache__", "*.so", "*.o", "_native.c", "mutants", "bin", ".hypothesis"
+)
+
+PYTEST_ARGS = ["-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:unraisableexception", "-q"]
+
+
+@dataclass(frozen=True)
+class Group:
+    """Modules mutated together and the fast tests that must catch them.
+
+    ``focus``, when set, is a regular expression on mutant names: only the
+    functions it matches are scored (the rest of the module is reported as
+    out of scope, e.g. encoders whose tests run in other processes, where
+    mutmut cannot see which test reached them)."""
+
+    mutate: tuple[str, ...]
+    tests: tuple[str, ...]
+    focus: str | None = None
+
+
+GROUPS = {
+    "fmq": Group(
+        ("nnburst/fmq.py",),
+        (
+            "tests/test_fmq.py",
+            "tests/test_fmq_unsync.py",
+            "tests/test_fmq_corruption.py",
+            "tests/test_fmq_model.py",
+            "tests/test_event_flag.py",
+            "tests/test_fmq_ipc.py",
+        ),
+    ),
+    "hal": Group(
+        ("nnburst/hal/packets.py",),
+        ("tests/test_packets.py", "tests/test_packet_fuzz.py"),
+    ),
+    "service": Group(
+        ("nnburst/service/protocol.py", "nnburst/service/burst.py"),
+        ("tests/test_service_decoders.py",),
+        focus=r"(decode|_read_|Reader|_check_indexes|_fetch|get_memories)",
+    ),
+    # The burst server, controller and slot cache: their tests run real
+    # bursts (about 30 s a pass), so this group takes hours; not in the default run.
+    "hal-full": Group(
+        ("nnburst/hal/*.py",),
+        ("tests/test_packets.py", "tests/test_packet_fuzz.py", "tests/test_burst.py"),
+    ),
+    "quant": Group(
+        ("nnburst/cpu/ops/common.py",),
+        (
+            "tests/test_quant_exact.py",
+            "tests/test_cpu_ops_conv_recurrent.py",
+            "tests/test_cpu_ops_elementwise_shape.py",
+        ),
+        focus=r"\.x_(quantize_multiplier|saturating_rounding_doubling_high_mul|rounding_divide_by_pot"
+        r"|multiply_by_quantized_multiplier|requantize|fused_activation_bounds|round_half_away|_trunc_div"
+        r"|dequantize|quantized_range)__mutmut",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class CMutant:
+    name: str
+    path: str
+    old: str
+    new: str
+
+
+#: Each replaces one exact snippet (it must occur once).  Tests: C_TESTS.
+C_MUTANTS = [
+    CMutant(
+        "c.no_lapped_check_in_read",
+        "csrc/fmq.c",
+        "        rc = lapped_during_copy(q, pos);\n        if (rc) return rc;\n    }\n    /* S2",
+        "        (void)lapped_during_copy;\n    }\n    /* S2",
+    ),
+    CMutant(
+        "c.lapped_check_off_by_one",
+        "csrc/fmq.c",
+        "if (claimed - r > q->ring_bytes) return overflowed",
+        "if (claimed - r > q->ring_bytes + q->quantum) return overflowed",
+    ),
+    CMutant(
+        "c.lapped_check_too_eager",
+        "csrc/fmq.c",
+        "if (claimed - r > q->ring_bytes) return overflowed",
+        "if (claimed - r >= q->ring_bytes) return overflowed",
+    ),
+    CMutant(
+        "c.no_write_claim",
+        "csrc/fmq.c",
+        "        STORE_RELAXED(q->write_begin, w + n * q->quantum);\n",
+        "",
+    ),
+    CMutant(
+        "c.overrun_keeps_everything",
+        "csrc/fmq.c",
+        "uint64_t keep = (q->count / 2) * q->quantum;",
+        "uint64_t keep = q->count * q->quantum;",
+    ),
+    CMutant(
+        "c.no_counter_order_check",
+        "csrc/fmq.c",
+        "    if (out->write < out->read) return -EPROTO;\n",
+        "",
+    ),
+    CMutant(
+        "c.no_capacity_check",
+        "csrc/fmq.c",
+        "    if (q->flavor == NNB_FLAVOR_SYNCHRONIZED && out->write - out->read > q->ring_bytes)\n"
+        "        return -EPROTO;\n",
+        "",
+    ),
+    CMutant(
+        "c.no_alignment_check",
+        "csrc/fmq.c",
+        "if (out->write % q->quantum != 0 || out->read % q->quantum != 0) return -EPROTO;",
+        "(void)0;",
+    ),
+    CMutant(
+        "c.full_ring_refused",
+        "csrc/fmq.c",
+        "if (q->ring_bytes - (c.write - c.read) < need) return -EAGAIN;",
+        "if (q->ring_bytes - (c.write - c.read) <= need) return -EAGAIN;",
+    ),
+    CMutant(
+        "c.commit_more_than_granted",
+        "csrc/fmq.c",
+        "    if (n > q->granted_write) return -EINVAL;",
+        "    if (n > q->granted_write + 1) return -EINVAL;",
+    ),
+    CMutant(
+        "c.read_larger_than_ring",
+        "csrc/fmq.c",
+        "    if (n > q->count) return -EINVAL;\n    if (c.write - c.read < n * q->quantum) return -EAGAIN;",
+        "    if (c.write - c.read < n * q->quantum) return -EAGAIN;",
+    ),
+    CMutant(
+        "c.wrap_split_inclusive",
+        "csrc/fmq.c",
+        "r[0].count = n < contiguous ? n : contiguous;",
+        "r[0].count = n <= contiguous ? n : contiguous;",
+    ),
+    CMutant(
+        "c.fast_path_strict",
+        "csrc/fmq.c",
+        "w - r <= q->ring_bytes && w - r >= n * q->quantum) {",
+        "w - r <= q->ring_bytes && w - r > n * q->quantum) {",
+    ),
+    CMutant(
+        "c.attach_ignores_count",
+        "csrc/fmq.c",
+        "        h->count != count || h->ring_bytes",
+        "        h->ring_bytes",
+    ),
+]
+C_TESTS = [
+    "tests/test_fmq.py",
+    "tests/test_fmq_unsync.py",
+    "tests/test_fmq_corruption.py",
+    "tests/test_fmq_model.py",
+    "tests/test_event_flag.py",
+    "tests/test_fmq_ipc.py",
+]
+
+
+def equivalent() -> dict[str, str]:
+    """name -> reason, from equivalent.txt (``name  reason``; # comments)."""
+    found = {}
+    for line in EQUIVALENT.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, reason = line.partition(" ")
+            found[name] = reason.strip()
+    return found
+
+
+def work_tree(base: Path, name: str) -> Path:
+    tree = base / name
+    tree.mkdir()
+    for item in COPY:
+        source = ROOT / item
+        if source.is_dir():
+            shutil.copytree(source, tree / item, ignore=IGNORE)
+        else:
+            shutil.copy2(source, tree / item)
+    return tree
+
+
+def build_native(tree: Path) -> Path:
+    """Compile nnburst._native in ``tree``; returns the module's path."""
+    done = subprocess.run(
+        [sys.executable, "csrc/build_ffi.py"], cwd=tree, capture_output=True, text=True
+    )
+    if done.returncode:
+        raise RuntimeError(f"build failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    (module,) = (tree / "nnburst").glob("_native*.so")
+    return module
+
+
+def mutmut_config(group: Group, module: Path, tree: Path) -> str:
+    def toml_list(items) -> str:
+        return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+    return (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["nnburst/"]\n'
+        f"only_mutate = {toml_list(group.mutate)}\n"
+        f"pytest_add_cli_args_test_selection = {toml_list(group.tests)}\n"
+        f"pytest_add_cli_args = {toml_list(PYTEST_ARGS)}\n"
+        f"also_copy = {toml_list([str(module.relative_to(tree)), 'csrc/'])}\n"
+    )
+
+
+STATUS = re.compile(r"^\s*(\S+): (.+)$")
+
+
+def run_group(name: str, group: Group, base: Path, jobs: int) -> dict[str, str]:
+    """mutant name -> mutmut status for one group.  A work tree left by an
+    earlier run in ``base`` is reused: mutmut resumes where it stopped."""
+    tree = base / name
+    if not (tree / "pyproject.toml").exists():
+        shutil.rmtree(tree, ignore_errors=True)
+        tree = work_tree(base, name)
+        module = build_native(tree)
+        with open(tree / "pyproject.toml", "a") as f:
+            f.write(mutmut_config(group, module, tree))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    mutmut = [sys.executable, "-m", "mutmut"]
+    log = base / f"{name}.log"
+    with open(log, "a") as out:
+        subprocess.run(
+            [*mutmut, "run", "--max-children", str(jobs)],
+            cwd=tree,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    listing = subprocess.run(
+        [*mutmut, "results", "--all", "true"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    statuses = {
+        m.group(1): m.group(2).strip() for m in map(STATUS.match, listing.splitlines()) if m
+    }
+    if not statuses:
+        raise RuntimeError(
+            f"mutmut produced no results for {name}; see {log}:\n{log.read_text()[-3000:]}"
+        )
+    if all(s == "not checked" for s in statuses.values()):
+        raise RuntimeError(
+            f"mutmut checked no mutant of {name} (did the clean run fail?); see {log}"
+        )
+    if group.focus:
+        scored = {n: s for n, s in statuses.items() if re.search(group.focus, n)}
+        print(
+            f"{name}: {len(statuses) - len(scored)} mutants outside the focus not scored",
+            flush=True,
+        )
+        statuses = scored
+    return statuses
+
+
+def run_c(base: Path) -> dict[str, str]:
+    """C mutant name -> "killed" / "survived"."""
+    shutil.rmtree(base / "c", ignore_errors=True)
+    tree = work_tree(base, "c")
+    results = {}
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    build_native(tree)  # the unmutated tree must build and pass, or nothing below means anything
+    clean = subprocess.run(
+        [sys.executable, "-m", "pytest", *PYTEST_ARGS, *C_TESTS],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if clean.returncode:
+        raise RuntimeError(f"the FMQ tests fail without any mutant:\n{clean.stdout[-3000:]}")
+    for mutant in C_MUTANTS:
+        path = tree / mutant.path
+        original = path.read_text()
+        if original.count(mutant.old) != 1:
+            raise RuntimeError(
+                f"{mutant.name}: the snippet is not in {mutant.path} exactly once; update C_MUTANTS"
+            )
+        path.write_text(original.replace(mutant.old, mutant.new))
+        try:
+            for stale in (tree / "nnburst").glob("_native*.so"):
+                stale.unlink()
+            try:
+                build_native(tree)
+            except RuntimeError:
+                results[mutant.name] = "killed (does not compile)"
+                continue
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-m", "pytest", "-x", *PYTEST_ARGS, *C_TESTS],
+                    cwd=tree,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
+                )
+                results[mutant.name] = "survived" if done.returncode == 0 else "killed"
+            except subprocess.TimeoutExpired:
+                results[mutant.name] = "killed (timeout)"
+        finally:
+            path.write_text(original)
+    return results
+
+
+KILLED = ("killed", "timeout", "segfault", "killed (does not compile)", "killed (timeout)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--only",
+        default=",".join([*(g for g in GROUPS if g != "hal-full"), "c"]),
+        help=f"comma-separated groups: {', '.join(GROUPS)}, c (default: all but hal-full)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 2, help="parallel mutmut children"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary work trees")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="work trees go here and are kept; a later run with the same directory resumes",
+    )
+    args = parser.parse_args()
+    chosen = [g.strip() for g in args.only.split(",") if g.strip()]
+    unknown = set(chosen) - {*GROUPS, "c"}
+    if unknown:
+        parser.error(f"unknown groups: {', '.join(sorted(unknown))}")
+    skip = equivalent()
+    if args.workdir:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+        base, args.keep = args.workdir.resolve(), True
+    else:
+        base = Path(tempfile.mkdtemp(prefix="nnburst-mutants-"))
+    results: dict[str, str] = {}
+    try:
+        for name in chosen:
+            started = time.monotonic()
+            found = run_c(base) if name == "c" else run_group(name, GROUPS[name], base, args.jobs)
+            results.update(found)
+            killed = sum(1 for s in found.values() if s in KILLED)
+            print(
+                f"{name}: {killed} of {len(found)} killed in {time.monotonic() - started:.0f} s",
+                flush=True,
+            )
+    finally:
+        if args.keep:
+            print(f"work trees kept in {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    counted = {n: s for n, s in results.items() if n not in skip}
+    survivors = sorted((n, s) for n, s in counted.items() if s not in KILLED)
+    for name, status in survivors:
+        print(f"survived: {name} ({status})")
+    for name in sorted(set(results) & set(skip)):
+        print(f"equivalent: {name}: {skip[name]}")
+    killed = len(counted) - len(survivors)
+    total = len(counted)
+    print(f"killed {killed} of {total} mutants ({100 * killed / total if total else 0:.1f} %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
