@@ -4,6 +4,7 @@ devices chosen by what they measurably cost."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -16,7 +17,7 @@ import pytest
 
 import nnburst as nn
 from nnburst._version import __version__
-from nnburst.benchmarks import runtime_bench, runtime_paths
+from nnburst.benchmarks import report, runtime_bench, runtime_paths
 from nnburst.benchmarks.service_process import ServiceError
 from nnburst.cli import main
 from nnburst.cpu import calibration
@@ -73,18 +74,26 @@ def test_a_service_that_fails_to_start_reports_its_own_error(tmp_path):
     assert "expected DEVICE=TIME[/POWER]" in message  # the child's own argparse error
 
 
-def test_a_failing_mode_keeps_the_rows_that_finished(monkeypatch, capsys):
+def test_a_failing_mode_keeps_the_rows_that_finished(monkeypatch, capsys, tmp_path):
     def no_service(cpu=None):
         raise ServiceError("the driver service exited with code 1 before it listened: boom")
 
     monkeypatch.setattr(runtime_bench, "driver_service", no_service)
-    code = main(["bench", "--model", "add-mul", "--duration", "0.02", "--paths", "sync"])
+    path = tmp_path / "partial.json"
+    argv = ["bench", "--model", "add-mul", "--duration", "0.02", "--paths", "sync"]
+    code = main([*argv, "--json", str(path)])
     out, _ = capsys.readouterr()
     assert code == 1
     assert "sync in-process" in out and "multiprocessing.Pipe" in out
-    assert (
-        "1 modes failed" in out and "add-mul sync cross-process: the driver service exited" in out
-    )
+    assert "1 modes failed" in out
+    assert "add-mul sync cross-process: the driver service exited" in out
+    document = json.loads(path.read_text())
+    assert report.validate(document) == []
+    assert [row["path"] for row in document["latency"]] == ["pipe", "sync"]
+    error = "the driver service exited with code 1 before it listened: boom"
+    assert document["failures"] == [
+        {"model": "add-mul", "mode": "sync cross-process", "error": error}
+    ]
 
 
 def test_the_in_process_rows_name_the_reference_device(monkeypatch):

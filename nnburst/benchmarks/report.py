@@ -57,6 +57,9 @@ own ``parameters``, and latency rows that say what each row measured::
          "seconds": float,           # wall time of the mode, set-up included
          "vs_baseline": float | null}  # p50 over the same model's Pipe p50
       ],
+      "failures": [                  # modes that could not run; the others did
+        {"model": str, "mode": str, "error": str}
+      ],
       "throughput": []
     }
 
@@ -113,6 +116,7 @@ _RUNTIME_PARAMETERS = {
     "pin": bool,
     "cpus": (list, type(None)),
 }
+_FAILURE_FIELDS = {"model": str, "mode": str, "error": str}
 _THROUGHPUT_FIELDS = {"name": str, "items": int, "seconds": float, "per_second": float}
 _ENVIRONMENT_FIELDS = {
     "nnburst": str,
@@ -202,6 +206,10 @@ def build_runtime(result: Result) -> dict[str, Any]:
         },
         "environment": environment(),
         "latency": rows,
+        "failures": [
+            {"model": mode.model, "mode": mode.name, "error": error}
+            for mode, error in result.failures
+        ],
         "throughput": [],
     }
 
@@ -237,7 +245,13 @@ def validate(document: Any) -> list[str]:
         )
     known = {"schema", "benchmark", "created", "parameters", "environment", "latency", "throughput"}
     if runtime:
-        known |= {"interrupted", "seconds"}
+        known |= {"interrupted", "seconds", "failures"}
+        failures = document.get("failures")
+        if not isinstance(failures, list):
+            problems.append("failures: expected a list")
+        else:
+            for i, failure in enumerate(failures):
+                problems += _check(f"failures[{i}]", failure, _FAILURE_FIELDS)
     problems += [f"unexpected {key!r}" for key in document if key not in known]
     problems += _check("environment", document.get("environment"), _ENVIRONMENT_FIELDS)
     row_fields = _RUNTIME_ROW_FIELDS if runtime else _LATENCY_FIELDS
