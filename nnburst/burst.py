@@ -30,7 +30,7 @@ from .errors import BadDataError, BadStateError, NNError, status_for_exception
 from .hal.burst_controller import BurstGuard, ExecutionBurstController, polling_window_us
 from .hal.interfaces import ExecutionResult
 from .hal.memory import MappedMemory
-from .hal.staging import BoundRequest, StagedRequest, staging_size
+from .hal.staging import BoundRequest, StagedRequest
 from .hal.types import NO_TIMING
 
 __all__ = ["Burst"]
@@ -105,11 +105,10 @@ class Burst:
         with self._guard:
             if self._closed:
                 raise BadStateError("burst_compute: the burst is closed")
-            staging = self._ensure_staging(staging_size(bound.request))
-            with StagedRequest(bound.request, into=staging) as staged:
+            with StagedRequest(bound.request, into=self._ensure_staging) as staged:
                 request = staged.request
                 for pool in request.pools:
-                    if pool is not staging:
+                    if pool is not staged.memory:
                         self._track(pool)
                 try:
                     fallback = self._controller is None
@@ -126,9 +125,9 @@ class Burst:
                     staged.copy_back()
                 return status, shapes, timing
 
-    def _ensure_staging(self, size: int) -> MappedMemory | None:
+    def _ensure_staging(self, size: int) -> MappedMemory:
         """The staging memory, grown (page-rounded, at least doubled) to ``size`` bytes."""
-        if size == 0 or (self._staging is not None and self._staging.size >= size):
+        if self._staging is not None and self._staging.size >= size:
             return self._staging
         old = self._staging
         grown = max(size, 2 * old.size if old is not None else 0)

@@ -52,14 +52,9 @@ def _device_rows() -> list[dict[str, Any]]:
     rows = []
     for device in get_devices():
         hal = device.hal
-        if isinstance(hal, CpuDevice):
-            operations: int | None = len(registered_codes())
-            where = "in-process"
-        else:
-            # A device from another source says what it supports and where it runs itself.
-            codes = getattr(hal, "supported_operation_codes", None)
-            operations = len(codes()) if callable(codes) else None
-            where = str(getattr(hal, "socket_path", None) or "unknown")
+        # Only the reference driver lists its operations without a model to ask about.
+        operations = len(registered_codes()) if isinstance(hal, CpuDevice) else None
+        where = hal.location
         rows.append(
             {
                 "name": device.name,

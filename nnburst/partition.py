@@ -187,6 +187,28 @@ def _capabilities(device: Device) -> Capabilities | None:
         return None
 
 
+def _estimated_cost(
+    device: Device,
+    capabilities: Capabilities | None,
+    model: HalModel,
+    operation: Operation,
+    preference: PreferenceCode,
+    work: int,
+) -> float:
+    """:func:`estimated_us` from what ``device`` declares; capabilities that cannot
+    answer count as the worst performance."""
+    try:
+        if capabilities is None:
+            raise ValueError("no capabilities")
+        perf = operation_performance(capabilities, model, operation, preference)
+    except Exception as exc:
+        logger.warning(
+            "%s: no performance for %s: %s", device.name, OperationCode(operation.code).name, exc
+        )
+        return math.inf
+    return estimated_us(perf, float(device.hal.reach_us), work)
+
+
 def find_best_devices(
     model: HalModel, devices: Sequence[Device], preference: PreferenceCode
 ) -> list[int]:
@@ -199,39 +221,41 @@ def find_best_devices(
     operations = model.main.operations
     gone: list[str] = []
     flags = [_supported(device, model, gone) for device in devices]
-    capabilities = [_capabilities(device) if any(f) else None for device, f in zip(devices, flags)]
+    # Asked only of devices that share an operation with another: with one device there is no choice.
+    contested = [sum(column) > 1 for column in zip(*flags)]  # per operation
+    capabilities = [
+        _capabilities(device) if any(f and c for f, c in zip(row, contested)) else None
+        for device, row in zip(devices, flags)
+    ]
     assignment: list[int] = []
     missing: list[str] = []
     for n, operation in enumerate(operations):
-        best: tuple[float, bool, int] | None = None
-        work = operation_work(model, operation)
-        for d, device in enumerate(devices):
-            if not flags[d][n]:
-                continue
-            try:
-                caps = capabilities[d]
-                if caps is None:
-                    raise ValueError("no capabilities")
-                perf = operation_performance(caps, model, operation, preference)
-            except Exception as exc:  # capabilities that cannot answer: the worst performance
-                logger.warning("%s: no performance for operation %d: %s", device.name, n, exc)
-                perf = math.inf
-            cost = estimated_us(perf, float(device.hal.reach_us), work)
-            key = (cost, isinstance(device.hal, CpuDevice), d)
-            if best is None or key < best:
-                best = key
+        candidates = [d for d in range(len(devices)) if flags[d][n]]
+        best: int | None = candidates[0] if candidates else None
+        if len(candidates) > 1:  # a choice to make: estimate (calibrates once per process)
+            work = operation_work(model, operation)
+            best = min(
+                candidates,
+                key=lambda d: (
+                    _estimated_cost(
+                        devices[d], capabilities[d], model, operation, preference, work
+                    ),
+                    isinstance(devices[d].hal, CpuDevice),
+                    d,
+                ),
+            )
         name = OperationCode(operation.code).name
         if best is None:
             missing.append(f"{n} ({name})")
             assignment.append(-1)
             continue
-        assignment.append(best[2])
+        assignment.append(best)
         logger.info(
             "ModelBuilder::findBestDeviceForEachOperation(%s#%d): %d (%s)",
             name,
             n,
-            best[2],
-            devices[best[2]].name,
+            best,
+            devices[best].name,
         )
     if missing and gone:
         raise NNError(

@@ -118,6 +118,8 @@ class IDevice(abc.ABC):
     #: What reaching the device costs per call, in microseconds, on top of its
     #: execution time: 0 in this process; a service's measured round trip.
     reach_us: float = 0.0
+    #: Where the device runs, for people: "in-process", or e.g. "service /run/…/driver.sock".
+    location: str = "in-process"
 
     @property
     def available(self) -> bool:

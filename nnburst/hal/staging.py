@@ -16,6 +16,7 @@ executions; everyone else stages into a fresh one.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from .interfaces import ExecutionResult, IPreparedModel
 from .memory import MappedMemory
 from .types import DataLocation, MeasureTiming, Request, RequestArgument, pool_view
 
-__all__ = ["BoundRequest", "StagedRequest", "staging_size"]
+__all__ = ["BoundRequest", "StagedRequest"]
 
 #: Staged pools start on cache-line boundaries.
 _ALIGN = 64
@@ -74,11 +75,6 @@ def _staged_regions(request: Request) -> tuple[dict[int, tuple[int, int]], int]:
     return regions, total
 
 
-def staging_size(request: Request) -> int:
-    """Bytes a staging memory needs for ``request`` (0: every pool is already shared)."""
-    return _staged_regions(request)[1]
-
-
 class StagedRequest:
     """``request`` with its non-shared pools copied into one shared memory.
 
@@ -88,9 +84,9 @@ class StagedRequest:
 
     Args:
         request: the request over the app's buffers.
-        into: a staging memory the caller keeps (at least
-            :func:`staging_size` bytes); None allocates one that
-            :meth:`close` releases.
+        into: gives a staging memory the caller keeps, of at least the
+            number of bytes it is passed (called only when something must
+            be staged); None allocates one that :meth:`close` releases.
 
     Raises:
         BadDataError: a location lies outside its staged pool (in the
@@ -98,7 +94,7 @@ class StagedRequest:
         ValueError: ``into`` is too small.
     """
 
-    def __init__(self, request: Request, into: MappedMemory | None = None) -> None:
+    def __init__(self, request: Request, into: Callable[[int], MappedMemory] | None = None) -> None:
         self.original = request
         self.memory: MappedMemory | None = None
         self._owned = False
@@ -108,10 +104,12 @@ class StagedRequest:
             return
         if into is None:
             self.memory, self._owned = MappedMemory.create_shared(max(total, _ALIGN)), True
-        elif into.size < total:
-            raise ValueError(f"a {into.size}-byte staging memory cannot hold {total} bytes")
         else:
-            self.memory = into
+            self.memory = into(total)
+            if self.memory.size < total:
+                raise ValueError(
+                    f"a {self.memory.size}-byte staging memory cannot hold {total} bytes"
+                )
         try:
             self.request = self._stage(request, self.memory)
         except BaseException:

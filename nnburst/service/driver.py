@@ -259,6 +259,23 @@ def _measured(code: OperandCode) -> PerformanceInfo:
     return PerformanceInfo(ratio, ratio)
 
 
+#: The sample devices: name, type, feature level, what they accept, and their
+#: capabilities from a float32 and a quant8 figure.
+_SAMPLES: tuple[
+    tuple[str, DeviceType, int, OperationFilter, Callable[[PerformanceInfo, PerformanceInfo], Capabilities]],
+    ...,
+] = (
+    ("sample-all", DeviceType.CPU, FEATURE_LEVEL, _any_operation,
+     lambda f, q: _capabilities(f, {QUANTIZED_CODES: q}, f)),
+    ("sample-float-fast", DeviceType.GPU, FEATURE_LEVEL, _float_operation,
+     lambda f, q: _capabilities(UNSUPPORTED, {_FLOAT_CODES: f}, f)),
+    ("sample-quant", DeviceType.ACCELERATOR, FEATURE_LEVEL, _quant_operation,
+     lambda f, q: _capabilities(UNSUPPORTED, {QUANTIZED_CODES: q}, q)),
+    ("sample-minimal", DeviceType.ACCELERATOR, 27, _minimal_operation,
+     lambda f, q: _capabilities(f, {QUANTIZED_CODES: q}, UNSUPPORTED)),
+)  # fmt: skip
+
+
 def sample_devices(emulated: Mapping[str, PerformanceInfo] | None = None) -> list[SampleDevice]:
     """The default service's devices, in the spirit of Android's sample drivers.
 
@@ -268,69 +285,20 @@ def sample_devices(emulated: Mapping[str, PerformanceInfo] | None = None) -> lis
     ``nnburst serve --emulate-performance``) replaces a device's measured
     figures, to try partitioning as if it were an accelerator."""
     emulated = dict(emulated or {})
-    unknown = set(emulated) - {f"{VENDOR}-{name}" for name in _SAMPLE_NAMES}
+    names = [f"{VENDOR}-{sample[0]}" for sample in _SAMPLES]
+    unknown = sorted(set(emulated) - set(names))
     if unknown:
-        known = ", ".join(f"{VENDOR}-{name}" for name in _SAMPLE_NAMES)
         raise BadDataError(
-            f"no sample device named {', '.join(sorted(unknown))} (devices: {known})"
+            f"no sample device named {', '.join(unknown)} (devices: {', '.join(names)})"
         )
-    floats, quants = (
-        _measured(OperandCode.TENSOR_FLOAT32),
-        _measured(OperandCode.TENSOR_QUANT8_ASYMM),
-    )
-
-    def perf(name: str, measured: PerformanceInfo) -> PerformanceInfo:
-        return emulated.get(f"{VENDOR}-{name}", measured)
-
-    return [
-        SampleDevice(
-            "sample-all",
-            DeviceType.CPU,
-            FEATURE_LEVEL,
-            _capabilities(
-                perf("sample-all", floats),
-                {QUANTIZED_CODES: perf("sample-all", quants)},
-                perf("sample-all", floats),
-            ),
-            _any_operation,
-        ),
-        SampleDevice(
-            "sample-float-fast",
-            DeviceType.GPU,
-            FEATURE_LEVEL,
-            _capabilities(
-                UNSUPPORTED,
-                {_FLOAT_CODES: perf("sample-float-fast", floats)},
-                perf("sample-float-fast", floats),
-            ),
-            _float_operation,
-        ),
-        SampleDevice(
-            "sample-quant",
-            DeviceType.ACCELERATOR,
-            FEATURE_LEVEL,
-            _capabilities(
-                UNSUPPORTED,
-                {QUANTIZED_CODES: perf("sample-quant", quants)},
-                perf("sample-quant", quants),
-            ),
-            _quant_operation,
-        ),
-        SampleDevice(
-            "sample-minimal",
-            DeviceType.ACCELERATOR,
-            27,
-            _capabilities(
-                perf("sample-minimal", floats),
-                {QUANTIZED_CODES: perf("sample-minimal", quants)},
-                UNSUPPORTED,
-            ),
-            _minimal_operation,
-        ),
-    ]
-
-
-_SAMPLE_NAMES = ("sample-all", "sample-float-fast", "sample-quant", "sample-minimal")
+    floats = _measured(OperandCode.TENSOR_FLOAT32)
+    quants = _measured(OperandCode.TENSOR_QUANT8_ASYMM)
+    devices = []
+    for (name, device_type, level, accepts, capabilities), full_name in zip(_SAMPLES, names):
+        declared = emulated.get(full_name)
+        figures = (floats, quants) if declared is None else (declared, declared)
+        devices.append(SampleDevice(name, device_type, level, capabilities(*figures), accepts))
+    return devices
 
 
 def parse_performance(text: str) -> tuple[str, PerformanceInfo]:

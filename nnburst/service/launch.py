@@ -13,6 +13,7 @@ Two newcomer traps live here, so every tool starts its children the same way:
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import select
 import signal
@@ -30,7 +31,6 @@ __all__ = [
     "neutral_cwd",
     "start_service",
     "stop_process",
-    "tail",
 ]
 
 #: How long a service may take to print its ``listening on`` line.
@@ -64,7 +64,7 @@ def neutral_cwd() -> str:
     return tempfile.gettempdir()
 
 
-def tail(stream: IO[bytes] | None, lines: int = TAIL_LINES) -> str:
+def _tail(stream: IO[bytes] | None, lines: int = TAIL_LINES) -> str:
     """The last ``lines`` lines of a child's captured stderr, for an error message."""
     if stream is None:
         return ""
@@ -101,7 +101,7 @@ def start_service(
         env=child_env(),
         cwd=neutral_cwd(),
         start_new_session=True,
-        preexec_fn=_die_with_parent,
+        preexec_fn=functools.partial(_die_with_parent, os.getpid()),
     )
     try:
         if cpu is not None:
@@ -109,7 +109,7 @@ def start_service(
         _wait_listening(process, timeout)
     except BaseException as exc:
         stop_process(process)
-        why = tail(stderr)
+        why = _tail(stderr)
         stderr.close()
         if isinstance(exc, ServiceStartError):
             raise ServiceStartError(f"{exc}\n{why}" if why else str(exc)) from None
@@ -117,15 +117,18 @@ def start_service(
     return process, stderr
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """In the child before exec: SIGTERM when the thread that started us ends, so a
     parent killed with SIGKILL leaves no service behind (its own session means no
-    terminal signal reaches it).  Linux's PR_SET_PDEATHSIG; nothing elsewhere."""
+    terminal signal reaches it).  Linux's PR_SET_PDEATHSIG; nothing elsewhere.  A
+    parent that died before the setting took effect ends the child at once."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):
-        pass
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 _PR_SET_PDEATHSIG = 1

@@ -53,6 +53,8 @@ PREPARE_TIMEOUT_S = 300.0
 EXECUTE_TIMEOUT_S = 300.0
 #: Extra time granted past a deadline for the reply to travel back.
 DEADLINE_SLACK_S = 1.0
+#: How long discovery waits for a service's answers before leaving it out.
+DISCOVERY_TIMEOUT_S = 2.0
 
 
 #: The trace phase of each control call (the IPC layer of the seeds' table).
@@ -97,16 +99,15 @@ class ServiceClient:
         ):
             return self.connection.call(kind, payload, fds, timeout=timeout)
 
-    def measure_round_trip(self, calls: int = 3) -> float:
-        """The fastest of a few control round trips, in µs: what the partitioner adds to
-        every operation it considers sending to this service."""
+    def measure_round_trip(self, calls: int = 3, timeout: float = QUERY_TIMEOUT_S) -> None:
+        """Set :attr:`round_trip_us` to the fastest of a few control round trips: what
+        the partitioner adds to every operation it considers sending to this service."""
         best = float("inf")
         for _ in range(calls):
             start = time.perf_counter()
-            self.call(Kind.GET_DEVICES, b"", timeout=QUERY_TIMEOUT_S).close_fds()
+            self.call(Kind.GET_DEVICES, b"", timeout=timeout).close_fds()
             best = min(best, time.perf_counter() - start)
         self.round_trip_us = best * 1e6
-        return self.round_trip_us
 
     def devices(self, timeout: float = QUERY_TIMEOUT_S) -> list[RemoteDevice]:
         """The service's devices (asked once; the same objects afterwards)."""
@@ -146,7 +147,7 @@ class RemoteDevice(IDevice):
         return not self.client.broken
 
     @property
-    def socket_path(self) -> str:
+    def location(self) -> str:  # type: ignore[override]
         """Where the device runs: its service's socket."""
         return f"service {self.client.path}"
 
@@ -342,8 +343,8 @@ def connect(path: str, configured: bool = True) -> ServiceClient | None:
             _unreachable(path, _why_no_connection(exc), configured)
             return None
         try:
-            client.devices(timeout=2.0)
-            client.measure_round_trip()
+            client.devices(timeout=DISCOVERY_TIMEOUT_S)
+            client.measure_round_trip(timeout=DISCOVERY_TIMEOUT_S)
         except (NNError, OSError, ValueError) as exc:
             _unreachable(path, f"the service did not answer ({exc})", configured)
             client.close()
