@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -309,3 +310,32 @@ def test_a_service_started_by_a_killed_parent_does_not_outlive_it(tmp_path):
         time.sleep(0.05)
     os.kill(service_pid, 9)
     pytest.fail("the service outlived its killed parent")
+
+
+#: The test environment is an editable install, whose finder would supply the
+#: compiled module to any ``nnburst`` package; a user's ``pip install .`` has none.
+_WITHOUT_EDITABLE_FINDER = (
+    "import sys; sys.meta_path[:] = "
+    "[f for f in sys.meta_path if 'Editable' not in getattr(f, '__name__', '')]; "
+)
+
+
+def test_importing_an_unbuilt_checkout_says_what_to_do(tmp_path):
+    """``python -c 'import nnburst'`` at a clone's root finds the checkout first."""
+    checkout = tmp_path / "clone"
+    shutil.copytree(
+        os.path.dirname(nn.__file__),
+        checkout / "nnburst",
+        ignore=shutil.ignore_patterns("*.so", "__pycache__"),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_EDITABLE_FINDER + "import nnburst"],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert result.returncode == 1
+    assert "compiled module is missing" in result.stderr
+    assert "pip install -e ." in result.stderr
