@@ -10,6 +10,13 @@ the driver's slot for it.  If the driver cannot configure a burst, or the
 controller asks for a fallback, the same staged request goes through
 ``execute_synchronously``.
 
+A burst on a device in this process has no FMQs: its executions run on the
+caller's thread, through the execution's reusable driver execution, as
+``compute`` does.  Handing a request to a server thread of the same process
+costs more than the whole computation of a small model (the two threads
+share one interpreter lock), and buys nothing: the FMQ path exists to reach
+another process.
+
 An execution hands the burst one value, a
 :class:`~nnburst.hal.staging.BoundRequest`; the burst reads nothing else of
 the execution.
@@ -22,16 +29,17 @@ import functools
 import logging
 import threading
 import weakref
+from collections.abc import Iterator
 
 from .checks import require
 from .codes import ErrorStatus
 from .compilation import Compilation
 from .errors import BadDataError, BadStateError, NNError, status_for_exception
 from .hal.burst_controller import BurstGuard, ExecutionBurstController, polling_window_us
-from .hal.interfaces import ExecutionResult
+from .hal.interfaces import IN_PROCESS, ExecutionResult
 from .hal.memory import MappedMemory
 from .hal.staging import BoundRequest, StagedRequest
-from .hal.types import NO_TIMING
+from .hal.types import NO_TIMING, Request
 
 __all__ = ["Burst"]
 
@@ -55,6 +63,8 @@ class Burst:
     _closed = True
     _controller: ExecutionBurstController | None = None
     _staging: MappedMemory | None = None
+    #: the last request staged, kept for the next execution of the same request
+    _staged: StagedRequest | None = None
 
     def __init__(self, compilation: Compilation) -> None:
         require(compilation, "Burst: compilation")
@@ -71,12 +81,21 @@ class Burst:
         self._controller = self.make_controller(polling_window_us(compilation.preference))
 
     def make_controller(self, polling_window_us: int) -> ExecutionBurstController | None:
-        """The controller for this burst's FMQs; None runs every execution through
-        ``execute_synchronously``.  A subclass may build it otherwise (``nnburst
-        stress --shrink-queues`` gives it a short request channel)."""
+        """The controller for this burst's FMQs; None when the device runs in this
+        process (see the module docstring) or cannot burst.  A subclass may build
+        it otherwise (``nnburst stress`` always uses FMQs, with a short request
+        channel under ``--shrink-queues``)."""
+        if self.in_process:
+            return None
+        return self.fmq_controller(polling_window_us)
+
+    def fmq_controller(
+        self, polling_window_us: int, **channel_lengths: int
+    ) -> ExecutionBurstController | None:
+        """A controller over two new FMQs, or None if the driver cannot burst."""
         try:
             return ExecutionBurstController.create(
-                self._prepared, polling_window_us=polling_window_us
+                self._prepared, polling_window_us=polling_window_us, **channel_lengths
             )
         except NNError as exc:
             # As the NN runtime: a driver that cannot burst still executes, just not over FMQs.
@@ -94,7 +113,26 @@ class Burst:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def in_process(self) -> bool:
+        """The compilation's one device runs in this process."""
+        device = self._compilation.device
+        return device is not None and device.hal.location == IN_PROCESS
+
+    @property
+    def direct(self) -> bool:
+        """Executions run on the caller's thread (no FMQs): see :meth:`using`."""
+        return self._controller is None and self.in_process
+
     # -- one execution -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def using(self) -> Iterator[None]:
+        """Hold the burst for one execution: ``BAD_STATE`` if it is closed or in use."""
+        with self._guard:
+            if self._closed:
+                raise BadStateError("burst_compute: the burst is closed")
+            yield
+
     def run(self, bound: BoundRequest) -> ExecutionResult:
         """Run one execution's request through this burst (for ``Execution.burst_compute``).
 
@@ -102,28 +140,43 @@ class Burst:
         closed or in use (``BAD_STATE``), staging failure.  Failures after the
         request was sent come back as a status.
         """
-        with self._guard:
-            if self._closed:
-                raise BadStateError("burst_compute: the burst is closed")
-            with StagedRequest(bound.request, into=self._ensure_staging) as staged:
-                request = staged.request
-                for pool in request.pools:
-                    if pool is not staged.memory:
-                        self._track(pool)
-                try:
-                    fallback = self._controller is None
-                    if self._controller is not None:
-                        status, shapes, timing, fallback = self._controller.compute(
-                            request, bound.measure, request.pools, deadline_ns=bound.deadline_ns
-                        )
-                    if fallback:
-                        status, shapes, timing = bound.with_request(request).execute(self._prepared)
-                except NNError as exc:
-                    logger.info("burst execution failed: %s", exc)
-                    return status_for_exception(exc), [], NO_TIMING
-                if status == ErrorStatus.NONE:
-                    staged.copy_back()
-                return status, shapes, timing
+        with self.using():
+            staged = self._staged_for(bound.request)
+            request = staged.request
+            try:
+                fallback = self._controller is None
+                if self._controller is not None:
+                    status, shapes, timing, fallback = self._controller.compute(
+                        request, bound.measure, request.pools, deadline_ns=bound.deadline_ns
+                    )
+                if fallback:
+                    status, shapes, timing = bound.with_request(request).execute(self._prepared)
+            except NNError as exc:
+                logger.info("burst execution failed: %s", exc)
+                return status_for_exception(exc), [], NO_TIMING
+            if status == ErrorStatus.NONE:
+                staged.copy_back()
+            return status, shapes, timing
+
+    def _staged_for(self, request: Request) -> StagedRequest:
+        """``request`` staged into this burst's memory, its buffers' bytes copied in.
+
+        An execution computed many times passes the same request object: its
+        staging layout (and the packet the controller builds from it) is kept,
+        and only the bytes are copied again."""
+        staged = self._staged
+        if (
+            staged is not None
+            and staged.original is request
+            and (staged.memory is None or staged.memory is self._staging)
+        ):
+            staged.copy_in()
+            return staged
+        staged = self._staged = StagedRequest(request, into=self._ensure_staging)
+        for pool in staged.request.pools:
+            if pool is not staged.memory:
+                self._track(pool)
+        return staged
 
     def _ensure_staging(self, size: int) -> MappedMemory:
         """The staging memory, grown (page-rounded, at least doubled) to ``size`` bytes."""
@@ -170,6 +223,7 @@ class Burst:
             for memory in list(self._memories):
                 memory.forget(self)
             self._memories = weakref.WeakSet()
+            self._staged = None
             staging, self._staging = self._staging, None
             if staging is not None:
                 staging.close()

@@ -28,7 +28,7 @@ from .checks import operator_index, require, require_duration
 from .codes import DurationCode, ErrorStatus, ResultCode
 from .compilation import Compilation
 from .errors import BadDataError, BadStateError, NNError, result_code_for_status
-from .hal.interfaces import ExecutionResult, IPreparedModel
+from .hal.interfaces import ExecutionResult, IExecution, IPreparedModel
 from .hal.staging import BoundRequest
 from .hal.types import (
     DEFAULT_LOOP_TIMEOUT_NS,
@@ -241,6 +241,11 @@ class Execution:
         self._shapes: list[OutputShape] = []
         self._timing: Timing = NO_TIMING
         self._lock = threading.Lock()
+        #: the request over the bindings, once it is known to stay valid
+        self._stable_request: Request | None = None
+        #: the driver's reusable execution of the stable request
+        self._direct: IExecution | None = None
+        self._closed = False
 
     @property
     def compilation(self) -> Compilation:
@@ -250,6 +255,33 @@ class Execution:
     def _check_preparation(self, what: str) -> None:
         if self._state != _PREPARATION:
             raise BadStateError(f"{what}: the execution has already started")
+        self._release_request()  # a binding may change: the kept request is stale
+
+    def _release_request(self) -> None:
+        """Forget the kept request and release the driver's execution of it."""
+        direct, self._direct = self._direct, None
+        self._stable_request = None
+        if direct is not None:
+            direct.close()
+
+    def close(self) -> None:
+        """Release what the driver holds for this execution (``ANeuralNetworksExecution_free``).
+
+        A reusable execution keeps its driver's reusable execution (for a
+        service: a staging memory and a burst) until this, or until it is
+        garbage collected; other executions release it when they complete.
+        Idempotent; an execution still computing releases it when it ends.
+        """
+        with self._lock:
+            self._closed = True
+            if self._state != _COMPUTATION:
+                self._release_request()
+
+    def __enter__(self) -> Execution:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _bind(self, what: str, is_input: bool, index: Any) -> tuple[int, OperandInfo]:
         self._check_preparation(what)
@@ -574,6 +606,8 @@ class Execution:
     def _begin(self, what: str) -> None:
         """Move to COMPUTATION, or raise why this execution cannot compute now."""
         with self._lock:
+            if self._closed:
+                raise BadStateError(f"{what}: the execution is closed")
             if self._state == _COMPUTATION:
                 raise BadStateError(f"{what}: the execution is already computing")
             if self._state == _COMPLETED and not self._reusable:
@@ -594,6 +628,7 @@ class Execution:
         """Undo ``_begin`` when the computation could not even start."""
         with self._lock:
             self._state = _COMPLETED if self._status is not None else _PREPARATION
+            self._release_request()
 
     def _complete(self, result: ExecutionResult, what: str) -> None:
         """Record a driver result and raise its error, if any."""
@@ -613,6 +648,8 @@ class Execution:
                     # As NNAPI: a failed execution leaves its device-memory outputs without data.
                     arg.memory.initialized = status == ErrorStatus.NONE
             self._state = _COMPLETED
+            if self._closed or not self._reusable:
+                self._release_request()  # it cannot compute again
         if status == ErrorStatus.NONE:
             return
         device = self._compilation.device
@@ -636,19 +673,26 @@ class Execution:
         info = self._output_infos[i]
         return () if info.is_scalar or info.dimensions is None else tuple(info.dimensions)
 
-    def _request(self) -> Request:
-        """The HAL request whose pools are the bound buffers themselves (no copies)."""
+    def _request(self) -> tuple[Request, bool]:
+        """The HAL request whose pools are the bound buffers themselves, and
+        whether it stays valid for later computations (False when an input
+        array had to be converted to its operand's dtype: that copy is taken
+        afresh at every computation, so in-place updates are seen)."""
         pools: list[Any] = []
         memory_pools: dict[int, int] = {}
+        stable = True
 
         def location(arg: Argument) -> DataLocation:
+            nonlocal stable
             if arg.memory is not None:
                 index = memory_pools.get(id(arg.memory))
                 if index is None:
                     index = memory_pools[id(arg.memory)] = len(pools)
                     pools.append(arg.memory)
                 return DataLocation(index, arg.offset, arg.length)
-            pools.append(arg.data())
+            data = arg.data()
+            stable = stable and (arg.array is None or data is arg.array)
+            pools.append(data)
             return DataLocation(len(pools) - 1, 0, arg.length)
 
         def arguments(args: list[Argument | None]) -> list[RequestArgument]:
@@ -663,22 +707,46 @@ class Execution:
 
         inputs = arguments(self._inputs)
         outputs = arguments(self._outputs)
-        return Request(inputs, outputs, pools)
+        return Request(inputs, outputs, pools), stable
 
-    def _bound(self, deadline_ns: int | None) -> BoundRequest:
-        """This computation's request and settings, as one value for the driver path."""
+    def _current_request(self) -> tuple[Request, bool]:
+        """The request for this computation, and whether it is kept for the next ones.
+
+        Bindings cannot change once an execution has computed, so a stable
+        request (see :meth:`_request`) is built once: the driver and a burst
+        recognise it and skip their per-request work."""
+        if self._stable_request is not None:
+            return self._stable_request, True
         try:
-            request = self._request()
+            request, stable = self._request()
         except NNError:
             raise
         except Exception as exc:  # e.g. a buffer that stopped exporting
             raise BadDataError(f"cannot build the request: {exc}") from exc
+        if stable:
+            self._stable_request = request
+        return request, stable
+
+    def _bound(self, deadline_ns: int | None) -> BoundRequest:
+        """This computation's request and settings, as one value for the burst path."""
         measure = MeasureTiming.YES if self._measure else MeasureTiming.NO
-        return BoundRequest(request, measure, deadline_ns, self._loop_timeout_ns)
+        return BoundRequest(self._current_request()[0], measure, deadline_ns, self._loop_timeout_ns)
 
     def _execute_directly(self, deadline_ns: int | None) -> ExecutionResult:
-        """Run through ``execute_synchronously``; driver errors come back as a status."""
-        return self._bound(deadline_ns).execute(self._prepared)
+        """Run on the prepared model; driver errors come back as a status.
+
+        The driver's reusable execution of a stable request is made once and
+        kept, so its validation and buffer mapping are paid once."""
+        execution = self._direct
+        if execution is None:
+            request, stable = self._current_request()
+            measure = MeasureTiming.YES if self._measure else MeasureTiming.NO
+            execution = self._prepared.create_reusable_execution(
+                request, measure, self._loop_timeout_ns
+            )
+            if stable:
+                self._direct = execution
+        return execution.compute(deadline_ns)
 
     def _deadline(self, timeout_ns: int | None = None) -> int | None:
         timeout_ns = self._timeout_ns if timeout_ns is None else timeout_ns
@@ -799,7 +867,11 @@ class Execution:
         self._begin("burst_compute")
         try:
             with tracing.span(tracing.Layer.RUNTIME, tracing.Phase.EXECUTION, "burst_compute"):
-                result = burst.run(self._bound(self._deadline()))
+                if burst.direct:
+                    with burst.using():
+                        result = self._execute_directly(self._deadline())
+                else:
+                    result = burst.run(self._bound(self._deadline()))
         except BaseException:
             self._abort()
             raise

@@ -24,7 +24,9 @@ Why it is shaped like this:
   same path as before partitioning existed.
 * Drivers outside this process can only read shared memory, so a step on any
   device other than the in-process CPU gets its numpy pools staged into one
-  shared memory (:class:`~nnburst.hal.staging.StagedRequest`).
+  shared memory (:class:`~nnburst.hal.staging.StagedRequest`).  A reusable
+  execution of a one-step plan without fallback keeps its staging memory and
+  the driver's reusable execution (:class:`StagedExecution`).
 * CPU fallback follows the NNAPI documentation: a model that fails to prepare
   is prepared whole on the CPU; at execution a failed step is retried on the
   CPU, and if that fails too the whole model is run on the CPU.  A
@@ -52,7 +54,14 @@ from .cpu.calibration import reference_cost
 from .cpu.driver import CpuDevice, CpuPreparedModel, cpu_device
 from .devices import Device, device_for
 from .errors import BadDataError, BrokenResourceError, NNError, status_for_exception
-from .hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
+from .hal.interfaces import (
+    ExecutionResult,
+    IBurstCallback,
+    IBurstContext,
+    IDevice,
+    IExecution,
+    IPreparedModel,
+)
 from .hal.model import HalModel, Lifetime, Operand, Operation, Subgraph, execution_order
 from .hal.staging import BoundRequest, StagedRequest
 from .hal.types import (
@@ -399,6 +408,44 @@ def _run(
         return status_for_exception(exc), [], NO_TIMING
 
 
+class StagedExecution(IExecution):
+    """A reusable execution on a driver outside this process: the request is
+    staged into one shared memory kept for every computation, and the driver's
+    own reusable execution of the staged request is kept too.  A computation
+    copies the inputs in and the outputs back, and nothing else."""
+
+    def __init__(
+        self,
+        prepared: IPreparedModel,
+        request: Request,
+        measure: MeasureTiming,
+        loop_timeout_ns: int | None,
+    ) -> None:
+        self._staged: StagedRequest | None = StagedRequest(request)
+        self._execution = prepared.create_reusable_execution(
+            self._staged.request, measure, loop_timeout_ns
+        )
+
+    def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
+        staged = self._staged
+        if staged is None:
+            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
+        staged.copy_in()
+        result = self._execution.compute(deadline_ns)
+        if ErrorStatus(result[0]) in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
+            staged.copy_back()
+        return result
+
+    def close(self) -> None:
+        staged, self._staged = self._staged, None
+        if staged is not None:
+            self._execution.close()
+            staged.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
 def _in_process_cpu(prepared: IPreparedModel | None) -> bool:
     return isinstance(prepared, CpuPreparedModel)
 
@@ -424,6 +471,18 @@ class ExecutionPlan(IPreparedModel):
         return self._cpu is not None
 
     # -- execution -----------------------------------------------------------------------
+    def create_reusable_execution(
+        self, request: Request, measure: MeasureTiming, loop_timeout_ns: int | None = None
+    ) -> IExecution:
+        """A one-step plan without fallback stages once (:class:`StagedExecution`);
+        any other plan runs every computation as :meth:`execute_synchronously`."""
+        if len(self.steps) == 1 and self._cpu is None:
+            prepared = self.steps[0].prepared
+            assert prepared is not None
+            if not _in_process_cpu(prepared):
+                return StagedExecution(prepared, request, measure, loop_timeout_ns)
+        return super().create_reusable_execution(request, measure, loop_timeout_ns)
+
     def execute_synchronously(
         self,
         request: Request,

@@ -531,6 +531,14 @@ class _CountingController:
         return getattr(self._controller, name)
 
 
+class FmqBurst(nn.Burst):
+    """A burst over FMQs even on the in-process device, whose bursts otherwise run on
+    the caller's thread: the stress test is there to exercise the burst server."""
+
+    def make_controller(self, polling_window_us: int) -> Any:
+        return self.fmq_controller(polling_window_us)
+
+
 class ShrunkQueueBurst(nn.Burst):
     """A burst whose request channel is too short for most requests (``--shrink-queues``):
     they overflow into ``execute_synchronously``, the runtime's fallback."""
@@ -541,16 +549,12 @@ class ShrunkQueueBurst(nn.Burst):
         super().__init__(compilation)  # creates the controller
 
     def make_controller(self, polling_window_us: int) -> Any:
-        try:
-            controller = ExecutionBurstController.create(
-                self.compilation.prepared_model,
-                polling_window_us=polling_window_us,
-                channel_length=self.channel_length,
-                result_channel_length=CHANNEL_LENGTH,
-            )
-        except NNError:
-            return None
-        return _CountingController(controller, self.stats)
+        controller = self.fmq_controller(
+            polling_window_us,
+            channel_length=self.channel_length,
+            result_channel_length=CHANNEL_LENGTH,
+        )
+        return None if controller is None else _CountingController(controller, self.stats)
 
 
 @dataclass
@@ -644,7 +648,7 @@ class Worker:
                 length = _choice(self.rng, SMALL_CHANNELS)
                 burst: nn.Burst = ShrunkQueueBurst(compilation, length, self.stats)
             else:
-                burst = nn.Burst(compilation)
+                burst = FmqBurst(compilation)
             stack.callback(burst.close)
             memories: list[nn.Memory] = []
             stack.callback(_close_all, memories)

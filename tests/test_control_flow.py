@@ -399,15 +399,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> SteppingClock:
 def loop_timeouts_reaching_the_driver(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
     """Records the ``loop_timeout_ns`` each CPU execution receives."""
     seen: list[int | None] = []
-    original = cpu_driver.CpuPreparedModel.execute_synchronously
+    original = cpu_driver.CpuExecution.__init__
 
-    def recording(self, request, measure, *, deadline_ns=None, loop_timeout_ns=None):  # type: ignore[no-untyped-def]
+    def recording(self, prepared, request, measure, loop_timeout_ns):  # type: ignore[no-untyped-def]
         seen.append(loop_timeout_ns)
-        return original(
-            self, request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns
-        )
+        original(self, prepared, request, measure, loop_timeout_ns)
 
-    monkeypatch.setattr(cpu_driver.CpuPreparedModel, "execute_synchronously", recording)
+    monkeypatch.setattr(cpu_driver.CpuExecution, "__init__", recording)
     return seen
 
 

@@ -24,7 +24,15 @@ from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, Pri
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.burst_controller import polling_window_us
 from ..hal.burst_server import ExecutionBurstServer
-from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
+from ..hal.interfaces import (
+    ExecutionResult,
+    IBurstCallback,
+    IBurstContext,
+    IDevice,
+    IExecution,
+    IPreparedModel,
+)
+from ..hal.memory import MappedMemory
 from ..hal.model import HalModel, Lifetime, Operation, Subgraph
 from ..hal.types import (
     DEFAULT_LOOP_TIMEOUT_NS,
@@ -37,6 +45,7 @@ from ..hal.types import (
     OutputShape,
     PerformanceInfo,
     Request,
+    RequestArgument,
     Timing,
     pool_view,
 )
@@ -166,11 +175,11 @@ class CpuPreparedModel(IPreparedModel):
         self.preference = PreferenceCode(preference)
         self.cache_hit = False
         if cache is None:
-            self._executor = PreparedModel(model)
+            self.executor = PreparedModel(model)
         else:
-            self._executor = self._prepare_with_cache(model, *cache)
+            self.executor = self._prepare_with_cache(model, *cache)
         self._inputs = _specs(model.main, model.main.input_indexes)
-        self._outputs = _specs(model.main, model.main.output_indexes)
+        self.output_specs = _specs(model.main, model.main.output_indexes)
 
     def _prepare_with_cache(self, model: HalModel, cache_dir: str, token: bytes) -> PreparedModel:
         """Reuse the order and prepared states cached under ``token``, or
@@ -187,6 +196,12 @@ class CpuPreparedModel(IPreparedModel):
         return executor
 
     # -- execution -----------------------------------------------------------------------
+    def create_reusable_execution(
+        self, request: Request, measure: MeasureTiming, loop_timeout_ns: int | None = None
+    ) -> CpuExecution:
+        """Validate ``request`` and map its buffers once; see :class:`CpuExecution`."""
+        return CpuExecution(self, request, measure, loop_timeout_ns)
+
     def execute_synchronously(
         self,
         request: Request,
@@ -203,48 +218,10 @@ class CpuPreparedModel(IPreparedModel):
         (2 s).  A WHILE running past its loop timeout is
         ``MISSED_DEADLINE_TRANSIENT``.
         """
-        driver_start = time.perf_counter_ns()
-        try:
-            views = [pool_view(pool) for pool in request.pools]
-            inputs = self._input_arrays(request, views)
-            out_views = self._output_views(request, views)
-        except _InvalidRequest as exc:
-            logger.debug("invalid request: %s", exc)
-            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
-        except Exception as exc:  # a closed Memory, a pool without a buffer, a malformed argument
-            logger.debug("invalid request: %s: %s", type(exc).__name__, exc)
-            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
-        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
-            return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING
-        if loop_timeout_ns is None:  # the burst server path: HAL 1.2 packets carry no loop timeout
-            loop_timeout_ns = DEFAULT_LOOP_TIMEOUT_NS
-        loop_deadline = time.monotonic_ns() + min(loop_timeout_ns, MAXIMUM_LOOP_TIMEOUT_NS)
-        device_start = time.perf_counter_ns()
-        try:
-            with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPUTATION, "execute"):
-                results = self._executor.run(inputs, loop_deadline, deadline_ns)
-        except NNError as exc:
-            logger.info("execution failed: %s", exc)
-            return status_for_exception(exc), [], NO_TIMING
-        except Exception as exc:
-            logger.warning("execution failed unexpectedly: %s: %s", type(exc).__name__, exc)
-            return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
-        device_end = time.perf_counter_ns()
-        try:
-            status, shapes = self._write_outputs(request, out_views, results)
-        except Exception as exc:  # e.g. an operation returned something that is not an array
-            logger.warning("cannot write the outputs: %s: %s", type(exc).__name__, exc)
-            return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
-        if status not in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
-            return status, [], NO_TIMING
-        timing = NO_TIMING
-        if measure == MeasureTiming.YES and status == ErrorStatus.NONE:
-            on_device = (device_end - device_start) // 1000
-            in_driver = (time.perf_counter_ns() - driver_start) // 1000
-            timing = Timing(on_device, max(in_driver, on_device))
-        return status, shapes, timing
+        return CpuExecution(self, request, measure, loop_timeout_ns).compute(deadline_ns)
 
-    def _input_arrays(self, request: Request, views: list[memoryview]) -> list[np.ndarray | None]:
+    def input_arrays(self, request: Request, views: list[memoryview]) -> list[np.ndarray | None]:
+        """Read-only arrays over the request's input buffers (checked against the model)."""
         if len(request.inputs) != len(self._inputs):
             raise _InvalidRequest(
                 f"request has {len(request.inputs)} inputs, the model {len(self._inputs)}"
@@ -278,13 +255,14 @@ class CpuPreparedModel(IPreparedModel):
             arrays.append(array)
         return arrays
 
-    def _output_views(self, request: Request, views: list[memoryview]) -> list[memoryview | None]:
-        if len(request.outputs) != len(self._outputs):
+    def output_views(self, request: Request, views: list[memoryview]) -> list[memoryview | None]:
+        """The pool view each output is written to (checked writable and in range)."""
+        if len(request.outputs) != len(self.output_specs):
             raise _InvalidRequest(
-                f"request has {len(request.outputs)} outputs, the model {len(self._outputs)}"
+                f"request has {len(request.outputs)} outputs, the model {len(self.output_specs)}"
             )
         out: list[memoryview | None] = []
-        for i, (arg, spec) in enumerate(zip(request.outputs, self._outputs)):
+        for i, (arg, spec) in enumerate(zip(request.outputs, self.output_specs)):
             if arg.has_no_value:
                 if arg.location != _NO_LOCATION or arg.dimensions:
                     raise _InvalidRequest(f"output {i} has no value but a location or dimensions")
@@ -297,34 +275,6 @@ class CpuPreparedModel(IPreparedModel):
                 _check_dims("output", i, spec, tuple(arg.dimensions))
             out.append(view)
         return out
-
-    def _write_outputs(
-        self, request: Request, views: list[memoryview | None], results: list[np.ndarray]
-    ) -> tuple[ErrorStatus, list[OutputShape]]:
-        shapes: list[OutputShape] = []
-        sufficient = True
-        for i, (arg, result) in enumerate(zip(request.outputs, results)):
-            if arg.dimensions and not _compatible(arg.dimensions, result.shape):
-                fits = result.nbytes <= arg.location.length
-                if fits:
-                    logger.info(
-                        "output %d: produced shape %s, the request declares %s",
-                        i,
-                        result.shape,
-                        arg.dimensions,
-                    )
-                    return ErrorStatus.GENERAL_FAILURE, []
-            ok = arg.has_no_value or result.nbytes <= arg.location.length
-            sufficient = sufficient and ok
-            shapes.append(OutputShape(tuple(int(d) for d in result.shape), ok))
-        if not sufficient:
-            return ErrorStatus.OUTPUT_INSUFFICIENT_SIZE, shapes
-        for arg, view, result in zip(request.outputs, views, results):
-            if view is None or result.nbytes == 0:
-                continue
-            target = np.frombuffer(view, np.uint8, result.nbytes, arg.location.offset)
-            target[...] = np.ascontiguousarray(result).reshape(-1).view(np.uint8)
-        return ErrorStatus.NONE, shapes
 
     # -- bursts --------------------------------------------------------------------------
     def configure_execution_burst(
@@ -347,6 +297,149 @@ class CpuPreparedModel(IPreparedModel):
             logger.info("cannot start a burst server: %s", exc)
             return ErrorStatus.GENERAL_FAILURE, None
         return ErrorStatus.NONE, context
+
+
+class CpuExecution(IExecution):
+    """A request checked and mapped once, then computed any number of times.
+
+    Everything that depends only on the request (the pool views, the input
+    arrays over the caller's buffers, the output targets) is set up here; a
+    computation runs the plan and copies the outputs into place.  A request
+    that breaks a rule fails every computation with ``INVALID_ARGUMENT``, as
+    ``execute_synchronously`` would.  The caller's buffers are read at every
+    computation, so in-place updates are seen.
+    """
+
+    def __init__(
+        self,
+        prepared: CpuPreparedModel,
+        request: Request,
+        measure: MeasureTiming,
+        loop_timeout_ns: int | None,
+    ) -> None:
+        self._executor = prepared.executor
+        self._measure = measure == MeasureTiming.YES
+        if loop_timeout_ns is None:  # the burst server path: HAL 1.2 packets carry no loop timeout
+            loop_timeout_ns = DEFAULT_LOOP_TIMEOUT_NS
+        self._loop_timeout_ns = min(loop_timeout_ns, MAXIMUM_LOOP_TIMEOUT_NS)
+        #: memories whose closing invalidates this execution
+        self._memories = [pool for pool in request.pools if isinstance(pool, MappedMemory)]
+        self._outputs = request.outputs
+        self._invalid = False
+        self._inputs: list[np.ndarray | None] = []
+        self._targets: list[memoryview | None] = []
+        #: typed arrays over the outputs' locations, and their shapes, when the
+        #: model fixes every output's shape and each fits: written in place.
+        self._fixed: list[np.ndarray | None] | None = None
+        self._fixed_shapes: list[OutputShape] = []
+        try:
+            views = [pool_view(pool) for pool in request.pools]
+            self._inputs = prepared.input_arrays(request, views)
+            self._targets = prepared.output_views(request, views)
+            self._fix_outputs(prepared)
+        except _InvalidRequest as exc:
+            logger.debug("invalid request: %s", exc)
+            self._invalid = True
+        except Exception as exc:  # a closed Memory, a pool without a buffer, a malformed argument
+            logger.debug("invalid request: %s: %s", type(exc).__name__, exc)
+            self._invalid = True
+
+    def _fix_outputs(self, prepared: CpuPreparedModel) -> None:
+        fixed: list[np.ndarray | None] = []
+        for arg, view, spec in zip(self._outputs, self._targets, prepared.output_specs):
+            dims = spec.dims
+            if (
+                dims is None
+                or 0 in dims
+                or (arg.dimensions and not _compatible(arg.dimensions, dims))
+            ):
+                return
+            count = math.prod(dims)
+            if view is None:
+                fixed.append(None)
+            elif arg.location.length < count * spec.itemsize:
+                return
+            else:
+                target = np.frombuffer(view, spec.dtype, count, arg.location.offset)
+                fixed.append(target.reshape(dims))
+            self._fixed_shapes.append(OutputShape(dims, True))
+        self._fixed = fixed
+
+    def close(self) -> None:
+        """Drop the views of the request's buffers (so their mappings can close)."""
+        self._invalid = True
+        self._inputs, self._targets, self._fixed = [], [], None
+
+    def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
+        driver_start = time.perf_counter_ns()
+        if self._invalid or any(memory.closed for memory in self._memories):
+            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
+        if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
+            return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING
+        loop_deadline = time.monotonic_ns() + self._loop_timeout_ns
+        device_start = time.perf_counter_ns()
+        try:
+            with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPUTATION, "execute"):
+                results = self._executor.run(self._inputs, loop_deadline, deadline_ns)
+        except NNError as exc:
+            logger.info("execution failed: %s", exc)
+            return status_for_exception(exc), [], NO_TIMING
+        except Exception as exc:
+            logger.warning("execution failed unexpectedly: %s: %s", type(exc).__name__, exc)
+            return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
+        device_end = time.perf_counter_ns()
+        try:
+            if self._fixed is not None and all(
+                result.shape == shape.dimensions
+                for result, shape in zip(results, self._fixed_shapes)
+            ):
+                for target, result in zip(self._fixed, results):
+                    if target is not None:
+                        np.copyto(target, result)
+                status, shapes = ErrorStatus.NONE, self._fixed_shapes
+            else:
+                status, shapes = _write_outputs(self._outputs, self._targets, results)
+        except Exception as exc:  # e.g. an operation returned something that is not an array
+            logger.warning("cannot write the outputs: %s: %s", type(exc).__name__, exc)
+            return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
+        if status not in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
+            return status, [], NO_TIMING
+        timing = NO_TIMING
+        if self._measure and status == ErrorStatus.NONE:
+            on_device = (device_end - device_start) // 1000
+            in_driver = (time.perf_counter_ns() - driver_start) // 1000
+            timing = Timing(on_device, max(in_driver, on_device))
+        return status, shapes, timing
+
+
+def _write_outputs(
+    outputs: Sequence[RequestArgument], views: list[memoryview | None], results: list[np.ndarray]
+) -> tuple[ErrorStatus, list[OutputShape]]:
+    """Copy each result into its output's location, or say which ones do not fit."""
+    shapes: list[OutputShape] = []
+    sufficient = True
+    for i, (arg, result) in enumerate(zip(outputs, results)):
+        if arg.dimensions and not _compatible(arg.dimensions, result.shape):
+            fits = result.nbytes <= arg.location.length
+            if fits:
+                logger.info(
+                    "output %d: produced shape %s, the request declares %s",
+                    i,
+                    result.shape,
+                    arg.dimensions,
+                )
+                return ErrorStatus.GENERAL_FAILURE, []
+        ok = arg.has_no_value or result.nbytes <= arg.location.length
+        sufficient = sufficient and ok
+        shapes.append(OutputShape(tuple(int(d) for d in result.shape), ok))
+    if not sufficient:
+        return ErrorStatus.OUTPUT_INSUFFICIENT_SIZE, shapes
+    for arg, view, result in zip(outputs, views, results):
+        if view is None or result.nbytes == 0:
+            continue
+        target = np.frombuffer(view, np.uint8, result.nbytes, arg.location.offset)
+        target[...] = np.ascontiguousarray(result).reshape(-1).view(np.uint8)
+    return ErrorStatus.NONE, shapes
 
 
 def _compatible(declared: Sequence[int], actual: Sequence[int]) -> bool:

@@ -2,8 +2,10 @@
 
 Preparation happens once per prepared model: every operation is looked up and
 validated, constants are turned into arrays of the right dtype, operations are
-put in dependency order and each operation's ``prepare`` state is computed.
-An execution then only moves arrays between operand slots.
+put in dependency order, each operation's ``prepare`` state is computed and,
+where the operation offers one, bound into a kernel with its constant
+parameters resolved.  An execution then only calls kernels and moves arrays
+between operand slots.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ import numpy as np
 from ..codes import OperationCode, ResultCode
 from ..errors import BadDataError, NNError
 from ..hal.model import HalModel, Lifetime, Subgraph, execution_order
-from .registry import ExecutionContext, OperationRegistration, OperationSignature, lookup
+from ..operands import OperandInfo
+from .registry import (
+    ExecutionContext,
+    Kernel,
+    OperationRegistration,
+    OperationSignature,
+    lookup,
+)
 
 
 @dataclass
@@ -28,6 +37,10 @@ class _PreparedOperation:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     state: Any
+    #: the operation's bound fast path, or None: ``registration.execute`` then runs.
+    kernel: Kernel | None
+    #: (operand index, its info) per output, for the checks after each run.
+    output_infos: tuple[tuple[int, OperandInfo], ...]
 
 
 def operation_signature(
@@ -88,9 +101,17 @@ class PreparedSubgraph:
             else:
                 registration.validate(signature)
                 state = registration.prepare(signature) if registration.prepare else None
+            kernel = registration.bind(signature, state) if registration.bind else None
+            output_infos = tuple((i, subgraph.operands[i].info) for i in operation.outputs)
             self.operations.append(
                 _PreparedOperation(
-                    registration, signature, operation.inputs, operation.outputs, state
+                    registration,
+                    signature,
+                    operation.inputs,
+                    operation.outputs,
+                    state,
+                    kernel,
+                    output_infos,
                 )
             )
 
@@ -125,7 +146,6 @@ class PreparedSubgraph:
         values = list(self._initial_values)  # constants and omitted operands, set once
         for index, value in zip(self.subgraph.input_indexes, inputs):
             values[index] = value
-        operands = self.subgraph.operands
         # Float overflow to inf/nan is defined behaviour here, not a warning.
         with np.errstate(all="ignore"):
             for op in self.operations:
@@ -134,15 +154,16 @@ class PreparedSubgraph:
                         f"the execution missed its deadline before {op.signature.code.name}",
                         ResultCode.MISSED_DEADLINE_TRANSIENT,
                     )
-                context = ExecutionContext(
-                    op.signature,
-                    [values[i] for i in op.inputs],
-                    op.state,
-                    loop_deadline_ns,
-                    self.owner,
-                )
+                arguments = [values[i] for i in op.inputs]
                 try:
-                    results = op.registration.execute(context)
+                    if op.kernel is not None:
+                        results = op.kernel(arguments)
+                    else:
+                        results = op.registration.execute(
+                            ExecutionContext(
+                                op.signature, arguments, op.state, loop_deadline_ns, self.owner
+                            )
+                        )
                 except NNError:
                     raise
                 except (ValueError, IndexError, FloatingPointError, OverflowError) as exc:
@@ -153,8 +174,14 @@ class PreparedSubgraph:
                     raise NNError(
                         f"{op.signature.code.name} produced {len(results)} outputs, expected {len(op.outputs)}"
                     )
-                for index, result in zip(op.outputs, results):
-                    values[index] = _checked_output(op.signature.code, operands[index].info, result)
+                for (index, info), result in zip(op.output_infos, results):
+                    if (
+                        type(result) is not np.ndarray
+                        or result.dtype != info.dtype
+                        or result.shape != info.dimensions
+                    ):
+                        result = _checked_output(op.signature.code, info, result)
+                    values[index] = result
         outputs: list[np.ndarray] = []
         for index in self.subgraph.output_indexes:
             value = values[index]

@@ -16,6 +16,12 @@ Contract for an operation:
 * ``execute(ctx)`` returns the output arrays, one per output operand, with the
   output operand's dtype.  Output shapes are decided here; the executor checks
   them against what the model declared.
+* ``bind(sig, state)`` (optional) is the fast path for the hot operations: it
+  returns a :data:`Kernel`, a function of the input arrays alone with every
+  constant parameter (activation, strides, multipliers) already resolved, or
+  ``None`` when it cannot (e.g. a parameter is not a constant); the executor
+  then calls ``execute``.  A kernel must behave exactly as ``execute``, be
+  safe to call from several threads, and keep no per-run state.
 """
 
 from __future__ import annotations
@@ -100,6 +106,8 @@ class ExecutionContext:
 Validate = Callable[[OperationSignature], None]
 Prepare = Callable[[OperationSignature], Any]
 Execute = Callable[[ExecutionContext], Sequence[np.ndarray]]
+Kernel = Callable[[list[np.ndarray | None]], Sequence[np.ndarray]]
+Bind = Callable[[OperationSignature, Any], Kernel | None]
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,7 @@ class OperationRegistration:
     validate: Validate
     execute: Execute
     prepare: Prepare | None = None
+    bind: Bind | None = None
 
 
 _REGISTRY: dict[OperationCode, OperationRegistration] = {}
@@ -120,12 +129,13 @@ def register(
     validate: Validate,
     execute: Execute,
     prepare: Prepare | None = None,
+    bind: Bind | None = None,
 ) -> None:
     """Register an operation; each code is registered exactly once."""
     code = OperationCode(code)
     if code in _REGISTRY:
         raise RuntimeError(f"operation {code.name} registered twice")
-    _REGISTRY[code] = OperationRegistration(code, validate, execute, prepare)
+    _REGISTRY[code] = OperationRegistration(code, validate, execute, prepare, bind)
 
 
 def _load_operation_modules() -> None:

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 ExecutionResult = tuple[ErrorStatus, list[OutputShape], Timing]
 
+#: :attr:`IDevice.location` of a device running in the caller's process.
+IN_PROCESS = "in-process"
+
 
 class IBurstCallback(abc.ABC):
     """Client side of a burst: hands the server the memory behind a slot."""
@@ -76,7 +79,33 @@ class IBurstExecutorWithCache(abc.ABC):
         """Run ``request`` whose pool indexes refer to ``slots``."""
 
 
+class IExecution(abc.ABC):
+    """One request bound to a prepared model, computed any number of times.
+
+    As NNAPI AIDL's ``IExecution``: the driver validates the request and sets
+    up its buffers once, so a reusable execution pays only for computing.
+    The request's pools must stay valid while the execution is used.
+    """
+
+    @abc.abstractmethod
+    def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
+        """Run the bound request once; never raises for a bad request, returns a status."""
+
+    def close(self) -> None:  # noqa: B027 - optional, with nothing to release by default
+        """Release what the execution holds; idempotent.  Nothing by default."""
+
+
 class IPreparedModel(abc.ABC):
+    def create_reusable_execution(
+        self, request: Request, measure: MeasureTiming, loop_timeout_ns: int | None = None
+    ) -> IExecution:
+        """Bind ``request`` once for many computations.
+
+        The default submits the whole request to :meth:`execute_synchronously`
+        on every call; drivers override it to do their per-request work once.
+        """
+        return _ResubmittedExecution(self, request, measure, loop_timeout_ns)
+
     @abc.abstractmethod
     def execute_synchronously(
         self,
@@ -102,6 +131,30 @@ class IPreparedModel(abc.ABC):
         """Start serving bursts on the two FMQs described."""
 
 
+class _ResubmittedExecution(IExecution):
+    """A reusable execution for drivers with no cheaper way: one full request per call."""
+
+    def __init__(
+        self,
+        prepared: IPreparedModel,
+        request: Request,
+        measure: MeasureTiming,
+        loop_timeout_ns: int | None,
+    ) -> None:
+        self._prepared = prepared
+        self._request = request
+        self._measure = measure
+        self._loop_timeout_ns = loop_timeout_ns
+
+    def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
+        return self._prepared.execute_synchronously(
+            self._request,
+            self._measure,
+            deadline_ns=deadline_ns,
+            loop_timeout_ns=self._loop_timeout_ns,
+        )
+
+
 class SupportsBursts(Protocol):
     """What a burst controller needs of a prepared model, wherever it runs."""
 
@@ -119,7 +172,7 @@ class IDevice(abc.ABC):
     #: execution time: 0 in this process; a service's measured round trip.
     reach_us: float = 0.0
     #: Where the device runs, for people: "in-process", or e.g. "service /run/…/driver.sock".
-    location: str = "in-process"
+    location: str = IN_PROCESS
 
     @property
     def available(self) -> bool:

@@ -116,18 +116,25 @@ class StagedRequest:
             self.close()
             raise
 
+    def copy_in(self) -> None:
+        """Copy the caller's staged pools into the staging memory (again).
+
+        A request computed many times is staged once and copied in before
+        each computation: its buffers' current bytes are what the driver reads."""
+        if self.memory is None:
+            return
+        staging = self.memory.buffer
+        for index, (offset, size) in self._regions.items():
+            staging[offset : offset + size] = pool_view(self.original.pools[index])
+
     def _stage(self, request: Request, memory: MappedMemory) -> Request:
-        staging = memory.buffer
         pools: list[Any] = [memory]
         new_index: dict[int, int] = {}
         for index, pool in enumerate(request.pools):
-            region = self._regions.get(index)
-            if region is None:
+            if index not in self._regions:
                 new_index[index] = len(pools)
                 pools.append(pool)
-            else:
-                offset, size = region
-                staging[offset : offset + size] = pool_view(pool)
+        self.copy_in()
 
         def move(arg: RequestArgument) -> RequestArgument:
             if arg.has_no_value:

@@ -29,10 +29,19 @@ from typing import Any
 from .. import tracing
 from ..codes import ErrorStatus, PreferenceCode, PriorityCode
 from ..errors import BrokenResourceError, NNError, status_for_result_code
-from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
+from ..hal.burst_controller import ExecutionBurstController
+from ..hal.interfaces import (
+    ExecutionResult,
+    IBurstCallback,
+    IBurstContext,
+    IDevice,
+    IExecution,
+    IPreparedModel,
+)
 from ..hal.memory import MappedMemory
 from ..hal.model import HalModel
 from ..hal.types import (
+    DEFAULT_LOOP_TIMEOUT_NS,
     NO_TIMING,
     Capabilities,
     DeviceType,
@@ -256,6 +265,12 @@ class RemotePreparedModel(IPreparedModel):
             log.warning("malformed EXECUTE reply: %s", exc)
             return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
 
+    def create_reusable_execution(
+        self, request: Request, measure: MeasureTiming, loop_timeout_ns: int | None = None
+    ) -> IExecution:
+        """See :class:`RemoteExecution`."""
+        return RemoteExecution(self, request, measure, loop_timeout_ns)
+
     def configure_execution_burst(
         self, callback: IBurstCallback, request_channel: Any, result_channel: Any
     ) -> tuple[ErrorStatus, IBurstContext | None]:
@@ -267,6 +282,62 @@ class RemotePreparedModel(IPreparedModel):
     def close(self) -> None:
         """Release the model in the service now (also done when garbage collected)."""
         self._release()
+
+
+class RemoteExecution(IExecution):
+    """A request computed many times in a service, without per-call setup.
+
+    The first computation is an EXECUTE call like any other.  A second one
+    shows the execution is reused: from then on it runs over a burst of its
+    own that never polls (the service's worker and this thread sleep on
+    futexes between calls), so the pools are mapped in the service once and
+    a call is one packet each way instead of a socket message carrying file
+    descriptors that the service maps and unmaps.  A loop timeout other than
+    the default cannot travel in a burst packet: such executions keep using
+    EXECUTE.
+    """
+
+    def __init__(
+        self,
+        prepared: RemotePreparedModel,
+        request: Request,
+        measure: MeasureTiming,
+        loop_timeout_ns: int | None,
+    ) -> None:
+        self._prepared = prepared
+        self._request = request
+        self._measure = measure
+        self._loop_timeout_ns = loop_timeout_ns
+        self._calls = 0
+        self._controller: ExecutionBurstController | None = None
+
+    def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
+        self._calls += 1
+        if self._calls == 2 and self._loop_timeout_ns in (None, DEFAULT_LOOP_TIMEOUT_NS):
+            try:
+                self._controller = ExecutionBurstController.create(self._prepared)
+            except NNError as exc:
+                log.info("no burst for a reused execution (%s): staying on EXECUTE", exc)
+        controller = self._controller
+        if controller is not None:
+            pools = self._request.pools
+            if all(isinstance(pool, MappedMemory) and not pool.closed for pool in pools):
+                status, shapes, timing, fallback = controller.compute(
+                    self._request, self._measure, pools, deadline_ns=deadline_ns
+                )
+                if not fallback:
+                    return status, shapes, timing
+        return self._prepared.execute_synchronously(
+            self._request,
+            self._measure,
+            deadline_ns=deadline_ns,
+            loop_timeout_ns=self._loop_timeout_ns,
+        )
+
+    def close(self) -> None:
+        controller, self._controller = self._controller, None
+        if controller is not None:
+            controller.close()
 
 
 # -- discovery ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...codes import FuseCode, OperandCode, OperationCode
 from ...operands import OperandInfo
-from ..registry import ExecutionContext, OperationSignature, register
+from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     FUSE_CODES,
@@ -88,15 +88,17 @@ def _validate_binary(sig: OperationSignature) -> None:
 
 def _broadcast(ctx: ExecutionContext) -> tuple[np.ndarray, np.ndarray]:
     a, b = ctx.input(0), ctx.input(1)
+    _check_broadcast(ctx.code, a, b)
+    return a, b
+
+
+def _check_broadcast(code: OperationCode, a: np.ndarray, b: np.ndarray) -> None:
     if a.shape == b.shape:
-        return a, b
+        return
     try:
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
-        raise op_failed(
-            ctx.code, f"input shapes {a.shape} and {b.shape} cannot be broadcast"
-        ) from None
-    return a, b
+        raise op_failed(code, f"input shapes {a.shape} and {b.shape} cannot be broadcast") from None
 
 
 def _fuse(ctx: ExecutionContext) -> int:
@@ -127,14 +129,22 @@ _FLOAT_OPS: dict[OperationCode, Callable[[np.ndarray, np.ndarray], np.ndarray]] 
 
 
 def _execute_float(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
+    return _float_binary(_FLOAT_OPS[ctx.code], fuse, ctx.output_info(0).dtype, a, b)
+
+
+def _float_binary(
+    ufunc: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    fuse: int,
+    dtype: np.dtype,
+    a: np.ndarray,
+    b: np.ndarray,
+) -> np.ndarray:
     # The executor runs every operation under np.errstate(all="ignore").
-    result = _FLOAT_OPS[ctx.code](
-        a.astype(np.float32, copy=False), b.astype(np.float32, copy=False)
-    )
+    result = ufunc(a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
     if fuse != FuseCode.NONE:
         lo, hi = _float_bounds(fuse)
-        result = np.clip(result, lo, hi)
-    return result.astype(ctx.output_info(0).dtype, copy=False)
+        result = np.clip(result, lo, hi, out=result)
+    return result.astype(dtype, copy=False)
 
 
 def _execute_int32(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
@@ -199,6 +209,23 @@ def _execute_binary(ctx: ExecutionContext) -> list[np.ndarray]:
     return [_add_sub_quant8(ctx, a, b, fuse)]
 
 
+def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
+    """Float arithmetic with a constant activation: one ufunc (and a clip) per run."""
+    fuse = constant_scalar(sig, 2)
+    if fuse is None or fuse not in FUSE_CODES or sig.inputs[0].code not in FLOAT_TENSOR_CODES:
+        return None
+    ufunc, code, dtype = _FLOAT_OPS[sig.code], sig.code, sig.outputs[0].dtype
+
+    def kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+        a, b = inputs[0], inputs[1]
+        if a is None or b is None:
+            raise sig.fail(f"input {0 if a is None else 1} is required but was omitted")
+        _check_broadcast(code, a, b)
+        return [_float_binary(ufunc, fuse, dtype, a, b)]
+
+    return kernel
+
+
 def _validate_floor(sig: OperationSignature) -> None:
     require_operand_counts(sig, (1,), 1)
     info = require_operand_type(sig, 0, FLOAT_TENSOR_CODES, "input")
@@ -222,5 +249,5 @@ def _execute_floor(ctx: ExecutionContext) -> list[np.ndarray]:
 
 
 for _code in _TYPES:
-    register(_code, validate=_validate_binary, execute=_execute_binary)
+    register(_code, validate=_validate_binary, execute=_execute_binary, bind=_bind_binary)
 register(OperationCode.FLOOR, validate=_validate_floor, execute=_execute_floor)
