@@ -330,8 +330,8 @@ class RoundTrip:
         self._request, self._reply = request, reply
         self._wrote = ffi.new("int *")
         self._spin = spin_ns
-        # Everything but (n, deadline) bound once; the C side checks n against
-        # the request's capacity, so a call cannot read past the buffer.
+        # Queues and buffers bound once; the C side checks n against the
+        # request's capacity, so a call cannot read past the buffer.
         self._call = functools.partial(
             _write_then_read,
             requests._q,
@@ -340,17 +340,17 @@ class RoundTrip:
             replies._q,
             ffi.from_buffer(reply),
             reply.size,
-            spin_ns,
-            self._wrote,
         )
 
-    def __call__(self, n: int, timeout_ns: int = 0) -> int:
+    def __call__(self, n: int, timeout_ns: int = 0, spin_ns: int | None = None) -> int:
         """Round trip of ``request[:n]``.  Returns the reply length; 0 if the
         reply did not come in time (the request went out); -1 if the request
-        could not be written in time."""
+        could not be written in time.  ``spin_ns`` overrides the spin window
+        given at creation for this call (a caller's adaptive policy)."""
         deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
+        spin = self._spin if spin_ns is None else spin_ns
         try:
-            rc: int = self._call(n, deadline)
+            rc: int = self._call(spin, self._wrote, n, deadline)
         except OverflowError:  # a negative n does not fit the C uint64_t
             rc = EINVAL
         if rc > 0:
@@ -360,9 +360,9 @@ class RoundTrip:
                 f"cannot send {n} elements from a {self._request.size}-element request"
             )
         if rc == EINTR and not self._wrote[0]:
-            return self(n, _remaining(deadline))  # nothing went out: start again
+            return self(n, _remaining(deadline), spin)  # nothing went out: start again
         return _round_trip_result(
-            rc, self._wrote[0], self._requests, self._replies, self._reply, deadline, self._spin
+            rc, self._wrote[0], self._requests, self._replies, self._reply, deadline, spin
         )
 
 

@@ -647,3 +647,34 @@ def test_a_client_killed_mid_burst_leaves_the_service_healthy(services):
         execution.set_output(0, out)
         execution.burst_compute(burst)
         np.testing.assert_array_equal(out, expected)
+
+
+# -- reused executions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loop_timeout_ns", [None, 3_000_000_000])
+def test_a_reused_service_execution_is_right_every_time_and_releases_everything(
+    services, loop_timeout_ns
+):
+    """From its second computation a reusable execution on a service device
+    runs over a burst of its own (a loop timeout other than the default keeps
+    it on EXECUTE); either way every result is right and close() gives back
+    the staging memory, the FMQs and the service's worker."""
+    fds = open_fds()
+    work = add_mul_model()
+    a, b = work.inputs[0].copy(), work.inputs[1]
+    out = np.zeros_like(work.output)
+    with compiled(work.model, [device(ALL)]) as compilation:
+        execution = nn.Execution(compilation)
+        execution.set_reusable(True)
+        if loop_timeout_ns is not None:
+            execution.set_loop_timeout(loop_timeout_ns)
+        execution.set_input(0, a)
+        execution.set_input(1, b)
+        execution.set_output(0, out)
+        for k in range(4):
+            a[...] = work.inputs[0] + k
+            execution.compute()
+            np.testing.assert_array_equal(out, (a + b) * np.float32(0.5))
+        execution.close()
+    assert open_fds() == fds

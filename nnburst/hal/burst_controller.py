@@ -38,6 +38,7 @@ from ..errors import (
 from ..fmq import MessageQueue
 from .interfaces import IBurstCallback, IBurstContext, SupportsBursts
 from .packets import REQUEST_DATUM, RESULT_DATUM, WORDS, parse_result_words, request_words
+from .spin import SpinPolicy
 from .types import MeasureTiming, OutputShape, Request, Timing
 
 #: FMQ length of each channel, as Android's kExecutionBurstChannelLength.
@@ -207,8 +208,9 @@ class ExecutionBurstController:
         self._last_packet: tuple[Request, MeasureTiming, list[int], np.ndarray] | None = None
         self._last_result: tuple[list[int], tuple[ErrorStatus, list[OutputShape], Timing] | None]
         self._last_result = ([], None)
+        self._spin = SpinPolicy(max(0, polling_window_us) * 1000)
         self._round_trip = requests.round_trip(
-            results, self._request_buffer, self._result_buffer, max(0, polling_window_us) * 1000
+            results, self._request_buffer, self._result_buffer, self._spin.window_ns
         )
         self._closed = False
         # A context in another process reports its death: tear both channels
@@ -329,7 +331,10 @@ class ExecutionBurstController:
         if timeout < 0:
             return -1
         self._request_words[: len(words)] = words
-        received = self._round_trip(len(words) // WORDS, timeout)
+        spin = self._spin.next_window()
+        start = time.monotonic_ns()
+        received = self._round_trip(len(words) // WORDS, timeout, spin)
+        self._spin.record(spin, time.monotonic_ns() - start)
         self._owed = received == 0
         return received
 

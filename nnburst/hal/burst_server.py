@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ from .packets import (
     parse_request_words,
     result_words,
 )
+from .spin import SpinPolicy
 from .types import MeasureTiming, Request, Timing
 
 log = logging.getLogger("nnburst.burst")
@@ -204,13 +206,18 @@ class _Worker:
         self.thread = threading.Thread(target=self.run, name="nnburst-burst-server", daemon=True)
 
     def run(self) -> None:
+        spin = SpinPolicy(self.spin_ns)
         try:
             n = self.requests.read_available_blocking(self.request_buffer, spin_ns=self.spin_ns)
             reply_and_wait = self.results.round_trip(
                 self.requests, self.result_buffer, self.request_buffer, self.spin_ns
             )
             while True:
-                n = reply_and_wait(self.respond(n))
+                datums = self.respond(n)
+                window = spin.next_window()
+                start = time.monotonic_ns()
+                n = reply_and_wait(datums, 0, window)
+                spin.record(window, time.monotonic_ns() - start)
         except (ClosedResourceError, BrokenResourceError):
             pass  # torn down by either side: the burst is over
         except NNError as exc:

@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import threadpoolctl
+
 from .._version import __version__
 from ..codes import (
     ErrorStatus,
@@ -630,7 +632,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="declare these ratios to the reference CPU instead of the measured ones, to try "
         "partitioning as if DEVICE were an accelerator (repeatable)",
     )
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        metavar="N",
+        help="threads numpy's BLAS may use in the matmul-based kernels (default 1: the service "
+        "shares the machine with its clients, and a second BLAS thread fights a burst client "
+        "spinning on the other core; 0 keeps the BLAS library's own default)",
+    )
     args = parser.parse_args(argv)
+    if args.blas_threads < 0:
+        parser.error(f"--blas-threads must be 0 or more, got {args.blas_threads}")
+    if args.blas_threads:
+        # Process-wide, for the service's whole life: the returned limiter is not needed.
+        threadpoolctl.threadpool_limits(limits=args.blas_threads, user_api="blas")
     path = args.socket or protocol.default_socket_path()
     logging.basicConfig(
         level=os.environ.get("NNBURST_LOG_LEVEL", "WARNING"), format="%(name)s: %(message)s"

@@ -1,0 +1,65 @@
+"""When a burst waits for its peer: spin first only while spinning pays.
+
+Spinning (polling in C without the GIL before sleeping on the futex) saves
+the futex wake-up, tens of microseconds on a VM, when the answer comes
+within the window.  When it does not (a slow model, an app that pauses
+between executions, or a machine whose cores are all busy) the window is
+pure loss: the waiter burns its CPU, then sleeps anyway, and on a loaded
+machine the burned CPU is taken from the very peer it waits for.
+
+The policy sees only how long each wait took.  A wait longer than the window
+is a miss: the spin did not catch the answer.  After ``MISSES`` misses in a
+row the window closes (the waiter sleeps at once); it reopens for one probe
+wait after a pause of ``FIRST_PAUSE`` waits, doubled after every failed
+probe up to ``LONGEST_PAUSE``, and a hit reopens it for good.  C owns the
+spinning; this module only chooses the window for the next wait.
+"""
+
+from __future__ import annotations
+
+#: Consecutive misses that close the window.
+MISSES = 3
+#: Waits without spinning before the first probe, and the cap after doubling.
+FIRST_PAUSE = 16
+LONGEST_PAUSE = 1024
+
+
+class SpinPolicy:
+    """The spin window for each wait, adapted to the waits before it.
+
+    Not thread-safe: one per waiting thread (a burst's client or worker).
+    """
+
+    __slots__ = ("window_ns", "_misses", "_pause", "_closed_for")
+
+    def __init__(self, window_ns: int) -> None:
+        self.window_ns = max(0, int(window_ns))
+        self._misses = 0
+        self._pause = FIRST_PAUSE
+        self._closed_for = 0  # waits left before the next probe
+
+    def next_window(self) -> int:
+        """The spin window, in ns, for the coming wait."""
+        if self._closed_for:
+            self._closed_for -= 1
+            return 0
+        return self.window_ns
+
+    def record(self, spin_ns: int, waited_ns: int) -> None:
+        """Account a wait that spun for up to ``spin_ns`` and took ``waited_ns`` in all."""
+        if spin_ns == 0:
+            return  # the window was closed: this wait says nothing about spinning
+        if waited_ns <= spin_ns:
+            self._misses = 0
+            self._pause = FIRST_PAUSE
+            return
+        self._misses += 1
+        if self._misses >= MISSES:
+            self._closed_for = self._pause
+            self._pause = min(2 * self._pause, LONGEST_PAUSE)
+            self._misses = MISSES - 1  # one more miss (a failed probe) closes it again
+
+    @property
+    def spinning(self) -> bool:
+        """True while the window is open."""
+        return self.window_ns > 0 and self._closed_for == 0
