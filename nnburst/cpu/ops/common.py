@@ -719,3 +719,24 @@ def check_paddings(paddings: np.ndarray, rows: int, fail: Fail) -> np.ndarray:
     if (paddings < 0).any():
         raise fail(f"paddings must be non-negative, got {paddings.tolist()}")
     return paddings
+
+
+# ---------------------------------------------------------------------------
+# Per-channel requantization on whole arrays.  Appended; shared by conv.py,
+# conv_v12.py and fully_connected.py through windows.py.
+# ---------------------------------------------------------------------------
+
+
+def multiply_by_quantized_multipliers(
+    x: Any, multipliers: np.ndarray, shifts: np.ndarray
+) -> np.ndarray:
+    """``multiply_by_quantized_multiplier`` with one (multiplier, shift) per element.
+
+    ``multipliers`` and ``shifts`` broadcast against ``x`` (per output channel
+    along the last axis), so a per-channel requantization is one pass instead
+    of one pass per channel; the integer steps are the scalar version's.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    shifts = np.asarray(shifts, dtype=np.int64)
+    x = np.clip(x * (np.int64(1) << np.maximum(shifts, 0)), INT32_MIN, INT32_MAX)
+    return rounding_divide_by_pot_each(fixed_mul(x, multipliers), np.maximum(-shifts, 0))

@@ -2,15 +2,18 @@
 
 Both run on NHWC data (an NCHW input is transposed in and out) with the
 filter always in NNAPI's [depth_out, height, width, depth_in] order.  Float
-data is computed in float64 and cast to the output type, which keeps the
-result within a few ULP of the float32 reference.  Quantized data is
-accumulated exactly: ``(x - x_zp)·(w - w_zp)`` sums are integers far below
-2**53, so a float64 BLAS matmul yields them exactly and fast; they are then
-requantized with the reference's fixed-point multiplier.
+data is computed in float32, as the NNAPI reference does (float16 is
+computed in float32 and cast back).  Quantized data is accumulated exactly:
+``(x - x_zp)·(w - w_zp)`` sums are integers, so a float BLAS matmul yields
+them exactly while they fit the mantissa (``windows.exact_dtype`` picks
+float32 or float64); they are then requantized with the reference's
+fixed-point multiplier.
 
-CONV_2D is an im2col matmul; DEPTHWISE_CONV_2D accumulates one broadcast
-multiply per filter tap (a handful of vectorised passes, never a loop over
-output pixels).
+Everything that depends only on constants (filter layout and dtype, bias,
+multipliers, padding, the fused clamp) is worked out in ``prepare``.
+CONV_2D is one im2col matmul; DEPTHWISE_CONV_2D accumulates one broadcast
+multiply per filter tap over the window view (never a loop over pixels or
+channels).
 """
 
 from __future__ import annotations
@@ -21,29 +24,35 @@ from typing import Any
 import numpy as np
 
 from ...codes import OperandCode, OperationCode
-from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     WindowArgs,
-    apply_fused_activation,
     bias_scale_matches,
     check_window_arg_types,
     check_window_values,
     constant_scalar,
     from_nhwc,
+    fused_activation_bounds,
     known_dim,
     op_failed,
     quantize_multiplier,
-    requantize,
     require_operand_rank,
     require_operand_type,
-    resolve_window,
     to_nhwc,
     window_args,
     window_values,
-    window_view,
+)
+from .windows import (
+    WindowPlan,
+    constant_plan,
+    conv_output,
+    exact_dtype,
+    im2col,
+    pad_nhwc,
+    runtime_plan,
+    windows,
 )
 
 _PER_CHANNEL = OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL
@@ -126,67 +135,83 @@ def _validate(sig: OperationSignature) -> None:
 
 @dataclass
 class _Filter:
-    """A filter converted once: float64, zero point removed, laid out for the matmul."""
+    """A filter converted once to the layout and dtype its kernel multiplies with."""
 
-    #: CONV_2D: [depth_in*fh*fw, depth_out]; DEPTHWISE: [fh, fw, depth_out].
+    #: CONV_2D: [fh*fw*depth_in, depth_out]; DEPTHWISE: [fh, fw, depth_out].  Zero
+    #: point removed; float32, or float64 when float32 cannot hold quantized sums exactly.
     weights: np.ndarray
     filter_h: int
     filter_w: int
     depth_out: int
-    #: (multiplier, shift) per output channel (one entry for per-tensor), or None for float.
-    multipliers: list[tuple[int, int]] | None
+    #: int64 (multipliers, shifts), per output channel or one for the tensor; None for float.
+    requant: tuple[np.ndarray, np.ndarray] | None
+
+
+@dataclass
+class _State:
+    filter: _Filter | None
+    #: float: in the filter's dtype; quantized: int64.  None when not constant.
+    bias: np.ndarray | None
+    plan: WindowPlan | None
+    #: quantized fused-activation clamp when the activation is constant.
+    bounds: tuple[int, int] | None
 
 
 def _convert_filter(sig: OperationSignature, w: np.ndarray) -> _Filter:
     inp, filt, out = sig.inputs[0], sig.inputs[1], sig.outputs[0]
     depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
-    wf = w.astype(np.float64)
-    multipliers = None
-    if inp.code in QUANT8_ASYMM_CODES:
-        if filt.channel_quant is not None:  # TENSOR_QUANT8_SYMM_PER_CHANNEL
-            scales = filt.channel_quant.scales
-        else:
-            wf -= filt.zero_point
-            scales = (filt.scale,)
-        multipliers = [quantize_multiplier(inp.scale * s / out.scale) for s in scales]
     depth_out, fh, fw = (w.shape[3] if depthwise else w.shape[0]), w.shape[1], w.shape[2]
-    if multipliers is not None and len(multipliers) not in (1, depth_out):
-        raise op_failed(sig.code, f"{len(multipliers)} filter scales for {depth_out} channels")
     if depthwise:
-        weights = wf[0]
-    else:  # [O, fh, fw, C] -> [C, fh, fw, O] flattened, matching the window view's order
-        weights = np.ascontiguousarray(wf.transpose(3, 1, 2, 0).reshape(-1, depth_out))
-    return _Filter(weights, fh, fw, depth_out, multipliers)
+        wf = w[0].astype(np.float64)  # [fh, fw, depth_out]
+    else:  # [O, fh, fw, C] -> [fh, fw, C, O] flattened, the im2col column order
+        wf = w.transpose(1, 2, 3, 0).reshape(-1, depth_out).astype(np.float64)
+    if inp.code not in QUANT8_ASYMM_CODES:
+        return _Filter(np.ascontiguousarray(wf, dtype=np.float32), fh, fw, depth_out, None)
+    if filt.channel_quant is not None:  # TENSOR_QUANT8_SYMM_PER_CHANNEL
+        scales = filt.channel_quant.scales
+    else:
+        wf -= filt.zero_point
+        scales = (filt.scale,)
+    if len(scales) not in (1, depth_out):
+        raise op_failed(sig.code, f"{len(scales)} filter scales for {depth_out} channels")
+    pairs = [quantize_multiplier(inp.scale * s / out.scale) for s in scales]
+    requant = (np.array([m for m, _ in pairs], np.int64), np.array([s for _, s in pairs], np.int64))
+    dtype = exact_dtype(inp, np.abs(wf).reshape(-1, depth_out).sum(axis=0))
+    return _Filter(np.ascontiguousarray(wf, dtype=dtype), fh, fw, depth_out, requant)
 
 
-def _prepare(sig: OperationSignature) -> dict[str, Any]:
-    """Convert constant filters (and biases) once per prepared model."""
-    state: dict[str, Any] = {"filter": None, "bias": None}
-    w = sig.constants.get(1)
-    if w is not None:
-        state["filter"] = _convert_filter(sig, np.asarray(w))
-    b = sig.constants.get(2)
-    if b is not None:
-        state["bias"] = np.asarray(b).astype(np.float64)
-    return state
+def _convert_bias(b: np.ndarray, filt: _Filter) -> np.ndarray:
+    return b.astype(np.int64 if filt.requant is not None else filt.weights.dtype)
+
+
+def _prepare(sig: OperationSignature) -> _State:
+    """Convert constant filters and biases, resolve padding and the fused clamp once."""
+    w, b = sig.constants.get(1), sig.constants.get(2)
+    filt = None if w is None else _convert_filter(sig, np.asarray(w))
+    bias = None if b is None or filt is None else _convert_bias(np.asarray(b), filt)
+    plan = constant_plan(
+        sig, _args(sig), lambda _: None if filt is None else (filt.filter_h, filt.filter_w)
+    )
+    bounds = None
+    if plan is not None and sig.inputs[0].code in QUANT8_ASYMM_CODES:
+        bounds = fused_activation_bounds(int(plan.values["fuse"]), sig.outputs[0])
+    return _State(filt, bias, plan, bounds)
 
 
 def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
+    state: _State = ctx.state
     depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
-    values = window_values(_args(sig), ctx.scalar)
+    plan = state.plan or runtime_plan(ctx, _args(sig))
+    values = plan.values
     fail = ctx.fail
-    check_window_values(values, fail)
-    nchw = bool(values["nchw"])
-
-    if ctx.input(0).ndim != 4:
-        raise fail(f"input has rank {ctx.input(0).ndim}; expected 4")
-    x = to_nhwc(ctx.input(0), nchw)
-    state = ctx.state or {}
-    filt: _Filter = state.get("filter") or _check_and_convert(ctx)
-    bias = state.get("bias")
-    if bias is None:
-        bias = ctx.input(2).astype(np.float64)
+    nchw = values["nchw"]
+    x = ctx.input(0)
+    if x.ndim != 4:
+        raise fail(f"input has rank {x.ndim}; expected 4")
+    x = to_nhwc(x, nchw)
+    filt = state.filter or _check_and_convert(ctx)
+    bias = state.bias if state.bias is not None else _convert_bias(ctx.input(2), filt)
     _, in_h, in_w, in_depth = x.shape
     if bias.shape != (filt.depth_out,):
         raise fail(f"bias shape {bias.shape} != ({filt.depth_out},)")
@@ -198,25 +223,18 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
             )
     elif filt.weights.shape[0] != in_depth * filt.filter_h * filt.filter_w:
         raise fail(f"filter depth does not match input depth {in_depth}")
-    win = resolve_window(values, in_h, in_w, filt.filter_h, filt.filter_w, fail)
+    win = plan.resolve(in_h, in_w, filt.filter_h, filt.filter_w, fail)
 
     inp = sig.inputs[0]
-    quantized = inp.code in QUANT8_ASYMM_CODES
-    xf = x.astype(np.float64)
-    if quantized:
-        xf -= inp.zero_point  # padding with 0 now means padding with the zero point
+    zero_point = inp.zero_point if filt.requant is not None else 0
+    # Quantized: padding the shifted input with 0 is padding with the zero point.
+    padded = pad_nhwc(x, win, filt.weights.dtype, offset=zero_point)
     if depthwise:
-        acc = _depthwise(xf, filt, win, mult)
+        acc = _depthwise(padded, filt, win, mult)
     else:
-        acc = _conv(xf, filt, win)
-    acc += bias
-
-    out_info = sig.outputs[0]
-    fuse = int(values["fuse"])
-    if filt.multipliers is not None:  # quantized
-        result = _requantize(acc, filt.multipliers, out_info, fuse)
-    else:
-        result = apply_fused_activation(acc, fuse).astype(out_info.dtype)
+        acc = im2col(padded, win, filt.filter_h, filt.filter_w) @ filt.weights
+    acc = acc.reshape(x.shape[0], win.out_h, win.out_w, filt.depth_out)
+    result = conv_output(acc, bias, filt.requant, sig.outputs[0], int(values["fuse"]), state.bounds)
     return [from_nhwc(result, nchw)]
 
 
@@ -229,43 +247,23 @@ def _check_and_convert(ctx: ExecutionContext) -> _Filter:
     return _convert_filter(ctx.signature, w)
 
 
-def _conv(x: np.ndarray, filt: _Filter, win: Any) -> np.ndarray:
-    """im2col: every window becomes one row, then one matmul with the filter."""
-    n = x.shape[0]
-    patches = window_view(x, win, filt.filter_h, filt.filter_w)
-    rows = patches.reshape(n * win.out_h * win.out_w, filt.weights.shape[0])
-    return (rows @ filt.weights).reshape(n, win.out_h, win.out_w, filt.depth_out)
+def _depthwise(padded: np.ndarray, filt: _Filter, win: Any, mult: int) -> np.ndarray:
+    """Sum over filter taps of (that tap's input pixels) x (its weights), all channels at once.
 
-
-def _depthwise(x: np.ndarray, filt: _Filter, win: Any, mult: int) -> np.ndarray:
-    """Sum over filter taps of (input slice) x (that tap's weights), per channel."""
-    n, _, _, depth = x.shape
-    if win.pad_top or win.pad_bottom or win.pad_left or win.pad_right:
-        x = np.pad(
-            x, ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0))
-        )
-    acc = np.zeros((n, win.out_h, win.out_w, depth, mult))
-    rows = (win.out_h - 1) * win.stride_h + 1
-    cols = (win.out_w - 1) * win.stride_w + 1
+    Output channel ``c·mult + m`` reads input channel ``c``: repeating the input
+    channels ``mult`` times lines them up with the filter's last axis.
+    """
+    if mult > 1:
+        padded = np.repeat(padded, mult, axis=3)
+    view = windows(padded, win, filt.filter_h, filt.filter_w)
+    acc = view[:, :, :, 0, 0] * filt.weights[0, 0]
+    product = np.empty_like(acc)
     for i in range(filt.filter_h):
-        y0 = i * win.dilation_h
         for j in range(filt.filter_w):
-            x0 = j * win.dilation_w
-            tap = x[:, y0 : y0 + rows : win.stride_h, x0 : x0 + cols : win.stride_w, :, None]
-            acc += tap * filt.weights[i, j].reshape(depth, mult)
-    return acc.reshape(n, win.out_h, win.out_w, depth * mult)
-
-
-def _requantize(
-    acc: np.ndarray, multipliers: list[tuple[int, int]], out: OperandInfo, fuse: int
-) -> np.ndarray:
-    acc = np.rint(acc).astype(np.int64)  # exact integers already; rint guards the cast
-    if len(multipliers) == 1:
-        return requantize(acc, *multipliers[0], out, fuse)
-    result = np.empty(acc.shape, dtype=out.dtype)
-    for channel, (m, s) in enumerate(multipliers):
-        result[..., channel] = requantize(acc[..., channel], m, s, out, fuse)
-    return result
+            if i or j:
+                np.multiply(view[:, :, :, i, j], filt.weights[i, j], out=product)
+                acc += product
+    return acc
 
 
 register(OperationCode.CONV_2D, validate=_validate, execute=_execute, prepare=_prepare)

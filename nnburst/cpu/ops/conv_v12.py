@@ -2,12 +2,15 @@
 
 Both work on NHWC data (NCHW is transposed in and out) with filters in
 NNAPI's ``[depth_out, height, width, depth_in]`` order.  Float data is
-computed in float64 and cast to the output type.  Quantized data subtracts
-the zero points first, so every accumulator is an exact integer (far below
-2**53 in float64); the sums are then requantized with the reference's
-fixed-point multipliers, per channel for TENSOR_QUANT8_SYMM_PER_CHANNEL
-filters.
+computed in float32 (float16 too, cast back at the end).  Quantized data
+subtracts the zero points first, so every accumulator is an exact integer
+(float32 or float64, whichever holds the largest possible sum exactly:
+``windows.exact_dtype``); the sums are then requantized with the
+reference's fixed-point multipliers, per channel for
+TENSOR_QUANT8_SYMM_PER_CHANNEL filters.
 
+``prepare`` converts constant filters to the matmul layout, the bias, the
+multipliers, the fused clamp and (GROUPED_CONV_2D) the padding once.
 TRANSPOSE_CONV_2D is one matmul (every input pixel times every filter tap)
 followed by a scatter-add of the taps into the output canvas, one strided
 slice per tap; GROUPED_CONV_2D is a batched im2col matmul, one batch per
@@ -28,23 +31,29 @@ from .common import (
     FLOAT_TENSOR_CODES,
     FUSE_CODES,
     QUANT8_ASYMM_CODES,
-    apply_fused_activation,
     bias_scale_matches,
     check_window_arg_types,
     check_window_values,
     constant_scalar,
     conv_multiplier,
     from_nhwc,
+    fused_activation_bounds,
     known_dim,
     op_failed,
-    requantize,
     require_operand_rank,
     require_operand_type,
-    resolve_window,
     to_nhwc,
     window_args,
     window_values,
-    window_view,
+)
+from .windows import (
+    WindowPlan,
+    constant_plan,
+    conv_output,
+    exact_dtype,
+    pad_nhwc,
+    runtime_plan,
+    windows,
 )
 
 _PER_CHANNEL = OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL
@@ -95,76 +104,113 @@ def _check_tensors(sig: OperationSignature) -> OperandInfo:
 
 @dataclass
 class _Weights:
-    """A filter converted once: float64 with the zero point removed, plus requantization."""
+    """A filter converted once to its kernel's matmul layout and dtype, zero point removed.
 
-    weights: np.ndarray  # [depth_out, fh, fw, depth_in]
-    #: (multiplier, shift) per output channel (one entry per-tensor); None for float.
-    multipliers: list[tuple[int, int]] | None
+    Float filters become float32; quantized ones float32 when every sum fits
+    its mantissa exactly, else float64 (``windows.exact_dtype``).
+    """
+
+    #: GROUPED_CONV_2D: [groups, fh*fw*depth_group, depth_out/groups];
+    #: TRANSPOSE_CONV_2D: [depth_in, fh*fw*depth_out].
+    weights: np.ndarray
+    #: the filter's [depth_out, fh, fw, depth_in].
+    shape: tuple[int, int, int, int]
+    #: int64 (multipliers, shifts), per output channel or one for the tensor; None for float.
+    requant: tuple[np.ndarray, np.ndarray] | None
 
 
-def _convert(sig: OperationSignature, w: np.ndarray) -> _Weights:
+def _convert(sig: OperationSignature, w: np.ndarray, groups: int | None) -> _Weights:
+    """``groups``: GROUPED_CONV_2D's group count; ``None`` for TRANSPOSE_CONV_2D."""
     inp, filt, out = sig.inputs[0], sig.inputs[1], sig.outputs[0]
     wf = np.asarray(w).astype(np.float64)
-    if inp.code not in QUANT8_ASYMM_CODES:
-        return _Weights(wf, None)
-    if filt.channel_quant is not None:
-        scales = filt.channel_quant.scales
-        if len(scales) != wf.shape[0]:
-            raise op_failed(sig.code, f"{len(scales)} filter scales for {wf.shape[0]} channels")
-    else:
-        wf -= filt.zero_point
-        scales = (filt.scale,)
-    return _Weights(wf, [conv_multiplier(inp.scale, s, out.scale) for s in scales])
+    depth_out, fh, fw, depth_in = wf.shape
+    requant = None
+    dtype: Any = np.float32
+    if inp.code in QUANT8_ASYMM_CODES:
+        if filt.channel_quant is not None:
+            scales = filt.channel_quant.scales
+            if len(scales) != depth_out:
+                raise op_failed(sig.code, f"{len(scales)} filter scales for {depth_out} channels")
+        else:
+            wf -= filt.zero_point
+            scales = (filt.scale,)
+        pairs = [conv_multiplier(inp.scale, s, out.scale) for s in scales]
+        requant = (
+            np.array([m for m, _ in pairs], np.int64),
+            np.array([s for _, s in pairs], np.int64),
+        )
+        dtype = exact_dtype(inp, np.abs(wf).reshape(depth_out, -1).sum(axis=1))
+    layout: np.ndarray
+    if groups is None:  # every input channel to every (tap, output channel)
+        layout = wf.transpose(3, 1, 2, 0).reshape(depth_in, -1)
+    else:  # per group, rows in the window view's (fh, fw, channel) order
+        layout = wf.reshape(groups, depth_out // groups, fh, fw, depth_in)
+        layout = layout.transpose(0, 2, 3, 4, 1).reshape(groups, fh * fw * depth_in, -1)
+    return _Weights(np.ascontiguousarray(layout, dtype=dtype), wf.shape, requant)
 
 
-def _prepare(sig: OperationSignature) -> dict[str, Any]:
-    """Convert a constant filter once per prepared model."""
-    w = sig.constants.get(1)
-    return {"weights": None if w is None else _convert(sig, np.asarray(w))}
+@dataclass
+class _State:
+    weights: _Weights | None
+    #: float: in the weights' dtype; quantized: int64.  None when not constant.
+    bias: np.ndarray | None
+    #: the scalar parameters by name when all are constant (GROUPED_CONV_2D: a WindowPlan).
+    values: Any
+    #: quantized fused-activation clamp when the activation is constant.
+    bounds: tuple[int, int] | None
 
 
-def _weights(ctx: ExecutionContext) -> _Weights:
-    state = ctx.state or {}
-    if state.get("weights") is not None:
-        return state["weights"]
+def _bias(b: np.ndarray, filt: _Weights) -> np.ndarray:
+    return b.astype(np.int64 if filt.requant is not None else filt.weights.dtype)
+
+
+def _state(sig: OperationSignature, values: Any, fuse: Any, groups: int | None) -> _State:
+    """Convert the constant filter and bias, and the clamp, once per prepared model."""
+    w, b = sig.constants.get(1), sig.constants.get(2)
+    filt = None
+    if w is not None and (groups is not None or sig.code == OperationCode.TRANSPOSE_CONV_2D):
+        filt = _convert(sig, np.asarray(w), groups)
+    bias = None if b is None or filt is None else _bias(np.asarray(b), filt)
+    bounds = None
+    if fuse is not None and sig.inputs[0].code in QUANT8_ASYMM_CODES:
+        bounds = fused_activation_bounds(int(fuse), sig.outputs[0])
+    return _State(filt, bias, values, bounds)
+
+
+def _weights(ctx: ExecutionContext, groups: int | None) -> _Weights:
+    state: _State = ctx.state
+    if state.weights is not None:
+        return state.weights
     w = ctx.input(1)
     if w.ndim != 4:
         raise op_failed(ctx.code, f"filter has rank {w.ndim}; expected 4")
-    return _convert(ctx.signature, w)
+    return _convert(ctx.signature, w, groups)
 
 
 def _finish(
     ctx: ExecutionContext, acc: np.ndarray, filt: _Weights, fuse: int, nchw: bool
 ) -> list[np.ndarray]:
     """Add the bias, then activate (float) or requantize (quantized) and restore the layout."""
-    bias = ctx.input(2)
-    depth_out = filt.weights.shape[0]
+    state: _State = ctx.state
+    bias = state.bias if state.bias is not None else _bias(ctx.input(2), filt)
+    depth_out = filt.shape[0]
     if bias.shape != (depth_out,):
         raise op_failed(ctx.code, f"bias shape {bias.shape} != ({depth_out},)")
-    acc = acc + bias.astype(np.float64)
     out = ctx.output_info(0)
-    if filt.multipliers is None:
-        return [from_nhwc(apply_fused_activation(acc, fuse).astype(out.dtype), nchw)]
-    acc = np.rint(acc).astype(np.int64)
-    if len(filt.multipliers) == 1:
-        result = requantize(acc, *filt.multipliers[0], out, fuse)
-    else:
-        result = np.empty(acc.shape, dtype=out.dtype)
-        for channel, (m, s) in enumerate(filt.multipliers):
-            result[..., channel] = requantize(acc[..., channel], m, s, out, fuse)
-    return [from_nhwc(result, nchw)]
+    return [from_nhwc(conv_output(acc, bias, filt.requant, out, fuse, state.bounds), nchw)]
 
 
 def _input_nhwc(ctx: ExecutionContext, nchw: bool) -> np.ndarray:
-    """The input as float64 NHWC, zero point removed for quantized data."""
+    """The input as NHWC (a view for NCHW)."""
     x = ctx.input(0)
     if x.ndim != 4:
         raise op_failed(ctx.code, f"input has rank {x.ndim}; expected 4")
-    xf = to_nhwc(x, nchw).astype(np.float64)
-    info = ctx.signature.inputs[0]
-    if info.code in QUANT8_ASYMM_CODES:
-        xf -= info.zero_point  # zero padding now means padding with the zero point
-    return xf
+    return to_nhwc(x, nchw)
+
+
+def _zero_point(ctx: ExecutionContext, filt: _Weights) -> int:
+    """What to subtract from the input: its zero point when quantized."""
+    return ctx.signature.inputs[0].zero_point if filt.requant is not None else 0
 
 
 # --------------------------------------------------------------- TRANSPOSE_CONV_2D
@@ -253,17 +299,29 @@ def _transpose_padding(
     return head, needed - head
 
 
+def _prepare_transpose(sig: OperationSignature) -> _State:
+    positions = _tc_positions(sig)
+    values = {
+        name: constant_scalar(sig, i) for name, i in positions.items() if name != "output_shape"
+    }
+    if any(v is None for v in values.values()):
+        return _state(sig, None, values["fuse"], None)
+    return _state(sig, values, values["fuse"], None)
+
+
 def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
     positions = _tc_positions(sig)
-    values = {name: ctx.scalar(i) for name, i in positions.items() if name != "output_shape"}
     fail = ctx.fail
-    _tc_check_values(values, fail)
+    values = ctx.state.values
+    if values is None:
+        values = {name: ctx.scalar(i) for name, i in positions.items() if name != "output_shape"}
+        _tc_check_values(values, fail)
     nchw = bool(values["nchw"])
     x = _input_nhwc(ctx, nchw)
-    filt = _weights(ctx)
+    filt = _weights(ctx, None)
     n, in_h, in_w, depth_in = x.shape
-    depth_out, fh, fw, filter_depth = filt.weights.shape
+    depth_out, fh, fw, filter_depth = filt.shape
     if filter_depth != depth_in:
         raise fail(f"filter depth_in {filter_depth} != input depth {depth_in}")
     sh, sw = int(values["stride_h"]), int(values["stride_w"])
@@ -282,16 +340,18 @@ def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
     if min(in_h, in_w, depth_in, depth_out, out_h, out_w) <= 0:
         raise fail(f"empty spatial size: input {in_h}x{in_w}x{depth_in}, output {out_h}x{out_w}")
 
-    # Every input pixel times every tap, then each tap lands on a strided slice.
-    taps = x.reshape(-1, depth_in) @ filt.weights.transpose(3, 1, 2, 0).reshape(depth_in, -1)
-    taps = taps.reshape(n, in_h, in_w, fh, fw, depth_out)
-    canvas = np.zeros((n, max(full_h, pt + out_h), max(full_w, pl + out_w), depth_out))
+    # Every input pixel times every tap (one matmul), then each tap lands on a strided slice.
+    rows = np.subtract(x, _zero_point(ctx, filt), dtype=filt.weights.dtype)
+    taps = (rows.reshape(-1, depth_in) @ filt.weights).reshape(n, in_h, in_w, fh, fw, depth_out)
+    canvas = np.zeros(
+        (n, max(full_h, pt + out_h), max(full_w, pl + out_w), depth_out), filt.weights.dtype
+    )
     for i in range(fh):
         for j in range(fw):
             canvas[:, i : i + (in_h - 1) * sh + 1 : sh, j : j + (in_w - 1) * sw + 1 : sw] += taps[
                 :, :, :, i, j
             ]
-    acc = canvas[:, pt : pt + out_h, pl : pl + out_w]
+    acc = np.ascontiguousarray(canvas[:, pt : pt + out_h, pl : pl + out_w])
     return _finish(ctx, acc, filt, int(values["fuse"]), nchw)
 
 
@@ -327,30 +387,41 @@ def _validate_grouped(sig: OperationSignature) -> None:
             )
 
 
+def _prepare_grouped(sig: OperationSignature) -> _State:
+    plan = constant_plan(sig, _gc_args(sig), lambda _: _filter_hw(sig))
+    if plan is None:
+        return _state(sig, None, constant_scalar(sig, _gc_args(sig).positions["fuse"]), None)
+    return _state(sig, plan, plan.values["fuse"], int(plan.values["num_groups"]))
+
+
+def _filter_hw(sig: OperationSignature) -> tuple[int, int] | None:
+    fh, fw = known_dim(sig.inputs[1], 1), known_dim(sig.inputs[1], 2)
+    return None if fh is None or fw is None else (fh, fw)
+
+
 def _execute_grouped(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
-    values = window_values(_gc_args(sig), ctx.scalar)
+    plan: WindowPlan = ctx.state.values or runtime_plan(ctx, _gc_args(sig))
+    values = plan.values
     fail = ctx.fail
-    check_window_values(values, fail)
-    nchw = bool(values["nchw"])
+    nchw = values["nchw"]
     x = _input_nhwc(ctx, nchw)
-    filt = _weights(ctx)
     groups = int(values["num_groups"])
+    filt = _weights(ctx, groups)
     n, in_h, in_w, depth_in = x.shape
-    depth_out, fh, fw, depth_group = filt.weights.shape
+    depth_out, fh, fw, depth_group = filt.shape
     if depth_group * groups != depth_in or depth_out % groups:
         raise fail(
-            f"input depth {depth_in} and filter {filt.weights.shape} do not split into "
+            f"input depth {depth_in} and filter {list(filt.shape)} do not split into "
             f"{groups} groups"
         )
-    win = resolve_window(values, in_h, in_w, fh, fw, fail)
+    win = plan.resolve(in_h, in_w, fh, fw, fail)
 
-    # im2col per group: patches [P, G, Cg*fh*fw] times weights [G, Cg*fh*fw, Og].
-    per_group = depth_out // groups
-    patches = window_view(x, win, fh, fw).reshape(-1, groups, depth_group * fh * fw)
-    weights = filt.weights.reshape(groups, per_group, fh, fw, depth_group)
-    weights = weights.transpose(0, 4, 2, 3, 1).reshape(groups, -1, per_group)
-    acc = np.matmul(patches.transpose(1, 0, 2), weights).transpose(1, 0, 2)
+    # im2col per group: patches [G, P, fh*fw*Cg] times weights [G, fh*fw*Cg, Og].
+    padded = pad_nhwc(x, win, filt.weights.dtype, offset=_zero_point(ctx, filt))
+    view = windows(padded, win, fh, fw).reshape(-1, fh, fw, groups, depth_group)
+    patches = view.transpose(3, 0, 1, 2, 4).reshape(groups, -1, fh * fw * depth_group)
+    acc = np.matmul(patches, filt.weights).transpose(1, 0, 2)
     acc = acc.reshape(n, win.out_h, win.out_w, depth_out)
     return _finish(ctx, acc, filt, int(values["fuse"]), nchw)
 
@@ -359,11 +430,11 @@ register(
     OperationCode.TRANSPOSE_CONV_2D,
     validate=_validate_transpose,
     execute=_execute_transpose,
-    prepare=_prepare,
+    prepare=_prepare_transpose,
 )
 register(
     OperationCode.GROUPED_CONV_2D,
     validate=_validate_grouped,
     execute=_execute_grouped,
-    prepare=_prepare,
+    prepare=_prepare_grouped,
 )

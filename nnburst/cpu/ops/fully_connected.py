@@ -2,9 +2,12 @@
 
 The input is flattened to [batch, input_size] where input_size is the
 weights' second dimension, as NNAPI specifies for inputs of rank > 2.  Float
-math runs in float64; quantized math accumulates ``(x - x_zp)·(w - w_zp)``
-exactly (integer sums far below 2**53 through a float64 matmul), then
-requantizes with the reference fixed-point multiplier.
+math runs in float32 like the reference's (float16 too, cast back);
+quantized math accumulates ``(x - x_zp)·(w - w_zp)`` exactly through a
+float matmul (float32 when the largest possible sum fits its mantissa,
+else float64: ``windows.exact_dtype``), then requantizes with the
+reference fixed-point multiplier.  Weights, bias, multiplier and clamp are
+converted once in ``prepare``.
 """
 
 from __future__ import annotations
@@ -19,17 +22,17 @@ from .common import (
     FLOAT_TENSOR_CODES,
     FUSE_CODES,
     QUANT8_ASYMM_CODES,
-    apply_fused_activation,
     bias_scale_matches,
     constant_scalar,
+    fused_activation_bounds,
     known_dim,
     op_failed,
     quantize_multiplier,
-    requantize,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
 )
+from .windows import conv_output, exact_dtype
 
 
 def _validate(sig: OperationSignature) -> None:
@@ -73,30 +76,42 @@ def _validate(sig: OperationSignature) -> None:
 
 @dataclass
 class _State:
-    #: constant weights as float64 [input_size, num_units], zero point removed; or None.
+    #: constant weights [input_size, num_units], zero point removed, in the compute dtype; or None.
     weights_t: np.ndarray | None
+    #: float: in the weights' dtype; quantized: int64.  None when not constant.
     bias: np.ndarray | None
-    multiplier: tuple[int, int] | None
+    #: int64 (multiplier, shift) as one-element arrays; None for float.
+    requant: tuple[np.ndarray, np.ndarray] | None
+    #: quantized fused-activation clamp when the activation is constant.
+    bounds: tuple[int, int] | None
 
 
 def _convert_weights(sig: OperationSignature, w: np.ndarray) -> np.ndarray:
-    wf = w.astype(np.float64)
-    if sig.inputs[0].code in QUANT8_ASYMM_CODES:
-        wf -= sig.inputs[1].zero_point
-    return np.ascontiguousarray(wf.T)
+    inp = sig.inputs[0]
+    if inp.code not in QUANT8_ASYMM_CODES:
+        return np.ascontiguousarray(w.T, dtype=np.float32)
+    wf = w.T.astype(np.float64) - sig.inputs[1].zero_point
+    return np.ascontiguousarray(wf, dtype=exact_dtype(inp, np.abs(wf).sum(axis=0)))
+
+
+def _convert_bias(b: np.ndarray, sig: OperationSignature, weights_t: np.ndarray) -> np.ndarray:
+    return b.astype(np.int64 if sig.inputs[0].code in QUANT8_ASYMM_CODES else weights_t.dtype)
 
 
 def _prepare(sig: OperationSignature) -> _State:
+    """Convert constant weights and bias, the multiplier and the clamp once."""
     w, b = sig.constants.get(1), sig.constants.get(2)
-    multiplier = None
+    weights_t = None if w is None else _convert_weights(sig, np.asarray(w))
+    bias = None if b is None or weights_t is None else _convert_bias(np.asarray(b), sig, weights_t)
+    requant = bounds = None
     inp = sig.inputs[0]
     if inp.code in QUANT8_ASYMM_CODES:
-        multiplier = quantize_multiplier(inp.scale * sig.inputs[1].scale / sig.outputs[0].scale)
-    return _State(
-        None if w is None else _convert_weights(sig, np.asarray(w)),
-        None if b is None else np.asarray(b).astype(np.float64),
-        multiplier,
-    )
+        m, shift = quantize_multiplier(inp.scale * sig.inputs[1].scale / sig.outputs[0].scale)
+        requant = (np.array([m], np.int64), np.array([shift], np.int64))
+        fuse = constant_scalar(sig, 3)
+        if fuse is not None:
+            bounds = fused_activation_bounds(fuse, sig.outputs[0])
+    return _State(weights_t, bias, requant, bounds)
 
 
 def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -109,7 +124,7 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
         if w.ndim != 2:
             raise op_failed(sig.code, f"weights have rank {w.ndim}; expected 2")
         weights_t = _convert_weights(sig, w)
-    bias = state.bias if state.bias is not None else ctx.input(2).astype(np.float64)
+    bias = state.bias if state.bias is not None else _convert_bias(ctx.input(2), sig, weights_t)
     input_size, units = weights_t.shape
     if bias.shape != (units,):
         raise op_failed(sig.code, f"bias shape {bias.shape} != ({units},)")
@@ -117,19 +132,13 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
         raise op_failed(
             sig.code, f"input of shape {x.shape} cannot be flattened to rows of {input_size}"
         )
-    rows = x.reshape(-1, input_size).astype(np.float64)
-    quantized = sig.inputs[0].code in QUANT8_ASYMM_CODES
-    if quantized:
-        rows -= sig.inputs[0].zero_point
-    acc = rows @ weights_t + bias
     fuse = ctx.scalar(3)
     if fuse not in FUSE_CODES:
         raise op_failed(sig.code, f"fused activation {fuse} is not a FuseCode (0..3)")
-    out = sig.outputs[0]
-    if state.multiplier is not None:  # quantized
-        multiplier, shift = state.multiplier
-        return [requantize(np.rint(acc).astype(np.int64), multiplier, shift, out, fuse)]
-    return [apply_fused_activation(acc, fuse).astype(out.dtype)]
+    zero_point = sig.inputs[0].zero_point if state.requant is not None else 0
+    rows = np.subtract(x.reshape(-1, input_size), zero_point, dtype=weights_t.dtype)
+    acc = rows @ weights_t
+    return [conv_output(acc, bias, state.requant, sig.outputs[0], fuse, state.bounds)]
 
 
 register(OperationCode.FULLY_CONNECTED, validate=_validate, execute=_execute, prepare=_prepare)

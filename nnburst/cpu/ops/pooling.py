@@ -1,15 +1,22 @@
 """AVERAGE_POOL_2D, MAX_POOL_2D and L2_POOL_2D.
 
-Every output pixel reduces one window of a strided view of the padded input
-(``window_view``), so there is no Python loop over pixels.  As in the NNAPI
-reference, padding never counts: average and L2 pools divide by the number
-of real input elements under the window, and max pools pad with the lowest
-value of the type.  Quantized pools work on the raw integers (the output
-shares the input's scale); the quantized average rounds half away from zero:
-``(sum ± count/2) / count``.
+The padded input is reduced tap by tap, rows then columns
+(``windows.reduce_windows``): a few whole-array passes, no Python loop over
+pixels or channels.  As in the NNAPI reference, padding never counts:
+average and L2 pools divide by the number of real input elements under the
+window, and max pools pad with the lowest value of the type.  Float sums
+are formed in float32 like the reference's.  Quantized pools work on the
+raw integers (the output shares the input's scale); the quantized average
+rounds half away from zero: ``(sum ± count/2) / count``.
+
+Parameters, padding, window counts and the fused clamp are resolved in
+``prepare`` when the scalars are constant and the input size is declared.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +27,6 @@ from .common import (
     QUANT8_ASYMM_CODES,
     Window2D,
     WindowArgs,
-    apply_fused_activation,
     check_window_arg_types,
     check_window_values,
     constant_scalar,
@@ -28,12 +34,11 @@ from .common import (
     fused_activation_bounds,
     require_operand_rank,
     require_operand_type,
-    resolve_window,
     to_nhwc,
     window_args,
     window_values,
-    window_view,
 )
+from .windows import WindowPlan, activate, constant_plan, pad_nhwc, reduce_windows, runtime_plan
 
 
 def _args(sig: OperationSignature) -> WindowArgs:
@@ -56,7 +61,7 @@ def _validate(sig: OperationSignature) -> None:
 
 
 def _counts(win: Window2D, in_h: int, in_w: int, filter_h: int, filter_w: int) -> np.ndarray:
-    """[out_h, out_w] number of real (unpadded) input elements under each window."""
+    """[out_h, out_w, 1] number of real (unpadded) input elements under each window."""
 
     def along(out: int, stride: int, pad: int, size: int, filt: int) -> np.ndarray:
         start = np.arange(out) * stride - pad
@@ -64,50 +69,82 @@ def _counts(win: Window2D, in_h: int, in_w: int, filter_h: int, filter_w: int) -
 
     rows = along(win.out_h, win.stride_h, win.pad_top, in_h, filter_h)
     cols = along(win.out_w, win.stride_w, win.pad_left, in_w, filter_w)
-    return np.outer(np.maximum(rows, 0), np.maximum(cols, 0))
+    return np.outer(np.maximum(rows, 0), np.maximum(cols, 0))[:, :, None]
+
+
+@dataclass
+class _State:
+    plan: WindowPlan | None
+    #: window counts for the plan's resolved window (average and L2 pools).
+    counts: np.ndarray | None
+    #: quantized fused-activation clamp when the activation is constant.
+    bounds: tuple[int, int] | None
+
+
+def _filter_hw(values: dict[str, Any]) -> tuple[int, int]:
+    return int(values["filter_h"]), int(values["filter_w"])
+
+
+def _prepare(sig: OperationSignature) -> _State:
+    """Resolve parameters, padding, counts and the clamp once when they are constant."""
+    plan = constant_plan(sig, _args(sig), _filter_hw)
+    if plan is None:
+        return _State(None, None, None)
+    counts = None
+    if plan.window is not None and plan.in_hw is not None:
+        counts = _counts(plan.window, *plan.in_hw, *_filter_hw(plan.values))
+    bounds = None
+    if sig.inputs[0].code in QUANT8_ASYMM_CODES:
+        bounds = fused_activation_bounds(int(plan.values["fuse"]), sig.outputs[0])
+    return _State(plan, counts, bounds)
 
 
 def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     sig = ctx.signature
-    values = window_values(_args(sig), ctx.scalar)
+    state: _State = ctx.state
+    plan = state.plan or runtime_plan(ctx, _args(sig))
+    values = plan.values
     fail = ctx.fail
-    check_window_values(values, fail)
-    nchw = bool(values["nchw"])
-    if ctx.input(0).ndim != 4:
-        raise fail(f"input has rank {ctx.input(0).ndim}; expected 4")
-    x = to_nhwc(ctx.input(0), nchw)
+    nchw = values["nchw"]
+    x = ctx.input(0)
+    if x.ndim != 4:
+        raise fail(f"input has rank {x.ndim}; expected 4")
+    x = to_nhwc(x, nchw)
     _, in_h, in_w, _ = x.shape
-    fh, fw = int(values["filter_h"]), int(values["filter_w"])
-    win = resolve_window(values, in_h, in_w, fh, fw, fail)
+    fh, fw = _filter_hw(values)
+    win = plan.resolve(in_h, in_w, fh, fw, fail)
     out_info = sig.outputs[0]
     fuse = int(values["fuse"])
     quantized = sig.inputs[0].code in QUANT8_ASYMM_CODES
 
     if sig.code == OperationCode.MAX_POOL_2D:
         lowest = np.iinfo(x.dtype).min if quantized else -np.inf
-        result = window_view(x, win, fh, fw, lowest).max(axis=(-2, -1))
+        result = reduce_windows(pad_nhwc(x, win, x.dtype, lowest), win, fh, fw, np.maximum)
     else:
-        counts = _counts(win, in_h, in_w, fh, fw)[None, :, :, None]
+        counts = state.counts
+        if counts is None or win is not plan.window:
+            counts = _counts(win, in_h, in_w, fh, fw)
         if (counts == 0).any():
             raise fail("a pooling window lies entirely in the padding")
         if sig.code == OperationCode.L2_POOL_2D:
-            squares = np.square(x, dtype=np.float64)
-            result = np.sqrt(window_view(squares, win, fh, fw).sum(axis=(-2, -1)) / counts)
+            squares = np.square(x, dtype=np.float32)
+            sums = reduce_windows(pad_nhwc(squares, win, np.float32), win, fh, fw, np.add)
+            result = np.sqrt(sums / counts, dtype=np.float32)
         elif quantized:
-            sums = window_view(x.astype(np.int64), win, fh, fw).sum(axis=(-2, -1))
+            sums = reduce_windows(pad_nhwc(x, win, np.int64), win, fh, fw, np.add)
             half = counts // 2
             result = np.where(sums >= 0, (sums + half) // counts, -((half - sums) // counts))
         else:
-            sums = window_view(x, win, fh, fw).sum(axis=(-2, -1), dtype=np.float64)
-            result = sums / counts
+            sums = reduce_windows(pad_nhwc(x, win, np.float32), win, fh, fw, np.add)
+            result = np.divide(sums, counts, dtype=np.float32)
 
     if quantized:
-        lo, hi = fused_activation_bounds(fuse, out_info)
+        lo, hi = state.bounds or fused_activation_bounds(fuse, out_info)
         result = np.clip(result, lo, hi).astype(out_info.dtype)
     else:
-        result = apply_fused_activation(result.astype(np.float64), fuse).astype(out_info.dtype)
+        result = activate(result, fuse).astype(out_info.dtype, copy=False)
     return [from_nhwc(result, nchw)]
 
 
 for _code in (OperationCode.AVERAGE_POOL_2D, OperationCode.MAX_POOL_2D, OperationCode.L2_POOL_2D):
-    register(_code, validate=_validate, execute=_execute)
+    register(_code, validate=_validate, execute=_execute, prepare=_prepare)
