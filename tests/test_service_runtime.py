@@ -678,3 +678,55 @@ def test_a_reused_service_execution_is_right_every_time_and_releases_everything(
             np.testing.assert_array_equal(out, (a + b) * np.float32(0.5))
         execution.close()
     assert open_fds() == fds
+
+
+def test_closing_memories_while_bursts_fetch_new_ones_never_wedges(services):
+    """One thread bursts with a fresh Memory each time while another closes the
+    previous ones: the service's FREE_MEMORY handling must not wait for a
+    worker that is itself waiting for a GET_MEMORIES reply (issue 15, item 2)."""
+    work = add_mul_model()
+    done: list[int] = []
+    to_close: list[nn.Memory] = []
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def closer() -> None:
+        while len(done) < 1:
+            with lock:
+                batch, to_close[:] = list(to_close), []
+            for memory in batch:
+                memory.close()
+            time.sleep(0)
+
+    with compiled(work.model, [device(ALL)]) as compilation, nn.Burst(compilation) as burst:
+        thread = threading.Thread(target=closer)
+        thread.start()
+        try:
+            for k in range(200):
+                memory = nn.Memory.create_shared(3 * NBYTES)
+                view = np.frombuffer(memory.buffer, np.float32, 36).reshape(3, 3, 4)
+                view[0], view[1] = work.inputs[0] + k, work.inputs[1]
+                execution = nn.Execution(compilation)
+                execution.set_timeout(10_000_000_000)  # a wedge fails here instead of hanging
+                execution.set_input_from_memory(0, memory, 0, NBYTES)
+                execution.set_input_from_memory(1, memory, NBYTES, NBYTES)
+                execution.set_output_from_memory(0, memory, 2 * NBYTES, NBYTES)
+                try:
+                    execution.burst_compute(burst)
+                    np.testing.assert_array_equal(
+                        view[2], (work.inputs[0] + k + work.inputs[1]) * np.float32(0.5)
+                    )
+                except BaseException as exc:  # collected and reported below
+                    failures.append(exc)
+                    break
+                finally:
+                    del view
+                    execution.close()
+                    with lock:
+                        to_close.append(memory)
+        finally:
+            done.append(1)
+            thread.join()
+        for memory in to_close:
+            memory.close()
+    assert not failures, failures[0]

@@ -372,7 +372,7 @@ class CpuExecution(IExecution):
 
     def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
         driver_start = time.perf_counter_ns()
-        if self._invalid or any(memory.closed for memory in self._memories):
+        if self._invalid or (self._memories and any(m.closed for m in self._memories)):
             return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING

@@ -39,8 +39,8 @@ class _PreparedOperation:
     state: Any
     #: the operation's bound fast path, or None: ``registration.execute`` then runs.
     kernel: Kernel | None
-    #: (operand index, its info) per output, for the checks after each run.
-    output_infos: tuple[tuple[int, OperandInfo], ...]
+    #: (operand index, its info, dtype, dimensions) per output, for the checks after each run.
+    output_infos: tuple[tuple[int, OperandInfo, np.dtype, tuple[int, ...] | None], ...]
 
 
 def operation_signature(
@@ -102,7 +102,10 @@ class PreparedSubgraph:
                 registration.validate(signature)
                 state = registration.prepare(signature) if registration.prepare else None
             kernel = registration.bind(signature, state) if registration.bind else None
-            output_infos = tuple((i, subgraph.operands[i].info) for i in operation.outputs)
+            output_infos = tuple(
+                (i, info, info.dtype, info.dimensions)
+                for i, info in ((i, subgraph.operands[i].info) for i in operation.outputs)
+            )
             self.operations.append(
                 _PreparedOperation(
                     registration,
@@ -174,11 +177,11 @@ class PreparedSubgraph:
                     raise NNError(
                         f"{op.signature.code.name} produced {len(results)} outputs, expected {len(op.outputs)}"
                     )
-                for (index, info), result in zip(op.output_infos, results):
+                for (index, info, dtype, dimensions), result in zip(op.output_infos, results):
                     if (
                         type(result) is not np.ndarray
-                        or result.dtype != info.dtype
-                        or result.shape != info.dimensions
+                        or result.dtype != dtype
+                        or result.shape != dimensions
                     ):
                         result = _checked_output(op.signature.code, info, result)
                     values[index] = result

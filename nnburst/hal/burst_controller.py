@@ -118,6 +118,11 @@ class BurstSlots(IBurstCallback):
                 slots.append(slot)
         return slots
 
+    def slot_of(self, key: Hashable) -> int | None:
+        """The slot ``key`` holds, or None."""
+        with self._lock:
+            return self._slot_of.get(key)
+
     def free_memory(self, key: Hashable) -> int | None:
         """Forget ``key``; its slot, or None if the key was unknown."""
         with self._lock:
@@ -347,10 +352,17 @@ class ExecutionBurstController:
         return left if left > 0 else -1
 
     def free_memory(self, key: Hashable) -> None:
-        """Tell the server a memory is gone; unknown and double frees stay local."""
-        slot = self._slots.free_memory(key)
-        if slot is not None and not self._closed:
+        """Tell the server a memory is gone; unknown and double frees stay local.
+
+        The server hears of it first: only then is the slot free for another
+        memory, so a request naming the reused slot cannot overtake the free
+        and find the old memory still cached."""
+        slot = self._slots.slot_of(key)
+        if slot is None:
+            return
+        if not self._closed:
             self._context.free_memory(slot)
+        self._slots.free_memory(key)
 
     def close(self) -> None:
         """End the burst: the server's worker stops and releases its mappings,

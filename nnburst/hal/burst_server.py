@@ -192,7 +192,14 @@ class _Worker:
         self.results = results
         self.executor = executor
         self.spin_ns = max(0, int(polling_window_us)) * 1000
-        self.lock = threading.Lock()  # executor cache: worker vs free_memory
+        #: guards ``freed`` only, never held across a call to anyone: the
+        #: thread that delivers free_memory may be the one that must read the
+        #: reply to the worker's get_memories round trip.
+        self.lock = threading.Lock()
+        #: slots the client freed, applied by the worker before it next looks
+        #: at the cache (the client's free is acknowledged at once, and the
+        #: client reuses a slot only after that acknowledgement).
+        self.freed: list[int] = []
         self.owned: dict[int, Any] = {}  # memories the callback handed over to us
         self.request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
         self.result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
@@ -241,13 +248,12 @@ class _Worker:
             log.debug("malformed request packet: %s", exc)
             words = ERROR_RESULT_WORDS
         else:
-            with self.lock:
-                self.cache_slots(slots)
-                try:
-                    status, shapes, timing = self.executor.execute(request, slots, measure)
-                except Exception as exc:  # a driver bug must not kill the burst
-                    log.exception("burst execution failed")
-                    status, shapes, timing = status_for_exception(exc), [], Timing()
+            self.cache_slots(slots)
+            try:
+                status, shapes, timing = self.executor.execute(request, slots, measure)
+            except Exception as exc:  # a driver bug must not kill the burst
+                log.exception("burst execution failed")
+                status, shapes, timing = status_for_exception(exc), [], Timing()
             result = (status, shapes, timing)
             if result == self.last_result[0]:
                 words = self.last_result[1]
@@ -260,10 +266,13 @@ class _Worker:
         return len(words) // WORDS
 
     def cache_slots(self, slots: Sequence[int]) -> None:
-        """Fetch every unknown slot with one callback call (sorted, unique).
+        """Apply the client's frees, then fetch every unknown slot with one
+        callback call (sorted, unique), holding no lock meanwhile.
 
         On failure nothing is added: the executor then rejects the request
-        with INVALID_ARGUMENT because a slot is missing."""
+        with INVALID_ARGUMENT because a slot is missing.  A slot freed while
+        its memory was being fetched is not cached: the client let go of it."""
+        self.apply_frees()
         unknown = sorted({s for s in slots if not self.executor.is_cache_entry_present(s)})
         if not unknown:
             return
@@ -276,17 +285,32 @@ class _Worker:
             log.debug("callback refused slots %s: %s", unknown, status)
             return
         owned = self.callback.transfers_ownership
+        with self.lock:
+            freed_meanwhile = set(self.freed)
         for slot, memory in zip(unknown, memories):
+            if slot in freed_meanwhile:
+                if owned:
+                    memory.close()
+                continue
             self.executor.add_cache_entry(memory, slot)
             if owned:
                 self.owned[slot] = memory
 
     def free_memory(self, slot: int) -> None:
+        """Record that the client freed ``slot``; the worker drops it before it
+        next uses the cache.  Never waits for the worker."""
         with self.lock:
+            self.freed.append(slot)
+
+    def apply_frees(self) -> None:
+        """Drop every freed slot from the cache and close what we owned (worker thread)."""
+        with self.lock:
+            freed, self.freed = self.freed, []
+        for slot in freed:
             self.executor.remove_cache_entry(slot)
             memory = self.owned.pop(slot, None)
-        if memory is not None:
-            memory.close()
+            if memory is not None:
+                memory.close()
 
     def stop(self) -> None:
         """Wake the worker with the teardown bit, join it, release everything."""
@@ -299,11 +323,12 @@ class _Worker:
         self.release()
 
     def release(self) -> None:
-        """Close both channels and every mapping the burst cached.  Idempotent."""
-        with self.lock:
-            owned, self.owned = self.owned, {}
-            for slot in owned:
-                self.executor.remove_cache_entry(slot)
+        """Close both channels and every mapping the burst cached.  Idempotent;
+        called once the worker has stopped (or by the worker itself)."""
+        self.apply_frees()
+        owned, self.owned = self.owned, {}
+        for slot in owned:
+            self.executor.remove_cache_entry(slot)
         for memory in owned.values():
             memory.close()
         self.requests.close()

@@ -175,7 +175,9 @@ class BurstHost:
         with self._lock:
             server = self._bursts.pop(burst_id, None)
         if server is not None:
-            server.close()
+            # Not on this thread: it reads the connection, and the worker may
+            # be waiting for a GET_MEMORIES reply that only it can read.
+            threading.Thread(target=server.close, name="nnburst-burst-close", daemon=True).start()
         return b"", ()
 
     def close(self) -> None:
