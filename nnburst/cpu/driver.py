@@ -365,19 +365,28 @@ class CpuExecution(IExecution):
             self._fixed_shapes.append(OutputShape(dims, True))
         self._fixed = fixed
 
+    def _fits(self, results: list[np.ndarray]) -> bool:
+        """Every result has its output's fixed shape (then it is copied into place)."""
+        if self._fixed is None:
+            return False
+        for result, shape in zip(results, self._fixed_shapes):
+            if result.shape != shape.dimensions:
+                return False
+        return True
+
     def close(self) -> None:
         """Drop the views of the request's buffers (so their mappings can close)."""
         self._invalid = True
         self._inputs, self._targets, self._fixed = [], [], None
 
     def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
-        driver_start = time.perf_counter_ns()
+        driver_start = time.perf_counter_ns() if self._measure else 0
         if self._invalid or (self._memories and any(m.closed for m in self._memories)):
             return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING
         loop_deadline = time.monotonic_ns() + self._loop_timeout_ns
-        device_start = time.perf_counter_ns()
+        device_start = time.perf_counter_ns() if self._measure else 0
         try:
             with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPUTATION, "execute"):
                 results = self._executor.run(self._inputs, loop_deadline, deadline_ns)
@@ -387,13 +396,10 @@ class CpuExecution(IExecution):
         except Exception as exc:
             logger.warning("execution failed unexpectedly: %s: %s", type(exc).__name__, exc)
             return ErrorStatus.GENERAL_FAILURE, [], NO_TIMING
-        device_end = time.perf_counter_ns()
+        device_end = time.perf_counter_ns() if self._measure else 0
         try:
-            if self._fixed is not None and all(
-                result.shape == shape.dimensions
-                for result, shape in zip(results, self._fixed_shapes)
-            ):
-                for target, result in zip(self._fixed, results):
+            if self._fits(results):
+                for target, result in zip(self._fixed, results):  # type: ignore[arg-type]
                     if target is not None:
                         np.copyto(target, result)
                 status, shapes = ErrorStatus.NONE, self._fixed_shapes

@@ -210,20 +210,43 @@ def _execute_binary(ctx: ExecutionContext) -> list[np.ndarray]:
 
 
 def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
-    """Float arithmetic with a constant activation: one ufunc (and a clip) per run."""
+    """Float arithmetic with a constant activation: one ufunc (and a clamp) per run;
+    float32 operands need no casts."""
     fuse = constant_scalar(sig, 2)
     if fuse is None or fuse not in FUSE_CODES or sig.inputs[0].code not in FLOAT_TENSOR_CODES:
         return None
     ufunc, code, dtype = _FLOAT_OPS[sig.code], sig.code, sig.outputs[0].dtype
+    if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32:
 
-    def kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
-        a, b = inputs[0], inputs[1]
-        if a is None or b is None:
-            raise sig.fail(f"input {0 if a is None else 1} is required but was omitted")
-        _check_broadcast(code, a, b)
-        return [_float_binary(ufunc, fuse, dtype, a, b)]
+        def kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+            a, b = _present(sig, inputs)
+            _check_broadcast(code, a, b)
+            return [_float_binary(ufunc, fuse, dtype, a, b)]
 
-    return kernel
+        return kernel
+    lo, hi = _float_bounds(fuse)
+
+    def float32_kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+        a, b = _present(sig, inputs)
+        if a.shape != b.shape:
+            _check_broadcast(code, a, b)
+        result = ufunc(a, b)
+        if lo != -np.inf:
+            np.maximum(result, lo, out=result)
+        if hi != np.inf:
+            np.minimum(result, hi, out=result)
+        return [result]
+
+    return float32_kernel
+
+
+def _present(
+    sig: OperationSignature, inputs: list[np.ndarray | None]
+) -> tuple[np.ndarray, np.ndarray]:
+    a, b = inputs[0], inputs[1]
+    if a is None or b is None:
+        raise sig.fail(f"input {0 if a is None else 1} is required but was omitted")
+    return a, b
 
 
 def _validate_floor(sig: OperationSignature) -> None:
