@@ -29,7 +29,7 @@ from nnburst.hal.burst_controller import ExecutionBurstController
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
 from nnburst.hal.staging import StagedRequest
 from nnburst.hal.types import DataLocation, DeviceType, MeasureTiming, Request, RequestArgument
-from nnburst.memory import Memory
+from nnburst.memory import PROT_READ, PROT_WRITE, Memory
 from nnburst.operands import OperandInfo
 from nnburst.service import protocol, remote
 from nnburst.service.driver import Service, peer_allowed, peer_uid
@@ -39,6 +39,7 @@ from .blocking import sleeping_threads, wait_until
 from .burst_models import NBYTES, Pools, add_model
 from .cts_vectors import check_outputs, iter_vectors, parse_vector
 from .peers import REPO
+from .test_model import add_model as nn_add_model
 
 #: A hang guard: a dead service must be noticed well before its injected
 #: hang (60 s) ends, and nothing else here waits on a timeout.
@@ -904,3 +905,62 @@ def test_an_operand_index_out_of_range_is_rejected():
 
 def test_device_types_map(client):
     assert {d.type for d in client.devices()} <= set(DeviceType)
+
+
+# -- memory a client could shrink (issue 15, item 1) --------------------------------------------
+
+
+def test_memories_nnburst_creates_cannot_shrink():
+    """A shrunk mapping faults on access: nnburst's memories are sealed against it."""
+    import fcntl
+
+    with Memory.create_shared(4096) as memory:
+        assert memory.sealed
+        assert fcntl.fcntl(memory.fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK
+        with pytest.raises(PermissionError):
+            os.ftruncate(memory.fd, 0)
+        os.ftruncate(memory.fd, 8192)  # growing is harmless and stays allowed
+
+
+def unsealed_memory(size: int) -> Memory:
+    """An app's own memfd, the kind of fd a client could shrink after handing it over."""
+    fd = os.memfd_create("app-owned", os.MFD_CLOEXEC)
+    os.ftruncate(fd, size)
+    try:
+        return Memory.from_fd(size, PROT_READ | PROT_WRITE, fd, 0)
+    finally:
+        os.close(fd)
+
+
+def test_the_service_refuses_a_pool_that_could_shrink_and_keeps_serving(client):
+    prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
+    args = Arguments(
+        [np.full((3, 4), 1, np.float32), np.full((3, 4), 2, np.float32)], [((3, 4), np.float32)]
+    )
+    shrinkable = unsealed_memory(args.memories[1].size)
+    assert not shrinkable.sealed
+    request = Request(args.request.inputs, args.request.outputs, [args.memories[0], shrinkable])
+    status, _, _ = prepared.execute_synchronously(request, MeasureTiming.NO)
+    assert status != ErrorStatus.NONE  # refused before it was mapped
+    os.ftruncate(shrinkable.fd, 0)  # what an attacker would do next: nothing to fault on
+    assert run_add(prepared) == (ErrorStatus.NONE, pytest.approx(np.full((3, 4), 3, np.float32)))
+    shrinkable.close()
+    args.close()
+
+
+def test_an_unsealed_app_memory_reaches_a_service_as_a_staged_copy(services_env):
+    """Through the runtime, an app's unsealed memory still works: it is copied into sealed staging."""
+    compilation = nn.Compilation(nn_add_model((3, 4)), [nn.get_device("nnburst-sample-all")])
+    compilation.finish()
+    memory = unsealed_memory(3 * NBYTES)
+    view = np.frombuffer(memory.buffer, np.float32, 36).reshape(3, 3, 4)
+    view[0], view[1] = 1.0, 2.0
+    with nn.Execution(compilation) as execution:
+        execution.set_input_from_memory(0, memory, 0, NBYTES)
+        execution.set_input_from_memory(1, memory, NBYTES, NBYTES)
+        execution.set_output_from_memory(0, memory, 2 * NBYTES, NBYTES)
+        execution.compute()
+    assert np.array_equal(view[2], np.full((3, 4), 3, np.float32))
+    del view
+    memory.close()
+    compilation.close()

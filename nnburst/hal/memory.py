@@ -5,6 +5,13 @@ process boundary (SCM_RIGHTS), so a driver in another process maps the very
 same pages; nothing is copied and, because memfd regions have no name,
 nothing can be left behind in ``/dev/shm``.
 
+A mapping whose file shrinks faults (SIGBUS) on its next access, and a
+fault kills the whole process.  So memories nnburst creates are sealed
+against shrinking (``F_SEAL_SHRINK``), and a driver service maps a client's
+fd only if it carries that seal (``require_sealed``): a peer can then never
+make the service fault.  Unsealed memories (an app's own fd) reach a service
+copied into sealed staging memory instead.
+
 It lives in the HAL because both ends of a pool need it: the runtime's
 ``nnburst.Memory`` adds the NDK's state on top (descriptors, initialisation),
 while a driver that receives a pool as an fd maps it with this class alone.
@@ -12,6 +19,7 @@ while a driver that receives a pool as an fd maps it with this class alone.
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 import threading
@@ -30,6 +38,13 @@ PROT_WRITE = mmap.PROT_WRITE
 _M = TypeVar("_M", bound="MappedMemory")
 
 
+def _sealed_against_shrinking(fd: int) -> bool:
+    try:
+        return bool(fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK)
+    except OSError:  # not a memfd (a file, a pipe...): nothing stops it shrinking
+        return False
+
+
 class MappedMemory:
     """A mapped shared region; a context manager whose ``close()`` is idempotent.
 
@@ -42,11 +57,22 @@ class MappedMemory:
     _view: memoryview | None = None
     _fd: int = -1
     _closed: bool = True
+    #: the file cannot shrink (``F_SEAL_SHRINK``): safe to map in another process
+    sealed: bool = False
 
     def __init__(
-        self, fd: int, size: int, offset: int = 0, prot: int = PROT_READ | PROT_WRITE
+        self,
+        fd: int,
+        size: int,
+        offset: int = 0,
+        prot: int = PROT_READ | PROT_WRITE,
+        require_sealed: bool = False,
     ) -> None:
-        """Map ``size`` bytes of ``fd`` at ``offset``; takes ownership of ``fd``."""
+        """Map ``size`` bytes of ``fd`` at ``offset``; takes ownership of ``fd``.
+
+        ``require_sealed``: refuse (``BadDataError``) an fd whose file may
+        shrink: what a process must do with an fd from a peer it does not trust.
+        """
         self._lock = threading.Lock()
         self._on_close: weakref.WeakKeyDictionary[Any, Callable[[MappedMemory], None]] = (
             weakref.WeakKeyDictionary()
@@ -64,6 +90,13 @@ class MappedMemory:
         page = mmap.ALLOCATIONGRANULARITY
         aligned = offset - offset % page
         skip = offset - aligned
+        self.sealed = _sealed_against_shrinking(fd)
+        if require_sealed and not self.sealed:
+            self.close()
+            raise BadDataError(
+                "the memory's file is not sealed against shrinking (F_SEAL_SHRINK): "
+                "a driver outside the app's process maps only sealed memories"
+            )
         try:
             file_size = os.fstat(fd).st_size
             if offset + size > file_size:
@@ -86,9 +119,10 @@ class MappedMemory:
         """Anonymous shared memory of ``size`` bytes (a memfd)."""
         if size <= 0:
             raise BadDataError(f"memory size must be positive, got {size}")
-        fd = os.memfd_create("nnburst-memory", os.MFD_CLOEXEC)
+        fd = os.memfd_create("nnburst-memory", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
         except OSError:
             os.close(fd)
             raise

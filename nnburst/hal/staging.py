@@ -64,11 +64,11 @@ class BoundRequest:
 
 def _staged_regions(request: Request) -> tuple[dict[int, tuple[int, int]], int]:
     """Pool index → (offset, size) in a staging memory for every pool that is not a
-    :class:`MappedMemory`, and the bytes they need together."""
+    sealed :class:`MappedMemory` (see ``hal/memory.py``), and the bytes they need together."""
     regions: dict[int, tuple[int, int]] = {}
     total = 0
     for index, pool in enumerate(request.pools):
-        if not isinstance(pool, MappedMemory):
+        if not (isinstance(pool, MappedMemory) and pool.sealed):
             size = pool_view(pool).nbytes
             regions[index] = (total, size)
             total = _align(total + size)

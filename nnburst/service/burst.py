@@ -106,7 +106,9 @@ class RemoteBurstCallback(IBurstCallback):
                     i + 1 :
                 ]  # MappedMemory takes this fd; the rest stay the reply's to close
                 # MappedMemory checks the region against the file's real size.
-                memories.append(MappedMemory(fd, regions[2 * i + 1], regions[2 * i]))
+                memories.append(
+                    MappedMemory(fd, regions[2 * i + 1], regions[2 * i], require_sealed=True)
+                )
         except BaseException:
             reply.close_fds()
             for memory in memories:

@@ -424,8 +424,9 @@ class ClientSession:
                 raise BadDataError(f"no prepared model {call.model_id}")
             while fds:
                 offset, size = call.regions[len(pools)]
-                # MappedMemory takes the fd and checks the region against the file's size.
-                pools.append(MappedMemory(fds.pop(0), size, offset))
+                # MappedMemory takes the fd, refuses it unless sealed against
+                # shrinking (a shrunk file faults on access) and checks the region.
+                pools.append(MappedMemory(fds.pop(0), size, offset, require_sealed=True))
             status, shapes, timing = prepared.execute_synchronously(
                 Request(call.inputs, call.outputs, list(pools)),
                 MeasureTiming(call.measure),
