@@ -30,7 +30,7 @@ import json
 import os
 import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -170,6 +170,9 @@ class Descriptor:
     size: int
     has_event_flag: bool
     creator_pid: int
+    #: a sealed queue's segment fd, in this process only: it is not part of
+    #: the bytes, and travels beside them (SCM_RIGHTS).  -1 for a named queue.
+    fd: int = field(default=-1, compare=False, repr=False)
 
     @property
     def quantum(self) -> int:
@@ -239,7 +242,7 @@ class Descriptor:
             name = data[_DESCRIPTOR.size : name_end].decode("ascii")
         except UnicodeDecodeError as exc:
             raise BadDataError("descriptor segment name is not ASCII") from exc
-        if not shm.NAME_PATTERN.match(name):
+        if name and not shm.NAME_PATTERN.match(name):
             raise BadDataError(f"descriptor names {name!r}, not an nnburst segment")
         dtype = _dtype_from_json(data[name_end:])
         if dtype.itemsize != quantum:
@@ -401,7 +404,11 @@ class MessageQueue:
         count: int,
         flavor: Flavor = Flavor.SYNCHRONIZED_READ_WRITE,
         event_flag: bool = True,
+        sealed: bool = False,
     ) -> None:
+        """``sealed``: the segment is a memfd sealed against shrinking, attached
+        from its fd (``descriptor.fd``) instead of a name: what a queue shared
+        with a process that must not trust us (a driver service) needs."""
         dtype = np.dtype(dtype)
         if dtype.hasobject or dtype.itemsize == 0:
             raise BadDataError(f"element type {dtype} cannot live in shared memory")
@@ -413,7 +420,7 @@ class MessageQueue:
             raise BadDataError(
                 f"{count} elements of {dtype.itemsize} bytes overflow the queue size"
             )
-        region = shm.SharedRegion.create(size)
+        region = shm.SharedRegion.create_sealed(size) if sealed else shm.SharedRegion.create(size)
         try:
             self._bind(region, dtype, count, flavor, event_flag, creator=True, reset=False)
         except BaseException:
@@ -431,7 +438,17 @@ class MessageQueue:
         """
         if not isinstance(descriptor, Descriptor):
             descriptor = Descriptor.from_bytes(descriptor)
-        region = shm.SharedRegion.attach(descriptor.name, descriptor.size)
+        if descriptor.name:
+            region = shm.SharedRegion.attach(descriptor.name, descriptor.size)
+        elif descriptor.fd < 0:
+            raise BadDataError("the descriptor is of a sealed queue: attaching needs its fd")
+        else:
+            try:
+                fd = os.dup(descriptor.fd)
+            except OSError as exc:
+                raise BadDataError(f"invalid queue segment fd {descriptor.fd}: {exc}") from exc
+            region = shm.SharedRegion.from_fd(fd, descriptor.size)
+            region.close_fd()  # mapped: the fd has done its job
         queue = cls.__new__(cls)
         try:
             queue._bind(
@@ -515,6 +532,7 @@ class MessageQueue:
             self._region.size,
             self._event_flag is not None,
             self._creator_pid,
+            self._region.fd,
         )
 
     @property
@@ -838,6 +856,7 @@ class MessageQueue:
         region = self._region
         assert region is not None
         lib.nnb_fmq_shutdown(self._q)
+        region.close_fd()  # a sealed segment's fd: not needed to keep the mapping
         deadline = time.monotonic() + _CLOSE_DRAIN_S
         while (self._active or lib.nnb_fmq_calls_inside(self._q)) and time.monotonic() < deadline:
             time.sleep(0.0002)

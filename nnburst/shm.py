@@ -5,10 +5,16 @@ tests and processes never collide.  The pid in the name lets any later
 nnburst process remove segments whose creator died before anyone attached
 (:func:`sweep_stale_segments`), so even a SIGKILL at the worst moment leaves
 nothing behind for long.
+
+With ``NNBURST_SHM_TAG`` set (lowercase letters) names are
+``/nnburst-<tag>-<pid>-<random>``: mutation-testing runs (tools/mutants) tag
+theirs, and the test suite's leak guard counts only segments of its own tag,
+so a crashed mutant's leftovers are never reported as a normal run's leaks.
 """
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 import re
@@ -20,14 +26,24 @@ import posix_ipc
 from .errors import BadDataError
 
 PREFIX = "/nnburst-"
-NAME_PATTERN = re.compile(r"^/nnburst-(\d+)-[0-9a-f]{16}$")
+NAME_PATTERN = re.compile(r"^/nnburst-(?:(?P<tag>[a-z]+)-)?(?P<pid>\d+)-[0-9a-f]{16}$")
+TAG_ENV = "NNBURST_SHM_TAG"
 SHM_DIR = Path("/dev/shm")
 
 _swept = False
 
 
+def name_tag() -> str:
+    """This process's tag for new segment names ("" for none)."""
+    tag = os.environ.get(TAG_ENV, "")
+    if tag and not re.fullmatch("[a-z]+", tag):
+        raise ValueError(f"{TAG_ENV}={tag!r}: expected lowercase letters only")
+    return tag
+
+
 def unique_name() -> str:
-    return f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+    tag = name_tag()
+    return f"{PREFIX}{tag + '-' if tag else ''}{os.getpid()}-{secrets.token_hex(8)}"
 
 
 def pid_alive(pid: int) -> bool:
@@ -49,7 +65,7 @@ def sweep_stale_segments() -> list[str]:
         return removed
     for entry in entries:
         match = NAME_PATTERN.match("/" + entry)
-        if match and not pid_alive(int(match.group(1))):
+        if match and not pid_alive(int(match.group("pid"))):
             try:
                 posix_ipc.unlink_shared_memory("/" + entry)
                 removed.append("/" + entry)
@@ -62,16 +78,69 @@ def creator_pid(name: str) -> int:
     match = NAME_PATTERN.match(name)
     if match is None:
         raise BadDataError(f"{name!r} is not an nnburst shared-memory name")
-    return int(match.group(1))
+    return int(match.group("pid"))
 
 
 class SharedRegion:
-    """One mapped segment.  ``close()`` unmaps; ``unlink()`` removes the name."""
+    """One mapped segment.  ``close()`` unmaps; ``unlink()`` removes the name.
+
+    A *sealed* region is a memfd instead of a named segment: it has no name
+    (``name == ""``), reaches another process as an fd (``fd``), and cannot
+    shrink (``F_SEAL_SHRINK``), so a peer can never make our accesses fault.
+    """
 
     mmap: mmap.mmap | None = None
     name: str = ""
     size: int = 0
+    #: the memfd of a sealed region (-1 for a named one); closed by ``close()``
+    fd: int = -1
     _unlinked: bool = False
+
+    @classmethod
+    def create_sealed(cls, size: int) -> SharedRegion:
+        """A new zero-filled memfd region of ``size`` bytes, sealed against shrinking."""
+        region = cls()
+        region.size = size
+        fd = os.memfd_create("nnburst-fmq", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(fd, size)
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+            region.mmap = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        region.fd = fd
+        return region
+
+    @classmethod
+    def from_fd(cls, fd: int, size: int) -> SharedRegion:
+        """Map a peer's sealed region of at least ``size`` bytes; takes ``fd``.
+
+        Raises:
+            BadDataError: the fd's file may shrink (not sealed) or is too small.
+        """
+        region = cls()
+        region.size = size
+        region.fd = fd
+        try:
+            try:
+                sealed = fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK
+            except OSError:
+                sealed = 0
+            if not sealed:
+                raise BadDataError(
+                    "a queue segment passed as an fd must be a memfd sealed against shrinking"
+                )
+            actual = os.fstat(fd).st_size
+            if actual < size:
+                raise BadDataError(
+                    f"the segment holds {actual} bytes but the descriptor says {size}"
+                )
+            region.mmap = mmap.mmap(fd, size)
+        except BaseException:
+            region.close()
+            raise
+        return region
 
     @classmethod
     def create(cls, size: int) -> SharedRegion:
@@ -126,9 +195,17 @@ class SharedRegion:
         except posix_ipc.ExistentialError:
             pass
 
+    def close_fd(self) -> None:
+        """Close a sealed region's fd (the mapping stays).  Idempotent."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
     def close(self) -> bool:
-        """Unmap.  Returns False when numpy views still export the mapping:
-        then it stays mapped until the last view is garbage-collected."""
+        """Unmap (and close a sealed region's fd).  Returns False when numpy views
+        still export the mapping: then it stays mapped until the last view is
+        garbage-collected."""
+        self.close_fd()
         if self.mmap is None:
             return True
         try:

@@ -964,3 +964,56 @@ def test_an_unsealed_app_memory_reaches_a_service_as_a_staged_copy(services_env)
     del view
     memory.close()
     compilation.close()
+
+
+def test_burst_queues_are_sealed_segments_passed_as_fds():
+    """The FMQs of a burst are memfds sealed against shrinking: a queue shrunk
+    under the service would make its worker fault (issue 15, item 1)."""
+    import fcntl
+
+    from nnburst.fmq import MessageQueue
+
+    with MessageQueue(np.uint8, 64, sealed=True) as queue:
+        descriptor = queue.descriptor
+        assert descriptor.name == "" and descriptor.fd >= 0
+        assert fcntl.fcntl(descriptor.fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK
+        with pytest.raises(PermissionError):
+            os.ftruncate(descriptor.fd, 0)
+        with MessageQueue.attach(descriptor) as peer:  # attached from the fd, not a name
+            assert queue.write(np.arange(3, dtype=np.uint8))
+            assert list(peer.read(3)) == [0, 1, 2]
+        with pytest.raises(BadDataError, match="needs its fd"):
+            MessageQueue.attach(descriptor.to_bytes())  # the bytes alone name no segment
+
+
+def test_the_service_refuses_burst_queues_it_could_not_trust(service, client):
+    """Named segments (or too few fds) are refused; an unsealed memfd too; the
+    service keeps serving."""
+    from nnburst.fmq import MessageQueue
+    from nnburst.hal.packets import REQUEST_DATUM, RESULT_DATUM
+    from nnburst.service.burst import _CONFIGURE
+    from nnburst.service.burst import Kind as BurstKind
+
+    prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
+    with MessageQueue(REQUEST_DATUM, 8) as requests, MessageQueue(RESULT_DATUM, 8) as results:
+        request, result = requests.descriptor.to_bytes(), results.descriptor.to_bytes()
+        payload = _CONFIGURE.pack(prepared.model_id, len(request), len(result)) + request + result
+        with pytest.raises(NNError, match="sealed memfds") as info:
+            client.connection.call(BurstKind.CONFIGURE_BURST, payload, timeout=5)
+        assert info.value.code == ResultCode.BAD_DATA
+    plain = [os.memfd_create("unsealed", os.MFD_CLOEXEC) for _ in range(2)]
+    with MessageQueue(REQUEST_DATUM, 8, sealed=True) as requests:
+        with MessageQueue(RESULT_DATUM, 8, sealed=True) as results:
+            request, result = requests.descriptor.to_bytes(), results.descriptor.to_bytes()
+            for fd, queue in zip(plain, (requests, results)):
+                os.ftruncate(fd, queue.descriptor.size)
+            payload = (
+                _CONFIGURE.pack(prepared.model_id, len(request), len(result)) + request + result
+            )
+            reply = client.connection.call(BurstKind.CONFIGURE_BURST, payload, plain, timeout=5)
+            status, burst_id = struct.unpack_from("<iI", reply.payload)
+            assert status == ErrorStatus.GENERAL_FAILURE and burst_id == 0  # not attached
+    for fd in plain:
+        os.close(fd)
+    assert service.alive()
+    assert run_add(prepared)[0] == ErrorStatus.NONE

@@ -172,8 +172,10 @@ class ExecutionBurstController:
             NNError: the driver refused to configure the burst (its status,
                 converted to a result code).
         """
-        requests = MessageQueue(REQUEST_DATUM, channel_length)
-        results = MessageQueue(RESULT_DATUM, result_channel_length or channel_length)
+        # Sealed memfd segments: a driver in another process maps them, and a
+        # segment we could shrink under it would make its accesses fault.
+        requests = MessageQueue(REQUEST_DATUM, channel_length, sealed=True)
+        results = MessageQueue(RESULT_DATUM, result_channel_length or channel_length, sealed=True)
         slots = BurstSlots()
         try:
             status, context = prepared_model.configure_execution_burst(

@@ -6,8 +6,11 @@ Payloads (little-endian):
 
 ``CONFIGURE_BURST`` app → service
     ``u32 model id | u32 request-descriptor length | u32 result-descriptor
-    length`` then both descriptors' bytes.  The driver's prepared model
-    starts the server (its polling window is the driver's choice).
+    length`` then both descriptors' bytes, with the two queue segments as
+    fds (SCM_RIGHTS): memfds sealed against shrinking, never named segments,
+    so the app cannot shrink a queue under the service.  The driver's
+    prepared model starts the server (its polling window is the driver's
+    choice).
     Reply: ``i32 status | u32 burst id``.
 ``GET_MEMORIES`` service → app
     ``u32 burst id | u32 count`` then ``count`` × ``i32`` slot.
@@ -20,6 +23,7 @@ Payloads (little-endian):
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import itertools
 import logging
@@ -136,7 +140,17 @@ class BurstHost:
         }
 
     def _configure(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
-        frame.close_fds()
+        try:
+            return self._configure_with(frame, frame.fds)
+        finally:
+            frame.close_fds()  # attaching dups what it keeps
+
+    def _configure_with(self, frame: Frame, fds: Sequence[int]) -> tuple[bytes, Sequence[int]]:
+        if len(fds) != 2:
+            raise BadDataError(
+                "CONFIGURE_BURST needs the two queue segments as sealed memfds "
+                f"(got {len(fds)} fds): a named segment could shrink under the service"
+            )
         model_id, request_len, result_len = _CONFIGURE.unpack_from(frame.payload)
         if (
             request_len > MAX_DESCRIPTOR
@@ -151,10 +165,12 @@ class BurstHost:
         request_desc = frame.payload[_CONFIGURE.size : _CONFIGURE.size + request_len]
         result_desc = frame.payload[_CONFIGURE.size + request_len :]
         burst_id = next(self._ids)
+        request_channel = dataclasses.replace(Descriptor.from_bytes(request_desc), fd=fds[0])
+        result_channel = dataclasses.replace(Descriptor.from_bytes(result_desc), fd=fds[1])
+        if request_channel.name or result_channel.name:
+            raise BadDataError("CONFIGURE_BURST takes sealed queues only, not named segments")
         status, server = model.configure_execution_burst(
-            RemoteBurstCallback(self.connection, burst_id),
-            Descriptor.from_bytes(request_desc),
-            Descriptor.from_bytes(result_desc),
+            RemoteBurstCallback(self.connection, burst_id), request_channel, result_channel
         )
         if status != ErrorStatus.NONE or server is None:
             return _STATUS_ID.pack(status or ErrorStatus.GENERAL_FAILURE, 0), ()
@@ -280,8 +296,12 @@ class RemoteBurstClient:
     ) -> tuple[ErrorStatus, IBurstContext | None]:
         request, result = request_channel.to_bytes(), result_channel.to_bytes()
         payload = _CONFIGURE.pack(model_id, len(request), len(result)) + request + result
+        fds = [request_channel.fd, result_channel.fd]
+        if min(fds) < 0:
+            log.info("a service maps only sealed queues, passed as fds")
+            return ErrorStatus.INVALID_ARGUMENT, None
         try:
-            reply = self.connection.call(Kind.CONFIGURE_BURST, payload, timeout=30)
+            reply = self.connection.call(Kind.CONFIGURE_BURST, payload, fds, timeout=30)
         except BrokenResourceError:
             return ErrorStatus.DEVICE_UNAVAILABLE, None
         except NNError:
