@@ -28,6 +28,7 @@ import enum
 import functools
 import json
 import os
+import re
 import struct
 import time
 from dataclasses import dataclass, field
@@ -122,16 +123,21 @@ def _encode_dtype(dtype: np.dtype) -> Any:
     return dtype.str
 
 
-_PLAIN_KINDS = frozenset("biufcVSU")
+#: What ``dtype.str`` gives for the plain kinds a queue may carry, and all a
+#: descriptor may name: numpy reads other strings as aliases or Python literals.
+_PLAIN_DTYPE = re.compile(r"[<>|=][biufcVSU][0-9]{1,6}")
 
 
 def _decode_dtype(obj: Any, depth: int = 0) -> np.dtype:
     if depth > 8:
         raise ValueError("element type nests too deeply")
     if isinstance(obj, str):
+        if not _PLAIN_DTYPE.fullmatch(obj):
+            raise ValueError(
+                f"element type {obj!r} cannot cross a process boundary "
+                "(only plain numpy type strings, such as '<f4')"
+            )
         dtype = np.dtype(obj)
-        if dtype.kind not in _PLAIN_KINDS:
-            raise ValueError(f"element kind {dtype.kind!r} cannot cross a process boundary")
         return dtype
     if isinstance(obj, dict) and "subarray" in obj:
         shape = tuple(int(n) for n in obj["shape"])
@@ -155,7 +161,14 @@ def _dtype_to_json(dtype: np.dtype) -> bytes:
 def _dtype_from_json(raw: bytes) -> np.dtype:
     try:
         return _decode_dtype(json.loads(raw.decode()))
-    except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError, RecursionError) as exc:
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        IndexError,
+        UnicodeDecodeError,
+        RecursionError,
+    ) as exc:
         raise BadDataError(f"descriptor has an invalid element type: {exc}") from exc
 
 
@@ -229,6 +242,8 @@ class Descriptor:
             raise BadDataError(
                 f"descriptor is {len(data)} bytes but its fields need {_DESCRIPTOR.size + name_len + dtype_len}"
             )
+        if not 0 < pid < 2**31:
+            raise BadDataError(f"descriptor creator pid {pid} is not a process id")
         if quantum == 0 or count == 0:
             raise BadDataError(
                 f"descriptor has quantum {quantum} and count {count}; both must be positive"

@@ -47,6 +47,10 @@ def unique_name() -> str:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists; False for what cannot be a pid (0 and
+    negatives would name process groups, and huge values overflow kill())."""
+    if not 0 < pid < 2**31:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

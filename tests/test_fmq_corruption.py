@@ -270,8 +270,8 @@ def test_element_type_nesting_is_bounded():
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        (b'"O"', "element kind 'O' cannot cross a process boundary"),
-        (b'"<M8[s]"', "element kind 'M' cannot cross"),
+        (b'"O"', "element type 'O' cannot cross a process boundary"),
+        (b'"<M8[s]"', r"element type '<M8\[s\]' cannot cross"),
         (b"5", "unknown element type description 5"),
         (b'{"names": ["a"], "formats": ["O"], "offsets": [0], "itemsize": 8}', "cannot cross"),
         (b'{"subarray": "O", "shape": [2]}', "cannot cross"),
@@ -291,3 +291,36 @@ def test_element_type_nesting_is_bounded():
 def test_element_types_that_cannot_cross_are_rejected(raw, message):
     with pytest.raises(BadDataError, match=message):
         fmq._dtype_from_json(raw)
+
+
+def test_mutated_descriptors_are_bad_data_never_another_error():
+    """Found by fuzzing (issue 15, item 7): an element type numpy parses as a
+    Python literal raised SyntaxError; a huge creator pid broke teardown."""
+    import random
+
+    rng = random.Random(1)
+    with MessageQueue(np.dtype([("a", "<u4"), ("b", "<f8")]), 16) as queue:
+        raw = queue.descriptor.to_bytes()
+        for _ in range(3000):
+            mutated = bytearray(raw)
+            for _ in range(rng.randint(1, 4)):
+                mutated[rng.randrange(len(mutated))] = rng.randrange(256)
+            try:
+                Descriptor.from_bytes(bytes(mutated))
+            except BadDataError:
+                pass
+        literal = raw.replace(b'"<u4"', b'"004"')  # numpy would parse '004' as a literal
+        with pytest.raises(BadDataError, match="element type"):
+            Descriptor.from_bytes(literal)
+
+
+@pytest.mark.parametrize("pid", [0, 2**31, 2**32 - 1])
+def test_impossible_creator_pids_are_refused_and_never_signalled(pid):
+    assert not shm.pid_alive(pid) and not shm.pid_alive(-1)
+    with MessageQueue(np.uint8, 16) as queue:
+        raw = queue.descriptor.to_bytes()
+    header = fmq._DESCRIPTOR
+    fields = list(header.unpack_from(raw))
+    fields[8] = pid  # creator pid
+    with pytest.raises(BadDataError, match="not a process id"):
+        Descriptor.from_bytes(header.pack(*fields) + raw[header.size :])
