@@ -223,8 +223,7 @@ def test_arithmetic_validation_rejections() -> None:
 def test_arithmetic_execution_errors_are_op_failed() -> None:
     ins = [(t(F32, (0,)), RUNTIME), (t(F32, (0,)), RUNTIME), (s(), 0)]
     fails_at_run(OperationCode.ADD, ins, [t(F32, (0,))], np.ones(3), np.ones(4))
-    ints = [(t(I32, (2,)), RUNTIME), (t(I32, (2,)), RUNTIME), (s(), 0)]
-    fails_at_run(OperationCode.DIV, ints, [t(I32, (2,))], [1, 2], [1, 0])
+    # (TENSOR_INT32 DIV by zero is no error: NNAPI gives 0, see test_conformance_fixes.py.)
 
 
 # --- activations --------------------------------------------------------------------

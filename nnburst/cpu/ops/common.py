@@ -536,10 +536,12 @@ def fixed_inv_sqrt_multiplier(values: Any) -> tuple[np.ndarray, np.ndarray]:
 
     Returns (multiplier, shift) with ``shift <= 0``, such that
     ``1/sqrt(v) ≈ multiplier · 2**(shift - 31)``; used by quantized
-    L2_NORMALIZATION.  A zero input gives a meaningless but finite pair, as in
-    the reference.
+    L2_NORMALIZATION.  Inputs 0 and 1 give (INT32_MAX, 0), as the reference:
+    for 1 the general computation would reach 2**31, which wraps to a
+    negative multiplier and flips the sign of the result.
     """
-    x = np.asarray(values, dtype=np.int64).copy()
+    original = np.asarray(values, dtype=np.int64)
+    x = original.copy()
     shift = np.full(x.shape, 11, dtype=np.int64)
     while True:
         big = x >= (1 << 29)
@@ -560,7 +562,8 @@ def fixed_inv_sqrt_multiplier(values: Any) -> tuple[np.ndarray, np.ndarray]:
     y = fixed_mul(y, 1518500250)  # · sqrt(2)/2
     y = np.where(shift < 0, wrap_int32(y << np.maximum(-shift, 0)), y)
     shift = np.maximum(shift, 0)
-    return y, -shift
+    at_most_one = original <= 1
+    return np.where(at_most_one, INT32_MAX, y), np.where(at_most_one, 0, -shift)
 
 
 # ---------------------------------------------------------------------------

@@ -7,7 +7,7 @@ a common ``2 * max(input scales)`` with per-input fixed-point multipliers
 (SUB negates the second), summed and requantized to the output.  Quantized MUL
 requantizes the integer product with one multiplier
 ``in1_scale * in2_scale / out_scale``.  TENSOR_INT32 (NNAPI 1.3) wraps like
-C int32 and DIV floors.  Broadcasting is numpy's rule, which is NNAPI's.
+C int32, and DIV floors (0 where the divisor is 0).  Broadcasting is numpy's rule, which is NNAPI's.
 """
 
 from __future__ import annotations
@@ -158,9 +158,9 @@ def _execute_int32(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: in
     elif ctx.code == OperationCode.MUL:
         result = a64 * b64  # exact in int64; wrapped below
     else:
-        if np.any(b64 == 0):
-            raise op_failed(ctx.code, "integer division by zero")
-        result = np.floor_divide(a64, b64)  # NNAPI specifies floor division
+        # NNAPI specifies floor division, and 0 where the divisor is 0.
+        zero = b64 == 0
+        result = np.where(zero, 0, np.floor_divide(a64, np.where(zero, 1, b64)))
     return wrap_int32(result).astype(np.int32)
 
 
