@@ -1017,3 +1017,129 @@ def test_the_service_refuses_burst_queues_it_could_not_trust(service, client):
         os.close(fd)
     assert service.alive()
     assert run_add(prepared)[0] == ErrorStatus.NONE
+
+
+# -- the listener under attack (issue 15, items 3, 5 and 6) -------------------------------------
+
+
+def test_a_symlinked_socket_directory_is_refused_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o755)
+    os.chmod(victim, 0o755)
+    link = tmp_path / "nnburst-link"
+    link.symlink_to(victim)
+    with pytest.raises(NNError, match="symbolic link"):
+        Service(str(link / "driver.sock"), [])
+    assert stat.S_IMODE(os.stat(victim).st_mode) == 0o755
+    assert not (victim / "driver.sock").exists()
+
+
+def test_an_existing_directory_is_used_as_it_is_and_a_new_one_is_private(tmp_path):
+    shared = tmp_path / "nnburst-existing"
+    shared.mkdir()
+    os.chmod(shared, 0o750)
+    Service(str(shared / "driver.sock"), []).close()
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o750  # not ours to chmod
+    fresh = tmp_path / "fresh"
+    Service(str(fresh / "driver.sock"), []).close()
+    assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o700
+
+
+def test_connections_beyond_the_limit_are_closed_and_the_others_served(tmp_path):
+    service = Service(str(tmp_path / "driver.sock"), [], max_connections=2)
+    thread = threading.Thread(target=service.serve_forever)
+    thread.start()
+    try:
+        first, second = remote.ServiceClient(service.path), remote.ServiceClient(service.path)
+        wait_until(lambda: service.session_count == 2, "both clients are sessions")
+        extra = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        extra.settimeout(5)
+        extra.connect(service.path)
+        assert extra.recv(1) == b""  # closed by the service
+        extra.close()
+        assert first.devices() == [] and second.devices() == []
+        first.close()
+        second.close()
+    finally:
+        service.stop()
+        thread.join()
+
+
+def test_a_full_backlog_is_waited_out_not_reported_as_no_service(tmp_path):
+    path = str(tmp_path / "busy.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(0)  # room for one pending connection
+    pending = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    pending.connect(path)
+    accepted: list[socket.socket] = []
+
+    def accept_later() -> None:
+        time.sleep(0.05)
+        for _ in range(2):
+            accepted.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept_later)
+    thread.start()
+    sock = remote._connect(path, timeout=5)  # refused with EAGAIN at first: retried
+    thread.join()
+    for s in (sock, pending, listener, *accepted):
+        s.close()
+
+
+def test_running_out_of_fds_pauses_accepting_and_never_ends_the_service(tmp_path):
+    """With a low fd limit, a flood of connections makes accept() fail with
+    EMFILE: the service waits and serves again once clients leave."""
+    import resource
+
+    path = str(tmp_path / "driver.sock")
+
+    def low_fd_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-m", "nnburst", "serve", "--socket", path],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=low_fd_limit,
+        cwd=tmp_path,
+    )
+    try:
+        assert proc.stdout is not None
+        assert b"listening" in proc.stdout.readline()
+        flood = []
+        for _ in range(80):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)  # queued in the backlog even when the service cannot accept
+            flood.append(s)
+        time.sleep(0.3)  # let it hit the limit
+        assert proc.poll() is None
+        for s in flood:
+            s.close()
+        found: list[list] = []
+        wait_until(
+            lambda: bool(found.append(_devices_or_none(path)) or found[-1]),
+            "a new client is served after the flood",
+            timeout=20,
+        )
+        assert [d.name for d in found[-1]]
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def _devices_or_none(path: str) -> list | None:
+    try:
+        client = remote.ServiceClient(path)
+    except OSError:
+        return None
+    try:
+        return client.devices(timeout=2)
+    except (NNError, OSError):
+        return None
+    finally:
+        client.close()

@@ -467,23 +467,50 @@ def peer_uid(sock: socket.socket) -> int:
     return uid
 
 
+#: Connections served at once (each holds a thread and a socket); more are closed at once.
+MAX_CONNECTIONS = 256
+#: How long accepting pauses when the process is out of fds or memory.
+ACCEPT_BACKOFF_S = 0.1
+
+
 def peer_allowed(uid: int, allowed_uid: int) -> bool:
     """Only the service's own user (or one explicitly named) may connect."""
     return uid == allowed_uid
 
 
 def _prepare_directory(path: str) -> None:
-    """Create the socket's directory 0700, or check an existing one is ours and private."""
+    """Create the socket's directory 0700, or check that an existing one is a real
+    directory of ours.
+
+    Never follows a link there: another user may plant one at a predictable
+    path (``/tmp/nnburst-<uid>``) to make us chmod, or bind inside, a
+    directory of their choosing.  Only a directory we created is chmodded."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    info = os.stat(directory)
+    try:
+        os.mkdir(directory, 0o700)  # not makedirs: a missing parent is the user's to make
+        created = True
+    except FileExistsError:
+        created = False
+    except FileNotFoundError:
+        raise NNError(
+            f"{os.path.dirname(directory)} does not exist; create it or choose another "
+            "--socket PATH",
+            ResultCode.BAD_STATE,
+        ) from None
+    info = os.lstat(directory)
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise NNError(
+            f"{directory} is not a directory (a symbolic link or a file); remove it or "
+            "choose another --socket PATH",
+            ResultCode.BAD_STATE,
+        )
     if info.st_uid != os.getuid():
         raise NNError(
             f"{directory} belongs to another user; choose a directory you own with --socket PATH",
             ResultCode.BAD_STATE,
         )
-    if os.path.basename(directory).startswith("nnburst") and stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(directory, 0o700)
+    if created and stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(directory, 0o700, follow_symlinks=False)
 
 
 def _remove_stale(path: str) -> None:
@@ -520,8 +547,10 @@ class Service:
         path: str,
         devices: Sequence[SampleDevice] | None = None,
         allowed_uid: int | None = None,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.path = path
+        self.max_connections = max_connections
         self.devices = list(devices if devices is not None else sample_devices())
         self.allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
         self.stopping = False
@@ -537,7 +566,8 @@ class Service:
         finally:
             os.umask(old_umask)
         os.chmod(path, 0o600)
-        self._listener.listen(16)
+        # Room for a burst of connects: a full backlog makes connect() fail at once.
+        self._listener.listen(socket.SOMAXCONN)
         self._listener.settimeout(0.2)  # how often the accept loop looks at the stop flag
 
     def stop(self) -> None:
@@ -553,6 +583,8 @@ class Service:
         return len(self._sessions)
 
     def serve_forever(self) -> None:
+        """Accept clients until :meth:`stop`.  Running out of fds or memory is
+        a reason to wait, never to stop serving the clients already here."""
         try:
             while not self._stop.is_set():
                 try:
@@ -562,12 +594,20 @@ class Service:
                 except OSError as exc:
                     if exc.errno in (errno.EINTR, errno.ECONNABORTED):
                         continue
+                    if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        log.warning("cannot accept a client (%s): retrying shortly", exc.strerror)
+                        self._stop.wait(ACCEPT_BACKOFF_S)
+                        continue
                     raise
                 self._accept(sock)
         finally:
             self.close()
 
     def _accept(self, sock: socket.socket) -> None:
+        if self.session_count >= self.max_connections:
+            log.warning("refused a client: %d connections is the limit", self.max_connections)
+            sock.close()
+            return
         sock.setblocking(True)
         try:
             uid = peer_uid(sock)
@@ -634,6 +674,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "partitioning as if DEVICE were an accelerator (repeatable)",
     )
     parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"clients served at once; more are refused (default {MAX_CONNECTIONS})",
+    )
+    parser.add_argument(
         "--blas-threads",
         type=int,
         default=1,
@@ -643,6 +690,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "spinning on the other core; 0 keeps the BLAS library's own default)",
     )
     args = parser.parse_args(argv)
+    if args.max_connections < 1:
+        parser.error(f"--max-connections must be at least 1, got {args.max_connections}")
     if args.blas_threads < 0:
         parser.error(f"--blas-threads must be 0 or more, got {args.blas_threads}")
     if args.blas_threads:
@@ -654,7 +703,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         service = Service(
-            path, sample_devices(dict(args.emulate_performance)), allowed_uid=args.allow_uid
+            path,
+            sample_devices(dict(args.emulate_performance)),
+            allowed_uid=args.allow_uid,
+            max_connections=args.max_connections,
         )
     except NNError as exc:
         print(f"nnburst serve: {exc.args[0]}", file=sys.stderr)

@@ -57,6 +57,8 @@ log = logging.getLogger("nnburst.service")
 
 #: Bounds on the slow path: a live but wedged service cannot block an app forever.
 CONNECT_TIMEOUT_S = 1.0
+#: Pause between connects refused because the service's backlog is full.
+CONNECT_RETRY_S = 0.002
 QUERY_TIMEOUT_S = 10.0
 PREPARE_TIMEOUT_S = 300.0
 EXECUTE_TIMEOUT_S = 300.0
@@ -74,19 +76,36 @@ _TRACE_PHASE: dict[int, str] = {
 }
 
 
+def _connect(path: str, timeout: float) -> socket.socket:
+    """A connected socket to ``path``.  A Unix socket whose listen backlog is full
+    refuses at once (EAGAIN) rather than waiting: during a burst of connects
+    that is congestion, not absence, so we try again until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.connect(path)
+            sock.settimeout(None)
+            return sock
+        except BlockingIOError:
+            sock.close()
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"the service at {path} accepted no connection in time"
+                ) from None
+            time.sleep(CONNECT_RETRY_S)
+        except BaseException:
+            sock.close()
+            raise
+
+
 class ServiceClient:
     """One connection to one service process."""
 
     def __init__(self, path: str, connect_timeout: float = CONNECT_TIMEOUT_S) -> None:
         self.path = path
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(connect_timeout)
-            sock.connect(path)
-            sock.settimeout(None)
-        except BaseException:
-            sock.close()
-            raise
+        sock = _connect(path, connect_timeout)
         self.bursts = RemoteBurstClient(sock)
         self.connection = self.bursts.connection
         self._devices: list[RemoteDevice] | None = None
