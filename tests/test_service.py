@@ -1143,3 +1143,47 @@ def _devices_or_none(path: str) -> list | None:
         return None
     finally:
         client.close()
+
+
+def _malformed_graphs() -> dict[str, HalModel]:
+    """Graphs ``nn.Model.finish`` refuses, sent straight to the service (issue 15, item 7)."""
+    f = tensor(OperandCode.TENSOR_FLOAT32)
+    inputs = [Operand(f, Lifetime.SUBGRAPH_INPUT), Operand(f, Lifetime.SUBGRAPH_INPUT)]
+    add = OperationCode.ADD
+    return {
+        "written-twice": HalModel(
+            Subgraph(
+                [*inputs, const_i32(0), Operand(f, Lifetime.SUBGRAPH_OUTPUT)],
+                [Operation(add, (0, 1, 2), (3,)), Operation(add, (1, 0, 2), (3,))],
+                (0, 1),
+                (3,),
+            )
+        ),
+        "output-never-written": HalModel(
+            Subgraph(
+                [*inputs, const_i32(0), Operand(f, Lifetime.TEMPORARY_VARIABLE)]
+                + [Operand(f, Lifetime.SUBGRAPH_OUTPUT)],
+                [Operation(add, (0, 1, 2), (3,))],
+                (0, 1),
+                (4,),
+            )
+        ),
+        "writes-an-input": HalModel(
+            Subgraph(
+                [*inputs, const_i32(0), Operand(f, Lifetime.SUBGRAPH_OUTPUT)],
+                [Operation(add, (0, 1, 2), (3,)), Operation(add, (3, 3, 2), (0,))],
+                (0, 1),
+                (3,),
+            )
+        ),
+    }
+
+
+@pytest.mark.parametrize("name", list(_malformed_graphs()))
+def test_the_service_refuses_a_graph_that_model_finish_refuses(client, name):
+    with pytest.raises(NNError) as info:
+        device(client, "nnburst-sample-all").prepare_model(_malformed_graphs()[name])
+    assert info.value.code == ResultCode.BAD_DATA
+    assert run_add(device(client, "nnburst-sample-all").prepare_model(add_model()))[0] == (
+        ErrorStatus.NONE
+    )

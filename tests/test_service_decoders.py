@@ -452,10 +452,22 @@ class OneReply:
         return self.reply
 
 
-def memfd(size: int) -> int:
-    fd = os.memfd_create("nnburst-test", os.MFD_CLOEXEC)
+def memfd(size: int, sealed: bool = True) -> int:
+    """A memfd as an app sends it: sealed against shrinking unless ``sealed`` is False."""
+    import fcntl
+
+    fd = os.memfd_create("nnburst-test", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, size)
+    if sealed:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
     return fd
+
+
+def test_a_get_memories_reply_with_an_unsealed_memory_is_refused_and_closed():
+    before = open_fds()
+    with pytest.raises(BadDataError, match="not sealed against shrinking"):
+        fetch(reply(ErrorStatus.NONE, [(0, 64), (0, 64)]), [memfd(64), memfd(64, sealed=False)])
+    assert open_fds() == before
 
 
 def open_fds() -> set[int]:

@@ -201,6 +201,7 @@ class _Worker:
         #: client reuses a slot only after that acknowledgement).
         self.freed: list[int] = []
         self.owned: dict[int, Any] = {}  # memories the callback handed over to us
+        self.warned = False  # a callback failure was logged as a warning already
         self.request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
         self.result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
         # Packets are handled as raw words (see packets.py): cheaper than
@@ -279,7 +280,11 @@ class _Worker:
         try:
             status, memories = self.callback.get_memories(unknown)
         except NNError as exc:
-            log.warning("burst callback failed: %s", exc)
+            # Once per burst: a client refusing slots on every request must not flood the log.
+            log.log(
+                logging.DEBUG if self.warned else logging.WARNING, "burst callback failed: %s", exc
+            )
+            self.warned = True
             return
         if status != ErrorStatus.NONE or len(memories) != len(unknown):
             log.debug("callback refused slots %s: %s", unknown, status)

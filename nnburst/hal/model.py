@@ -64,12 +64,27 @@ def execution_order(subgraph: Subgraph, group: Sequence[object] | None = None) -
     operation just placed is preferred, so same-label runs stay together.
 
     Raises:
-        BadDataError: the operations form a cycle, or one reads a temporary
-            or output operand that no operation writes.
+        BadDataError: the operations form a cycle; one reads a temporary or
+            output operand that no operation writes; an operand is written
+            twice, or is not a temporary or output yet written; or a subgraph
+            output is never written.  (``Model.finish`` refuses these too; a
+            model from another process is checked here.)
     """
     operations = subgraph.operations
-    writer = {i: n for n, op in enumerate(operations) for i in op.outputs}
     produced_later = (Lifetime.TEMPORARY_VARIABLE, Lifetime.SUBGRAPH_OUTPUT)
+    writer: dict[int, int] = {}
+    for n, op in enumerate(operations):
+        for i in op.outputs:
+            if i in writer:
+                raise BadDataError(f"operand {i} is written by operations {writer[i]} and {n}")
+            if subgraph.operands[i].lifetime not in produced_later:
+                raise BadDataError(
+                    f"operation {n} writes operand {i}, which is not a temporary or an output"
+                )
+            writer[i] = n
+    for i in subgraph.output_indexes:
+        if i not in writer and subgraph.operands[i].lifetime in produced_later:
+            raise BadDataError(f"output operand {i} is written by no operation")
     waiting: list[int] = []
     consumers: list[set[int]] = [set() for _ in operations]
     for n, op in enumerate(operations):
