@@ -272,3 +272,22 @@ def test_steady_state_executions_retain_nothing(path):
     # A per-execution leak of even one small object would be tens of kilobytes.
     assert grown < 4096, f"{grown} bytes retained over 1000 executions"
     np.testing.assert_array_equal(out, expected(A, B))
+
+
+class WedgedPreparedModel:
+    """A driver whose executions take far longer than the client will wait."""
+
+    def configure_execution_burst(self, callback, request_channel, result_channel):  # type: ignore[no-untyped-def]
+        context = ExecutionBurstServer.create(
+            callback, request_channel, result_channel, SlowExecutor(1.0)
+        )
+        return ErrorStatus.NONE, context
+
+
+def test_a_burst_without_a_deadline_stops_waiting_for_a_wedged_driver():
+    """Issue 15: every wait on the burst path is bounded; past the limit the
+    burst is closed (its server told) and reports the device unavailable."""
+    controller = ExecutionBurstController.create(WedgedPreparedModel(), wait_limit_s=0.2)
+    status, *_ = controller.compute(Request([], [], []), MeasureTiming.NO, [])
+    assert status == ErrorStatus.DEVICE_UNAVAILABLE
+    assert controller.closed

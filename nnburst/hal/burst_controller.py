@@ -15,6 +15,7 @@ deadline), so results and requests never get out of step.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -42,7 +43,13 @@ from .spin import SpinPolicy
 from .types import MeasureTiming, OutputShape, Request, Timing
 
 #: FMQ length of each channel, as Android's kExecutionBurstChannelLength.
+log = logging.getLogger("nnburst.burst")
+
 CHANNEL_LENGTH = 1024
+#: How long a computation without a deadline waits for its result before the
+#: burst is declared dead (``DEVICE_UNAVAILABLE``, burst closed): a live but
+#: wedged server must not block an app forever.  As ``EXECUTE`` on a service.
+WAIT_LIMIT_S = 300.0
 
 #: How long each end of a burst spins (µs) before sleeping on the futex, by
 #: execution preference.  Android 11 uses 50 µs, 0 for LOW_POWER.
@@ -165,6 +172,7 @@ class ExecutionBurstController:
         polling_window_us: int = 0,
         channel_length: int = CHANNEL_LENGTH,
         result_channel_length: int | None = None,
+        wait_limit_s: float = WAIT_LIMIT_S,
     ) -> ExecutionBurstController:
         """Create both channels and ask the prepared model to serve them.
 
@@ -192,7 +200,7 @@ class ExecutionBurstController:
             requests.close()
             results.close()
             raise
-        return cls(requests, results, slots, context, polling_window_us)
+        return cls(requests, results, slots, context, polling_window_us, wait_limit_s)
 
     def __init__(
         self,
@@ -201,6 +209,7 @@ class ExecutionBurstController:
         slots: BurstSlots,
         context: IBurstContext,
         polling_window_us: int,
+        wait_limit_s: float = WAIT_LIMIT_S,
     ) -> None:
         self._requests = requests
         self._results = results
@@ -208,6 +217,7 @@ class ExecutionBurstController:
         self._context = context
         self._guard = BurstGuard()
         self._owed = False  # a result that missed its deadline is still to come
+        self._wait_limit_ns = int(wait_limit_s * 1e9)
         self._request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
         self._request_words = self._request_buffer.view("<u4")  # raw copies keep padding zero
         self._result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
@@ -254,17 +264,28 @@ class ExecutionBurstController:
             words = self._packet(request, measure, slots)
             if len(words) > len(self._request_words):
                 return ErrorStatus.GENERAL_FAILURE, [], Timing(), True
+            wait_limited = deadline_ns is None
+            if wait_limited:
+                deadline_ns = time.monotonic_ns() + self._wait_limit_ns
             try:
                 with tracing.span(tracing.Layer.IPC, tracing.Phase.EXECUTION, "burst round trip"):
                     received = self._exchange(words, deadline_ns)
             except (BrokenResourceError, ClosedResourceError):
                 return ErrorStatus.DEVICE_UNAVAILABLE, [], Timing(), False
-            if received <= 0:
-                return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], Timing(), False
-            try:
-                status, shapes, timing = self._result(received)
-            except PacketError:
-                return ErrorStatus.GENERAL_FAILURE, [], Timing(), False
+            if received > 0:
+                try:
+                    status, shapes, timing = self._result(received)
+                except PacketError:
+                    return ErrorStatus.GENERAL_FAILURE, [], Timing(), False
+        if received <= 0 and not wait_limited:
+            return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], Timing(), False
+        if received <= 0:
+            log.warning(
+                "no burst result within %.0f s: the driver is wedged; closing the burst",
+                self._wait_limit_ns / 1e9,
+            )
+            self.close()
+            return ErrorStatus.DEVICE_UNAVAILABLE, [], Timing(), False
         # Drivers must not report shapes or timing with a failure (HAL contract).
         if status not in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE):
             shapes = []
