@@ -32,9 +32,10 @@ from nnburst.hal.types import (
     RequestArgument,
     Timing,
 )
+from nnburst.memory import Memory
 from nnburst.service.burst import RemoteBurstClient, RemoteBurstModel
 
-from .burst_models import Gate, Pools, add_model, slow
+from .burst_models import NBYTES, Gate, Pools, add_model, slow
 from .peers import MODES, Peer
 
 
@@ -469,3 +470,29 @@ def test_a_result_past_the_deadline_is_missed_then_dropped_before_the_next_reque
         status, shapes, _, _ = controller.compute(pools.request(), MeasureTiming.NO, pools.keys)
         assert status == ErrorStatus.NONE
         assert np.array_equal(pools.c, np.arange(12).reshape(3, 4) + 2.0)
+
+
+def test_a_burst_caches_a_bounded_number_of_memories():
+    """Issue 15: a client naming a new memory in every request and never freeing
+    one is refused past MAX_CACHED_SLOTS; freeing makes room again."""
+    from nnburst.hal.burst_server import MAX_CACHED_SLOTS
+
+    prepared = cpu_device().prepare_model(add_model())
+    pools = Pools()
+    outputs: list[Memory] = []
+    with ExecutionBurstController.create(prepared) as controller:
+        request = pools.request()
+        for k in range(MAX_CACHED_SLOTS):  # the inputs' memory is cached too: one more than fits
+            outputs.append(Memory.create_shared(NBYTES))
+            request.pools = [pools.inputs, outputs[-1]]
+            status = controller.compute(request, MeasureTiming.NO, request.pools)[0]
+            expected = (
+                ErrorStatus.NONE if k < MAX_CACHED_SLOTS - 1 else ErrorStatus.INVALID_ARGUMENT
+            )
+            assert status == expected, k
+        controller.free_memory(outputs[0])
+        status = controller.compute(request, MeasureTiming.NO, request.pools)[0]
+        assert status == ErrorStatus.NONE
+    for memory in outputs:
+        memory.close()
+    pools.close()

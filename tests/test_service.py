@@ -1187,3 +1187,28 @@ def test_the_service_refuses_a_graph_that_model_finish_refuses(client, name):
     assert run_add(device(client, "nnburst-sample-all").prepare_model(add_model()))[0] == (
         ErrorStatus.NONE
     )
+
+
+def test_prepared_models_per_connection_are_capped(service):
+    """Issue 15: one connection cannot hold unbounded prepared models."""
+    from nnburst.service.driver import MAX_MODELS_PER_CONNECTION
+
+    client = remote.ServiceClient(service.path)
+    try:
+        sample_all = device(client, "nnburst-sample-all")
+        models = [sample_all.prepare_model(add_model()) for _ in range(MAX_MODELS_PER_CONNECTION)]
+        with pytest.raises(NNError, match="the limit") as info:
+            sample_all.prepare_model(add_model())
+        assert info.value.code == ResultCode.OUT_OF_MEMORY
+        models.pop().close()
+        wait_until(lambda: _prepares(sample_all), "a released model makes room")
+    finally:
+        client.close()
+
+
+def _prepares(sample_all: remote.RemoteDevice) -> bool:
+    try:
+        sample_all.prepare_model(add_model()).close()
+    except NNError:
+        return False
+    return True

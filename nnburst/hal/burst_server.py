@@ -51,6 +51,8 @@ from .types import MeasureTiming, Request, Timing
 
 log = logging.getLogger("nnburst.burst")
 
+#: Memories one burst may cache at once; a request naming more is refused.
+MAX_CACHED_SLOTS = 256
 #: How long closing waits for the worker to finish an execution in progress.
 JOIN_TIMEOUT_S = 10.0
 
@@ -201,7 +203,8 @@ class _Worker:
         #: client reuses a slot only after that acknowledgement).
         self.freed: list[int] = []
         self.owned: dict[int, Any] = {}  # memories the callback handed over to us
-        self.warned = False  # a callback failure was logged as a warning already
+        self.warned = False  # a refusal was logged as a warning already
+        self.cached: set[int] = set()  # slots whose memory the executor caches
         self.request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
         self.result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
         # Packets are handled as raw words (see packets.py): cheaper than
@@ -277,6 +280,16 @@ class _Worker:
         unknown = sorted({s for s in slots if not self.executor.is_cache_entry_present(s)})
         if not unknown:
             return
+        if len(self.cached) + len(unknown) > MAX_CACHED_SLOTS:
+            # Each cached memory holds a mapping (and, from a service client, an
+            # fd): a client that never frees must not exhaust them.
+            log.log(
+                logging.DEBUG if self.warned else logging.WARNING,
+                "a burst names more than %d memories without freeing any: refused",
+                MAX_CACHED_SLOTS,
+            )
+            self.warned = True
+            return
         try:
             status, memories = self.callback.get_memories(unknown)
         except NNError as exc:
@@ -298,6 +311,7 @@ class _Worker:
                     memory.close()
                 continue
             self.executor.add_cache_entry(memory, slot)
+            self.cached.add(slot)
             if owned:
                 self.owned[slot] = memory
 
@@ -313,6 +327,7 @@ class _Worker:
             freed, self.freed = self.freed, []
         for slot in freed:
             self.executor.remove_cache_entry(slot)
+            self.cached.discard(slot)
             memory = self.owned.pop(slot, None)
             if memory is not None:
                 memory.close()

@@ -42,6 +42,9 @@ from .wire import MAX_FDS, Connection, Frame
 
 log = logging.getLogger("nnburst.service")
 
+#: Bursts one connection may hold at once (each holds a worker thread and two queues).
+MAX_BURSTS_PER_CONNECTION = 64
+
 _CONFIGURE = struct.Struct("<III")
 _STATUS_ID = struct.Struct("<iI")
 _ID_COUNT = struct.Struct("<II")
@@ -161,6 +164,11 @@ class BurstHost:
         model = self._lookup(model_id)
         if model is None:
             raise BadDataError(f"no prepared model {model_id}")
+        if self.burst_count >= MAX_BURSTS_PER_CONNECTION:
+            raise NNError(
+                f"this connection holds {MAX_BURSTS_PER_CONNECTION} bursts, the limit: close some",
+                ResultCode.OUT_OF_MEMORY,
+            )
         assert self.connection is not None
         request_desc = frame.payload[_CONFIGURE.size : _CONFIGURE.size + request_len]
         result_desc = frame.payload[_CONFIGURE.size + request_len :]

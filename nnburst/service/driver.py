@@ -397,12 +397,22 @@ class ClientSession:
         device = self._device(index)
         preference_code = protocol.decode_enum(PreferenceCode, preference, "preference")
         priority_code = protocol.decode_enum(PriorityCode, priority, "priority")
+        if self.model_count >= MAX_MODELS_PER_CONNECTION:
+            raise NNError(
+                f"this connection holds {MAX_MODELS_PER_CONNECTION} prepared models, the limit: "
+                "release some first",
+                ResultCode.OUT_OF_MEMORY,
+            )
         prepared = device.prepare_model(
             model, preference_code, priority_code, deadline, alive=self.alive
         )
         with self._lock:
             if not self._open:
                 raise NNError("the connection is closing", ResultCode.UNAVAILABLE_DEVICE)
+            if len(self._models) >= MAX_MODELS_PER_CONNECTION:  # raced with another PREPARE
+                raise NNError(
+                    "too many prepared models on this connection", ResultCode.OUT_OF_MEMORY
+                )
             model_id = next(self._ids)
             self._models[model_id] = prepared
         return protocol.encode_u32(model_id), ()
@@ -467,6 +477,8 @@ def peer_uid(sock: socket.socket) -> int:
     return uid
 
 
+#: Prepared models one connection may hold at once (each holds its constants).
+MAX_MODELS_PER_CONNECTION = 64
 #: Connections served at once (each holds a thread and a socket); more are closed at once.
 MAX_CONNECTIONS = 256
 #: How long accepting pauses when the process is out of fds or memory.
