@@ -98,7 +98,17 @@ def _devices(args: argparse.Namespace) -> int:
 #: Iterations per mode of the FMQ and HAL benchmarks when --iterations is not given.
 LOW_LEVEL_ITERATIONS = 20000
 STREAM_ITEMS = 2_000_000
-_RUNTIME_ONLY = ("model", "conv_size", "duration", "paths", "placement", "pin", "plot", "html")
+_RUNTIME_ONLY = (
+    "model",
+    "conv_size",
+    "duration",
+    "paths",
+    "placement",
+    "pin",
+    "busy",
+    "plot",
+    "html",
+)
 
 
 def _writable(path: str, option: str = "--json") -> Path:
@@ -190,9 +200,10 @@ def _runtime_settings(args: argparse.Namespace) -> Any:
         conv_size=args.conv_size or runtime_bench.runtime_paths.DEFAULT_CONV_SIZE,
         iterations=args.iterations,
         duration=duration,
-        paths=args.paths or runtime_bench.PATHS,
+        paths=args.paths or runtime_bench.ALL_PATHS,
         placements=(args.placement,) if args.placement else runtime_bench.PLACEMENTS,
         pin=bool(args.pin),
+        busy=bool(args.busy),
     )
 
 
@@ -279,15 +290,15 @@ def _conv_size(text: str) -> int:
 
 
 def _paths(text: str) -> tuple[str, ...]:
-    from .benchmarks.runtime_paths import PATHS
+    from .benchmarks.runtime_bench import ALL_PATHS
 
     chosen = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in chosen if p not in PATHS]
+    unknown = [p for p in chosen if p not in ALL_PATHS]
     if unknown or not chosen:
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated subset of {','.join(PATHS)}, got {text!r}"
+            f"expected a comma-separated subset of {','.join(ALL_PATHS)}, got {text!r}"
         )
-    return tuple(p for p in PATHS if p in chosen)
+    return tuple(p for p in ALL_PATHS if p in chosen)
 
 
 # -- trace -------------------------------------------------------------------------------------
@@ -363,8 +374,11 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="how long one execution takes on each path, against a Pipe baseline",
         description="Time executions through the NNAPI runtime's paths (sync, async, burst; in-process "
-        "and across processes) against a multiprocessing.Pipe round trip of the same bytes. "
-        "'fmq' and 'hal' time the layers underneath.",
+        "and across processes) against a multiprocessing.Pipe round trip of the same bytes, and, "
+        "when onnxruntime is installed (pip install 'nnburst[peers]'), against onnxruntime running "
+        "the same models in-process and in a worker process behind a Pipe (one session, one "
+        "intra-op and one inter-op thread, sequential execution; outputs checked against "
+        "nnburst's first). 'fmq' and 'hal' time the layers underneath.",
     )
     bench.add_argument(
         "what",
@@ -403,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--paths",
         type=_paths,
         metavar="LIST",
-        help="comma-separated subset of sync,async,burst (default: all)",
+        help="comma-separated subset of sync,async,burst,onnxruntime (default: all; "
+        "onnxruntime: the peer rows, when onnxruntime and onnx are installed)",
     )
     placement = bench.add_mutually_exclusive_group()
     placement.add_argument(
@@ -425,6 +440,13 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="pin the timing thread and the other side to two CPUs (default: no)",
+    )
+    bench.add_argument(
+        "--busy",
+        action="store_true",
+        default=None,
+        help="run the Pipe baselines and the cross-process rows while one CPU-bound process "
+        "per CPU spins (started and stopped by the bench)",
     )
     bench.add_argument(
         "--stream-items",

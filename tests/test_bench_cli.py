@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nnburst.benchmarks import burst_latency, report, runtime_bench
+from nnburst.benchmarks import burst_latency, load, peers, report, runtime_bench
 from nnburst.benchmarks.stats import LatencyStats
 from nnburst.cli import main
 
@@ -27,15 +27,23 @@ ALL_MODES = [
     "multiprocessing.Pipe",
     "sync in-process",
     "async in-process",
-    "burst in-process poll 0us",
-    "burst in-process poll 50us",
-    "burst in-process poll 200us",
+    "burst in-process",  # on the caller's thread: no polling window to vary
     "sync cross-process",
     "async cross-process",
     "burst cross-process poll 0us",
     "burst cross-process poll 50us",
     "burst cross-process poll 200us",
 ]
+PEERS_MISSING = peers.missing()
+needs_peers = pytest.mark.skipif(
+    PEERS_MISSING is not None, reason=f"onnxruntime/onnx cannot be imported: {PEERS_MISSING}"
+)
+#: what the command runs by default: nnburst's modes, and the peers when they import
+CLI_MODES = (
+    ALL_MODES
+    if PEERS_MISSING
+    else [*ALL_MODES[:4], "onnxruntime in-process", *ALL_MODES[4:], "onnxruntime via Pipe"]
+)
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -76,7 +84,7 @@ def table_rows(out: str, title: str) -> list[str]:
         if (
             not line.strip()
             or not line[0].isalpha()
-            or line.startswith(("interrupted", "Reading:"))
+            or line.startswith(("interrupted", "Reading:", "onnxruntime peers:"))
             or " modes in " in line
         ):
             break
@@ -109,9 +117,9 @@ def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
     assert code == 0, err
     assert out.startswith("nnburst bench: how long one execution takes")
     assert "Baseline: a multiprocessing.Pipe round trip of the same bytes" in out
-    assert table_rows(out, "add+mul 3x4 (96 bytes in, 48 bytes out)") == ALL_MODES
-    assert table_rows(out, "conv 8x8x16 (4096 bytes in, 2048 bytes out)") == ALL_MODES
-    assert "22 modes in" in out and "Traceback" not in err
+    assert table_rows(out, "add+mul 3x4 (96 bytes in, 48 bytes out)") == CLI_MODES
+    assert table_rows(out, "conv 8x8x16 (4096 bytes in, 2048 bytes out)") == CLI_MODES
+    assert f"{2 * len(CLI_MODES)} modes in" in out and "Traceback" not in err
 
     document = json.loads(files["bench.json"].read_text())
     assert report.validate(document) == []
@@ -121,19 +129,22 @@ def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
         "conv_size": 8,
         "iterations": None,
         "duration": 0.02,
-        "paths": ["sync", "async", "burst"],
+        "paths": ["sync", "async", "burst", "onnxruntime"],
         "placements": ["in-process", "cross-process"],
         "pin": False,
         "cpus": None,
+        "busy": False,
     }
+    assert document["load"] is None and document["peers"]["missing"] == PEERS_MISSING
     rows = document["latency"]
-    assert len(rows) == 22 and all(row["count"] >= 1 for row in rows)
+    assert len(rows) == 2 * len(CLI_MODES) and all(row["count"] >= 1 for row in rows)
     for row in rows:
         if row["path"] == "pipe":
             assert row["vs_baseline"] == 1.0
         else:
             assert row["vs_baseline"] > 0
-        assert (row["polling_us"] is not None) == (row["path"] == "burst")
+        remote_burst = row["path"] == "burst" and row["placement"] == "cross-process"
+        assert (row["polling_us"] is not None) == remote_burst
 
     page = files["bench.html"].read_text()
     assert page.startswith("<!DOCTYPE html>") and "conv 8x8x16" in page
@@ -208,13 +219,13 @@ def test_ctrl_c_mid_run_keeps_the_finished_rows_and_leaves_nothing(capsys, tmp_p
     real = runtime_bench.measure
     calls = []
 
-    def interrupted_on_the_seventh(*args, **kwargs):
+    def interrupted_on_the_fifth(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 7:  # sync cross-process: the service is up, bursts and workers have run
+        if len(calls) == 5:  # sync cross-process: the service is up, bursts and workers have run
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runtime_bench, "measure", interrupted_on_the_seventh)
+    monkeypatch.setattr(runtime_bench, "measure", interrupted_on_the_fifth)
     services = os.environ.get("NNBURST_SERVICES")
     path = tmp_path / "partial.json"
     code, out, err = run(
@@ -222,6 +233,8 @@ def test_ctrl_c_mid_run_keeps_the_finished_rows_and_leaves_nothing(capsys, tmp_p
         "bench",
         "--model",
         "add-mul",
+        "--paths",
+        "sync,async,burst",
         *TINY,
         "--json",
         str(path),
@@ -229,11 +242,11 @@ def test_ctrl_c_mid_run_keeps_the_finished_rows_and_leaves_nothing(capsys, tmp_p
         str(tmp_path / "partial.html"),
     )
     assert code == 130, err
-    assert table_rows(out, "add+mul 3x4") == ALL_MODES[:6]
-    assert "interrupted: 6 modes" in out
+    assert table_rows(out, "add+mul 3x4") == ALL_MODES[:4]
+    assert "interrupted: 4 modes" in out
     document = json.loads(path.read_text())
     assert report.validate(document) == [] and document["interrupted"] is True
-    assert len(document["latency"]) == 6
+    assert len(document["latency"]) == 4
     assert "Interrupted" in (tmp_path / "partial.html").read_text()
     assert children(os.getpid()) == [] and multiprocessing.active_children() == []
     assert os.environ.get("NNBURST_SERVICES") == services
@@ -361,3 +374,144 @@ def test_validate_checks_runtime_documents():
     assert "latency[0]: missing 'vs_baseline'" in problems
     del bad["seconds"]
     assert any(p.startswith("seconds:") for p in report.validate(bad))
+    assert "peers.requested: expected bool, got str" in report.validate(
+        {**good, "peers": {**good["peers"], "requested": "yes"}}
+    )
+    assert "load.pids: expected list, got int" in report.validate(
+        {**good, "load": {"processes": 2, "pids": 7}}
+    )
+    assert "missing 'load'" in report.validate({k: v for k, v in good.items() if k != "load"})
+
+
+# -- the onnxruntime peers -----------------------------------------------------------------------
+
+
+@needs_peers
+def test_peer_rows_are_checked_against_nnburst_then_timed(capsys, tmp_path, monkeypatch):
+    checked = []
+    real = peers.check
+
+    def spy(name, got, expected, exact):
+        checked.append((name, got.shape, exact))
+        return real(name, got, expected, exact)
+
+    monkeypatch.setattr(peers, "check", spy)
+    path = tmp_path / "peers.json"
+    code, out, err = run(capsys, "bench", "--paths", "sync,onnxruntime", *TINY, "--json", str(path))
+    assert code == 0, err
+    assert "intra_op_num_threads=1, inter_op_num_threads=1" in out
+    assert "transposes to NCHW and" in out and "x ort" in out
+    expected = [
+        "multiprocessing.Pipe",
+        "sync in-process",
+        "onnxruntime in-process",
+        "sync cross-process",
+        "onnxruntime via Pipe",
+    ]
+    assert table_rows(out, "add+mul 3x4") == expected == table_rows(out, "conv 8x8x16")
+    assert out.count("Against onnxruntime (p50): sync in-process is") == 2
+    assert checked == [
+        ("onnxruntime in-process", (3, 4), True),
+        ("onnxruntime in-process", (1, 4, 4, 32), False),
+        ("onnxruntime via Pipe", (3, 4), True),
+        ("onnxruntime via Pipe", (1, 4, 4, 32), False),
+    ]
+    document = json.loads(path.read_text())
+    assert report.validate(document) == []
+    assert document["peers"]["onnxruntime"] and document["peers"]["missing"] is None
+    ort = [row for row in document["latency"] if row["path"] == "onnxruntime"]
+    assert [row["name"] for row in ort] == [expected[2], expected[2], expected[4], expected[4]]
+    assert all(row["count"] >= 1 and row["vs_onnxruntime"] == 1.0 for row in ort)
+    assert all(row["vs_onnxruntime"] > 0 for row in document["latency"])
+    assert children(os.getpid()) == [] and not list(tmp_path.glob("nnburst-peer-*"))
+
+
+@needs_peers
+def test_a_peer_whose_output_differs_is_a_failure_row(capsys, monkeypatch):
+    real = runtime_bench.reference_output
+    monkeypatch.setattr(runtime_bench, "reference_output", lambda work: real(work) + 1)
+    argv = ["bench", "--model", "add-mul", "--paths", "sync,onnxruntime", *TINY]
+    code, out, err = run(capsys, *argv)
+    assert code == 1, err
+    assert table_rows(out, "add+mul 3x4") == [
+        "multiprocessing.Pipe",
+        "sync in-process",
+        "onnxruntime in-process",
+        "sync cross-process",
+        "onnxruntime via Pipe",
+    ]
+    failed = {
+        line.split("  ")[0]: line.split("failed: ")[1]
+        for line in out.splitlines()
+        if line.startswith("onnxruntime")
+    }
+    assert failed == {
+        name: f"{name}: output differs from nnburst's (max |diff| 1; exactly)"
+        for name in ("onnxruntime in-process", "onnxruntime via Pipe")
+    }
+    assert "2 modes failed" in out and children(os.getpid()) == []
+
+
+def test_without_onnxruntime_the_table_says_so_in_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails, find_spec finds none
+    path = tmp_path / "no-peers.json"
+    code, out, err = run(
+        capsys, "bench", "--model", "add-mul", "--in-process", *TINY, "--json", str(path)
+    )
+    assert code == 0, err
+    assert table_rows(out, "add+mul 3x4") == ALL_MODES[:4]
+    lines = out.splitlines()
+    assert lines.count("onnxruntime peers: not installed (pip install 'nnburst[peers]')") == 1
+    assert "x ort" not in out and "Peers:" not in out
+    document = json.loads(path.read_text())
+    assert report.validate(document) == []
+    assert document["peers"]["missing"].endswith("no module onnxruntime")
+    assert document["peers"]["onnxruntime"] is None
+
+
+# -- --busy --------------------------------------------------------------------------------------
+
+
+def load_processes_alive(pids: list[int]) -> list[int]:
+    """The pids still running the load's spin loop (a reused pid runs something else)."""
+    alive = []
+    for pid in pids:
+        try:
+            if load.SPIN.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                alive.append(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def test_busy_loads_the_cross_process_rows_and_stops_its_processes(capsys, tmp_path):
+    path = tmp_path / "busy.json"
+    argv = ["bench", "--busy", "--model", "add-mul", "--paths", "sync,burst", *TINY]
+    code, out, err = run(capsys, *argv, "--json", str(path))
+    assert code == 0, err
+    assert "Busy machine: " in out and "CPU-bound processes (one per CPU" in out
+    assert "Busy: the slowest service burst" in out and "goal at most 1.2x" in out
+    document = json.loads(path.read_text())
+    assert report.validate(document) == [] and document["parameters"]["busy"] is True
+    pids = document["load"]["pids"]
+    count = document["load"]["processes"]
+    # loaded for the Pipe, stopped for the in-process rows, loaded again for the service's
+    assert count == os.cpu_count() and len(pids) == 2 * count
+    assert f"busy: {count} CPU-bound processes at a time, {2 * count} started in all" in out
+    loaded = {row["name"]: row["loaded"] for row in document["latency"]}
+    assert loaded["multiprocessing.Pipe"] and loaded["sync cross-process"]
+    assert not loaded["sync in-process"]
+    assert load_processes_alive(pids) == [] and children(os.getpid()) == []
+
+
+def test_busy_stops_its_load_on_ctrl_c(capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # in the first mode, the Pipe baseline: the load is running
+
+    monkeypatch.setattr(runtime_bench, "measure", interrupted)
+    code, out, err = run(capsys, "bench", "--busy", "--model", "add-mul", *TINY)
+    assert code == 130, err
+    assert "interrupted: 0 modes" in out
+    started = [int(pid) for pid in out.split("(pids ")[1].split(")")[0].split(", ")]
+    assert len(started) == os.cpu_count()
+    assert load_processes_alive(started) == [] and children(os.getpid()) == []

@@ -33,6 +33,7 @@ _COLUMNS = [
     ("p999_us", "p99.9 µs"),
     ("per_second", "exec/s"),
     ("vs_baseline", "× Pipe (p50)"),
+    ("vs_onnxruntime", "× onnxruntime (p50)"),
 ]
 
 
@@ -41,7 +42,7 @@ def _cell(key: str, value: Any) -> str:
         return "–"
     if key == "per_second":
         return f"{value:.0f}"
-    if key == "vs_baseline":
+    if key in ("vs_baseline", "vs_onnxruntime"):
         return f"{value:.2f}"
     if isinstance(value, float):
         return f"{value:.1f}"
@@ -75,9 +76,12 @@ def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str
         )
         for row in mine:
             css = ' class="baseline"' if row["path"] == "pipe" else ""
-            cells = "".join(f"<td>{_cell(k, row[k])}</td>" for k, _ in _COLUMNS)
+            cells = "".join(f"<td>{_cell(k, row.get(k))}</td>" for k, _ in _COLUMNS)
             parts.append(f"<tr{css}>{cells}</tr>")
         parts.append("</table>")
+    peers = document.get("peers") or {}
+    if peers.get("missing"):
+        parts.append(f'<p class="note">{escape(peers["missing"])}</p>')
     parts.append("<h2>Latency distributions</h2>")
     if plot_png is None:
         parts.append(

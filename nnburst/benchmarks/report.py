@@ -42,23 +42,38 @@ own ``parameters``, and latency rows that say what each row measured::
         "conv_size": int,            # the conv input is [1, conv_size, conv_size, 16]
         "iterations": int | null,    # per mode; null: bounded by duration
         "duration": float | null,    # seconds per mode; null: bounded by iterations
-        "paths": [str],              # "sync", "async", "burst"
+        "paths": [str],              # "sync", "async", "burst", "onnxruntime" (the peers)
         "placements": [str],         # "in-process", "cross-process"
         "pin": bool,
-        "cpus": [int, int] | null    # (timing thread, other side) when pinned
+        "cpus": [int, int] | null,   # (timing thread, other side) when pinned
+        "busy": bool                 # --busy: a CPU-bound process per CPU, cross-process rows
       },
+      "peers": {                     # the onnxruntime peers (nnburst/benchmarks/peers.py)
+        "requested": bool,           # "onnxruntime" in paths
+        "missing": str | null,       # why they did not run (not installed); null: they could
+        "onnxruntime": str | null,   # versions, null when not installed
+        "onnx": str | null,
+        "session": {...}             # how the sessions are configured (peers.SESSION)
+      },
+      "load": {                      # --busy only, else null
+        "processes": int,            # os.cpu_count() spinning processes
+        "pids": [int]                # every load process started (all stopped at the end)
+      } | null,
       "latency": [                   # LatencyStats.as_dict() plus:
         {..., "model": str,          # "add-mul" | "conv"
          "workload": str,            # e.g. "conv 32x32x16"
-         "path": str,                # "sync" | "async" | "burst" | "pipe" (the baseline)
-         "placement": str,           # "in-process" | "cross-process"
-         "polling_us": int | null,   # bursts: 0 or 50
+         "path": str,                # "sync" | "async" | "burst" | "onnxruntime" | "pipe"
+         "placement": str,           # "in-process" | "cross-process" (onnxruntime via Pipe)
+         "polling_us": int | null,   # bursts: 0, 50 or 200
          "bytes_in": int, "bytes_out": int,
          "seconds": float,           # wall time of the mode, set-up included
-         "vs_baseline": float | null}  # p50 over the same model's Pipe p50
+         "vs_baseline": float | null,  # p50 over the same model's Pipe p50
+         "vs_onnxruntime": float | null,  # p50 over the onnxruntime row of the same
+                                          # placement (in-process, or via Pipe)
+         "loaded": bool}             # ran while the --busy load spun
       ],
-      "failures": [                  # modes that could not run; the others did
-        {"model": str, "mode": str, "error": str}
+      "failures": [                  # modes that could not run (or a peer whose output
+        {"model": str, "mode": str, "error": str}   # differs from nnburst's); the others did
       ],
       "throughput": []
     }
@@ -77,7 +92,8 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from .runtime_bench import Result, ratio
+from . import load, peers
+from .runtime_bench import PEER, Result, peer_ratio, ratio
 from .stats import LatencyStats, Throughput
 
 __all__ = ["SCHEMA", "build", "build_runtime", "environment", "validate"]
@@ -105,6 +121,8 @@ _RUNTIME_ROW_FIELDS = {
     "bytes_out": int,
     "seconds": float,
     "vs_baseline": (float, type(None)),
+    "vs_onnxruntime": (float, type(None)),
+    "loaded": bool,
 }
 _RUNTIME_PARAMETERS = {
     "models": list,
@@ -115,7 +133,16 @@ _RUNTIME_PARAMETERS = {
     "placements": list,
     "pin": bool,
     "cpus": (list, type(None)),
+    "busy": bool,
 }
+_PEERS_FIELDS = {
+    "requested": bool,
+    "missing": (str, type(None)),
+    "onnxruntime": (str, type(None)),
+    "onnx": (str, type(None)),
+    "session": dict,
+}
+_LOAD_FIELDS = {"processes": int, "pids": list}
 _FAILURE_FIELDS = {"model": str, "mode": str, "error": str}
 _THROUGHPUT_FIELDS = {"name": str, "items": int, "seconds": float, "per_second": float}
 _ENVIRONMENT_FIELDS = {
@@ -186,6 +213,8 @@ def build_runtime(result: Result) -> dict[str, Any]:
                 "bytes_out": row.bytes_out,
                 "seconds": row.seconds,
                 "vs_baseline": ratio(row, result.baseline(mode.model)),
+                "vs_onnxruntime": peer_ratio(row, result),
+                "loaded": settings.busy and mode.placement == "cross-process",
             }
         )
     return {
@@ -203,7 +232,19 @@ def build_runtime(result: Result) -> dict[str, Any]:
             "placements": list(settings.placements),
             "pin": settings.pin,
             "cpus": None if result.cpus is None else list(result.cpus),
+            "busy": settings.busy,
         },
+        "peers": {
+            "requested": PEER in settings.paths,
+            "missing": result.peers_missing,
+            **peers.versions(),
+            "session": dict(peers.SESSION),
+        },
+        "load": (
+            {"processes": load.default_count(), "pids": list(result.load_pids)}
+            if settings.busy
+            else None
+        ),
         "environment": environment(),
         "latency": rows,
         "failures": [
@@ -245,7 +286,12 @@ def validate(document: Any) -> list[str]:
         )
     known = {"schema", "benchmark", "created", "parameters", "environment", "latency", "throughput"}
     if runtime:
-        known |= {"interrupted", "seconds", "failures"}
+        known |= {"interrupted", "seconds", "failures", "peers", "load"}
+        problems += _check("peers", document.get("peers"), _PEERS_FIELDS)
+        if "load" not in document:
+            problems.append("missing 'load'")
+        elif document["load"] is not None:
+            problems += _check("load", document.get("load"), _LOAD_FIELDS)
         failures = document.get("failures")
         if not isinstance(failures, list):
             problems.append("failures: expected a list")

@@ -7,6 +7,10 @@ bursts with polling windows 0, 50 and 200 µs (the LOW_POWER,
 FAST_SINGLE_ANSWER and SUSTAINED_SPEED preferences).  The baseline moves the same bytes
 over a ``multiprocessing.Pipe`` (:mod:`.pipe_baseline`), so a row's ratio
 says what the runtime costs over the plainest IPC a Python app could use.
+With onnxruntime installed, the peers of :mod:`.peers` run the same models
+in-process and behind a Pipe, and a second ratio compares each row to them.
+``busy`` (:mod:`.load`) runs every cross-process row while one CPU-bound
+process per CPU spins.
 
 Modes run one after another, bounded by a duration or a count each.  The
 baselines run first (before the service and the runtime start any thread),
@@ -20,15 +24,17 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
+import threadpoolctl
 
 from ..cpu.driver import DEVICE_NAME as CPU_DEVICE
 from ..devices import Device, get_device
 from ..errors import NNError
-from . import runtime_paths, service_process
+from . import peers, runtime_paths, service_process
+from .load import CpuLoad, default_count
 from .pipe_baseline import pipe_peer
 from .progress import Progress
 from .runtime_paths import MODELS, PATHS, Workload
@@ -39,6 +45,9 @@ PLACEMENTS = ("in-process", "cross-process")
 POLLING_US = (0, 50, 200)  # LOW_POWER, FAST_SINGLE_ANSWER, SUSTAINED_SPEED
 BASELINE = "multiprocessing.Pipe"
 DEFAULT_DURATION_S = 0.9
+#: the path of the onnxruntime peer rows (:mod:`.peers`), selectable like nnburst's own paths
+PEER = "onnxruntime"
+ALL_PATHS = (*PATHS, PEER)
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ class Mode:
     """One row of the table: a model through one path, in one place."""
 
     model: str  # a key of runtime_paths.MODELS
-    path: str  # sync, async, burst, or "pipe" for the baseline
+    path: str  # sync, async, burst, "onnxruntime" for the peers, or "pipe" for the baseline
     placement: str  # in-process or cross-process
     polling_us: int | None = None  # bursts only
 
@@ -54,13 +63,17 @@ class Mode:
     def name(self) -> str:
         if self.path == "pipe":
             return BASELINE
+        if self.path == PEER:
+            return peers.IN_PROCESS if self.placement == "in-process" else peers.VIA_PIPE
         name = f"{self.path} {self.placement}"
         return name if self.polling_us is None else f"{name} poll {self.polling_us}us"
 
 
 @dataclass(frozen=True)
 class Settings:
-    """What one run measures; the defaults are the no-argument ``nnburst bench``."""
+    """What one run measures; the defaults are the no-argument ``nnburst bench``, except
+    that the command adds the onnxruntime peers to ``paths`` (``ALL_PATHS``): the default
+    here is nnburst's own paths, which bench/bench_runtime.py times."""
 
     models: tuple[str, ...] = MODELS
     conv_size: int = runtime_paths.DEFAULT_CONV_SIZE
@@ -69,6 +82,7 @@ class Settings:
     paths: tuple[str, ...] = PATHS
     placements: tuple[str, ...] = PLACEMENTS
     pin: bool = False  # pinning the caller starves in-process compute that wakes helper threads
+    busy: bool = False  # a CPU-bound process per CPU during the cross-process rows
 
 
 @dataclass
@@ -91,13 +105,35 @@ class Result:
     cpus: tuple[int, int] | None  # (this thread, the other side) when pinned
     #: modes that could not run, with the reason; the other modes still ran
     failures: list[tuple[Mode, str]] = field(default_factory=list)
+    #: the peers were asked for but cannot run here (peers.missing()); None otherwise
+    peers_missing: str | None = None
+    #: every load process ``busy`` started (all stopped when the run returns)
+    load_pids: list[int] = field(default_factory=list)
 
     def baseline(self, model: str) -> Row | None:
         return next((r for r in self.rows if r.mode.model == model and r.mode.path == "pipe"), None)
 
+    def peer(self, model: str, placement: str) -> Row | None:
+        """The onnxruntime row of ``model`` in ``placement`` (via Pipe: cross-process)."""
+        return next(
+            (
+                r
+                for r in self.rows
+                if r.mode.model == model and r.mode.path == PEER and r.mode.placement == placement
+            ),
+            None,
+        )
+
+
+def peers_wanted(settings: Settings) -> bool:
+    """The peer rows run: asked for, and onnxruntime and onnx import."""
+    return PEER in settings.paths and peers.missing() is None
+
 
 def plan(settings: Settings) -> list[Mode]:
-    """The modes in the order they run: baselines, in-process, cross-process."""
+    """The modes in the order they run: baselines, in-process, cross-process; in each
+    placement nnburst's paths, then the onnxruntime peer."""
+    with_peers = peers_wanted(settings)
     modes = [Mode(model, "pipe", "cross-process") for model in settings.models]
     for placement in PLACEMENTS:
         if placement not in settings.placements:
@@ -106,10 +142,13 @@ def plan(settings: Settings) -> list[Mode]:
             for path in PATHS:
                 if path not in settings.paths:
                     continue
-                if path == "burst":
+                if path == "burst" and placement == "cross-process":
+                    # In-process bursts run on the caller's thread: no window to vary.
                     modes += [Mode(model, path, placement, polling) for polling in POLLING_US]
                 else:
                     modes.append(Mode(model, path, placement))
+            if with_peers:
+                modes.append(Mode(model, PEER, placement))
     return modes
 
 
@@ -173,11 +212,17 @@ def _pinned(cpu: int | None) -> Iterator[None]:
 
 
 def run(settings: Settings, progress: Progress | None = None) -> Result:
-    """Run every mode of ``settings``; a KeyboardInterrupt ends the run early, cleanly."""
+    """Run every mode of ``settings``; a KeyboardInterrupt ends the run early, cleanly.
+
+    With ``busy``, the load runs during the cross-process rows (the Pipe
+    baselines included) and is stopped for the in-process ones."""
     cpus = pin_cpus(settings.pin)
     ours, theirs = (None, None) if cpus is None else cpus
     modes = plan(settings)
+    peers_missing = peers.missing() if PEER in settings.paths else None
+    load = CpuLoad() if settings.busy else None
     workloads: dict[str, Workload] = {}
+    references: dict[str, np.ndarray] = {}
     rows: list[Row] = []
     started = time.perf_counter()
     interrupted = False
@@ -186,14 +231,23 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
     service_failure: str | None = None
     try:
         with ExitStack() as services:
+            # One BLAS thread, as the service and the onnxruntime peers use: on a small
+            # machine a second one only fights the other side of the exchange.
+            services.enter_context(threadpoolctl.threadpool_limits(limits=1, user_api="blas"))
+            if load is not None:
+                services.enter_context(load)  # stopped last, however the run ends
             service_device = None
             for mode in modes:
                 progress.step(f"{mode.model} {mode.name}")
-                remote = mode.placement == "cross-process" and mode.path != "pipe"
+                remote = mode.placement == "cross-process" and mode.path not in ("pipe", PEER)
                 if remote and service_failure is not None:
                     failures.append((mode, service_failure))
                     continue
                 try:
+                    if load is not None and mode.placement == "cross-process":
+                        load.start()
+                    elif load is not None:
+                        load.stop()
                     work = workloads.get(mode.model)
                     if work is None:
                         work = workloads[mode.model] = runtime_paths.workload(
@@ -201,19 +255,42 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
                         )
                     if remote and service_device is None:
                         service_device = services.enter_context(driver_service(theirs))
+                    expected = None
+                    if mode.path == PEER:
+                        expected = references.get(mode.model)
+                        if expected is None:
+                            expected = references[mode.model] = reference_output(work)
                     rows.append(
-                        _measure_mode(mode, work, settings, service_device, ours, theirs, progress)
+                        _measure_mode(
+                            mode, work, settings, service_device, ours, theirs, progress, expected
+                        )
                     )
                 except ServiceError as exc:  # no service: no cross-process mode can run
                     service_failure = str(exc)
                     failures.append((mode, service_failure))
-                except (NNError, OSError) as exc:  # this mode failed; the others still run
+                except (NNError, OSError, peers.PeerError) as exc:  # the others still run
                     failures.append((mode, str(exc)))
     except KeyboardInterrupt:
         interrupted = True
     finally:
         progress.close()
-    return Result(settings, rows, interrupted, time.perf_counter() - started, cpus, failures)
+    return Result(
+        settings,
+        rows,
+        interrupted,
+        time.perf_counter() - started,
+        cpus,
+        failures,
+        peers_missing,
+        [] if load is None else list(load.pids),
+    )
+
+
+def reference_output(work: Workload) -> np.ndarray:
+    """nnburst's output for ``work`` (in-process, synchronous): what the peers must match."""
+    with runtime_paths.execution_path(work, "sync", cpu_device()) as call:
+        call()
+    return work.output.copy()
 
 
 def _measure_mode(
@@ -224,10 +301,18 @@ def _measure_mode(
     ours: int | None,
     theirs: int | None,
     progress: Progress,
+    expected: np.ndarray | None = None,
 ) -> Row:
     started = time.perf_counter()
+    opened: AbstractContextManager[Callable[[], object]]
     if mode.path == "pipe":
         opened = pipe_peer(work.request_bytes, work.response_bytes, theirs)
+    elif mode.path == PEER:
+        assert expected is not None
+        if mode.placement == "in-process":
+            opened = peers.in_process(mode.model, work, expected)
+        else:
+            opened = peers.via_pipe(mode.model, work, expected, theirs)
     else:
         device = service_device if mode.placement == "cross-process" else cpu_device()
         opened = runtime_paths.execution_path(work, mode.path, device, polling=mode.polling_us or 0)
@@ -246,6 +331,9 @@ def _measure_mode(
 
 
 # -- text --------------------------------------------------------------------------------------
+
+#: The issue's goal for --busy: a service burst at most this many times the service's sync p50.
+BUSY_GOAL = 1.2
 
 
 def header(settings: Settings, cpus: tuple[int, int] | None) -> str:
@@ -276,86 +364,178 @@ def header(settings: Settings, cpus: tuple[int, int] | None) -> str:
         lines.append(f"    ({service_process.DEVICE_NAME}),")
     if "burst" in settings.paths:
         lines.append(
-            "bursts with a polling window of 0 (sleep at once), 50 and 200 us (spin first;"
+            "bursts to the service with a polling window of 0 (sleep at once), 50 and 200 us"
         )
-        lines.append("  the LOW_POWER, FAST_SINGLE_ANSWER and SUSTAINED_SPEED preferences).")
+        lines.append(
+            "  (spin first: the LOW_POWER, FAST_SINGLE_ANSWER and SUSTAINED_SPEED preferences;"
+        )
+        lines.append("  in-process bursts run on the caller's thread, so they have no window).")
+    lines.append(
+        "numpy's BLAS is limited to 1 thread here and in the service (as onnxruntime's "
+        "intra-op threads)."
+    )
     lines += [
         f"Baseline: a {BASELINE} round trip of the same bytes (the model's inputs out,",
         "its outputs back) to another process.  'x Pipe' is a row's p50 over the baseline's",
         "(below 1: faster than the Pipe).  Latencies in microseconds; exec/s from the mean.",
+    ]
+    if peers_wanted(settings):
+        lines += _peers_header()
+    if settings.busy:
+        lines += [
+            f"Busy machine: {default_count()} CPU-bound processes (one per CPU, os.cpu_count()) "
+            "spin during",
+            "  the Pipe baselines and every cross-process row; the in-process rows run without "
+            "them.",
+        ]
+    lines.append(
         f"Each mode: {bound}, after a short warm-up; "
         + (
             f"this thread pinned to CPU {cpus[0]}, the other side to CPU {cpus[1]}."
             if cpus
             else "no CPU pinning."
-        ),
-    ]
+        )
+    )
     return "\n".join(lines)
 
 
+def _peers_header() -> list[str]:
+    v = peers.versions()
+    return [
+        f"Peers: onnxruntime {v['onnxruntime']} on the same models and constants (graphs built "
+        f"with onnx {v['onnx']}),",
+        "  outputs checked against nnburst's before timing (add-mul exactly, conv to "
+        f"rtol {peers.RTOL:g}): one",
+        "  InferenceSession on the CPU provider, intra_op_num_threads=1, inter_op_num_threads=1,",
+        "  sequential execution, default graph optimizations.  'onnxruntime in-process' calls",
+        "  session.run; 'onnxruntime via Pipe' sends the input bytes to the same session in a",
+        "  worker process over a multiprocessing.Pipe and gets the output bytes back (no pickle).",
+        "  The conv peer takes and returns NHWC like nnburst: its graph transposes to NCHW and",
+        "  back, inside the timed call.  'x ort' is a row's p50 over onnxruntime's in the same",
+        "  placement (the Pipe and the cross-process rows: over 'onnxruntime via Pipe').",
+    ]
+
+
 def table(result: Result) -> str:
-    """One table per model, each with its own baseline."""
+    """One table per model, each with its own baseline (and peers' column when they ran)."""
     blocks = []
     for model in result.settings.models:
         rows = [r for r in result.rows if r.mode.model == model]
-        if not rows:
+        failed = [(m, why) for m, why in result.failures if m.model == model]
+        if not rows and not failed:
             continue
         base = result.baseline(model)
-        width = max(len(r.mode.name) for r in rows)
+        with_peers = any(r.mode.path == PEER for r in rows)
+        width = max(len(m.name) for m in [*(r.mode for r in rows), *(m for m, _ in failed)])
         top = (
             f"{'mode':<{width}}  {'runs':>7} {'p50':>9} {'p90':>9} {'p99':>9} {'p99.9':>9} "
             f"{'exec/s':>9} {'x Pipe':>7}"
         )
-        first = rows[0]
-        title = f"{first.workload} ({first.bytes_in} bytes in, {first.bytes_out} bytes out)"
+        if with_peers:
+            top += f" {'x ort':>7}"
+        work = rows[0] if rows else None
+        title = (
+            f"{work.workload} ({work.bytes_in} bytes in, {work.bytes_out} bytes out)"
+            if work
+            else model
+        )
         lines = [title, top, "-" * len(top)]
-        for r in sorted(rows, key=_display_order):
+        shown: list[tuple[tuple[int, int, int, int], str]] = []
+        for r in rows:
             s = r.stats
-            times = ratio(r, base)
-            shown = f"{'-':>7}" if times is None else f"{times:7.2f}"
-            lines.append(
+            line = (
                 f"{r.mode.name:<{width}}  {s.count:7d} {s.p50_us:9.1f} {s.p90_us:9.1f} "
-                f"{s.p99_us:9.1f} {s.p999_us:9.1f} {s.per_second:9.0f} {shown}"
+                f"{s.p99_us:9.1f} {s.p999_us:9.1f} {s.per_second:9.0f} "
+                f"{_times(ratio(r, base))}"
             )
-        reading = _reading(rows, base)
+            if with_peers:
+                line += f" {_times(peer_ratio(r, result))}"
+            shown.append((_display_order(r.mode), line))
+        for m, why in failed:
+            reason = why.strip().splitlines()[0] if why.strip() else "failed"
+            shown.append((_display_order(m), f"{m.name:<{width}}  failed: {reason}"))
+        lines += [line for _, line in sorted(shown, key=lambda item: item[0])]
+        reading = _reading(result, rows, base)
         if reading:
             lines.append(reading)
+        if result.peers_missing is not None:
+            lines.append(peers.NOT_INSTALLED)
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
 
-def _reading(rows: list[Row], base: Row | None) -> str:
-    """The table in one line: the fastest cross-process burst against the synchronous
-    socket path and the Pipe baseline."""
+def _times(value: float | None) -> str:
+    return f"{'-':>7}" if value is None else f"{value:7.2f}"
+
+
+def _reading(result: Result, rows: list[Row], base: Row | None) -> str:
+    """The table in a few lines: the fastest cross-process burst against the synchronous
+    socket path and the Pipe baseline; the issue's ratios against onnxruntime; with
+    ``busy``, the slowest service burst against the service's sync path."""
     bursts = [r for r in rows if r.mode.path == "burst" and r.mode.placement == "cross-process"]
-    sync = next(
-        (r for r in rows if r.mode.path == "sync" and r.mode.placement == "cross-process"), None
-    )
-    if not bursts:
-        return ""
-    best = min(bursts, key=lambda r: r.stats.p50_us)
+    sync = _row(rows, "sync", "cross-process")
+    best = min(bursts, key=lambda r: r.stats.p50_us) if bursts else None
+    lines = []
     parts = []
-    if sync is not None:
+    if best is not None and sync is not None:
+        speedup = sync.stats.p50_us / best.stats.p50_us
         parts.append(
-            f"{sync.stats.p50_us / best.stats.p50_us:.1f}x faster than the sync socket path"
+            f"{speedup:.1f}x faster than the sync socket path"
+            if speedup >= 1
+            else f"{1 / speedup:.1f}x slower than the sync socket path"
         )
-    if base is not None:
+    if best is not None and base is not None:
         parts.append(f"{best.stats.p50_us / base.stats.p50_us:.2f}x the Pipe baseline")
-    if not parts:
+    if best is not None and parts:
+        lines.append(f"{best.mode.name} is " + ", ".join(parts) + " (p50).")
+    ort = []
+    local = _row(rows, "sync", "in-process")
+    for ours, placement in ((local, "in-process"), (best, "cross-process")):
+        peer = _row(rows, PEER, placement)
+        if ours is not None and peer is not None:
+            ort.append(
+                f"{ours.mode.name} is {ours.stats.p50_us / peer.stats.p50_us:.2f}x {peer.mode.name}"
+            )
+    if ort:
+        lines.append("Against onnxruntime (p50): " + "; ".join(ort) + ".")
+    if result.settings.busy and bursts and sync is not None:
+        worst = max(bursts, key=lambda r: r.stats.p50_us)
+        times = worst.stats.p50_us / sync.stats.p50_us
+        verdict = "met" if times <= BUSY_GOAL else "NOT met"
+        lines.append(
+            f"Busy: the slowest service burst ({worst.mode.name}) is {times:.2f}x the service's "
+            f"sync path (p50; goal at most {BUSY_GOAL:g}x: {verdict})."
+        )
+    if not lines:
         return ""
-    return f"Reading: {best.mode.name} is " + ", ".join(parts) + " (p50)."
+    return "\n".join(["Reading: " + lines[0], *("  " + line for line in lines[1:])])
 
 
-def _display_order(row: Row) -> tuple[int, int, int, int]:
-    mode = row.mode
+def _row(rows: list[Row], path: str, placement: str) -> Row | None:
+    return next((r for r in rows if r.mode.path == path and r.mode.placement == placement), None)
+
+
+def _display_order(mode: Mode) -> tuple[int, int, int, int]:
     if mode.path == "pipe":
         return (0, 0, 0, 0)
-    return (1, PLACEMENTS.index(mode.placement), PATHS.index(mode.path), mode.polling_us or 0)
+    return (
+        1,
+        PLACEMENTS.index(mode.placement),
+        ALL_PATHS.index(mode.path),
+        mode.polling_us or 0,
+    )
 
 
 def ratio(row: Row, base: Row | None) -> float | None:
     """A row's p50 over its baseline's (None without a baseline)."""
     return None if base is None else row.stats.p50_us / base.stats.p50_us
+
+
+def peer_ratio(row: Row, result: Result) -> float | None:
+    """A row's p50 over the onnxruntime peer's in the same placement (the Pipe baseline and
+    the cross-process rows: onnxruntime via Pipe); None without that peer row."""
+    peer = result.peer(row.mode.model, row.mode.placement)
+    return None if peer is None else row.stats.p50_us / peer.stats.p50_us
 
 
 def cpu_device() -> Device:
@@ -370,5 +550,11 @@ def summary(result: Result) -> str:
         failed = "\n".join(f"  {m.model} {m.name}: {why}" for m, why in result.failures)
         done = f"{done}; {len(result.failures)} modes failed:\n{failed}"
     if result.interrupted:
-        return f"interrupted: {done} (the rows above are the ones that finished)"
+        done = f"interrupted: {done} (the rows above are the ones that finished)"
+    if result.load_pids:
+        pids = ", ".join(str(pid) for pid in result.load_pids)
+        done += (
+            f"\nbusy: {default_count()} CPU-bound processes at a time, {len(result.load_pids)} "
+            f"started in all (pids {pids}); all stopped"
+        )
     return done

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,6 +53,9 @@ class Workload:
     model: Model
     inputs: list[np.ndarray]
     output: np.ndarray
+    #: the model's constant tensors by role ("c"; "weights", "bias"), so a peer
+    #: (:mod:`.peers`) can build the same model from the same values
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def request_bytes(self) -> int:
@@ -79,13 +82,16 @@ def add_mul_model() -> Workload:
     fuse2 = model.add_operand(activation)
     model.set_operand_value(fuse, np.int32(FuseCode.NONE))
     model.set_operand_value(fuse2, np.int32(FuseCode.NONE))
-    model.set_operand_value(c, np.full((3, 4), 0.5, np.float32))
+    half = np.full((3, 4), 0.5, np.float32)
+    model.set_operand_value(c, half)
     model.add_operation(OperationCode.ADD, [a, b, fuse], [summed])
     model.add_operation(OperationCode.MUL, [summed, c, fuse2], [out])
     model.identify_inputs_and_outputs([a, b], [out])
     model.finish()
     inputs = [np.arange(12, dtype=np.float32).reshape(3, 4), np.ones((3, 4), np.float32)]
-    return Workload("add+mul 3x4", model, inputs, np.empty((3, 4), np.float32))
+    return Workload(
+        "add+mul 3x4", model, inputs, np.empty((3, 4), np.float32), constants={"c": half}
+    )
 
 
 def conv_model(size: int = DEFAULT_CONV_SIZE) -> Workload:
@@ -102,8 +108,10 @@ def conv_model(size: int = DEFAULT_CONV_SIZE) -> Workload:
     conv = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (1, size, size, 32)))
     pool_scalars = [model.add_operand(OperandType(OperandCode.INT32)) for _ in range(6)]
     out = model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (1, pooled, pooled, 32)))
-    model.set_operand_value(weights, rng.standard_normal((32, 3, 3, 16)).astype(np.float32) * 0.1)
-    model.set_operand_value(bias, np.zeros(32, np.float32))
+    filters = rng.standard_normal((32, 3, 3, 16)).astype(np.float32) * 0.1  # [OC, KH, KW, IC]
+    offsets = np.zeros(32, np.float32)
+    model.set_operand_value(weights, filters)
+    model.set_operand_value(bias, offsets)
     for operand, value in zip(scalars, (PaddingCode.SAME, 1, 1, FuseCode.RELU)):
         model.set_operand_value(operand, np.int32(value))
     for operand, value in zip(pool_scalars, (PaddingCode.VALID, 2, 2, 2, 2, FuseCode.NONE)):
@@ -114,7 +122,11 @@ def conv_model(size: int = DEFAULT_CONV_SIZE) -> Workload:
     model.finish()
     inputs = [rng.standard_normal((1, size, size, 16)).astype(np.float32)]
     return Workload(
-        f"conv {size}x{size}x16", model, inputs, np.empty((1, pooled, pooled, 32), np.float32)
+        f"conv {size}x{size}x16",
+        model,
+        inputs,
+        np.empty((1, pooled, pooled, 32), np.float32),
+        constants={"weights": filters, "bias": offsets},
     )
 
 
