@@ -12,10 +12,11 @@ behind.  :class:`CpuLoad` stops them on exit, however the run ends.
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 import sys
+
+from ..service.launch import spawn, stop_process
 
 SPIN = "while True: pass"
 
@@ -39,22 +40,11 @@ class CpuLoad:
 
     def start(self) -> None:
         """Start the load if it is not running."""
-        from ..service.launch import _die_with_parent, neutral_cwd
-
         if self._running:
             return
         try:
             for _ in range(self.count):
-                process = subprocess.Popen(
-                    [sys.executable, "-P", "-S", "-c", SPIN],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    text=True,
-                    cwd=neutral_cwd(),
-                    start_new_session=True,
-                    preexec_fn=functools.partial(_die_with_parent, os.getpid()),
-                )
+                process = spawn([sys.executable, "-P", "-S", "-c", SPIN])
                 self._running.append(process)
                 self.pids.append(process.pid)
         except BaseException:
@@ -63,8 +53,6 @@ class CpuLoad:
 
     def stop(self) -> None:
         """Stop every load process and reap it (SIGTERM, SIGKILL after a grace period)."""
-        from ..service.launch import stop_process
-
         running, self._running = self._running, []
         for process in running:
             if process.poll() is None:

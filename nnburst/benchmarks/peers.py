@@ -27,7 +27,6 @@ the bench says so in one line and runs the other rows.
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -43,6 +42,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from ..service.launch import child_python, spawn, stop_process
 from .runtime_paths import Workload
 
 NOT_INSTALLED = "onnxruntime peers: not installed (pip install 'nnburst[peers]')"
@@ -216,7 +216,6 @@ def via_pipe(
 ) -> Iterator[Callable[[], object]]:
     """A round trip to a worker process holding the peer session: the inputs' bytes out,
     the output's bytes back; ``cpu`` pins the worker."""
-    from ..service.launch import _die_with_parent, child_env, child_python, neutral_cwd
 
     directory = tempfile.mkdtemp(prefix="nnburst-peer-")
     path = os.path.join(directory, f"{model}.onnx")
@@ -229,21 +228,13 @@ def via_pipe(
                     file.write(onnx_model(model, work))
             except Exception as exc:
                 raise PeerError(f"{VIA_PIPE}: {type(exc).__name__}: {exc}") from None
-            process = subprocess.Popen(
+            process = spawn(
                 child_python(__name__, "--fd", str(theirs.fileno()), path),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
                 stderr=stderr,
-                text=True,
-                env=child_env(),
-                cwd=neutral_cwd(),
                 pass_fds=[theirs.fileno()],
-                start_new_session=True,  # Ctrl-C is the bench's; it stops the worker itself
-                preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+                cpu=cpu,
             )
             theirs.close()
-            if cpu is not None:
-                os.sched_setaffinity(process.pid, {cpu})
             _wait_ready(ours, process, stderr)
             shape = work.output.shape
 
@@ -297,7 +288,6 @@ def _failed(message: str, stderr: IO[bytes]) -> str:
 
 def _stop(process: subprocess.Popen[str]) -> None:
     """The worker ends when its end of the Pipe closes; SIGTERM, then SIGKILL, if not."""
-    from ..service.launch import stop_process
 
     try:
         process.wait(2)

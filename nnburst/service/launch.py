@@ -29,6 +29,7 @@ __all__ = [
     "child_env",
     "child_python",
     "neutral_cwd",
+    "spawn",
     "start_service",
     "stop_process",
 ]
@@ -64,6 +65,39 @@ def neutral_cwd() -> str:
     return tempfile.gettempdir()
 
 
+def spawn(
+    argv: Sequence[str],
+    *,
+    stdout: int | IO[bytes] | None = subprocess.DEVNULL,
+    stderr: int | IO[bytes] | None = subprocess.DEVNULL,
+    pass_fds: Sequence[int] = (),
+    cpu: int | None = None,
+) -> subprocess.Popen[str]:
+    """Start one of our children: no stdin, our environment (:func:`child_env`), a
+    neutral working directory, its own session (a Ctrl-C in the terminal is the
+    parent's, which stops its children itself) and death with this process.
+    ``cpu`` pins it before it starts any thread."""
+    process = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        text=True,
+        env=child_env(),
+        cwd=neutral_cwd(),
+        pass_fds=tuple(pass_fds),
+        start_new_session=True,
+        preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+    )
+    if cpu is not None:
+        try:
+            os.sched_setaffinity(process.pid, {cpu})
+        except OSError:
+            stop_process(process)
+            raise
+    return process
+
+
 def _tail(stream: IO[bytes] | None, lines: int = TAIL_LINES) -> str:
     """The last ``lines`` lines of a child's captured stderr, for an error message."""
     if stream is None:
@@ -92,20 +126,13 @@ def start_service(
             the message quotes the end of its stderr.
     """
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- outlives this call: the caller closes it
-    process = subprocess.Popen(
+    process = spawn(
         child_python("nnburst.service.driver", "--socket", path, *extra_args),
-        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=stderr,
-        text=True,
-        env=child_env(),
-        cwd=neutral_cwd(),
-        start_new_session=True,
-        preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+        cpu=cpu,
     )
     try:
-        if cpu is not None:
-            os.sched_setaffinity(process.pid, {cpu})
         _wait_listening(process, timeout)
     except BaseException as exc:
         stop_process(process)
