@@ -1181,6 +1181,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: How long a worker process waits for a service that --kill-service is restarting.
+CHILD_CONNECT_PATIENCE_S = 15.0
+
+
+def _answers(path: str, patient: bool) -> bool:
+    """Whether a service answers at ``path``; a worker process (``patient``) waits
+    out a restart by --kill-service instead of failing the run."""
+    deadline = time.monotonic() + (CHILD_CONNECT_PATIENCE_S if patient else 0.0)
+    while connect(path) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _run(args: argparse.Namespace, stats: Stats, leaks: LeakCheck) -> None:
     workdir = None
     services: list[ServiceProcess] = []
@@ -1195,7 +1210,7 @@ def _run(args: argparse.Namespace, stats: Stats, leaks: LeakCheck) -> None:
         try:
             paths = list(args.socket)
             for path in paths:
-                if connect(path) is None:  # the warning above says why
+                if not _answers(path, patient=args.child):  # the warning above says why
                     raise RuntimeError(f"--socket {path}: no driver service answers there")
             if not paths and not args.child and args.services:
                 workdir = tempfile.mkdtemp(prefix="nnburst-stress-")
