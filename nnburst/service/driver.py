@@ -60,7 +60,14 @@ from ..cpu.driver import (
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.burst_controller import polling_window_us
 from ..hal.burst_server import ExecutionBurstServer
-from ..hal.interfaces import ExecutionResult, IBurstCallback, IBurstContext, IDevice, IPreparedModel
+from ..hal.interfaces import (
+    ExecutionResult,
+    IBurstCallback,
+    IBurstContext,
+    IDevice,
+    IExecution,
+    IPreparedModel,
+)
 from ..hal.memory import MappedMemory
 from ..hal.model import HalModel, Operation, Subgraph
 from ..hal.types import NO_TIMING, Capabilities, DeviceType, MeasureTiming, PerformanceInfo, Request
@@ -103,6 +110,10 @@ _MINIMAL_OPS = frozenset(
 def _faults() -> dict[str, str]:
     spec = os.environ.get("NNBURST_SERVICE_FAULT", "")
     return dict(item.split(":", 1) for item in spec.split(",") if ":" in item)
+
+
+#: Whether any fault is configured at all (read once: the hot path skips the hook).
+_FAULTS = bool(_faults())
 
 
 def inject_fault(call: str, alive: Callable[[], bool] = lambda: True) -> None:
@@ -154,12 +165,40 @@ def _minimal_operation(subgraph: Subgraph, operation: Operation) -> bool:
     return operation.code in _MINIMAL_OPS
 
 
+class _HookedExecution(IExecution):
+    """A driver execution with the service's ``execute`` fault hook in front."""
+
+    def __init__(self, execution: IExecution, alive: Callable[[], bool]) -> None:
+        self._execution = execution
+        self._alive = alive
+
+    def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
+        if _FAULTS:
+            try:
+                inject_fault("execute", self._alive)
+            except NNError as exc:
+                return status_for_exception(exc), [], NO_TIMING
+        return self._execution.compute(deadline_ns)
+
+    def close(self) -> None:
+        self._execution.close()
+
+
 class SamplePreparedModel(IPreparedModel):
     """A CPU prepared model with the service's fault hooks on its execution path."""
 
     def __init__(self, model: CpuPreparedModel, alive: Callable[[], bool]) -> None:
         self.model = model
         self._alive = alive
+
+    def create_reusable_execution(
+        self, request: Request, measure: MeasureTiming, loop_timeout_ns: int | None = None
+    ) -> IExecution:
+        """The CPU driver's reusable execution (a burst's repeated request is
+        validated and mapped once), behind the same fault hook."""
+        return _HookedExecution(
+            self.model.create_reusable_execution(request, measure, loop_timeout_ns), self._alive
+        )
 
     def execute_synchronously(
         self,
@@ -169,12 +208,8 @@ class SamplePreparedModel(IPreparedModel):
         deadline_ns: int | None = None,
         loop_timeout_ns: int | None = None,
     ) -> ExecutionResult:
-        try:
-            inject_fault("execute", self._alive)
-        except NNError as exc:
-            return status_for_exception(exc), [], NO_TIMING
-        return self.model.execute_synchronously(
-            request, measure, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout_ns
+        return self.create_reusable_execution(request, measure, loop_timeout_ns).compute(
+            deadline_ns
         )
 
     def configure_execution_burst(
