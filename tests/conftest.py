@@ -32,10 +32,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def nnburst_segments() -> set[str]:
+    """Our segments with this run's name tag: a mutation-testing run tags
+    its segments (NNBURST_SHM_TAG), and neither run reports the other's."""
     try:
-        return {e for e in os.listdir(shm.SHM_DIR) if shm.NAME_PATTERN.match("/" + e)}
+        entries = os.listdir(shm.SHM_DIR)
     except OSError:
         return set()
+    tag = shm.name_tag() or None
+    return {
+        e
+        for e in entries
+        if (m := shm.NAME_PATTERN.match("/" + e)) is not None and m.group("tag") == tag
+    }
 
 
 def leaked_since(before: set[str]) -> list[str]:

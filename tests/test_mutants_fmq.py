@@ -1,0 +1,378 @@
+"""FMQ behaviour the other FMQ tests leave open: the exact complaints of
+``Descriptor.from_bytes`` and the round-trip set-up, the documented defaults
+of the blocking calls (0 = wait forever), and signals during a round trip.
+
+Blocking is observed, never timed: a thread's futex sleep is read from
+/proc (tests/blocking.py), with a hang guard only.
+"""
+
+from __future__ import annotations
+
+import signal
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from nnburst.errors import BadDataError, BadStateError, ClosedResourceError
+from nnburst.fmq import Descriptor, Flavor, MessageQueue
+
+from .blocking import HANG_GUARD_SECONDS, futex_word
+
+GUARD_NS = int(HANG_GUARD_SECONDS * 1e9)  # a hang guard, never reached
+HEADER = struct.Struct("<4sHBBIIQQIHH")
+
+
+def descriptor_bytes(dtype=np.int32, count: int = 8, event_flag: bool = True) -> bytes:
+    with MessageQueue(dtype, count, event_flag=event_flag) as q:
+        return q.descriptor.to_bytes()
+
+
+def with_fields(data: bytes, **changes) -> bytes:
+    names = "magic version flavor flags quantum reserved count size pid name_len dtype_len"
+    fields = dict(zip(names.split(), HEADER.unpack_from(data), strict=True))
+    fields.update(changes)
+    return HEADER.pack(*fields.values()) + data[HEADER.size :]
+
+
+# -- Descriptor.from_bytes: each complaint names the field and its value ----------
+
+
+def test_a_truncated_descriptor_says_how_long_the_header_is():
+    with pytest.raises(
+        BadDataError, match=rf"descriptor truncated: 10 bytes, header needs {HEADER.size}$"
+    ):
+        Descriptor.from_bytes(descriptor_bytes()[:10])
+    with pytest.raises(BadDataError, match="descriptor truncated"):
+        Descriptor.from_bytes(descriptor_bytes()[: HEADER.size - 1])
+
+
+def test_a_descriptor_of_exactly_the_header_is_judged_by_its_lengths():
+    data = with_fields(descriptor_bytes()[: HEADER.size], name_len=0, dtype_len=0)
+    with pytest.raises(BadDataError, match="quantum 0|dtype|element type|JSON|not"):
+        Descriptor.from_bytes(data)
+
+
+@pytest.mark.parametrize("extra", [b"", b"x"])
+def test_a_descriptor_whose_lengths_disagree_names_both_sizes(extra):
+    data = descriptor_bytes()
+    name_len, dtype_len = HEADER.unpack_from(data)[9:]
+    bad = with_fields(data, dtype_len=dtype_len + 3) + extra
+    want = HEADER.size + name_len + dtype_len + 3
+    with pytest.raises(
+        BadDataError, match=rf"descriptor is {len(bad)} bytes but its fields need {want}$"
+    ):
+        Descriptor.from_bytes(bad)
+
+
+def test_a_zero_quantum_or_count_is_named():
+    with pytest.raises(
+        BadDataError, match=r"descriptor has quantum 4 and count 0; both must be positive$"
+    ):
+        Descriptor.from_bytes(with_fields(descriptor_bytes(), count=0))
+    with pytest.raises(
+        BadDataError, match=r"descriptor has quantum 0 and count 8; both must be positive$"
+    ):
+        Descriptor.from_bytes(with_fields(descriptor_bytes(), quantum=0))
+
+
+def test_a_one_element_queue_and_a_queue_without_event_flag_describe_themselves():
+    one = Descriptor.from_bytes(descriptor_bytes(count=1))
+    assert one.count == 1 and one.has_event_flag
+    bare = Descriptor.from_bytes(descriptor_bytes(event_flag=False))
+    assert not bare.has_event_flag
+
+
+def test_a_non_ascii_segment_name_is_refused():
+    data = bytearray(descriptor_bytes())
+    data[HEADER.size + 1] = 0xE9
+    with pytest.raises(BadDataError, match=r"descriptor segment name is not ASCII$"):
+        Descriptor.from_bytes(bytes(data))
+
+
+def test_an_element_type_that_disagrees_with_the_quantum_is_named():
+    with pytest.raises(BadDataError, match=r"element type is 4 bytes but the quantum is 2$"):
+        data = descriptor_bytes(count=8)
+        # quantum 2 with count 16 keeps the segment size of 8 int32 elements
+        Descriptor.from_bytes(with_fields(data, quantum=2, count=16, size=size_for(2, 16)))
+
+
+def size_for(quantum: int, count: int) -> int:
+    from nnburst._bindings import required_bytes
+
+    return required_bytes(quantum, count)
+
+
+# -- round trips: what is refused, and why ----------------------------------------
+
+
+@pytest.fixture
+def pair():
+    with MessageQueue(np.int32, 8) as requests, MessageQueue(np.int32, 8) as replies:
+        yield requests, replies
+
+
+@pytest.mark.parametrize(
+    ("request_array", "reply_array", "name"),
+    [
+        (np.zeros(4, np.int16), np.zeros(8, np.int32), "request"),
+        (np.zeros(4, np.int32), np.zeros(8, np.int64), "reply"),
+        (np.zeros(8, np.int32)[::2], np.zeros(8, np.int32), "request"),
+        (np.zeros(4, np.int32), np.zeros(16, np.int32)[::2], "reply"),
+        ([0, 0, 0, 0], np.zeros(8, np.int32), "request"),
+    ],
+    ids=["request-dtype", "reply-dtype", "request-strided", "reply-strided", "request-list"],
+)
+def test_round_trip_buffers_must_be_contiguous_arrays_of_the_queue_type(
+    pair, request_array, reply_array, name
+):
+    requests, replies = pair
+    with pytest.raises(BadDataError, match=rf"{name} must be a C-contiguous numpy array of int32$"):
+        requests.round_trip(replies, request_array, reply_array)
+
+
+def test_a_round_trip_reply_must_be_writable(pair):
+    requests, replies = pair
+    reply = np.zeros(8, np.int32)
+    reply.flags.writeable = False
+    with pytest.raises(BadDataError, match=r"reply must be writable$"):
+        requests.round_trip(replies, np.zeros(4, np.int32), reply)
+
+
+@pytest.mark.parametrize("n", [-1, 5])
+def test_a_round_trip_of_more_than_the_request_names_both_sizes(pair, n):
+    requests, replies = pair
+    call = requests.round_trip(replies, np.zeros(4, np.int32), np.zeros(8, np.int32))
+    with pytest.raises(BadDataError, match=rf"cannot send {n} elements from a 4-element request$"):
+        call(n)
+    assert requests.available_to_read() == 0
+
+
+def test_a_round_trip_of_the_whole_request_and_of_nothing_are_sent(pair):
+    requests, replies = pair
+    request = np.arange(4, dtype=np.int32)
+    call = requests.round_trip(replies, request, np.zeros(8, np.int32))
+    assert call(4, timeout_ns=1) == 0  # sent; no reply yet
+    assert requests.read(4).tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("flavor", ["unsynchronized", "no-event-flag"])
+def test_blocking_calls_need_a_synchronized_queue_with_an_event_flag(flavor):
+    if flavor == "unsynchronized":
+        q = MessageQueue(np.int32, 8, Flavor.UNSYNCHRONIZED_WRITE)
+        match = "blocking calls need a synchronized queue$"
+    else:
+        q = MessageQueue(np.int32, 8, event_flag=False)
+        match = "blocking calls need a queue created with an event flag$"
+    with q:
+        calls = [
+            lambda: q.write_blocking(np.zeros(1, np.int32), timeout_ns=1),
+            lambda: q.read_blocking(1, timeout_ns=1),
+            lambda: q.read_available_blocking(np.zeros(2, np.int32), timeout_ns=1),
+        ]
+        for call in calls:
+            for _ in range(2):  # the second call must not skip the check
+                with pytest.raises(BadStateError, match=match):
+                    call()
+
+
+# -- the defaults: timeout_ns=0 waits for as long as it takes ---------------------
+
+
+def wait_in_futex(thread, still_inside) -> bool:
+    """True once ``thread`` sleeps in futex(); False as soon as
+    ``still_inside()`` says the call it was to block in has returned (a
+    broken queue must fail the test at once, not after the hang guard)."""
+    deadline = time.monotonic() + HANG_GUARD_SECONDS
+    while futex_word(thread) is None:
+        if not still_inside():
+            return False
+        assert time.monotonic() < deadline, "the call never blocked"
+        time.sleep(0.001)
+    return True
+
+
+class Blocked:
+    """Runs ``call`` in a thread, returns once it sleeps in the kernel."""
+
+    def __init__(self, call) -> None:
+        self.result = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(call,))
+        self.thread.start()
+        wait_in_futex(self.thread, self.thread.is_alive)
+
+    def _run(self, call) -> None:
+        try:
+            self.result = call()
+        except BaseException as exc:  # reported by join()
+            self.error = exc
+
+    def join(self):
+        self.thread.join(HANG_GUARD_SECONDS)
+        assert not self.thread.is_alive()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def test_write_blocking_by_default_waits_for_room():
+    with MessageQueue(np.int32, 4) as q:
+        assert q.write(np.arange(4, dtype=np.int32))
+        blocked = Blocked(lambda: q.write_blocking(np.array([7, 8], np.int32)))
+        assert q.read_blocking(2, timeout_ns=GUARD_NS).tolist() == [0, 1]  # wakes the writer
+        assert blocked.join() is True
+        assert q.read(4).tolist() == [2, 3, 7, 8]
+
+
+def test_read_blocking_by_default_waits_for_the_elements():
+    with MessageQueue(np.int32, 4) as q:
+        out = np.zeros(3, np.int32)
+        blocked = Blocked(lambda: q.read_blocking(3, out=out))
+        assert q.write_blocking(np.array([4, 5, 6], np.int32), timeout_ns=GUARD_NS)
+        assert blocked.join() is out
+        assert out.tolist() == [4, 5, 6]
+
+
+def test_read_available_blocking_by_default_waits_then_reads_what_is_there():
+    with MessageQueue(np.int32, 8) as q:
+        out = np.zeros(8, np.int32)
+        blocked = Blocked(lambda: q.read_available_blocking(out))
+        assert q.write_blocking(np.array([1, 2, 3], np.int32), timeout_ns=GUARD_NS)
+        assert blocked.join() == 3
+        assert out[:3].tolist() == [1, 2, 3]
+        # A different out array next time is used, not the cached one.
+        other = np.zeros(2, np.int32)
+        assert q.write(np.array([9], np.int32))
+        assert q.read_available_blocking(other) == 1
+        assert other.tolist() == [9, 0]
+
+
+def test_read_blocking_into_a_new_out_array_fills_that_array():
+    with MessageQueue(np.int32, 8) as q:
+        first, second = np.zeros(2, np.int32), np.zeros(2, np.int32)
+        assert q.write(np.array([1, 2, 3, 4], np.int32))
+        assert q.read_blocking(2, out=first) is first
+        assert q.read_blocking(2, out=second) is second
+        assert first.tolist() == [1, 2] and second.tolist() == [3, 4]
+        with pytest.raises(BadDataError, match=r"out holds 2 elements, not 3$"):
+            q.read_blocking(3, out=second)
+
+
+def test_a_round_trip_by_default_waits_for_the_reply(pair):
+    requests, replies = pair
+    reply = np.zeros(8, np.int32)
+    call = requests.round_trip(replies, np.arange(4, dtype=np.int32), reply)
+    blocked = Blocked(lambda: call(4))
+    assert requests.read(4).tolist() == [0, 1, 2, 3]
+    assert replies.write_blocking(np.array([5, 6], np.int32), timeout_ns=GUARD_NS)
+    assert blocked.join() == 2
+    assert reply[:2].tolist() == [5, 6]
+
+
+def test_a_round_trip_on_a_closed_reply_queue_says_round_trip(pair):
+    requests, replies = pair
+    call = requests.round_trip(replies, np.zeros(4, np.int32), np.zeros(8, np.int32))
+    blocked = Blocked(lambda: call(4))
+    replies.close()
+    with pytest.raises(ClosedResourceError, match="round trip: "):
+        blocked.join()
+
+
+# -- signals: a Python handler runs and the call goes on ---------------------------
+
+
+def interrupt_main_while_blocked(then, times: int = 2):
+    """Signal the main thread each time it sleeps in the kernel, ``times``
+    times, then run ``then`` (which unblocks it)."""
+    main = threading.main_thread()
+    handled = []
+    ready = threading.Event()
+    returned = threading.Event()  # set by finish(): the main thread's call is over
+
+    def handler(*_):
+        handled.append(1)
+        ready.set()
+
+    def run():
+        def inside() -> bool:
+            return not returned.is_set()
+
+        for _ in range(times):
+            ready.clear()
+            if not wait_in_futex(main, inside):
+                return
+            signal.pthread_kill(main.ident, signal.SIGUSR1)
+            while not ready.wait(0.01):
+                if not inside():
+                    return
+        if wait_in_futex(main, inside):
+            then()
+
+    previous = signal.signal(signal.SIGUSR1, handler)
+    thread = threading.Thread(target=run)
+    thread.returned = returned
+    thread.start()
+    return thread, handled, previous
+
+
+def finish(thread, previous) -> None:
+    thread.returned.set()
+    thread.join(HANG_GUARD_SECONDS)
+    signal.signal(signal.SIGUSR1, previous)
+    assert not thread.is_alive()
+
+
+def test_a_signal_while_a_round_trip_waits_for_the_reply_does_not_end_it(pair):
+    requests, replies = pair
+    reply = np.zeros(8, np.int32)
+    call = requests.round_trip(replies, np.arange(4, dtype=np.int32), reply)
+    thread, handled, previous = interrupt_main_while_blocked(
+        lambda: replies.write_blocking(np.array([3, 2, 1], np.int32), timeout_ns=GUARD_NS)
+    )
+    try:
+        assert call(4) == 3
+    finally:
+        finish(thread, previous)
+    assert len(handled) == 2
+    assert reply[:3].tolist() == [3, 2, 1]
+    assert requests.read(4).tolist() == [0, 1, 2, 3]
+
+
+def test_a_signal_while_a_round_trip_waits_for_room_retries_the_send(pair):
+    requests, replies = pair
+    assert requests.write(np.arange(8, dtype=np.int32))  # full
+    reply = np.zeros(8, np.int32)
+    call = requests.round_trip(replies, np.array([40, 41], np.int32), reply)
+    received = []
+
+    def make_room_then_answer():
+        received.append(requests.read_blocking(8, timeout_ns=GUARD_NS).tolist())
+        # The request goes out now; wait for it, then answer.
+        received.append(requests.read_blocking(2, timeout_ns=GUARD_NS).tolist())
+        assert replies.write_blocking(np.array([9], np.int32), timeout_ns=GUARD_NS)
+
+    thread, handled, previous = interrupt_main_while_blocked(make_room_then_answer)
+    try:
+        assert call(2, spin_ns=0) == 1
+    finally:
+        finish(thread, previous)
+    assert len(handled) == 2
+    assert received == [list(range(8)), [40, 41]]
+    assert reply[0] == 9
+
+
+def test_a_signal_during_a_round_trip_with_a_timeout_keeps_the_deadline(pair):
+    requests, replies = pair
+    reply = np.zeros(8, np.int32)
+    call = requests.round_trip(replies, np.arange(4, dtype=np.int32), reply)
+    thread, handled, previous = interrupt_main_while_blocked(
+        lambda: replies.write_blocking(np.array([7], np.int32), timeout_ns=GUARD_NS)
+    )
+    try:
+        assert call(4, timeout_ns=GUARD_NS) == 1
+    finally:
+        finish(thread, previous)
+    assert len(handled) == 2 and reply[0] == 7
