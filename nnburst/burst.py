@@ -29,7 +29,6 @@ import functools
 import logging
 import threading
 import weakref
-from collections.abc import Iterator
 
 from .checks import require
 from .codes import ErrorStatus
@@ -48,6 +47,26 @@ logger = logging.getLogger("nnburst.burst")
 _PAGE = 4096
 
 
+class _InUse:
+    """``Burst.using()``: the burst's guard plus the closed check, as one reusable
+    context manager (the guard admits one execution at a time, so one object serves)."""
+
+    __slots__ = ("_burst",)
+
+    def __init__(self, burst: Burst) -> None:
+        self._burst = burst
+
+    def __enter__(self) -> None:
+        burst = self._burst
+        burst._guard.__enter__()
+        if burst._closed:
+            burst._guard.__exit__()
+            raise BadStateError("burst_compute: the burst is closed")
+
+    def __exit__(self, *exc: object) -> None:
+        self._burst._guard.__exit__()
+
+
 def _forget_closed_memory(memory: MappedMemory, ref: weakref.ref[Burst]) -> None:
     burst = ref()
     if burst is not None:
@@ -63,6 +82,7 @@ class Burst:
     _closed = True
     _controller: ExecutionBurstController | None = None
     _staging: MappedMemory | None = None
+    _in_process = False
     #: the last request staged, kept for the next execution of the same request
     _staged: StagedRequest | None = None
 
@@ -78,6 +98,8 @@ class Burst:
         self._close_lock = threading.Lock()
         self._memories: weakref.WeakSet[MappedMemory] = weakref.WeakSet()
         self._closed = False
+        self._in_process = self.in_process
+        self._in_use = _InUse(self)
         self._controller = self.make_controller(polling_window_us(compilation.preference))
 
     def make_controller(self, polling_window_us: int) -> ExecutionBurstController | None:
@@ -122,16 +144,13 @@ class Burst:
     @property
     def direct(self) -> bool:
         """Executions run on the caller's thread (no FMQs): see :meth:`using`."""
-        return self._controller is None and self.in_process
+        return self._controller is None and self._in_process
 
     # -- one execution -------------------------------------------------------------------
-    @contextlib.contextmanager
-    def using(self) -> Iterator[None]:
-        """Hold the burst for one execution: ``BAD_STATE`` if it is closed or in use."""
-        with self._guard:
-            if self._closed:
-                raise BadStateError("burst_compute: the burst is closed")
-            yield
+    def using(self) -> _InUse:
+        """Hold the burst for one execution (a context manager): ``BAD_STATE`` if it
+        is closed or in use."""
+        return self._in_use
 
     def run(self, bound: BoundRequest) -> ExecutionResult:
         """Run one execution's request through this burst (for ``Execution.burst_compute``).
