@@ -29,6 +29,7 @@ import functools
 import logging
 import threading
 import weakref
+from contextlib import AbstractContextManager
 
 from .checks import require
 from .codes import ErrorStatus
@@ -147,7 +148,7 @@ class Burst:
         return self._controller is None and self._in_process
 
     # -- one execution -------------------------------------------------------------------
-    def using(self) -> _InUse:
+    def using(self) -> AbstractContextManager[None]:
         """Hold the burst for one execution (a context manager): ``BAD_STATE`` if it
         is closed or in use."""
         return self._in_use
