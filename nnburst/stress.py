@@ -474,7 +474,6 @@ class Target:
         self._lock = threading.Lock()
         self._client: ServiceClient | None = None
         self._device: nn.Device | None = nn.Device(cpu_device()) if path is None else None
-        self._old: list[ServiceClient] = []
 
     def device(self) -> nn.Device | None:
         """The device now; None while the service is unreachable (being restarted)."""
@@ -484,7 +483,11 @@ class Target:
             if self._client is not None and not self._client.broken:
                 return self._device
             if self._client is not None:
-                self._old.append(self._client)  # closed at the end: bursts may still use it
+                # Broken for good: close it now (its socket and burst channels), or a
+                # run with --kill-service keeps every dead connection's fds to the end.
+                # Bursts still holding it fail as they would anyway: the peer is gone.
+                with contextlib.suppress(Exception):
+                    self._client.close()
                 self._client, self._device = None, None
             try:
                 client = ServiceClient(self.path)
@@ -504,9 +507,8 @@ class Target:
 
     def close(self) -> None:
         with self._lock:
-            clients = [c for c in (*self._old, self._client) if c is not None]
-            self._old, self._client, self._device = [], None, None
-        for client in clients:
+            client, self._client, self._device = self._client, None, None
+        if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
 

@@ -154,3 +154,29 @@ def test_the_watchdog_counts_a_hang_and_unblocks_it() -> None:
         assert not record[3] and stats.hangs == 1
     finally:
         watchdog.close()
+
+
+def test_a_target_closes_a_broken_client_as_soon_as_it_reconnects(tmp_path: Path) -> None:
+    """Issue 15: a run with --kill-service kept every dead connection (and its fds)
+    until the end; a broken client is now closed when it is replaced."""
+    from .test_service import ServiceProcess
+
+    path = str(tmp_path / "driver.sock")
+    first = ServiceProcess(path)
+    target = stress.Target("service0", path)
+    try:
+        assert target.device() is not None
+        old = target._client
+        assert old is not None
+        first.kill()
+        wait_until(lambda: old.broken, "the client notices the service died")
+        second = ServiceProcess(path)
+        try:
+            wait_until(lambda: target.device() is not None, "the target reconnects")
+            assert target._client is not old
+            assert old.connection._closed  # closed at once, not kept to the end
+        finally:
+            target.close()
+            second.kill()
+    finally:
+        first.kill()
