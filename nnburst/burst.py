@@ -99,7 +99,8 @@ class Burst:
         self._close_lock = threading.Lock()
         self._memories: weakref.WeakSet[MappedMemory] = weakref.WeakSet()
         self._closed = False
-        self._in_process = self.in_process
+        device = compilation.device
+        self._in_process = device is not None and device.hal.location == IN_PROCESS
         self._in_use = _InUse(self)
         self._controller = self.make_controller(polling_window_us(compilation.preference))
 
@@ -139,8 +140,7 @@ class Burst:
     @property
     def in_process(self) -> bool:
         """The compilation's one device runs in this process."""
-        device = self._compilation.device
-        return device is not None and device.hal.location == IN_PROCESS
+        return self._in_process
 
     @property
     def direct(self) -> bool:

@@ -255,14 +255,13 @@ class Execution:
     def _check_preparation(self, what: str) -> None:
         if self._state != _PREPARATION:
             raise BadStateError(f"{what}: the execution has already started")
-        self._release_request()  # a binding may change: the kept request is stale
 
-    def _release_request(self) -> None:
-        """Forget the kept request and release the driver's execution of it."""
+    def _forget_request(self) -> IExecution | None:
+        """Forget the kept request (lock held); returns the driver's execution of
+        it, for the caller to close once the lock is released."""
         direct, self._direct = self._direct, None
         self._stable_request = None
-        if direct is not None:
-            direct.close()
+        return direct
 
     def close(self) -> None:
         """Release what the driver holds for this execution (``ANeuralNetworksExecution_free``).
@@ -274,8 +273,9 @@ class Execution:
         """
         with self._lock:
             self._closed = True
-            if self._state != _COMPUTATION:
-                self._release_request()
+            direct = self._forget_request() if self._state != _COMPUTATION else None
+        if direct is not None:
+            direct.close()
 
     def __enter__(self) -> Execution:
         return self
@@ -627,8 +627,11 @@ class Execution:
     def _abort(self) -> None:
         """Undo ``_begin`` when the computation could not even start."""
         with self._lock:
+            # Back in preparation a binding may change: the kept request would be stale.
             self._state = _COMPLETED if self._status is not None else _PREPARATION
-            self._release_request()
+            direct = self._forget_request()
+        if direct is not None:
+            direct.close()
 
     def _complete(self, result: ExecutionResult, what: str) -> None:
         """Record a driver result and raise its error, if any."""
@@ -648,8 +651,10 @@ class Execution:
                     # As NNAPI: a failed execution leaves its device-memory outputs without data.
                     arg.memory.initialized = status == ErrorStatus.NONE
             self._state = _COMPLETED
-            if self._closed or not self._reusable:
-                self._release_request()  # it cannot compute again
+            # It cannot compute again: release what the driver holds for it.
+            direct = self._forget_request() if self._closed or not self._reusable else None
+        if direct is not None:
+            direct.close()
         if status == ErrorStatus.NONE:
             return
         device = self._compilation.device
@@ -738,15 +743,20 @@ class Execution:
         The driver's reusable execution of a stable request is made once and
         kept, so its validation and buffer mapping are paid once."""
         execution = self._direct
-        if execution is None:
-            request, stable = self._current_request()
-            measure = MeasureTiming.YES if self._measure else MeasureTiming.NO
-            execution = self._prepared.create_reusable_execution(
-                request, measure, self._loop_timeout_ns
-            )
-            if stable:
-                self._direct = execution
-        return execution.compute(deadline_ns)
+        if execution is not None:
+            return execution.compute(deadline_ns)
+        request, stable = self._current_request()
+        measure = MeasureTiming.YES if self._measure else MeasureTiming.NO
+        execution = self._prepared.create_reusable_execution(
+            request, measure, self._loop_timeout_ns
+        )
+        if stable:
+            self._direct = execution
+            return execution.compute(deadline_ns)
+        try:  # a request for this computation only
+            return execution.compute(deadline_ns)
+        finally:
+            execution.close()
 
     def _deadline(self, timeout_ns: int | None = None) -> int | None:
         timeout_ns = self._timeout_ns if timeout_ns is None else timeout_ns

@@ -414,6 +414,8 @@ class StagedExecution(IExecution):
     own reusable execution of the staged request is kept too.  A computation
     copies the inputs in and the outputs back, and nothing else."""
 
+    _staged: StagedRequest | None = None  # until __init__ succeeds: nothing to close
+
     def __init__(
         self,
         prepared: IPreparedModel,
@@ -421,10 +423,15 @@ class StagedExecution(IExecution):
         measure: MeasureTiming,
         loop_timeout_ns: int | None,
     ) -> None:
-        self._staged: StagedRequest | None = StagedRequest(request)
-        self._execution = prepared.create_reusable_execution(
-            self._staged.request, measure, loop_timeout_ns
-        )
+        staged = StagedRequest(request)
+        try:
+            self._execution = prepared.create_reusable_execution(
+                staged.request, measure, loop_timeout_ns
+            )
+        except BaseException:
+            staged.close()
+            raise
+        self._staged: StagedRequest | None = staged
 
     def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
         staged = self._staged

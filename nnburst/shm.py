@@ -85,6 +85,29 @@ def creator_pid(name: str) -> int:
     return int(match.group("pid"))
 
 
+def sealed_memfd(name: str, size: int) -> int:
+    """A new zero-filled memfd of ``size`` bytes that can never shrink (``F_SEAL_SHRINK``).
+
+    A mapping whose file shrinks faults (SIGBUS) on its next access; what we
+    share with a process that must not trust us is created this way."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sealed_against_shrinking(fd: int) -> bool:
+    """Whether ``fd``'s file carries ``F_SEAL_SHRINK`` (safe to map from a peer)."""
+    try:
+        return bool(fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK)
+    except OSError:  # not a memfd (a file, a pipe...): nothing stops it shrinking
+        return False
+
+
 class SharedRegion:
     """One mapped segment.  ``close()`` unmaps; ``unlink()`` removes the name.
 
@@ -105,10 +128,8 @@ class SharedRegion:
         """A new zero-filled memfd region of ``size`` bytes, sealed against shrinking."""
         region = cls()
         region.size = size
-        fd = os.memfd_create("nnburst-fmq", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        fd = sealed_memfd("nnburst-fmq", size)
         try:
-            os.ftruncate(fd, size)
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
             region.mmap = mmap.mmap(fd, size)
         except BaseException:
             os.close(fd)
@@ -127,11 +148,7 @@ class SharedRegion:
         region.size = size
         region.fd = fd
         try:
-            try:
-                sealed = fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK
-            except OSError:
-                sealed = 0
-            if not sealed:
+            if not sealed_against_shrinking(fd):
                 raise BadDataError(
                     "a queue segment passed as an fd must be a memfd sealed against shrinking"
                 )

@@ -26,6 +26,7 @@ from nnburst.hal.burst_server import ExecutionBurstServer
 from nnburst.hal.interfaces import ExecutionResult, IBurstExecutorWithCache
 from nnburst.hal.spin import FIRST_PAUSE, MISSES, SpinPolicy
 from nnburst.hal.types import NO_TIMING, MeasureTiming, Request
+from nnburst.stress import FmqBurst  # FMQs even on the in-process device
 
 A = np.arange(12, dtype=np.float32).reshape(3, 4)
 B = np.ones((3, 4), np.float32)
@@ -48,13 +49,6 @@ def reusable(compilation: nn.Compilation, a: np.ndarray, b: np.ndarray, out: np.
     execution.set_input(1, b)
     execution.set_output(0, out)
     return execution
-
-
-class FmqBurst(nn.Burst):
-    """A burst over FMQs on the in-process device (which otherwise runs on the caller's thread)."""
-
-    def make_controller(self, polling_window_us: int):  # type: ignore[no-untyped-def]
-        return self.fmq_controller(polling_window_us)
 
 
 # -- reusable executions --------------------------------------------------------------------------

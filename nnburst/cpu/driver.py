@@ -178,7 +178,7 @@ class CpuPreparedModel(IPreparedModel):
             self.executor = PreparedModel(model)
         else:
             self.executor = self._prepare_with_cache(model, *cache)
-        self._inputs = _specs(model.main, model.main.input_indexes)
+        self.input_specs = _specs(model.main, model.main.input_indexes)
         self.output_specs = _specs(model.main, model.main.output_indexes)
 
     def _prepare_with_cache(self, model: HalModel, cache_dir: str, token: bytes) -> PreparedModel:
@@ -222,12 +222,12 @@ class CpuPreparedModel(IPreparedModel):
 
     def input_arrays(self, request: Request, views: list[memoryview]) -> list[np.ndarray | None]:
         """Read-only arrays over the request's input buffers (checked against the model)."""
-        if len(request.inputs) != len(self._inputs):
+        if len(request.inputs) != len(self.input_specs):
             raise _InvalidRequest(
-                f"request has {len(request.inputs)} inputs, the model {len(self._inputs)}"
+                f"request has {len(request.inputs)} inputs, the model {len(self.input_specs)}"
             )
         arrays: list[np.ndarray | None] = []
-        for i, (arg, spec) in enumerate(zip(request.inputs, self._inputs)):
+        for i, (arg, spec) in enumerate(zip(request.inputs, self.input_specs)):
             if arg.has_no_value:
                 if arg.location != _NO_LOCATION or arg.dimensions:
                     raise _InvalidRequest(f"input {i} has no value but a location or dimensions")

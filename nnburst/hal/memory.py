@@ -19,7 +19,6 @@ while a driver that receives a pool as an fd maps it with this class alone.
 
 from __future__ import annotations
 
-import fcntl
 import mmap
 import os
 import threading
@@ -29,6 +28,7 @@ from typing import Any, TypeVar
 
 from ..codes import ResultCode
 from ..errors import BadDataError, BadStateError, NNError
+from ..shm import sealed_against_shrinking, sealed_memfd
 
 __all__ = ["PROT_READ", "PROT_WRITE", "MappedMemory"]
 
@@ -36,13 +36,6 @@ PROT_READ = mmap.PROT_READ
 PROT_WRITE = mmap.PROT_WRITE
 
 _M = TypeVar("_M", bound="MappedMemory")
-
-
-def _sealed_against_shrinking(fd: int) -> bool:
-    try:
-        return bool(fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK)
-    except OSError:  # not a memfd (a file, a pipe...): nothing stops it shrinking
-        return False
 
 
 class MappedMemory:
@@ -90,7 +83,7 @@ class MappedMemory:
         page = mmap.ALLOCATIONGRANULARITY
         aligned = offset - offset % page
         skip = offset - aligned
-        self.sealed = _sealed_against_shrinking(fd)
+        self.sealed = sealed_against_shrinking(fd)
         if require_sealed and not self.sealed:
             self.close()
             raise BadDataError(
@@ -119,14 +112,7 @@ class MappedMemory:
         """Anonymous shared memory of ``size`` bytes (a memfd)."""
         if size <= 0:
             raise BadDataError(f"memory size must be positive, got {size}")
-        fd = os.memfd_create("nnburst-memory", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        try:
-            os.ftruncate(fd, size)
-            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
-        except OSError:
-            os.close(fd)
-            raise
-        return cls(fd, size)
+        return cls(sealed_memfd("nnburst-memory", size), size)
 
     @classmethod
     def from_fd(cls: type[_M], size: int, prot: int, fd: int, offset: int) -> _M:
