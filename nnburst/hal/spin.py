@@ -11,7 +11,10 @@ The policy sees only how long each wait took.  A wait longer than the window
 is a miss: the spin did not catch the answer.  After ``MISSES`` misses in a
 row the window closes (the waiter sleeps at once); it reopens for one probe
 wait after a pause of ``FIRST_PAUSE`` waits, doubled after every failed
-probe up to ``LONGEST_PAUSE``, and a hit reopens it for good.  C owns the
+probe up to ``LONGEST_PAUSE``, and a hit reopens it for good.  A probe spins
+``PROBE_FACTOR`` times the window: the peer may have closed its own window
+and be asleep, and a probe that only ever met a sleeping peer would keep both
+ends closed for good.  C owns the
 spinning; this module only chooses the window for the next wait.
 """
 
@@ -22,6 +25,8 @@ MISSES = 3
 #: Waits without spinning before the first probe, and the cap after doubling.
 FIRST_PAUSE = 16
 LONGEST_PAUSE = 1024
+#: How much longer than the window a probe spins (room for waking a sleeping peer).
+PROBE_FACTOR = 4
 
 
 class SpinPolicy:
@@ -30,19 +35,23 @@ class SpinPolicy:
     Not thread-safe: one per waiting thread (a burst's client or worker).
     """
 
-    __slots__ = ("window_ns", "_misses", "_pause", "_closed_for")
+    __slots__ = ("window_ns", "_misses", "_pause", "_closed_for", "_probe_next")
 
     def __init__(self, window_ns: int) -> None:
         self.window_ns = max(0, int(window_ns))
         self._misses = 0
         self._pause = FIRST_PAUSE
         self._closed_for = 0  # waits left before the next probe
+        self._probe_next = False
 
     def next_window(self) -> int:
         """The spin window, in ns, for the coming wait."""
         if self._closed_for:
             self._closed_for -= 1
             return 0
+        if self._probe_next:
+            self._probe_next = False
+            return PROBE_FACTOR * self.window_ns
         return self.window_ns
 
     def record(self, spin_ns: int, waited_ns: int) -> None:
@@ -56,6 +65,7 @@ class SpinPolicy:
         self._misses += 1
         if self._misses >= MISSES:
             self._closed_for = self._pause
+            self._probe_next = True
             self._pause = min(2 * self._pause, LONGEST_PAUSE)
             self._misses = MISSES - 1  # one more miss (a failed probe) closes it again
 
