@@ -140,8 +140,12 @@ def _write_json(target: Path, document: Any) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.clients is not None and args.what != "clients":
+        raise _UsageError(f"--clients applies to nnburst bench clients, not to {args.what}")
     if args.what == "runtime":
         return _bench_runtime(args)
+    if args.what == "clients":
+        return _bench_clients(args)
     given = [name for name in _RUNTIME_ONLY if getattr(args, name) is not None]
     if given:
         option = "--" + given[0].replace("_", "-")
@@ -186,6 +190,34 @@ def _bench(args: argparse.Namespace) -> int:
     _write_json(target, document)
     print(f"results written to {target}")
     return 0
+
+
+def _bench_clients(args: argparse.Namespace) -> int:
+    """Many client processes against one service, in one process and on every core."""
+    from .benchmarks import clients
+
+    given = [n for n in _RUNTIME_ONLY if n != "duration" and getattr(args, n) is not None]
+    given += [n for n in ("iterations", "stream_items", "json") if getattr(args, n) is not None]
+    if given:
+        option = "--" + given[0].replace("_", "-")
+        raise _UsageError(f"{option} does not apply to nnburst bench clients")
+    counts = args.clients or clients.DEFAULT_CLIENTS
+    seconds = args.duration or clients.DEFAULT_SECONDS
+    print(
+        f"add+mul bursts on {clients.DEVICE} for {seconds:g} s per row, each client its own "
+        "process; a service in one process, then one worker per core:"
+    )
+    print(clients.table(clients.run(counts, seconds)))
+    return 0
+
+
+def _client_counts(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(_positive(v) for v in text.split(","))
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive client counts, got {text!r}"
+        ) from None
 
 
 def _runtime_settings(args: argparse.Namespace) -> Any:
@@ -383,10 +415,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "what",
         nargs="?",
-        choices=["runtime", "hal", "burst", "fmq"],
+        choices=["runtime", "hal", "burst", "fmq", "clients"],
         default="runtime",
         help="runtime (default): the runtime's paths on two models; hal (alias burst): "
-        "HAL-level bursts of one ADD; fmq: the raw queue",
+        "HAL-level bursts of one ADD; fmq: the raw queue; clients: many client processes "
+        "bursting against one service (one process, then one worker per core)",
+    )
+    bench.add_argument(
+        "--clients",
+        type=_client_counts,
+        metavar="LIST",
+        help="clients: comma-separated client counts (default 1,8,32)",
     )
     bench.add_argument(
         "--iterations",

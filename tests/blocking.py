@@ -80,6 +80,21 @@ def sleeping_threads(pid: int) -> int:
     return count
 
 
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (a service's workers)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def sleeping_service_process(pid: int) -> int | None:
+    """The process of a service (``pid`` or one of its workers) with a thread in
+    time.sleep, or None: the one inside an injected ``hang`` or ``sleep`` fault."""
+    return next((p for p in (pid, *children(pid)) if sleeping_threads(p) > 0), None)
+
+
 def wait_until(condition: Any, what: str, timeout: float = HANG_GUARD_SECONDS) -> None:
     """Poll ``condition`` until true; the deadline only guards against a hang."""
     deadline = time.monotonic() + timeout

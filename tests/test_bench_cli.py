@@ -326,6 +326,9 @@ def test_sigint_to_the_command_stops_it_cleanly(tmp_path):
         (["fmq", "--plot", "x.png"], "--plot applies to the runtime benchmark"),
         (["hal", "--duration", "1"], "--duration applies to the runtime benchmark"),
         (["--stream-items", "10"], "--stream-items applies to nnburst bench fmq"),
+        (["--clients", "2"], "--clients applies to nnburst bench clients"),
+        (["clients", "--clients", "2,0"], "comma-separated positive client counts"),
+        (["clients", "--iterations", "5"], "--iterations does not apply to nnburst bench clients"),
     ],
 )
 def test_bad_arguments_exit_2_with_usage(capsys, argv, message):
@@ -354,6 +357,19 @@ def test_hal_and_burst_name_the_hal_level_benchmark(capsys, tmp_path, monkeypatc
         assert out.startswith("ADD of two float32 [3, 4] tensors")
         document = json.loads(path.read_text())
         assert report.validate(document) == [] and document["benchmark"] == "burst"
+
+
+def test_clients_compares_one_service_process_with_one_worker_per_core(capsys, monkeypatch):
+    monkeypatch.setattr("nnburst.benchmarks.clients.default_worker_count", lambda: 2)
+    code, out, err = run(capsys, "bench", "clients", "--clients", "1,2", "--duration", "0.2")
+    assert code == 0, err
+    rows = [
+        line.split("|")[1:-1]
+        for line in out.splitlines()
+        if line.startswith("| ") and "clients" not in line
+    ]
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 1), (2, 1), (1, 2), (2, 2)]
+    assert all(float(r[2].replace(",", "")) > 0 for r in rows)
 
 
 def test_validate_checks_runtime_documents():

@@ -31,11 +31,11 @@ from nnburst.hal.staging import StagedRequest
 from nnburst.hal.types import DataLocation, DeviceType, MeasureTiming, Request, RequestArgument
 from nnburst.memory import PROT_READ, PROT_WRITE, Memory
 from nnburst.operands import OperandInfo
-from nnburst.service import protocol, remote
+from nnburst.service import protocol, remote, wire
 from nnburst.service.driver import Service, peer_allowed, peer_uid
 from nnburst.service.wire import FLAG_ERROR, HEADER, MAX_PAYLOAD, Frame, recv_frame, send_frame
 
-from .blocking import sleeping_threads, wait_until
+from .blocking import sleeping_service_process, wait_until
 from .burst_models import NBYTES, Pools, add_model
 from .cts_vectors import check_outputs, iter_vectors, parse_vector
 from .peers import REPO
@@ -546,12 +546,13 @@ def test_cross_process_burst_with_memories_freed_mid_burst(client):
 
 
 def _kill_when_hanging(proc: ServiceProcess) -> threading.Thread:
-    """SIGKILL the service once it is inside the injected hang: the ``hang``
-    fault polls in time.sleep, and no other service thread sleeps."""
+    """SIGKILL the service process (the worker, with several) once it is inside the
+    injected hang: the ``hang`` fault polls in time.sleep, and no other service
+    thread sleeps."""
 
     def kill() -> None:
-        wait_until(lambda: sleeping_threads(proc.pid) > 0, "the service reached the hang")
-        os.kill(proc.pid, signal.SIGKILL)
+        wait_until(lambda: sleeping_service_process(proc.pid), "the service reached the hang")
+        os.kill(sleeping_service_process(proc.pid) or proc.pid, signal.SIGKILL)
 
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
@@ -1212,3 +1213,63 @@ def _prepares(sample_all: remote.RemoteDevice) -> bool:
     except NNError:
         return False
     return True
+
+
+def test_a_finalizer_that_sends_mid_send_is_deferred_not_deadlocked(monkeypatch):
+    """A GC pass can run a finalizer (a model release) inside a send, on the thread
+    that holds the send lock: its message must follow that frame, not wait forever."""
+    left, right = socket.socketpair()
+    seen: list[bytes] = []
+    serving = wire.Connection(right, {7: lambda f: (seen.append(f.payload), (b"ok", ()))[1]})
+    caller = wire.Connection(left)
+    real_send = wire.send_frame
+    nested: list[str] = []
+
+    def send_with_a_gc_pass(sock, frame):
+        if frame.payload == b"first" and not nested:
+            nested.append("ran")
+            caller.notify(7, b"from a finalizer")
+            with pytest.raises(RuntimeError, match="would wait on itself"):
+                caller.call(7, b"a call cannot wait here", timeout=1)
+        real_send(sock, frame)
+
+    monkeypatch.setattr(wire, "send_frame", send_with_a_gc_pass)
+    try:
+        assert caller.call(7, b"first", timeout=5).payload == b"ok"
+        wait_until(lambda: len(seen) == 2, "both frames to arrive")
+        assert seen == [b"first", b"from a finalizer"]
+    finally:
+        caller.close()
+        serving.close()
+
+
+def test_idle_connections_that_hold_nothing_are_closed_and_clients_reconnect(own_service):
+    proc = own_service(args=("--idle-timeout", "0.3", "--workers", "1"))
+    idle = remote.ServiceClient(proc.path)
+    holding = remote.ServiceClient(proc.path)
+    try:
+        idle.devices()
+        prepared = device(holding, "nnburst-sample-all").prepare_model(add_model())
+        first = idle.connection
+        wait_until(lambda: first.broken, "the service closed the idle connection")
+        assert not holding.connection.broken  # it holds a model: never idle-closed
+        time.sleep(0.6)
+        assert not holding.connection.broken
+        assert run_add(prepared)[0] == ErrorStatus.NONE
+        # The idle client's next call goes over a new connection, transparently.
+        idle.call(protocol.Kind.GET_DEVICES, b"").close_fds()
+        assert idle.connection is not first and not idle.broken
+    finally:
+        idle.close()
+        holding.close()
+
+
+def test_idle_timeout_must_be_positive():
+    result = subprocess.run(
+        [sys.executable, "-m", "nnburst.service.driver", "--idle-timeout", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "--idle-timeout must be a positive" in result.stderr

@@ -29,10 +29,10 @@ import pytest
 import nnburst as nn
 from nnburst._version import __version__
 from nnburst.benchmarks.runtime_paths import add_mul_model
-from nnburst.service import remote
+from nnburst.service import remote, wire
 from nnburst.service.burst import RemoteBurstContext
 
-from .blocking import sleeping_threads, wait_until
+from .blocking import sleeping_service_process, wait_until
 from .cts_vectors import check_outputs, iter_vectors, parse_vector
 from .peers import REPO
 from .test_cts_runtime import build_model
@@ -428,6 +428,33 @@ def test_burst_compute_through_a_service_device_with_memories(services, monkeypa
     inputs.close()
 
 
+def test_a_free_posted_by_a_finalizer_mid_send_retires_its_slot(services, monkeypatch):
+    """A memory closed by a GC pass inside a send cannot wait for the service: its free
+    is posted, and the slot is never handed to another memory (the service could
+    still hold the old one when the next request names it)."""
+    work = add_mul_model()
+    inputs = nn.Memory.create_shared(2 * NBYTES)
+    output = nn.Memory.create_shared(NBYTES)
+    with compiled(work.model, [device(ALL)]) as compilation, nn.Burst(compilation) as burst:
+        assert burst._controller is not None
+        _memory_execution(compilation, inputs, output).burst_compute(burst)
+        slots = burst._controller.slots
+        old = slots.slot_of(output)
+        monkeypatch.setattr(wire.Connection, "sending_here", lambda self: True)
+        output.close()
+        monkeypatch.undo()
+        assert slots.slot_of(output) is None
+        fresh = nn.Memory.create_shared(NBYTES)
+        try:
+            np.frombuffer(inputs.buffer, np.float32)[:] = 2
+            _memory_execution(compilation, inputs, fresh).burst_compute(burst)
+            assert slots.slot_of(fresh) != old
+            assert np.all(np.frombuffer(fresh.buffer, np.float32, 12) == 2.0)
+        finally:
+            fresh.close()
+    inputs.close()
+
+
 def test_a_request_too_large_for_the_fmq_falls_back_to_the_sync_path(services, monkeypatch):
     """256 inputs of rank 4 need more than the channel's 1024 datums (no API sets a smaller channel)."""
     n = 256
@@ -511,9 +538,9 @@ def _kill_when_sleeping(proc: ServiceProcess, killed_at: list[float]) -> threadi
     only service thread that sleeps), so the call is surely in flight."""
 
     def kill() -> None:
-        wait_until(lambda: sleeping_threads(proc.pid) > 0, "the service reached the injected sleep")
+        wait_until(lambda: sleeping_service_process(proc.pid), "the service reached the sleep")
         killed_at.append(time.monotonic())
-        os.kill(proc.pid, signal.SIGKILL)
+        os.kill(sleeping_service_process(proc.pid) or proc.pid, signal.SIGKILL)
 
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()

@@ -158,7 +158,8 @@ def test_the_watchdog_counts_a_hang_and_unblocks_it() -> None:
 
 def test_a_target_closes_a_broken_client_as_soon_as_it_reconnects(tmp_path: Path) -> None:
     """Issue 15: a run with --kill-service kept every dead connection (and its fds)
-    until the end; a broken client is now closed when it is replaced."""
+    until the end; a dead connection is now closed as soon as a new one replaces it
+    (a client holding nothing reconnects by itself)."""
     from .test_service import ServiceProcess
 
     path = str(tmp_path / "driver.sock")
@@ -168,13 +169,15 @@ def test_a_target_closes_a_broken_client_as_soon_as_it_reconnects(tmp_path: Path
         assert target.device() is not None
         old = target._client
         assert old is not None
+        dead = old.connection
         first.kill()
-        wait_until(lambda: old.broken, "the client notices the service died")
+        wait_until(lambda: dead.broken, "the client notices the service died")
         second = ServiceProcess(path)
         try:
             wait_until(lambda: target.device() is not None, "the target reconnects")
-            assert target._client is not old
-            assert old.connection._closed  # closed at once, not kept to the end
+            assert target._client is not None
+            assert target._client.connection is not dead
+            assert dead._closed  # closed at once, not kept to the end
         finally:
             target.close()
             second.kill()

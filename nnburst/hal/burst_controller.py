@@ -102,7 +102,8 @@ class BurstSlots(IBurstCallback):
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: a memory's finalizer, run by a GC pass inside get_slots, frees its slot.
+        self._lock = threading.RLock()
         self._slot_of: dict[Hashable, int] = {}
         self._memories: list[Any] = []  # by slot; None when free
         self._free: list[int] = []
@@ -130,13 +131,15 @@ class BurstSlots(IBurstCallback):
         with self._lock:
             return self._slot_of.get(key)
 
-    def free_memory(self, key: Hashable) -> int | None:
-        """Forget ``key``; its slot, or None if the key was unknown."""
+    def free_memory(self, key: Hashable, reuse: bool = True) -> int | None:
+        """Forget ``key``; its slot, or None if the key was unknown.  A slot
+        the server may still hold (``reuse=False``) is retired for good."""
         with self._lock:
             slot = self._slot_of.pop(key, None)
             if slot is not None:
                 self._memories[slot] = None
-                self._free.append(slot)
+                if reuse:
+                    self._free.append(slot)
         return slot
 
     def get_memories(self, slots: Sequence[int]) -> tuple[ErrorStatus, list[Any]]:
@@ -383,9 +386,8 @@ class ExecutionBurstController:
         slot = self._slots.slot_of(key)
         if slot is None:
             return
-        if not self._closed:
-            self._context.free_memory(slot)
-        self._slots.free_memory(key)
+        released = self._closed or self._context.free_memory(slot)
+        self._slots.free_memory(key, reuse=released)
 
     def close(self) -> None:
         """End the burst: the server's worker stops and releases its mappings,

@@ -152,11 +152,12 @@ class ExecutionBurstServer(IBurstContext):
         self._worker = worker
         worker.thread.start()
 
-    def free_memory(self, slot: int) -> None:
+    def free_memory(self, slot: int) -> bool:
         """The client no longer needs ``slot``; unknown slots are ignored."""
         worker = self._worker
         if worker is not None:
             worker.free_memory(slot)
+        return True  # the worker drops it before it next reads the cache
 
     def close(self) -> None:
         worker, self._worker = self._worker, None

@@ -41,8 +41,13 @@ class IBurstContext(abc.ABC):
     """Server side of a burst, owned by the client: freeing it ends the burst."""
 
     @abc.abstractmethod
-    def free_memory(self, slot: int) -> None:
-        """Forget the memory cached for ``slot``; unknown slots are ignored."""
+    def free_memory(self, slot: int) -> bool:
+        """Forget the memory cached for ``slot``; unknown slots are ignored.
+
+        Returns True once the slot may name another memory.  False means the
+        free is only on its way (the server could still use the old memory for
+        it), so the client must retire the slot instead of reusing it.
+        """
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -255,25 +255,36 @@ class RemoteBurstContext(IBurstContext):
         for callback in self._on_death:
             callback()
 
-    def free_memory(self, slot: int) -> None:
+    def free_memory(self, slot: int) -> bool:
         """Blocking, as HAL's freeMemory: the next compute must not overtake
-        the free and reuse the old memory for this slot."""
+        the free and reuse the old memory for this slot.  A finalizer that runs
+        inside a send on this connection cannot wait: it posts the free and
+        returns False, and the slot must not be reused."""
         if self._closed:
-            return
+            return True
+        connection = self._client.connection
+        message = _ID_SLOT.pack(self.burst_id, slot)
         try:
-            self._client.connection.call(
-                Kind.FREE_MEMORY, _ID_SLOT.pack(self.burst_id, slot), timeout=10
-            )
+            if connection.sending_here():
+                connection.notify(Kind.FREE_MEMORY, message)
+                return False
+            connection.call(Kind.FREE_MEMORY, message, timeout=10)
         except (BrokenResourceError, NNError):
             pass  # the service is gone, and the mapping with it
+        return True
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._client.forget(self.burst_id)
+        connection = self._client.connection
+        message = _ID.pack(self.burst_id)
         try:
-            self._client.connection.call(Kind.CLOSE_BURST, _ID.pack(self.burst_id), timeout=10)
+            if connection.sending_here():  # a finalizer mid-send: the service ends it soon after
+                connection.notify(Kind.CLOSE_BURST, message)
+            else:
+                connection.call(Kind.CLOSE_BURST, message, timeout=10)
         except (BrokenResourceError, NNError):
             pass
 
@@ -287,7 +298,8 @@ class RemoteBurstClient:
         self._contexts: weakref.WeakValueDictionary[int, RemoteBurstContext] = (
             weakref.WeakValueDictionary()
         )
-        self._lock = threading.Lock()
+        # Reentrant: a burst's finalizer, run by a GC pass inside this lock, forgets its id.
+        self._lock = threading.RLock()
         self.connection = Connection(
             connection_socket,
             {Kind.GET_MEMORIES: self._get_memories},
@@ -322,6 +334,11 @@ class RemoteBurstClient:
             self._callbacks[burst_id] = callback
             self._contexts[burst_id] = context
         return ErrorStatus.NONE, context
+
+    @property
+    def burst_count(self) -> int:
+        """Bursts open on this connection."""
+        return len(self._contexts)
 
     def forget(self, burst_id: int) -> None:
         with self._lock:

@@ -74,8 +74,10 @@ from ..hal.types import NO_TIMING, Capabilities, DeviceType, MeasureTiming, Perf
 from ..operands import QUANTIZED_CODES
 from . import protocol
 from .burst import BurstHost
+from .launch import ServiceStartError
 from .protocol import Kind
 from .wire import Connection, Frame
+from .workers import WorkerPool, default_worker_count
 
 log = logging.getLogger("nnburst.service")
 
@@ -296,6 +298,11 @@ def _measured(code: OperandCode) -> PerformanceInfo:
     return PerformanceInfo(ratio, ratio)
 
 
+def measure_figures() -> tuple[PerformanceInfo, PerformanceInfo]:
+    """The sample devices' float32 and quant8 figures, measured now."""
+    return _measured(OperandCode.TENSOR_FLOAT32), _measured(OperandCode.TENSOR_QUANT8_ASYMM)
+
+
 #: The sample devices: name, type, feature level, what they accept, and their
 #: capabilities from a float32 and a quant8 figure.
 _SAMPLES: tuple[
@@ -313,7 +320,10 @@ _SAMPLES: tuple[
 )  # fmt: skip
 
 
-def sample_devices(emulated: Mapping[str, PerformanceInfo] | None = None) -> list[SampleDevice]:
+def sample_devices(
+    emulated: Mapping[str, PerformanceInfo] | None = None,
+    measured: tuple[PerformanceInfo, PerformanceInfo] | None = None,
+) -> list[SampleDevice]:
     """The default service's devices, in the spirit of Android's sample drivers.
 
     They differ in what they accept, not in speed: all run the reference
@@ -328,8 +338,7 @@ def sample_devices(emulated: Mapping[str, PerformanceInfo] | None = None) -> lis
         raise BadDataError(
             f"no sample device named {', '.join(unknown)} (devices: {', '.join(names)})"
         )
-    floats = _measured(OperandCode.TENSOR_FLOAT32)
-    quants = _measured(OperandCode.TENSOR_QUANT8_ASYMM)
+    floats, quants = measured or measure_figures()
     devices = []
     for (name, device_type, level, accepts, capabilities), full_name in zip(_SAMPLES, names):
         declared = emulated.get(full_name)
@@ -394,6 +403,13 @@ class ClientSession:
     @property
     def model_count(self) -> int:
         return len(self._models)
+
+    def idle_since(self) -> float | None:
+        """When the app last sent anything, if it holds nothing here (no prepared
+        model, no burst); None while it holds something, which it may use any time."""
+        if self._models or self.bursts.burst_count:
+            return None
+        return self.connection.last_heard
 
     def _lookup(self, model_id: int) -> IPreparedModel | None:
         with self._lock:
@@ -518,6 +534,9 @@ MAX_MODELS_PER_CONNECTION = 64
 MAX_CONNECTIONS = 256
 #: How long accepting pauses when the process is out of fds or memory.
 ACCEPT_BACKOFF_S = 0.1
+#: Seconds a connection holding no model and no burst may stay silent before it is closed
+#: (a client reconnects by itself when it needs the service again).
+IDLE_TIMEOUT_S = 60.0
 
 
 def peer_allowed(uid: int, allowed_uid: int) -> bool:
@@ -586,6 +605,36 @@ def _remove_stale(path: str) -> None:
     )
 
 
+def listen(path: str) -> socket.socket:
+    """The service's listening socket at ``path``: private (0600, in a 0700
+    directory of ours), replacing only a dead service's socket."""
+    _prepare_directory(path)
+    _remove_stale(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old_umask = os.umask(0o177)
+        try:
+            listener.bind(path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        # Room for a burst of connects: a full backlog makes connect() fail at once.
+        listener.listen(socket.SOMAXCONN)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def unlink_socket(path: str) -> None:
+    """Remove the service's socket (only a socket: never what replaced it)."""
+    try:
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    except OSError:
+        pass
+
+
 class Service:
     """Listens on a Unix socket and serves every accepted (same-uid) client."""
 
@@ -595,26 +644,22 @@ class Service:
         devices: Sequence[SampleDevice] | None = None,
         allowed_uid: int | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        listener: socket.socket | None = None,
+        idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
+        """``listener``: accept from this socket (a worker's, bound by its supervisor,
+        which owns the path) instead of binding ``path``."""
         self.path = path
         self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
         self.devices = list(devices if devices is not None else sample_devices())
         self.allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
         self.stopping = False
         self._stop = threading.Event()
         self._sessions: set[ClientSession] = set()
         self._lock = threading.Lock()
-        _prepare_directory(path)
-        _remove_stale(path)
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)
-        try:
-            self._listener.bind(path)
-        finally:
-            os.umask(old_umask)
-        os.chmod(path, 0o600)
-        # Room for a burst of connects: a full backlog makes connect() fail at once.
-        self._listener.listen(socket.SOMAXCONN)
+        self._owns_path = listener is None
+        self._listener = listen(path) if listener is None else listener
         self._listener.settimeout(0.2)  # how often the accept loop looks at the stop flag
 
     def stop(self) -> None:
@@ -634,6 +679,7 @@ class Service:
         a reason to wait, never to stop serving the clients already here."""
         try:
             while not self._stop.is_set():
+                self._close_idle()
                 try:
                     sock, _ = self._listener.accept()
                 except TimeoutError:
@@ -649,6 +695,18 @@ class Service:
                 self._accept(sock)
         finally:
             self.close()
+
+    def _close_idle(self) -> None:
+        """Close connections that hold nothing and stayed silent too long: an idle
+        client must not keep one of the service's connections (and fds) forever."""
+        limit = time.monotonic() - self.idle_timeout
+        with self._lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            since = session.idle_since()
+            if since is not None and since < limit:
+                log.info("closed a connection idle for %.0f s", time.monotonic() - since)
+                session.close()
 
     def _accept(self, sock: socket.socket) -> None:
         if self.session_count >= self.max_connections:
@@ -675,11 +733,8 @@ class Service:
         """Unlink the socket, end every connection (their models and bursts go too)."""
         self.stopping = True
         self._stop.set()
-        try:
-            if os.path.exists(self.path) and stat.S_ISSOCK(os.lstat(self.path).st_mode):
-                os.unlink(self.path)
-        except OSError:
-            pass
+        if self._owns_path:
+            unlink_socket(self.path)
         self._listener.close()
         with self._lock:
             sessions = list(self._sessions)
@@ -736,11 +791,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         "shares the machine with its clients, and a second BLAS thread fights a burst client "
         "spinning on the other core; 0 keeps the BLAS library's own default)",
     )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=IDLE_TIMEOUT_S,
+        metavar="SECONDS",
+        help="close a connection that holds no model and no burst after this long without a "
+        f"message (default {IDLE_TIMEOUT_S:g}; clients reconnect when they need the service)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        metavar="N",
+        help="processes serving clients, each connection in one of them (default 0: one per "
+        "core this process may use; 1 serves everything in this process)",
+    )
+    # Set by a supervisor for its workers only.
+    parser.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--figures", type=_parse_figures, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.max_connections < 1:
         parser.error(f"--max-connections must be at least 1, got {args.max_connections}")
     if args.blas_threads < 0:
         parser.error(f"--blas-threads must be 0 or more, got {args.blas_threads}")
+    if not args.idle_timeout > 0:
+        parser.error(
+            f"--idle-timeout must be a positive number of seconds, got {args.idle_timeout}"
+        )
+    if args.workers < 0:
+        parser.error(f"--workers must be 0 or more, got {args.workers}")
     if args.blas_threads:
         # Process-wide, for the service's whole life: the returned limiter is not needed.
         threadpoolctl.threadpool_limits(limits=args.blas_threads, user_api="blas")
@@ -748,31 +828,85 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=os.environ.get("NNBURST_LOG_LEVEL", "WARNING"), format="%(name)s: %(message)s"
     )
+    workers = args.workers or default_worker_count()
+    server: Service | WorkerPool
     try:
-        service = Service(
-            path,
-            sample_devices(dict(args.emulate_performance)),
-            allowed_uid=args.allow_uid,
-            max_connections=args.max_connections,
-        )
+        figures = args.figures or measure_figures()
+        devices = sample_devices(dict(args.emulate_performance), figures)
+        if args.listen_fd is not None:
+            listener = socket.socket(fileno=args.listen_fd)
+            server = Service(
+                path, devices, args.allow_uid, args.max_connections, listener, args.idle_timeout
+            )
+        elif workers == 1:
+            server = Service(
+                path, devices, args.allow_uid, args.max_connections, idle_timeout=args.idle_timeout
+            )
+        else:
+            server = WorkerPool(
+                path,
+                listen(path),
+                workers,
+                _worker_args(args, figures, -(-args.max_connections // workers)),
+            )
     except NNError as exc:
         print(f"nnburst serve: {exc.args[0]}", file=sys.stderr)
+        return 1
+    except ServiceStartError as exc:
+        unlink_socket(path)
+        print(f"nnburst serve: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"nnburst serve: cannot listen on {path}: {_advice(exc)}", file=sys.stderr)
         return 1
 
     def on_signal(signum: int, _frame: Any) -> None:
-        service.stop()
+        server.stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     print(f"listening on {path}", flush=True)
     try:
-        service.serve_forever()
+        server.serve_forever()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if isinstance(server, WorkerPool):
+            unlink_socket(path)
     return 0
+
+
+def _parse_figures(text: str) -> tuple[PerformanceInfo, PerformanceInfo]:
+    """``FLOAT_TIME,FLOAT_POWER,QUANT_TIME,QUANT_POWER``: the supervisor's measurement."""
+    f_time, f_power, q_time, q_power = (float(v) for v in text.split(","))
+    return PerformanceInfo(f_time, f_power), PerformanceInfo(q_time, q_power)
+
+
+def _worker_args(
+    args: argparse.Namespace,
+    figures: tuple[PerformanceInfo, PerformanceInfo],
+    max_connections: int,
+) -> list[str]:
+    """A worker's command line: the supervisor's settings, its measured figures, its
+    share of the connections."""
+    floats, quants = figures
+    values = (floats.exec_time, floats.power_usage, quants.exec_time, quants.power_usage)
+    worker = [
+        "--workers",
+        "1",
+        "--max-connections",
+        str(max_connections),
+        "--blas-threads",
+        str(args.blas_threads),
+        "--idle-timeout",
+        repr(args.idle_timeout),
+        "--figures",
+        ",".join(repr(v) for v in values),
+    ]
+    if args.allow_uid is not None:
+        worker += ["--allow-uid", str(args.allow_uid)]
+    for name, perf in args.emulate_performance:
+        worker += ["--emulate-performance", f"{name}={perf.exec_time!r}/{perf.power_usage!r}"]
+    return worker
 
 
 if __name__ == "__main__":

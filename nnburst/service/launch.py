@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "spawn",
     "start_service",
     "stop_process",
+    "wait_listening",
 ]
 
 #: How long a service may take to print its ``listening on`` line.
@@ -72,18 +73,19 @@ def spawn(
     stderr: int | IO[bytes] | None = subprocess.DEVNULL,
     pass_fds: Sequence[int] = (),
     cpu: int | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[str]:
     """Start one of our children: no stdin, our environment (:func:`child_env`), a
     neutral working directory, its own session (a Ctrl-C in the terminal is the
     parent's, which stops its children itself) and death with this process.
-    ``cpu`` pins it before it starts any thread."""
+    ``cpu`` pins it before it starts any thread; ``env`` adds to its environment."""
     process = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=stdout,
         stderr=stderr,
         text=True,
-        env=child_env(),
+        env={**child_env(), **(env or {})},
         cwd=neutral_cwd(),
         pass_fds=tuple(pass_fds),
         start_new_session=True,
@@ -133,7 +135,7 @@ def start_service(
         cpu=cpu,
     )
     try:
-        _wait_listening(process, timeout)
+        wait_listening(process, timeout)
     except BaseException as exc:
         stop_process(process)
         why = _tail(stderr)
@@ -161,7 +163,8 @@ def _die_with_parent(parent: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _wait_listening(process: subprocess.Popen[str], timeout: float) -> None:
+def wait_listening(process: subprocess.Popen[str], timeout: float) -> None:
+    """Return once ``process`` printed its ``listening on`` line on its stdout."""
     assert process.stdout is not None
     deadline = time.monotonic() + timeout
     while True:

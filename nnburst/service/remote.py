@@ -51,7 +51,7 @@ from ..hal.types import (
 from . import protocol
 from .burst import RemoteBurstClient
 from .protocol import Kind
-from .wire import Frame
+from .wire import Connection, Frame
 
 log = logging.getLogger("nnburst.service")
 
@@ -110,10 +110,34 @@ class ServiceClient:
         self.connection = self.bursts.connection
         self._devices: list[RemoteDevice] | None = None
         self.round_trip_us = 0.0
+        #: ids of the models prepared on this connection and not yet released
+        self.model_ids: set[int] = set()
+        self._reconnect_lock = threading.Lock()
 
     @property
     def broken(self) -> bool:
+        """The connection is lost and cannot be replaced: it held models or bursts,
+        or the service does not answer a new one."""
+        self._reconnect_if_idle_closed()
         return self.connection.broken
+
+    def _reconnect_if_idle_closed(self) -> None:
+        """The service closes connections that hold nothing and stay silent (its
+        ``--idle-timeout``); such a connection is opened again when needed, and
+        the device objects on it stay valid.  One that held models or bursts is
+        not: they died with it."""
+        if not self.connection.broken or self.model_ids or self.bursts.burst_count:
+            return
+        with self._reconnect_lock:
+            if not self.connection.broken:
+                return
+            try:
+                sock = _connect(self.path, CONNECT_TIMEOUT_S)
+            except OSError:
+                return  # the caller meets the broken connection
+            old, self.bursts = self.bursts, RemoteBurstClient(sock)
+            self.connection = self.bursts.connection
+            old.close()
 
     def call(
         self,
@@ -122,6 +146,7 @@ class ServiceClient:
         fds: Sequence[int] = (),
         timeout: float | None = QUERY_TIMEOUT_S,
     ) -> Frame:
+        self._reconnect_if_idle_closed()
         with tracing.span(
             tracing.Layer.IPC, _TRACE_PHASE.get(kind, tracing.Phase.INITIALIZATION), Kind(kind).name
         ):
@@ -219,11 +244,14 @@ class RemoteDevice(IDevice):
         return f"<RemoteDevice {self.name} at {self.client.path}>"
 
 
-def _release(client: ServiceClient, model_id: int) -> None:
-    if client.broken:
+def _release(client: ServiceClient, connection: Connection, model_id: int) -> None:
+    """Release ``model_id`` on the connection it was prepared on (never on a newer one,
+    where the id may name another model)."""
+    client.model_ids.discard(model_id)
+    if connection.broken:
         return
     try:
-        client.connection.notify(Kind.RELEASE_MODEL, protocol.encode_u32(model_id))
+        connection.notify(Kind.RELEASE_MODEL, protocol.encode_u32(model_id))
     except (NNError, OSError):
         pass
 
@@ -235,7 +263,10 @@ class RemotePreparedModel(IPreparedModel):
         self.device = device
         self.model_id = model_id
         self._client = device.client
-        self._release = weakref.finalize(self, _release, self._client, model_id)
+        self._client.model_ids.add(model_id)
+        self._release = weakref.finalize(
+            self, _release, self._client, self._client.connection, model_id
+        )
 
     def execute_synchronously(
         self,

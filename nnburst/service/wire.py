@@ -17,17 +17,26 @@ waiting caller and requests to the handler registered for their kind.  When
 the peer goes away (EOF, reset), every pending and future call fails with
 :class:`~nnburst.errors.BrokenResourceError` and ``on_close`` runs: that is
 how peer death reaches bursts blocked on shared-memory queues.
+
+Finalizers send too (a released model, a closed burst or memory), and a
+garbage-collection pass can run them in the middle of a send, on the thread
+that holds the send lock.  Such a thread must not wait for its own lock: a
+one-way message is deferred and goes out when the send under way finishes,
+and a caller that would wait for a reply asks :meth:`Connection.sending_here`
+first and posts instead.
 """
 
 from __future__ import annotations
 
 import array
+import collections
 import itertools
 import logging
 import os
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -131,12 +140,17 @@ class Connection:
         self.handlers = dict(handlers or {})
         self.on_close = on_close
         self._send_lock = threading.Lock()
+        self._sender: int | None = None  # the thread inside a send, if any
+        self._deferred: collections.deque[Frame] = collections.deque()
         self._ids = itertools.count(1)
         self._pending: dict[int, list[Frame | BaseException | None]] = {}
-        self._pending_lock = threading.Lock()
+        # Reentrant: a finalizer run by a GC pass inside this lock may make a call.
+        self._pending_lock = threading.RLock()
         self._done = threading.Condition(self._pending_lock)
         self._closed = False
         self._broken: BaseException | None = None
+        #: ``time.monotonic()`` when the peer last sent a frame (an idle peer's is old)
+        self.last_heard = time.monotonic()
         self._reader = threading.Thread(target=self._read_loop, name=name, daemon=True)
         if start:
             self._reader.start()
@@ -149,6 +163,33 @@ class Connection:
     def broken(self) -> bool:
         return self._broken is not None
 
+    def sending_here(self) -> bool:
+        """True on a thread that is in the middle of a send on this connection:
+        only a finalizer run by a GC pass gets here, and it must not wait."""
+        return self._sender == threading.get_ident()
+
+    def _send(self, frame: Frame) -> None:
+        with self._send_lock:
+            self._sender = threading.get_ident()
+            try:
+                send_frame(self.sock, frame)
+            finally:
+                self._sender = None
+        self._flush_deferred()
+
+    def _flush_deferred(self) -> None:
+        """Send what finalizers deferred, unless another thread is sending: that
+        thread flushes when it is done (it checks after releasing the lock, and a
+        frame is queued before anyone tries the lock, so none is stranded)."""
+        while self._deferred and self._send_lock.acquire(blocking=False):
+            try:
+                self._sender = threading.get_ident()
+                while self._deferred:
+                    send_frame(self.sock, self._deferred.popleft())
+            finally:
+                self._sender = None
+                self._send_lock.release()
+
     def call(
         self, kind: int, payload: bytes = b"", fds: Sequence[int] = (), timeout: float | None = None
     ) -> Frame:
@@ -158,6 +199,11 @@ class Connection:
             BrokenResourceError: the peer is gone.
             NNError: the peer answered with an error (its result code).
         """
+        if self.sending_here():
+            raise RuntimeError(
+                "a call from inside a send on the same connection (a finalizer run by "
+                "garbage collection) would wait on itself; post a one-way message instead"
+            )
         call_id = next(self._ids)
         slot: list[Frame | BaseException | None] = [None]
         with self._pending_lock:
@@ -165,8 +211,7 @@ class Connection:
                 raise BrokenResourceError(f"connection lost: {self._broken}")
             self._pending[call_id] = slot
         try:
-            with self._send_lock:
-                send_frame(self.sock, Frame(kind, 0, call_id, payload, list(fds)))
+            self._send(Frame(kind, 0, call_id, payload, list(fds)))
             with self._done:
                 if not self._done.wait_for(lambda: slot[0] is not None, timeout):
                     raise NNError(
@@ -193,10 +238,14 @@ class Connection:
         return reply
 
     def notify(self, kind: int, payload: bytes = b"") -> None:
-        """A one-way message (call id 0: no reply expected)."""
+        """A one-way message (call id 0: no reply expected).  Safe from a finalizer:
+        inside a send on this thread it is deferred until that send is done."""
+        frame = Frame(kind, 0, 0, payload)
+        if self.sending_here():
+            self._deferred.append(frame)
+            return
         try:
-            with self._send_lock:
-                send_frame(self.sock, Frame(kind, 0, 0, payload))
+            self._send(frame)
         except OSError as exc:
             raise BrokenResourceError(f"connection lost: {exc}") from exc
 
@@ -205,6 +254,7 @@ class Connection:
         try:
             while True:
                 frame = recv_frame(self.sock)
+                self.last_heard = time.monotonic()
                 if frame.flags & FLAG_REPLY:
                     self._deliver(frame)
                 else:
@@ -246,10 +296,7 @@ class Connection:
                 FLAG_REPLY | FLAG_ERROR,
             )
         if frame.call_id:
-            with self._send_lock:
-                send_frame(
-                    self.sock, Frame(frame.kind, flags, frame.call_id, payload, list(reply_fds))
-                )
+            self._send(Frame(frame.kind, flags, frame.call_id, payload, list(reply_fds)))
 
     def _break(self, reason: BaseException) -> None:
         with self._done:

@@ -1,0 +1,114 @@
+"""A service on several cores: a supervisor and its worker processes.
+
+Each connection lives in one worker; a worker that dies costs only its own
+clients, and the supervisor replaces it; stopping the supervisor stops them all.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from nnburst.codes import ErrorStatus
+from nnburst.service import remote
+
+from .blocking import children, sleeping_service_process, wait_until
+from .peers import REPO
+from .test_service import ServiceProcess, add_model, device, run_add
+
+
+def _serves(path: str) -> None:
+    """A fresh connection prepares and runs ADD: some worker accepted it."""
+    client = remote.ServiceClient(path)
+    try:
+        prepared = device(client, "nnburst-sample-all").prepare_model(add_model())
+        status, outputs = run_add(prepared)
+        assert status == ErrorStatus.NONE
+        assert np.all(outputs[0] == 3.0)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def pool(tmp_path):
+    proc = ServiceProcess(str(tmp_path / "s.sock"), args=("--workers", "2"))
+    yield proc
+    proc.kill()
+
+
+def test_the_supervisor_starts_the_workers_and_they_serve(pool):
+    assert len(children(pool.pid)) == 2
+    for _ in range(4):
+        _serves(pool.path)
+
+
+def test_a_dead_worker_costs_only_its_clients_and_is_replaced(tmp_path):
+    pool = ServiceProcess(
+        str(tmp_path / "s.sock"),
+        env={"NNBURST_SERVICE_FAULT": "execute:sleep=1"},
+        args=("--workers", "2"),
+    )
+    bystanders = [remote.ServiceClient(pool.path) for _ in range(6)]
+    holder = remote.ServiceClient(pool.path)
+    try:
+        for client in bystanders:
+            client.devices()  # each connection is now owned by one worker
+        prepared = device(holder, "nnburst-sample-all").prepare_model(add_model())
+        killed: list[int] = []
+
+        def kill_the_worker_inside_the_execute() -> None:
+            wait_until(lambda: sleeping_service_process(pool.pid), "the execute reached a worker")
+            killed.append(sleeping_service_process(pool.pid) or 0)
+            os.kill(killed[0], signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_the_worker_inside_the_execute, daemon=True)
+        killer.start()
+        status, _ = run_add(prepared)
+        killer.join()
+        assert killed[0] != pool.pid  # a worker, not the supervisor
+        assert status == ErrorStatus.DEVICE_UNAVAILABLE  # the model died with its worker
+        wait_until(lambda: killed[0] not in children(pool.pid), "the supervisor reaped the worker")
+        wait_until(lambda: len(children(pool.pid)) == 2, "the supervisor replaced the worker")
+        # Holding no model, each bystander answers: through the survivor, or a new connection.
+        for client in bystanders:
+            client.call(remote.Kind.GET_DEVICES, b"", timeout=10).close_fds()
+        _serves(pool.path)
+        assert pool.alive()
+    finally:
+        for client in (*bystanders, holder):
+            client.close()
+        pool.kill()
+
+
+def test_sigterm_stops_every_worker_and_unlinks_the_socket(pool):
+    workers = children(pool.pid)
+    assert pool.stop() == 0
+    assert not os.path.exists(pool.path)
+    for pid in workers:
+        wait_until(
+            lambda pid=pid: not os.path.exists(f"/proc/{pid}/stat") or _zombie(pid),
+            "a worker exited",
+        )
+
+
+def _zombie(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_workers_must_be_a_count():
+    result = subprocess.run(
+        [sys.executable, "-m", "nnburst.service.driver", "--workers", "-1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--workers must be 0 or more" in result.stderr
