@@ -1025,3 +1025,37 @@ def test_unknown_ranks_validate_and_run() -> None:
         x.reshape(1, 2, 6, 1),
     )
     np.testing.assert_array_equal(got.reshape(2, 2), x[:, [0, 3]])
+
+
+@pytest.mark.parametrize(
+    ("code", "inputs", "output", "feed"),
+    [
+        (Op.FILL, [t(I32, 2), i32(1)], t(I32, 0, 0), [np.array([16384, 16384], np.int32)]),
+        (
+            Op.TILE,
+            [t(F32, 2, 2), t(I32, 2)],
+            t(F32, 0, 0),
+            [np.ones((2, 2), np.float32), np.array([1 << 14, 1 << 14], np.int32)],
+        ),
+        (
+            Op.PAD,
+            [t(F32, 1, 1), t(I32, 2, 2)],
+            t(F32, 0, 0),
+            [np.ones((1, 1), np.float32), np.array([[0, 1 << 15], [0, 1 << 15]], np.int32)],
+        ),
+    ],
+)
+def test_a_size_read_from_values_is_checked_before_allocating(code, inputs, output, feed) -> None:
+    """Issue 15: an 8-byte FILL constant made the driver allocate 1 GB before failing."""
+    import tracemalloc
+
+    prepared = PreparedModel(model(code, inputs, [output]))
+    tracemalloc.start()
+    try:
+        with pytest.raises(NNError, match="over the .*-byte limit on one tensor") as info:
+            prepared.run(feed)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.code == ResultCode.OP_FAILED
+    assert peak < 16 << 20  # nothing near the gigabyte was allocated

@@ -57,6 +57,7 @@ from ..cpu.driver import (
     CpuPreparedModel,
     supported_operations,
 )
+from ..cpu.ops import common as op_common
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.burst_controller import polling_window_us
 from ..hal.burst_server import ExecutionBurstServer
@@ -792,6 +793,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "spinning on the other core; 0 keeps the BLAS library's own default)",
     )
     parser.add_argument(
+        "--max-tensor-bytes",
+        type=int,
+        default=op_common.MAX_TENSOR_BYTES,
+        metavar="N",
+        help="the most bytes one tensor may take when a request's values set its size (FILL, "
+        f"TILE, PAD), checked before allocating (default {op_common.MAX_TENSOR_BYTES})",
+    )
+    parser.add_argument(
         "--idle-timeout",
         type=float,
         default=IDLE_TIMEOUT_S,
@@ -815,6 +824,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--max-connections must be at least 1, got {args.max_connections}")
     if args.blas_threads < 0:
         parser.error(f"--blas-threads must be 0 or more, got {args.blas_threads}")
+    if args.max_tensor_bytes < 1:
+        parser.error(f"--max-tensor-bytes must be at least 1, got {args.max_tensor_bytes}")
+    op_common.MAX_TENSOR_BYTES = args.max_tensor_bytes  # process-wide, for the service's life
     if not args.idle_timeout > 0:
         parser.error(
             f"--idle-timeout must be a positive number of seconds, got {args.idle_timeout}"
@@ -899,6 +911,8 @@ def _worker_args(
         str(args.blas_threads),
         "--idle-timeout",
         repr(args.idle_timeout),
+        "--max-tensor-bytes",
+        str(args.max_tensor_bytes),
         "--figures",
         ",".join(repr(v) for v in values),
     ]

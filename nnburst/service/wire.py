@@ -77,14 +77,18 @@ def send_frame(sock: socket.socket, frame: Frame) -> None:
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(min(n, 1 << 20))
-        if not chunk:
+    """``n`` bytes, read into one buffer: a frame costs its size once (joining
+    chunks held it twice while the peer dribbled it in)."""
+    buffer = bytearray(n)
+    view = memoryview(buffer)
+    got = 0
+    while got < n:
+        received = sock.recv_into(view[got:])
+        if not received:
             raise EOFError("the peer closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+        got += received
+    view.release()
+    return buffer  # type: ignore[return-value]  # bytes-like; bytes(buffer) would copy it
 
 
 def recv_frame(sock: socket.socket) -> Frame:

@@ -132,6 +132,24 @@ def op_failed(code: Any, message: str) -> NNError:
     return NNError(f"{getattr(code, 'name', code)}: {message}", ResultCode.OP_FAILED)
 
 
+#: The most bytes one tensor may take when its size comes from another tensor's
+#: *values* (FILL's dims, TILE's multiples, PAD's paddings): eight bytes of a
+#: request must not make the driver allocate gigabytes.  ``nnburst serve
+#: --max-tensor-bytes`` sets it for a service.
+MAX_TENSOR_BYTES = 256 << 20
+
+
+def check_allocation(code: Any, shape: Collection[int], dtype: Any) -> None:
+    """Refuse, before allocating, a ``shape`` tensor over :data:`MAX_TENSOR_BYTES`."""
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    if nbytes > MAX_TENSOR_BYTES:
+        raise op_failed(
+            code,
+            f"a {list(shape)} output would take {nbytes} bytes, over the "
+            f"{MAX_TENSOR_BYTES}-byte limit on one tensor",
+        )
+
+
 def require_operand_counts(sig: Any, inputs: Collection[int], outputs: int) -> None:
     """Fail unless the operation has one of ``inputs`` inputs and ``outputs`` outputs."""
     if len(sig.inputs) not in inputs:

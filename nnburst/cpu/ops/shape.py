@@ -27,6 +27,7 @@ from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     Fail,
+    check_allocation,
     check_paddings,
     constant_ints,
     constant_scalar,
@@ -455,6 +456,7 @@ def _validate_pad(sig: OperationSignature) -> None:
 def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
     paddings = check_paddings(int_input(ctx, 1), x.ndim, ctx.fail)
+    check_allocation(ctx.code, [d + int(p.sum()) for d, p in zip(x.shape, paddings)], x.dtype)
     value = _zero_value(ctx.signature.inputs[0])
     return [np.pad(x, [tuple(p) for p in paddings.tolist()], constant_values=value)]
 

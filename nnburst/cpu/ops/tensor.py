@@ -23,6 +23,7 @@ from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     Fail,
+    check_allocation,
     check_paddings,
     constant_ints,
     constant_scalar,
@@ -169,6 +170,7 @@ def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
     paddings = check_paddings(int_input(ctx, 1), x.ndim, ctx.fail)
     out = ctx.output_info(0)
+    check_allocation(ctx.code, [d + int(p.sum()) for d, p in zip(x.shape, paddings)], out.dtype)
     value = ctx.input(2)
     if out.code in QUANT8_ASYMM_CODES:
         value = np.asarray(value, dtype=np.int64) & 0xFF  # the reference reads one byte
@@ -277,7 +279,9 @@ def _validate_tile(sig: OperationSignature) -> None:
 
 def _execute_tile(ctx: ExecutionContext) -> list[np.ndarray]:
     x = ctx.input(0)
-    return [np.tile(x, _check_multiples(int_input(ctx, 1), x.ndim, ctx.fail))]
+    multiples = _check_multiples(int_input(ctx, 1), x.ndim, ctx.fail)
+    check_allocation(ctx.code, [d * int(m) for d, m in zip(x.shape, multiples)], x.dtype)
+    return [np.tile(x, multiples)]
 
 
 # --- TOPK_V2 --------------------------------------------------------------------------
@@ -329,6 +333,7 @@ def _execute_fill(ctx: ExecutionContext) -> list[np.ndarray]:
             ctx.code, f"dims must be a vector of non-negative sizes, got {dims.tolist()}"
         )
     out = ctx.output_info(0)
+    check_allocation(ctx.code, dims.tolist(), out.dtype)
     return [np.full(tuple(dims.tolist()), ctx.input(1), dtype=out.dtype)]
 
 
