@@ -68,6 +68,41 @@ def _device_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def _run(args: argparse.Namespace) -> int:
+    """``nnburst run MODEL.tflite``: one execution, its outputs summarized."""
+    import numpy as np
+
+    from . import tflite
+    from .errors import NNError
+
+    try:
+        with tflite.Runner(args.model, device=args.device) as runner:
+            if args.input and len(args.input) != len(runner.inputs):
+                raise CliError(
+                    f"the model takes {len(runner.inputs)} inputs, got {len(args.input)} --input"
+                )
+            inputs = []
+            for i, info in enumerate(runner.inputs):
+                if not args.input:
+                    inputs.append(np.zeros(info.shape, info.dtype))
+                    continue
+                try:
+                    inputs.append(np.load(args.input[i], allow_pickle=False))
+                except (OSError, ValueError) as exc:
+                    raise CliError(f"--input {args.input[i]}: {exc}") from None
+            outputs = runner(*inputs)
+            device = runner.compilation.device
+            print(f"{args.model} on {device.name if device else 'several devices'}:")
+            for info, value in zip(runner.outputs, outputs):
+                checksum = float(np.asarray(value, np.float64).sum())
+                print(
+                    f"  {info.name or 'output'}: {list(value.shape)} {value.dtype} sum {checksum:.6g}"
+                )
+    except NNError as exc:
+        raise CliError(str(exc.args[0] if exc.args else exc)) from None
+    return 0
+
+
 def _devices(args: argparse.Namespace) -> int:
     rows = _device_rows()
     if args.json:
@@ -142,6 +177,8 @@ def _write_json(target: Path, document: Any) -> None:
 def _bench(args: argparse.Namespace) -> int:
     if args.clients is not None and args.what != "clients":
         raise _UsageError(f"--clients applies to nnburst bench clients, not to {args.what}")
+    if args.what == "runtime" and args.model is not None and args.model.endswith(".tflite"):
+        return _bench_tflite(args)
     if args.what == "runtime":
         return _bench_runtime(args)
     if args.what == "clients":
@@ -237,6 +274,34 @@ def _runtime_settings(args: argparse.Namespace) -> Any:
         pin=bool(args.pin),
         busy=bool(args.busy),
     )
+
+
+def _bench_model(text: str) -> str:
+    if text in ("add-mul", "conv", "all") or text.endswith(".tflite"):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"invalid choice: {text!r} (choose from add-mul, conv, all, or a .tflite file)"
+    )
+
+
+def _bench_tflite(args: argparse.Namespace) -> int:
+    """``--model FILE.tflite``: the file through every path against LiteRT (tflite_bench)."""
+    from .benchmarks import tflite_bench
+    from .errors import NNError
+
+    others = [
+        n for n in _RUNTIME_ONLY if n not in ("model", "duration") and getattr(args, n) is not None
+    ]
+    if others:
+        option = "--" + others[0].replace("_", "-")
+        raise _UsageError(f"{option} does not apply to a .tflite model")
+    if not os.path.isfile(args.model):
+        raise CliError(f"--model {args.model}: no such file")
+    try:
+        tflite_bench.main(args.model, args.duration or tflite_bench.DEFAULT_DURATION_S)
+    except NNError as exc:
+        raise CliError(str(exc.args[0] if exc.args else exc)) from None
+    return 0
 
 
 def _bench_runtime(args: argparse.Namespace) -> int:
@@ -402,6 +467,19 @@ def build_parser() -> argparse.ArgumentParser:
     devices.add_argument("--json", action="store_true", help="print JSON instead of a table")
     devices.set_defaults(run=_devices)
 
+    run = commands.add_parser(
+        "run",
+        help="run a TensorFlow Lite model once and print its outputs' shapes and checksums",
+        description="Load a .tflite file, compile it for a device and run it through a burst. "
+        "Inputs come from .npy files (in the model's input order), or are zeros.",
+    )
+    run.add_argument("model", metavar="MODEL.tflite", help="the model file")
+    run.add_argument("--device", metavar="NAME", help="a device name from `nnburst devices`")
+    run.add_argument(
+        "--input", action="append", default=[], metavar="FILE.npy", help="an input (repeatable)"
+    )
+    run.set_defaults(run=_run)
+
     bench = commands.add_parser(
         "bench",
         help="how long one execution takes on each path, against a Pipe baseline",
@@ -443,8 +521,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--model",
-        choices=["add-mul", "conv", "all"],
-        help="a two-operation ADD+MUL model on 3x4 tensors, a 3x3 conv block, or both (default)",
+        type=_bench_model,
+        metavar="{add-mul,conv,all,FILE.tflite}",
+        help="a two-operation ADD+MUL model on 3x4 tensors, a 3x3 conv block, both (default), "
+        "or a TensorFlow Lite file (timed against LiteRT; pip install 'nnburst[litert]')",
     )
     bench.add_argument(
         "--conv-size",

@@ -1,0 +1,135 @@
+"""``nnburst bench --model MODEL.tflite``: a real model through every path, against LiteRT.
+
+Rows, in one run and on the same random inputs: LiteRT's interpreter in
+this process (one thread; ``set_tensor`` + ``invoke`` + ``get_tensor``, what
+an app calls), then nnburst's :class:`~nnburst.tflite.Runner` on the
+in-process CPU device (``compute``, then a burst) and on a driver service's
+device (synchronous, then a burst).  nnburst's outputs are first checked
+against LiteRT's (the CTS's relaxed tolerance, ±1 for quantized outputs);
+a path that disagrees is reported and not timed.  numpy's BLAS is limited to
+one thread, as LiteRT's interpreter is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import threadpoolctl
+
+from .. import tflite
+from ..devices import get_devices
+from .service_process import driver_service
+from .stats import LatencyStats, latency_table
+
+LITERT = "LiteRT in-process"
+DEFAULT_DURATION_S = 2.0
+
+
+def litert_runner(model: bytes) -> Callable[..., list[np.ndarray]] | None:
+    """LiteRT's interpreter as a callable like :class:`~nnburst.tflite.Runner`, or None
+    without the ``litert`` extra."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        return None
+    interpreter = Interpreter(model_content=model, num_threads=1)
+    interpreter.allocate_tensors()
+    inputs = [d["index"] for d in interpreter.get_input_details()]
+    outputs = [d["index"] for d in interpreter.get_output_details()]
+
+    def run(*values: np.ndarray) -> list[np.ndarray]:
+        for index, value in zip(inputs, values):
+            interpreter.set_tensor(index, value)
+        interpreter.invoke()
+        return [interpreter.get_tensor(i) for i in outputs]
+
+    return run
+
+
+def random_inputs(infos: Sequence[tflite.TensorInfo], seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    values = []
+    for info in infos:
+        if np.issubdtype(info.dtype, np.integer):
+            limits = np.iinfo(info.dtype)
+            values.append(
+                rng.integers(limits.min, limits.max, info.shape, dtype=info.dtype, endpoint=True)
+            )
+        else:
+            values.append(rng.uniform(-1, 1, info.shape).astype(info.dtype))
+    return values
+
+
+def disagreement(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str | None:
+    """Why ``got`` is not LiteRT's answer, or None."""
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.shape != w.shape:
+            return f"output {i}: shape {list(g.shape)}, LiteRT {list(w.shape)}"
+        if np.issubdtype(w.dtype, np.integer):
+            worst = int(np.abs(g.astype(np.int64) - w.astype(np.int64)).max(initial=0))
+            if worst > 1:
+                return f"output {i}: off by {worst} quantization steps"
+        elif not np.allclose(g, w, rtol=5e-3, atol=5e-3):
+            return f"output {i}: max difference {float(np.abs(g - w).max()):.3g}"
+    return None
+
+
+def time_calls(name: str, call: Callable[[], object], seconds: float) -> LatencyStats:
+    for _ in range(3):  # warm caches and lazily built state
+        call()
+    samples = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.perf_counter_ns()
+        call()
+        samples.append(time.perf_counter_ns() - start)
+    return LatencyStats.from_ns(name, samples)
+
+
+def run(
+    path: str | Path, seconds: float = DEFAULT_DURATION_S
+) -> tuple[list[LatencyStats], list[str]]:
+    """The rows, and one note per path that was not timed (and why)."""
+    model = Path(path).read_bytes()
+    loaded = tflite.load(model)
+    inputs = random_inputs(loaded.inputs)
+    rows: list[LatencyStats] = []
+    notes: list[str] = []
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(threadpoolctl.threadpool_limits(limits=1, user_api="blas"))
+        litert = litert_runner(model)
+        want = litert(*inputs) if litert is not None else None
+        if litert is None:
+            notes.append("LiteRT: not installed (pip install 'nnburst[litert]')")
+        else:
+            rows.append(time_calls(LITERT, lambda: litert(*inputs), seconds))
+
+        def timed(name: str, runner: tflite.Runner) -> None:
+            with runner:
+                why = disagreement(runner(*inputs), want) if want is not None else None
+                if why:
+                    notes.append(f"{name}: not timed, its outputs differ from LiteRT's ({why})")
+                    return
+                rows.append(time_calls(name, lambda: runner(*inputs), seconds))
+
+        cpu = next(d for d in get_devices() if d.name == "nnburst-reference")
+        timed("compute in-process", tflite.Runner(loaded, cpu, burst=False, cache_dir=None))
+        timed("burst in-process", tflite.Runner(loaded, cpu, burst=True, cache_dir=None))
+        device = stack.enter_context(driver_service())
+        timed("sync service", tflite.Runner(loaded, device, burst=False, cache_dir=None))
+        timed("burst service", tflite.Runner(loaded, device, burst=True, cache_dir=None))
+    return rows, notes
+
+
+def main(path: str | Path, seconds: float = DEFAULT_DURATION_S) -> None:
+    rows, notes = run(path, seconds)
+    print(
+        f"{Path(path).name}: one execution per call, {seconds:g} s per row, BLAS and LiteRT on one thread"
+    )
+    print(latency_table(rows, baseline=LITERT if any(r.name == LITERT for r in rows) else None))
+    for note in notes:
+        print(note)

@@ -1,0 +1,151 @@
+"""TensorFlow Lite models on nnburst: load a ``.tflite`` file, run it.
+
+    >>> loaded = nnburst.tflite.load("model.tflite")     # an nn.Model + its I/O
+    >>> run = nnburst.tflite.Runner("model.tflite")       # compiled, bursting
+    >>> outputs = run(image)
+
+Apps on Android hand ``.tflite`` files to TFLite's NNAPI delegate, which maps
+them to NNAPI operations; :mod:`.convert` does that mapping here, and
+:class:`Runner` is the execution loop a delegate would run: one reusable
+execution bound to fixed buffers, computed through a burst.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..burst import Burst
+from ..compilation import Compilation
+from ..devices import Device, get_devices
+from ..errors import BadDataError
+from ..execution import Execution
+from ..model import Model
+from .convert import TensorInfo, UnsupportedModelError, convert
+from .reader import read
+
+__all__ = ["LoadedModel", "Runner", "TensorInfo", "UnsupportedModelError", "load"]
+
+#: Where a Runner caches compiled models unless told otherwise.
+DEFAULT_CACHE_DIR = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nnburst" / "compilations"
+)
+
+
+@dataclass
+class LoadedModel:
+    """A converted model: ``model`` is finished; ``inputs``/``outputs`` in its order."""
+
+    model: Model
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    #: a digest of the file, the compilation cache's token
+    digest: bytes
+
+
+def _read_bytes(source: str | os.PathLike[str] | bytes) -> bytes:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    try:
+        return Path(source).read_bytes()
+    except OSError as exc:
+        raise BadDataError(f"cannot read {source}: {exc.strerror or exc}") from None
+
+
+def load(source: str | os.PathLike[str] | bytes) -> LoadedModel:
+    """Convert a ``.tflite`` file (a path, or its bytes) to a finished :class:`Model`.
+
+    Raises:
+        UnsupportedModelError: it uses operators or tensors nnburst cannot run
+            (the message lists each, with how often it occurs).
+        BadDataError: it is not a valid TFLite model.
+    """
+    data = _read_bytes(source)
+    model, inputs, outputs = convert(read(data))
+    return LoadedModel(model, inputs, outputs, hashlib.sha256(data).digest())
+
+
+def _device(device: str | Device | None) -> list[Device] | None:
+    if device is None or isinstance(device, Device):
+        return None if device is None else [device]
+    devices = get_devices()
+    for candidate in devices:
+        if candidate.name == device:
+            return [candidate]
+    names = ", ".join(d.name for d in devices)
+    raise BadDataError(f"no device named {device!r} (devices: {names})")
+
+
+class Runner:
+    """Runs a TFLite model: ``runner(*inputs)`` → outputs, as numpy arrays in the
+    model's order.
+
+    The model is compiled once (cached on disk under the file's digest), and
+    every call copies the inputs into fixed buffers and computes one reusable
+    execution, through a burst unless ``burst=False``.
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | bytes | LoadedModel,
+        device: str | Device | None = None,
+        burst: bool = True,
+        cache_dir: str | os.PathLike[str] | None = DEFAULT_CACHE_DIR,
+    ) -> None:
+        self.loaded = model if isinstance(model, LoadedModel) else load(model)
+        self.compilation = Compilation(self.loaded.model, _device(device))
+        if cache_dir is not None:
+            Path(cache_dir).mkdir(parents=True, exist_ok=True)
+            self.compilation.set_caching(cache_dir, self.loaded.digest)
+        self.compilation.finish()
+        model_types = self.loaded.model.input_types, self.loaded.model.output_types
+        self._inputs = [np.zeros(t.dimensions or (), t.dtype) for t in model_types[0]]
+        self._outputs = [np.zeros(t.dimensions or (), t.dtype) for t in model_types[1]]
+        self.execution = Execution(self.compilation)
+        self.execution.set_reusable(True)
+        for i, buffer in enumerate(self._inputs):
+            self.execution.set_input(i, buffer)
+        for i, buffer in enumerate(self._outputs):
+            self.execution.set_output(i, buffer)
+        self.burst = Burst(self.compilation) if burst else None
+
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        return self.loaded.inputs
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        return self.loaded.outputs
+
+    def __call__(self, *inputs: Any) -> list[np.ndarray]:
+        if len(inputs) != len(self._inputs):
+            raise BadDataError(f"the model takes {len(self._inputs)} inputs, got {len(inputs)}")
+        for info, buffer, value in zip(self.loaded.inputs, self._inputs, inputs):
+            array = np.asarray(value)
+            if array.shape != buffer.shape:
+                raise BadDataError(
+                    f"input {info.name!r}: expected shape {list(buffer.shape)}, got {list(array.shape)}"
+                )
+            np.copyto(buffer, array, casting="same_kind" if array.dtype != buffer.dtype else "no")
+        if self.burst is not None:
+            self.execution.burst_compute(self.burst)
+        else:
+            self.execution.compute()
+        return [out.copy() for out in self._outputs]
+
+    def close(self) -> None:
+        if self.burst is not None:
+            self.burst.close()
+        self.execution.close()
+        self.compilation.close()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

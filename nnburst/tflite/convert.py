@@ -1,0 +1,659 @@
+"""TFLite operators → NNAPI operations, the way an NNAPI delegate maps them.
+
+Each builtin operator has one mapper in :data:`MAPPERS`.  A mapper reads the
+operator's options, creates the scalar operands NNAPI wants (padding code,
+strides, fused activation, ...) and adds one or more operations.  Operators
+without a direct NNAPI equivalent are decomposed into ones that have
+(LEAKY_RELU → PRELU, SPLIT_V → SLICEs, PACK → RESHAPEs + CONCATENATION).
+
+Conversion is all or nothing: every operator is checked first, and a model
+using anything nnburst cannot run fails with one error that lists every
+unsupported operator and how often it occurs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..codes import FuseCode, OperandCode, OperationCode, PaddingCode
+from ..errors import BadDataError
+from ..model import Model, OperandType
+from .reader import FlatModel, Operator, Subgraph, Tensor
+
+_FLOAT16_CONSTANTS_ONLY = "float16 tensors are supported as DEQUANTIZE'd constants (fp16 weights)"
+
+
+class UnsupportedModelError(BadDataError):
+    """The model uses operators or tensors nnburst cannot run; ``unsupported``
+    maps each reason to how often it occurs."""
+
+    def __init__(self, unsupported: Counter[str]) -> None:
+        self.unsupported = unsupported
+        listed = "; ".join(f"{what} ×{count}" for what, count in sorted(unsupported.items()))
+        super().__init__(f"the model uses what nnburst cannot run: {listed}")
+
+
+@dataclass
+class TensorInfo:
+    """A model input or output as a caller sees it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    scale: float = 0.0
+    zero_point: int = 0
+
+
+# -- TFLite enums (schema values) -------------------------------------------------------------
+
+_ACTIVATIONS = {0: FuseCode.NONE, 1: FuseCode.RELU, 2: FuseCode.RELU1, 3: FuseCode.RELU6}
+_PADDING = {0: PaddingCode.SAME, 1: PaddingCode.VALID}
+
+
+class Converter:
+    """Builds one :class:`~nnburst.model.Model` from the main subgraph."""
+
+    def __init__(self, graph: Subgraph) -> None:
+        self.graph = graph
+        self.model = Model()
+        self._operands: dict[int, int] = {}
+        #: tensors replaced by a float32 constant (a DEQUANTIZE of fp16 weights)
+        self._folded: dict[int, np.ndarray] = {}
+        self._uses = Counter(i for op in graph.operators for i in op.inputs if i >= 0)
+
+    # -- operands --------------------------------------------------------------------------
+    def tensor(self, index: int) -> Tensor:
+        return self.graph.tensors[index]
+
+    def operand_type(self, t: Tensor, dtype: np.dtype[Any] | None = None) -> OperandType:
+        dtype = dtype or t.dtype
+        shape = t.shape
+        if dtype == np.float32:
+            return OperandType(OperandCode.TENSOR_FLOAT32, shape)
+        if dtype == np.float16:
+            return OperandType(OperandCode.TENSOR_FLOAT16, shape)
+        if dtype == np.bool_:
+            return OperandType(OperandCode.TENSOR_BOOL8, shape)
+        if dtype in (np.int32, np.int64):  # int64 constants are narrowed (see operand)
+            scale = float(t.scales[0]) if t.scales is not None and not t.per_channel else 0.0
+            return OperandType(OperandCode.TENSOR_INT32, shape, scale)
+        if t.scales is None:
+            raise BadDataError(f"tensor {t.name!r}: {dtype} without quantization parameters")
+        if dtype == np.int8 and t.per_channel:
+            return OperandType(OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL, shape)
+        scale, zero_point = float(t.scales[0]), int(t.zero_points[0])  # type: ignore[index]
+        if dtype == np.uint8:
+            return OperandType(OperandCode.TENSOR_QUANT8_ASYMM, shape, scale, zero_point)
+        if dtype == np.int8:
+            return OperandType(OperandCode.TENSOR_QUANT8_ASYMM_SIGNED, shape, scale, zero_point)
+        if dtype == np.int16:
+            return OperandType(OperandCode.TENSOR_QUANT16_SYMM, shape, scale, zero_point)
+        raise BadDataError(f"tensor {t.name!r}: no NNAPI operand type for {dtype}")
+
+    def operand(self, index: int, operand_type: OperandType | None = None) -> int:
+        """The operand for tensor ``index`` (created on first use; constants get their values)."""
+        if index in self._operands:
+            return self._operands[index]
+        t = self.tensor(index)
+        values = self._folded.get(index, t.data)
+        if values is not None and values.dtype == np.int64:
+            narrowed = values.astype(np.int32)
+            if not np.array_equal(narrowed, values):
+                raise BadDataError(f"tensor {t.name!r}: int64 values beyond int32")
+            values = narrowed
+        operand_type = operand_type or self.operand_type(
+            t, None if values is None else values.dtype
+        )
+        operand = self.model.add_operand(operand_type)
+        if operand_type.code == OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL:
+            assert t.scales is not None
+            self.model.set_operand_symm_per_channel_quant_params(
+                operand, t.quantized_dimension, t.scales.astype(np.float32).tolist()
+            )
+        if values is not None:
+            self.model.set_operand_value(operand, values if values.ndim else values.reshape(()))
+        self._operands[index] = operand
+        return operand
+
+    def constant(self, code: OperandCode, value: Any, shape: Sequence[int] | None = None) -> int:
+        """A new constant operand (a scalar when ``shape`` is None)."""
+        operand = self.model.add_operand(
+            OperandType(code, tuple(shape) if shape is not None else ())
+        )
+        self.model.set_operand_value(operand, value)
+        return operand
+
+    def i32(self, value: int) -> int:
+        return self.constant(OperandCode.INT32, np.int32(value))
+
+    def f32(self, value: float) -> int:
+        return self.constant(OperandCode.FLOAT32, np.float32(value))
+
+    def boolean(self, value: bool) -> int:
+        return self.constant(OperandCode.BOOL, np.bool_(value))
+
+    def ints(self, values: Sequence[int]) -> int:
+        array = np.asarray(values, np.int32).reshape(-1)
+        return self.constant(OperandCode.TENSOR_INT32, array, array.shape)
+
+    def values(self, index: int, what: str) -> np.ndarray:
+        """A constant input's values; a non-constant one is an unsupported use."""
+        t = self.tensor(index)
+        values = self._folded.get(index, t.data)
+        if values is None:
+            raise _Unsupported(f"a non-constant {what}")
+        return values
+
+    def add(self, code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+        self.model.add_operation(code, list(inputs), list(outputs))
+
+    # -- activations -----------------------------------------------------------------------
+    def activation(self, options: Any) -> int:
+        """The fuse-code operand for a TFLite fused activation.  LiteRT's kernels apply
+        only NONE, RELU, RELU_N1_TO_1 and RELU6 (a fused TANH is silently ignored
+        there), so anything else is refused rather than guessed."""
+        code = options.FusedActivationFunction() if options is not None else 0
+        if code not in _ACTIVATIONS:
+            raise _Unsupported(f"fused activation {code}")
+        return self.i32(_ACTIVATIONS[code])
+
+    # -- the graph -------------------------------------------------------------------------
+    def convert(self) -> Model:
+        unsupported: Counter[str] = Counter()
+        for op in self.graph.operators:
+            why = self._check(op)
+            if why:
+                unsupported[why] += 1
+        for t in self.graph.tensors:
+            if t.sparse:
+                unsupported["sparse weights"] += 1
+            elif t.dtype is None:
+                unsupported[f"{t.type_name} tensors"] += 1
+        if unsupported:
+            raise UnsupportedModelError(unsupported)
+        self._fold_fp16_weights()
+        for op in self.graph.operators:
+            if op.outputs and all(o in self._folded for o in op.outputs):
+                continue
+            try:
+                MAPPERS[op.name](self, op)
+            except _Unsupported as exc:
+                raise UnsupportedModelError(Counter({f"{op.name} ({exc})": 1})) from None
+        inputs = [self.operand(i) for i in self.graph.inputs]
+        outputs = [self.operand(i) for i in self.graph.outputs]
+        self.model.identify_inputs_and_outputs(inputs, outputs)
+        self.model.finish()
+        return self.model
+
+    def _check(self, op: Operator) -> str | None:
+        if op.name not in MAPPERS:
+            return op.name
+        for i in (*op.inputs, *op.outputs):
+            if i < 0:
+                continue
+            t = self.tensor(i)
+            float16_activation = t.dtype == np.float16 and t.data is None
+            if float16_activation and op.name != "DEQUANTIZE" and i not in op.outputs:
+                return f"{op.name} on float16 activations ({_FLOAT16_CONSTANTS_ONLY})"
+        return None
+
+    def _fold_fp16_weights(self) -> None:
+        """A DEQUANTIZE of constant fp16 weights becomes a float32 constant: the
+        conversion a delegate does once, instead of one at every execution."""
+        for op in self.graph.operators:
+            if op.name != "DEQUANTIZE":
+                continue
+            source = self.tensor(op.inputs[0])
+            if source.data is not None and source.dtype == np.float16:
+                self._folded[op.outputs[0]] = source.data.astype(np.float32)
+
+
+class _Unsupported(Exception):
+    """One operator's use that cannot be mapped (the message says which part)."""
+
+
+# -- mappers ----------------------------------------------------------------------------------
+
+Mapper = Callable[[Converter, Operator], None]
+MAPPERS: dict[str, Mapper] = {}
+
+
+def maps(*names: str) -> Callable[[Mapper], Mapper]:
+    def register(mapper: Mapper) -> Mapper:
+        for name in names:
+            MAPPERS[name] = mapper
+        return mapper
+
+    return register
+
+
+def _bias(c: Converter, op: Operator, input_index: int, filter_index: int, channels: int) -> int:
+    """The bias operand: TFLite may omit it; NNAPI wants one, with the scale its rules derive."""
+    x, w = c.tensor(input_index), c.tensor(filter_index)
+    bias = op.inputs[2] if len(op.inputs) > 2 else -1
+    if x.dtype == np.float32:
+        if bias >= 0:
+            return c.operand(bias)
+        return c.constant(OperandCode.TENSOR_FLOAT32, np.zeros(channels, np.float32), (channels,))
+    values = c.values(bias, "bias").astype(np.int32) if bias >= 0 else np.zeros(channels, np.int32)
+    # Per-channel filters: scale 0 (NNAPI derives each channel's); per-tensor: in × filter.
+    scale = 0.0 if w.per_channel else float(x.scales[0] * w.scales[0])  # type: ignore[index]
+    operand = c.model.add_operand(OperandType(OperandCode.TENSOR_INT32, (channels,), scale))
+    c.model.set_operand_value(operand, values)
+    return operand
+
+
+def _conv_tail(c: Converter, o: Any) -> list[int]:
+    return [c.i32(_PADDING[o.Padding()]), c.i32(o.StrideW()), c.i32(o.StrideH())]
+
+
+def _dilations(c: Converter, o: Any) -> list[int]:
+    return [c.boolean(False), c.i32(o.DilationWFactor()), c.i32(o.DilationHFactor())]
+
+
+@maps("CONV_2D")
+def _conv(c: Converter, op: Operator) -> None:
+    o = op.options
+    channels = c.tensor(op.inputs[1]).shape[0]
+    fuse, out = c.activation(o), c.operand(op.outputs[0])
+    inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
+    inputs += [_bias(c, op, op.inputs[0], op.inputs[1], channels), *_conv_tail(c, o), fuse]
+    c.add(OperationCode.CONV_2D, [*inputs, *_dilations(c, o)], [out])
+
+
+@maps("DEPTHWISE_CONV_2D")
+def _depthwise(c: Converter, op: Operator) -> None:
+    o = op.options
+    filt = c.tensor(op.inputs[1])
+    channels = filt.shape[3]
+    multiplier = max(1, channels // max(1, c.tensor(op.inputs[0]).shape[3]))
+    fuse, out = c.activation(o), c.operand(op.outputs[0])
+    inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
+    inputs += [_bias(c, op, op.inputs[0], op.inputs[1], channels), *_conv_tail(c, o)]
+    inputs += [c.i32(multiplier), fuse, *_dilations(c, o)]
+    c.add(OperationCode.DEPTHWISE_CONV_2D, inputs, [out])
+
+
+@maps("TRANSPOSE_CONV")
+def _transpose_conv(c: Converter, op: Operator) -> None:
+    o = op.options
+    shape, weights, x = op.inputs[:3]
+    channels = c.tensor(weights).shape[0]
+    bias_op = Operator(
+        op.index, op.name, [x, weights, op.inputs[3] if len(op.inputs) > 3 else -1], []
+    )
+    fuse, out = c.activation(o), c.operand(op.outputs[0])
+    inputs = [c.operand(x), c.operand(weights), _bias(c, bias_op, x, weights, channels)]
+    inputs += [c.ints(c.values(shape, "output shape").tolist()), *_conv_tail(c, o), fuse]
+    c.add(OperationCode.TRANSPOSE_CONV_2D, [*inputs, c.boolean(False)], [out])
+
+
+@maps("FULLY_CONNECTED")
+def _fully_connected(c: Converter, op: Operator) -> None:
+    o = op.options
+    if o is not None and o.WeightsFormat() != 0:
+        raise _Unsupported("shuffled weights")
+    units = c.tensor(op.inputs[1]).shape[0]
+    result = c.tensor(op.outputs[0])
+    fuse, out = c.activation(o), c.operand(op.outputs[0])
+    x = c.operand(op.inputs[0])
+    inputs = [x, c.operand(op.inputs[1]), _bias(c, op, op.inputs[0], op.inputs[1], units), fuse]
+    if len(result.shape) == 2:
+        c.add(OperationCode.FULLY_CONNECTED, inputs, [out])
+        return
+    # keep_num_dims: NNAPI's result is [batch, units]; reshape it to the declared shape.
+    flat = c.model.add_operand(
+        OperandType(c.operand_type(result).code, (int(np.prod(result.shape[:-1])), units),
+                    c.operand_type(result).scale, c.operand_type(result).zero_point)
+    )  # fmt: skip
+    c.add(OperationCode.FULLY_CONNECTED, inputs, [flat])
+    c.add(OperationCode.RESHAPE, [flat, c.ints(result.shape)], [out])
+
+
+def _binary(code: OperationCode) -> Mapper:
+    def mapper(c: Converter, op: Operator) -> None:
+        fuse, out = c.activation(op.options), c.operand(op.outputs[0])
+        c.add(code, [c.operand(op.inputs[0]), c.operand(op.inputs[1]), fuse], [out])
+
+    return mapper
+
+
+for _name, _code in (("ADD", OperationCode.ADD), ("SUB", OperationCode.SUB),
+                     ("MUL", OperationCode.MUL), ("DIV", OperationCode.DIV)):  # fmt: skip
+    maps(_name)(_binary(_code))
+
+
+def _pool(code: OperationCode) -> Mapper:
+    def mapper(c: Converter, op: Operator) -> None:
+        o = op.options
+        fuse, out = c.activation(o), c.operand(op.outputs[0])
+        inputs = [c.operand(op.inputs[0]), *_conv_tail(c, o)]
+        c.add(code, [*inputs, c.i32(o.FilterWidth()), c.i32(o.FilterHeight()), fuse], [out])
+
+    return mapper
+
+
+maps("AVERAGE_POOL_2D")(_pool(OperationCode.AVERAGE_POOL_2D))
+maps("MAX_POOL_2D")(_pool(OperationCode.MAX_POOL_2D))
+maps("L2_POOL_2D")(_pool(OperationCode.L2_POOL_2D))
+
+
+def _unary(code: OperationCode) -> Mapper:
+    def mapper(c: Converter, op: Operator) -> None:
+        c.add(code, [c.operand(op.inputs[0])], [c.operand(op.outputs[0])])
+
+    return mapper
+
+
+for _name, _code in (
+    ("LOGISTIC", OperationCode.LOGISTIC), ("TANH", OperationCode.TANH),
+    ("RELU", OperationCode.RELU), ("RELU6", OperationCode.RELU6),
+    ("RELU_N1_TO_1", OperationCode.RELU1), ("EXP", OperationCode.EXP),
+    ("LOG", OperationCode.LOG), ("SQRT", OperationCode.SQRT), ("RSQRT", OperationCode.RSQRT),
+    ("ABS", OperationCode.ABS), ("NEG", OperationCode.NEG), ("FLOOR", OperationCode.FLOOR),
+    ("SIN", OperationCode.SIN), ("HARD_SWISH", OperationCode.HARD_SWISH),
+    ("LOGICAL_NOT", OperationCode.LOGICAL_NOT), ("QUANTIZE", OperationCode.QUANTIZE),
+    ("DEQUANTIZE", OperationCode.DEQUANTIZE), ("CAST", OperationCode.CAST),
+    ("L2_NORMALIZATION", OperationCode.L2_NORMALIZATION),
+):  # fmt: skip
+    maps(_name)(_unary(_code))
+
+
+def _plain_binary(code: OperationCode) -> Mapper:
+    def mapper(c: Converter, op: Operator) -> None:
+        inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
+        c.add(code, inputs, [c.operand(op.outputs[0])])
+
+    return mapper
+
+
+for _name, _code in (
+    ("MAXIMUM", OperationCode.MAXIMUM), ("MINIMUM", OperationCode.MINIMUM),
+    ("PRELU", OperationCode.PRELU), ("POW", OperationCode.POW),
+    ("EQUAL", OperationCode.EQUAL), ("NOT_EQUAL", OperationCode.NOT_EQUAL),
+    ("LESS", OperationCode.LESS), ("LESS_EQUAL", OperationCode.LESS_EQUAL),
+    ("GREATER", OperationCode.GREATER), ("GREATER_EQUAL", OperationCode.GREATER_EQUAL),
+    ("LOGICAL_AND", OperationCode.LOGICAL_AND), ("LOGICAL_OR", OperationCode.LOGICAL_OR),
+):  # fmt: skip
+    maps(_name)(_plain_binary(_code))
+
+
+@maps("LEAKY_RELU")
+def _leaky_relu(c: Converter, op: Operator) -> None:
+    """PRELU with a one-element alpha (broadcast), in the input's type."""
+    x = c.tensor(op.inputs[0])
+    alpha = op.options.Alpha()
+    if x.dtype == np.float32:
+        slope = c.constant(OperandCode.TENSOR_FLOAT32, np.array([alpha], np.float32), (1,))
+    else:  # quantized: alpha as a quantized value of the input's type
+        scale = abs(alpha) / 127 if alpha else 1.0
+        code = c.operand_type(x).code
+        offset = 0 if code == OperandCode.TENSOR_QUANT8_ASYMM_SIGNED else 128
+        q = np.array([round(alpha / scale) + offset], x.dtype)
+        slope = c.model.add_operand(OperandType(code, (1,), scale, offset))
+        c.model.set_operand_value(slope, q)
+    c.add(OperationCode.PRELU, [c.operand(op.inputs[0]), slope], [c.operand(op.outputs[0])])
+
+
+@maps("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
+def _reshape(c: Converter, op: Operator) -> None:
+    """Every shape is static in a converted model: the target is the output's shape."""
+    shape = c.tensor(op.outputs[0]).shape
+    c.add(
+        OperationCode.RESHAPE, [c.operand(op.inputs[0]), c.ints(shape)], [c.operand(op.outputs[0])]
+    )
+
+
+@maps("SOFTMAX")
+def _softmax(c: Converter, op: Operator) -> None:
+    beta = op.options.Beta() if op.options is not None else 1.0
+    c.add(OperationCode.SOFTMAX, [c.operand(op.inputs[0]), c.f32(beta)], [c.operand(op.outputs[0])])
+
+
+@maps("LOG_SOFTMAX")
+def _log_softmax(c: Converter, op: Operator) -> None:
+    inputs = [c.operand(op.inputs[0]), c.f32(1.0), c.i32(-1)]
+    c.add(OperationCode.LOG_SOFTMAX, inputs, [c.operand(op.outputs[0])])
+
+
+@maps("CONCATENATION")
+def _concatenation(c: Converter, op: Operator) -> None:
+    o = op.options
+    rank = len(c.tensor(op.outputs[0]).shape)
+    axis = o.Axis() % rank if rank else 0
+    if o is not None and o.FusedActivationFunction():
+        raise _Unsupported("a fused activation (LiteRT's kernel ignores it)")
+    inputs = [c.operand(i) for i in op.inputs]
+    c.add(OperationCode.CONCATENATION, [*inputs, c.i32(axis)], [c.operand(op.outputs[0])])
+
+
+@maps("PAD", "PADV2")
+def _pad(c: Converter, op: Operator) -> None:
+    paddings = c.values(op.inputs[1], "paddings").astype(np.int32)
+    inputs = [
+        c.operand(op.inputs[0]),
+        c.constant(OperandCode.TENSOR_INT32, paddings, paddings.shape),
+    ]
+    if len(op.inputs) > 2 and op.inputs[2] >= 0:
+        value = c.values(op.inputs[2], "pad value").reshape(-1)[0]
+        x = c.tensor(op.inputs[0])
+        if x.dtype == np.float32:
+            inputs.append(c.f32(float(value)))
+        else:
+            inputs.append(c.i32(int(value)))
+        c.add(OperationCode.PAD_V2, inputs, [c.operand(op.outputs[0])])
+        return
+    c.add(OperationCode.PAD, inputs, [c.operand(op.outputs[0])])
+
+
+def _axes(c: Converter, index: int, rank: int) -> list[int]:
+    return sorted({int(a) % rank for a in c.values(index, "axis").reshape(-1)})
+
+
+@maps("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY")
+def _reduce(c: Converter, op: Operator) -> None:
+    rank = len(c.tensor(op.inputs[0]).shape)
+    axes = c.ints(_axes(c, op.inputs[1], rank))
+    keep = bool(op.options.KeepDims()) if op.options is not None else False
+    x, out = c.operand(op.inputs[0]), c.operand(op.outputs[0])
+    if op.name == "MEAN":
+        c.add(OperationCode.MEAN, [x, axes, c.i32(int(keep))], [out])
+        return
+    code = {
+        "SUM": OperationCode.REDUCE_SUM, "REDUCE_MAX": OperationCode.REDUCE_MAX,
+        "REDUCE_MIN": OperationCode.REDUCE_MIN, "REDUCE_PROD": OperationCode.REDUCE_PROD,
+        "REDUCE_ANY": OperationCode.REDUCE_ANY,
+    }[op.name]  # fmt: skip
+    c.add(code, [x, axes, c.boolean(keep)], [out])
+
+
+@maps("TRANSPOSE")
+def _transpose(c: Converter, op: Operator) -> None:
+    perm = c.values(op.inputs[1], "permutation").astype(np.int32)
+    inputs = [c.operand(op.inputs[0]), c.ints(perm.tolist())]
+    c.add(OperationCode.TRANSPOSE, inputs, [c.operand(op.outputs[0])])
+
+
+@maps("STRIDED_SLICE")
+def _strided_slice(c: Converter, op: Operator) -> None:
+    o = op.options
+    if o.EllipsisMask() or o.NewAxisMask() or (hasattr(o, "Offset") and o.Offset()):
+        raise _Unsupported("ellipsis, new-axis or offset masks")
+    begin, end, strides = (c.values(i, "slice bound").astype(np.int32) for i in op.inputs[1:4])
+    inputs = [c.operand(op.inputs[0]), c.ints(begin.tolist()), c.ints(end.tolist())]
+    inputs += [c.ints(strides.tolist()), c.i32(o.BeginMask()), c.i32(o.EndMask())]
+    c.add(
+        OperationCode.STRIDED_SLICE,
+        [*inputs, c.i32(o.ShrinkAxisMask())],
+        [c.operand(op.outputs[0])],
+    )
+
+
+@maps("SLICE")
+def _slice(c: Converter, op: Operator) -> None:
+    begin = c.values(op.inputs[1], "begin").astype(np.int32)
+    size = c.values(op.inputs[2], "size").astype(np.int32)
+    inputs = [c.operand(op.inputs[0]), c.ints(begin.tolist()), c.ints(size.tolist())]
+    c.add(OperationCode.SLICE, inputs, [c.operand(op.outputs[0])])
+
+
+@maps("GATHER")
+def _gather(c: Converter, op: Operator) -> None:
+    rank = len(c.tensor(op.inputs[0]).shape)
+    axis = op.options.Axis() % rank if op.options is not None else 0
+    inputs = [c.operand(op.inputs[0]), c.i32(axis), c.operand(op.inputs[1])]
+    c.add(OperationCode.GATHER, inputs, [c.operand(op.outputs[0])])
+
+
+def _resize(code: OperationCode) -> Mapper:
+    def mapper(c: Converter, op: Operator) -> None:
+        height, width = (int(v) for v in c.values(op.inputs[1], "size").reshape(-1))
+        o = op.options
+        flags = [c.boolean(bool(o.AlignCorners())), c.boolean(bool(o.HalfPixelCenters()))]
+        inputs = [c.operand(op.inputs[0]), c.i32(width), c.i32(height), c.boolean(False), *flags]
+        c.add(code, inputs, [c.operand(op.outputs[0])])
+
+    return mapper
+
+
+maps("RESIZE_BILINEAR")(_resize(OperationCode.RESIZE_BILINEAR))
+maps("RESIZE_NEAREST_NEIGHBOR")(_resize(OperationCode.RESIZE_NEAREST_NEIGHBOR))
+
+
+@maps("SPACE_TO_DEPTH", "DEPTH_TO_SPACE")
+def _space_depth(c: Converter, op: Operator) -> None:
+    code = OperationCode[op.name]
+    inputs = [c.operand(op.inputs[0]), c.i32(op.options.BlockSize()), c.boolean(False)]
+    c.add(code, inputs, [c.operand(op.outputs[0])])
+
+
+@maps("BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND")
+def _batch_space(c: Converter, op: Operator) -> None:
+    block = c.values(op.inputs[1], "block shape").astype(np.int32)
+    inputs = [c.operand(op.inputs[0]), c.ints(block.tolist())]
+    if op.name == "SPACE_TO_BATCH_ND":
+        pads = c.values(op.inputs[2], "paddings").astype(np.int32)
+        inputs.append(c.constant(OperandCode.TENSOR_INT32, pads, pads.shape))
+    c.add(OperationCode[op.name], [*inputs, c.boolean(False)], [c.operand(op.outputs[0])])
+
+
+@maps("ARG_MAX", "ARG_MIN")
+def _arg(c: Converter, op: Operator) -> None:
+    rank = len(c.tensor(op.inputs[0]).shape)
+    (axis,) = _axes(c, op.inputs[1], rank)
+    out = c.operand(
+        op.outputs[0], OperandType(OperandCode.TENSOR_INT32, c.tensor(op.outputs[0]).shape)
+    )
+    code = OperationCode.ARGMAX if op.name == "ARG_MAX" else OperationCode.ARGMIN
+    c.add(code, [c.operand(op.inputs[0]), c.i32(axis)], [out])
+
+
+@maps("SPLIT")
+def _split(c: Converter, op: Operator) -> None:
+    x = op.inputs[1]
+    rank = len(c.tensor(x).shape)
+    (axis,) = _axes(c, op.inputs[0], rank)
+    inputs = [c.operand(x), c.i32(axis), c.i32(len(op.outputs))]
+    c.add(OperationCode.SPLIT, inputs, [c.operand(o) for o in op.outputs])
+
+
+@maps("SPLIT_V")
+def _split_v(c: Converter, op: Operator) -> None:
+    """One SLICE per output: NNAPI's SPLIT cuts equal parts only."""
+    x = c.tensor(op.inputs[0])
+    (axis,) = _axes(c, op.inputs[2], len(x.shape))
+    start = 0
+    for output in op.outputs:
+        size = list(c.tensor(output).shape)
+        begin = [0] * len(x.shape)
+        begin[axis] = start
+        start += size[axis]
+        inputs = [c.operand(op.inputs[0]), c.ints(begin), c.ints(size)]
+        c.add(OperationCode.SLICE, inputs, [c.operand(output)])
+
+
+@maps("PACK")
+def _pack(c: Converter, op: Operator) -> None:
+    """Each input reshaped to have the new axis, then one CONCATENATION."""
+    out = c.tensor(op.outputs[0])
+    axis = op.options.Axis() % len(out.shape)
+    pieces = []
+    for i in op.inputs:
+        t = c.tensor(i)
+        shape = (*t.shape[:axis], 1, *t.shape[axis:])
+        piece = c.model.add_operand(
+            OperandType(
+                c.operand_type(t).code, shape, c.operand_type(t).scale, c.operand_type(t).zero_point
+            )
+        )
+        c.add(OperationCode.RESHAPE, [c.operand(i), c.ints(shape)], [piece])
+        pieces.append(piece)
+    c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [c.operand(op.outputs[0])])
+
+
+@maps("TILE")
+def _tile(c: Converter, op: Operator) -> None:
+    inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
+    c.add(OperationCode.TILE, inputs, [c.operand(op.outputs[0])])
+
+
+@maps("SELECT", "SELECT_V2")
+def _select(c: Converter, op: Operator) -> None:
+    out = c.tensor(op.outputs[0])
+    inputs = []
+    for i in op.inputs:
+        t = c.tensor(i)
+        if t.shape == out.shape:
+            inputs.append(c.operand(i))
+            continue
+        # SELECT_V2 broadcasts; NNAPI's SELECT does not: tile the input to the output's shape.
+        padded = (1,) * (len(out.shape) - len(t.shape)) + t.shape
+        reshaped = c.model.add_operand(OperandType(c.operand_type(t).code, padded,
+                                                   c.operand_type(t).scale, c.operand_type(t).zero_point))  # fmt: skip
+        c.add(OperationCode.RESHAPE, [c.operand(i), c.ints(padded)], [reshaped])
+        multiples = [o // p for o, p in zip(out.shape, padded)]
+        tiled = c.model.add_operand(OperandType(c.operand_type(t).code, out.shape,
+                                                c.operand_type(t).scale, c.operand_type(t).zero_point))  # fmt: skip
+        c.add(OperationCode.TILE, [reshaped, c.ints(multiples)], [tiled])
+        inputs.append(tiled)
+    c.add(OperationCode.SELECT, inputs, [c.operand(op.outputs[0])])
+
+
+@maps("LOCAL_RESPONSE_NORMALIZATION")
+def _lrn(c: Converter, op: Operator) -> None:
+    o = op.options
+    inputs = [c.operand(op.inputs[0]), c.i32(o.Radius()), c.f32(o.Bias()), c.f32(o.Alpha())]
+    c.add(
+        OperationCode.LOCAL_RESPONSE_NORMALIZATION,
+        [*inputs, c.f32(o.Beta())],
+        [c.operand(op.outputs[0])],
+    )
+
+
+# -- the model's face -------------------------------------------------------------------------
+
+
+def describe(graph: Subgraph, indices: Sequence[int]) -> list[TensorInfo]:
+    infos = []
+    for i in indices:
+        t = graph.tensors[i]
+        scale = float(t.scales[0]) if t.scales is not None and t.scales.size == 1 else 0.0
+        zero_point = (
+            int(t.zero_points[0]) if t.zero_points is not None and t.zero_points.size == 1 else 0
+        )
+        infos.append(
+            TensorInfo(t.name, t.shape, t.dtype or np.dtype(np.float32), scale, zero_point)
+        )
+    return infos
+
+
+def convert(flat: FlatModel) -> tuple[Model, list[TensorInfo], list[TensorInfo]]:
+    """The main subgraph as a finished model, with its inputs and outputs described."""
+    graph = flat.subgraphs[0]
+    model = Converter(graph).convert()
+    return model, describe(graph, graph.inputs), describe(graph, graph.outputs)

@@ -1,0 +1,529 @@
+"""nnburst.tflite: TFLite models converted to NNAPI operations, checked against LiteRT.
+
+Each synthetic model is one operator (or a few) built with the schema's object
+API; LiteRT runs the same bytes and its outputs are the expected ones.  Float
+outputs must match within the CTS's relaxed tolerance, quantized ones within 1.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nnburst as nn
+from nnburst import tflite
+from nnburst.errors import BadDataError
+from nnburst.service import remote
+
+from .peers import REPO
+from .test_service import healthy_service
+
+pytest.importorskip(
+    "ai_edge_litert", reason="LiteRT (pip install 'nnburst[litert]') is the reference"
+)
+
+from .tflite_builder import Tensor, graph, run_litert, schema, single_op
+
+RNG = np.random.default_rng(7)
+F32 = np.float32
+ACT = schema.ActivationFunctionType
+
+
+def rand(*shape: int, lo: float = -2, hi: float = 2) -> np.ndarray:
+    return RNG.uniform(lo, hi, shape).astype(F32)
+
+
+def options(cls: Any, **fields: Any) -> Any:
+    o = cls()
+    for name, value in fields.items():
+        setattr(o, name, value)
+    return o
+
+
+def conv_options(
+    padding: int = schema.Padding.SAME, stride: int = 1, act: int = ACT.NONE, dilation: int = 1
+) -> Any:
+    return options(
+        schema.Conv2DOptionsT, padding=padding, strideW=stride, strideH=stride,
+        fusedActivationFunction=act, dilationWFactor=dilation, dilationHFactor=dilation,
+    )  # fmt: skip
+
+
+def compare(model: bytes, inputs: list[np.ndarray], quantized: bool = False, **runner: Any) -> None:
+    want = run_litert(model, inputs)
+    with tflite.Runner(model, cache_dir=None, **runner) as run:
+        got = run(*inputs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        if quantized:
+            assert np.abs(g.astype(np.int32) - w.astype(np.int32)).max(initial=0) <= 1
+        elif w.dtype == np.bool_ or np.issubdtype(w.dtype, np.integer):
+            np.testing.assert_array_equal(g, w.astype(g.dtype))
+        else:
+            np.testing.assert_allclose(g, w, rtol=5e-3, atol=5e-3)  # CTS relaxed float32
+
+
+# -- one operator each ------------------------------------------------------------------------
+
+x4 = Tensor((1, 6, 6, 3), F32)
+
+
+def _conv_case(
+    padding: int, stride: int, act: int, dilation: int = 1
+) -> tuple[bytes, list[np.ndarray]]:
+    w = Tensor((4, 3, 3, 3), F32, rand(4, 3, 3, 3))
+    b = Tensor((4,), F32, rand(4))
+    out_size = {
+        schema.Padding.SAME: -(-6 // stride),
+        schema.Padding.VALID: (6 - 2 * dilation - 1) // stride + 1,
+    }[padding]
+    out = Tensor((1, out_size, out_size, 4), F32)
+    return single_op("CONV_2D", [x4, w, b], [out], conv_options(padding, stride, act, dilation)), [
+        rand(1, 6, 6, 3)
+    ]
+
+
+def _depthwise_case(multiplier: int) -> tuple[bytes, list[np.ndarray]]:
+    w = Tensor((1, 3, 3, 3 * multiplier), F32, rand(1, 3, 3, 3 * multiplier))
+    o = options(schema.DepthwiseConv2DOptionsT, padding=schema.Padding.VALID, strideW=1, strideH=1,
+                depthMultiplier=multiplier, fusedActivationFunction=ACT.RELU6,
+                dilationWFactor=1, dilationHFactor=1)  # fmt: skip
+    b = Tensor((3 * multiplier,), F32, rand(3 * multiplier))
+    return single_op(
+        "DEPTHWISE_CONV_2D", [x4, w, b], [Tensor((1, 4, 4, 3 * multiplier), F32)], o
+    ), [rand(1, 6, 6, 3)]
+
+
+def _binary_case(
+    op: str, cls: Any, act: int, shape_b: tuple[int, ...] = (1, 2, 2, 3)
+) -> tuple[bytes, list[np.ndarray]]:
+    a, b = Tensor((1, 2, 2, 3), F32), Tensor(shape_b, F32)
+    model = single_op(
+        op, [a, b], [Tensor((1, 2, 2, 3), F32)], options(cls, fusedActivationFunction=act)
+    )
+    lo = 0.5 if op == "DIV" else -2
+    return model, [rand(1, 2, 2, 3), rand(*shape_b, lo=lo)]
+
+
+def _pool_case(op: str, padding: int) -> tuple[bytes, list[np.ndarray]]:
+    o = options(schema.Pool2DOptionsT, padding=padding, strideW=2, strideH=2, filterWidth=2, filterHeight=2,
+                fusedActivationFunction=ACT.NONE)  # fmt: skip
+    return single_op(op, [Tensor((1, 6, 6, 3), F32)], [Tensor((1, 3, 3, 3), F32)], o), [
+        rand(1, 6, 6, 3)
+    ]
+
+
+def _unary_case(op: str, lo: float = -2, hi: float = 2) -> tuple[bytes, list[np.ndarray]]:
+    return single_op(op, [Tensor((2, 5), F32)], [Tensor((2, 5), F32)]), [rand(2, 5, lo=lo, hi=hi)]
+
+
+def _const(values: Any, dtype: Any = np.int32) -> Tensor:
+    array = np.asarray(values, dtype)
+    return Tensor(array.shape, dtype, array)
+
+
+CASES: dict[str, Callable[[], tuple[bytes, list[np.ndarray]]]] = {
+    "conv same relu": lambda: _conv_case(schema.Padding.SAME, 1, ACT.RELU),
+    "conv valid stride 2 relu6": lambda: _conv_case(schema.Padding.VALID, 2, ACT.RELU6),
+    "conv dilated": lambda: _conv_case(schema.Padding.VALID, 1, ACT.NONE, dilation=2),
+    "conv same stride 2 relu-1": lambda: _conv_case(schema.Padding.SAME, 2, ACT.RELU_N1_TO_1),
+    "depthwise x1": lambda: _depthwise_case(1),
+    "depthwise x2": lambda: _depthwise_case(2),
+    "add relu": lambda: _binary_case("ADD", schema.AddOptionsT, ACT.RELU),
+    "add broadcast": lambda: _binary_case("ADD", schema.AddOptionsT, ACT.NONE, (3,)),
+    "sub": lambda: _binary_case("SUB", schema.SubOptionsT, ACT.NONE),
+    "mul relu6": lambda: _binary_case("MUL", schema.MulOptionsT, ACT.RELU6),
+    "div": lambda: _binary_case("DIV", schema.DivOptionsT, ACT.NONE),
+    "max pool same": lambda: _pool_case("MAX_POOL_2D", schema.Padding.SAME),
+    "average pool valid": lambda: _pool_case("AVERAGE_POOL_2D", schema.Padding.VALID),
+    "logistic": lambda: _unary_case("LOGISTIC"),
+    "tanh": lambda: _unary_case("TANH"),
+    "relu": lambda: _unary_case("RELU"),
+    "relu6": lambda: _unary_case("RELU6", -8, 8),
+    "exp": lambda: _unary_case("EXP"),
+    "abs": lambda: _unary_case("ABS"),
+    "sqrt": lambda: _unary_case("SQRT", 0.1, 4),
+    "rsqrt": lambda: _unary_case("RSQRT", 0.1, 4),
+    "hard swish": lambda: _unary_case("HARD_SWISH", -5, 5),
+    "leaky relu": lambda: (
+        single_op(
+            "LEAKY_RELU",
+            [Tensor((2, 5), F32)],
+            [Tensor((2, 5), F32)],
+            options(schema.LeakyReluOptionsT, alpha=0.2),
+        ),
+        [rand(2, 5)],
+    ),
+    "fully connected": lambda: (
+        single_op(
+            "FULLY_CONNECTED",
+            [Tensor((2, 8), F32), _const(rand(5, 8), F32), _const(rand(5), F32)],
+            [Tensor((2, 5), F32)],
+            options(schema.FullyConnectedOptionsT, fusedActivationFunction=ACT.RELU),
+        ),
+        [rand(2, 8)],
+    ),  # fmt: skip
+    "fully connected keep dims": lambda: (
+        single_op(
+            "FULLY_CONNECTED",
+            [Tensor((2, 3, 8), F32), _const(rand(5, 8), F32), None],
+            [Tensor((2, 3, 5), F32)],
+            options(schema.FullyConnectedOptionsT, keepNumDims=True),
+        ),
+        [rand(2, 3, 8)],
+    ),  # fmt: skip
+    "softmax": lambda: (
+        single_op(
+            "SOFTMAX",
+            [Tensor((2, 6), F32)],
+            [Tensor((2, 6), F32)],
+            options(schema.SoftmaxOptionsT, beta=0.7),
+        ),
+        [rand(2, 6)],
+    ),
+    "reshape": lambda: (
+        single_op("RESHAPE", [Tensor((2, 6), F32), _const([3, 4])], [Tensor((3, 4), F32)]),
+        [rand(2, 6)],
+    ),
+    "concatenation": lambda: (
+        single_op(
+            "CONCATENATION",
+            [Tensor((1, 2, 3), F32), Tensor((1, 2, 2), F32)],
+            [Tensor((1, 2, 5), F32)],
+            options(schema.ConcatenationOptionsT, axis=-1),
+        ),
+        [rand(1, 2, 3), rand(1, 2, 2)],
+    ),  # fmt: skip
+    "pad": lambda: (
+        single_op(
+            "PAD",
+            [Tensor((1, 2, 2, 1), F32), _const([[0, 0], [1, 1], [0, 2], [0, 0]])],
+            [Tensor((1, 4, 4, 1), F32)],
+        ),
+        [rand(1, 2, 2, 1)],
+    ),
+    "mean keep dims": lambda: (
+        single_op(
+            "MEAN",
+            [Tensor((1, 3, 4, 2), F32), _const([1, 2])],
+            [Tensor((1, 1, 1, 2), F32)],
+            options(schema.ReducerOptionsT, keepDims=True),
+        ),
+        [rand(1, 3, 4, 2)],
+    ),  # fmt: skip
+    "reduce max": lambda: (
+        single_op(
+            "REDUCE_MAX",
+            [Tensor((3, 4), F32), _const([1])],
+            [Tensor((3,), F32)],
+            options(schema.ReducerOptionsT),
+        ),
+        [rand(3, 4)],
+    ),
+    "transpose": lambda: (
+        single_op(
+            "TRANSPOSE", [Tensor((2, 3, 4), F32), _const([2, 0, 1])], [Tensor((4, 2, 3), F32)]
+        ),
+        [rand(2, 3, 4)],
+    ),
+    "squeeze": lambda: (
+        single_op(
+            "SQUEEZE",
+            [Tensor((1, 3, 1, 2), F32)],
+            [Tensor((3, 2), F32)],
+            options(schema.SqueezeOptionsT, squeezeDims=[0, 2]),
+        ),
+        [rand(1, 3, 1, 2)],
+    ),
+    "strided slice": lambda: (
+        single_op(
+            "STRIDED_SLICE",
+            [Tensor((4, 6), F32), _const([1, 0]), _const([4, 6]), _const([2, 2])],
+            [Tensor((2, 3), F32)],
+            options(schema.StridedSliceOptionsT),
+        ),
+        [rand(4, 6)],
+    ),  # fmt: skip
+    "slice": lambda: (
+        single_op(
+            "SLICE", [Tensor((4, 6), F32), _const([1, 2]), _const([2, 3])], [Tensor((2, 3), F32)]
+        ),
+        [rand(4, 6)],
+    ),
+    "gather": lambda: (
+        single_op(
+            "GATHER",
+            [Tensor((5, 3), F32), _const([4, 0, 2])],
+            [Tensor((3, 3), F32)],
+            options(schema.GatherOptionsT, axis=0),
+        ),
+        [rand(5, 3)],
+    ),
+    "resize bilinear half pixel": lambda: (
+        single_op(
+            "RESIZE_BILINEAR",
+            [Tensor((1, 3, 3, 2), F32), _const([5, 6])],
+            [Tensor((1, 5, 6, 2), F32)],
+            options(schema.ResizeBilinearOptionsT, halfPixelCenters=True),
+        ),
+        [rand(1, 3, 3, 2)],
+    ),  # fmt: skip
+    "resize nearest align corners": lambda: (
+        single_op(
+            "RESIZE_NEAREST_NEIGHBOR",
+            [Tensor((1, 3, 3, 2), F32), _const([6, 6])],
+            [Tensor((1, 6, 6, 2), F32)],
+            options(schema.ResizeNearestNeighborOptionsT, alignCorners=True),
+        ),
+        [rand(1, 3, 3, 2)],
+    ),  # fmt: skip
+    "maximum": lambda: (
+        single_op("MAXIMUM", [Tensor((2, 3), F32), Tensor((2, 3), F32)], [Tensor((2, 3), F32)]),
+        [rand(2, 3), rand(2, 3)],
+    ),
+    "split": lambda: (
+        single_op(
+            "SPLIT",
+            [_const(1), Tensor((2, 6), F32)],
+            [Tensor((2, 3), F32), Tensor((2, 3), F32)],
+            options(schema.SplitOptionsT, numSplits=2),
+        ),
+        [rand(2, 6)],
+    ),  # fmt: skip
+    "split v": lambda: (
+        single_op(
+            "SPLIT_V",
+            [Tensor((2, 6), F32), _const([1, 5]), _const(1)],
+            [Tensor((2, 1), F32), Tensor((2, 5), F32)],
+            options(schema.SplitVOptionsT, numSplits=2),
+        ),
+        [rand(2, 6)],
+    ),  # fmt: skip
+    "pack": lambda: (
+        single_op(
+            "PACK",
+            [Tensor((2, 3), F32), Tensor((2, 3), F32)],
+            [Tensor((2, 2, 3), F32)],
+            options(schema.PackOptionsT, valuesCount=2, axis=1),
+        ),
+        [rand(2, 3), rand(2, 3)],
+    ),  # fmt: skip
+    "arg max": lambda: (
+        single_op(
+            "ARG_MAX",
+            [Tensor((3, 5), F32), _const([1])],
+            [Tensor((3,), np.int32)],
+            options(schema.ArgMaxOptionsT, outputType=schema.TensorType.INT32),
+        ),
+        [rand(3, 5)],
+    ),  # fmt: skip
+    "transpose conv": lambda: (
+        single_op(
+            "TRANSPOSE_CONV",
+            [_const([1, 6, 6, 2]), _const(rand(2, 3, 3, 3), F32), Tensor((1, 3, 3, 3), F32)],
+            [Tensor((1, 6, 6, 2), F32)],
+            options(
+                schema.TransposeConvOptionsT, padding=schema.Padding.SAME, strideW=2, strideH=2
+            ),
+        ),
+        [rand(1, 3, 3, 3)],
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_operator_matches_litert(case: str) -> None:
+    model, inputs = CASES[case]()
+    compare(model, inputs)
+
+
+def test_fp16_weights_are_dequantized_once_at_load() -> None:
+    """A float model with fp16 weights: a DEQUANTIZE per weight, folded into float32 constants."""
+    weights = rand(4, 3, 3, 3).astype(np.float16)
+    tensors = [
+        Tensor((1, 6, 6, 3), F32),
+        Tensor(weights.shape, np.float16, weights),
+        Tensor(weights.shape, F32),
+        Tensor((4,), F32, rand(4)),
+        Tensor((1, 6, 6, 4), F32),
+    ]
+    model = graph(
+        tensors,
+        [("DEQUANTIZE", [1], [2], None), ("CONV_2D", [0, 2, 3], [4], conv_options())],
+        [0],
+        [4],
+    )
+    loaded = tflite.load(model)
+    ops = [op.code for op in loaded.model.hal_model.main.operations]
+    assert ops == [nn.OperationCode.CONV_2D]  # no DEQUANTIZE left to run
+    compare(model, [rand(1, 6, 6, 3)])
+
+
+def test_uint8_quantized_conv_within_one() -> None:
+    x = Tensor((1, 5, 5, 2), np.uint8, scale=0.05, zero_point=128)
+    w = Tensor(
+        (3, 3, 3, 2),
+        np.uint8,
+        RNG.integers(0, 256, (3, 3, 3, 2), dtype=np.uint8),
+        scale=0.01,
+        zero_point=120,
+    )
+    b = Tensor(
+        (3,), np.int32, RNG.integers(-500, 500, 3, dtype=np.int32), scale=0.05 * 0.01, zero_point=0
+    )
+    out = Tensor((1, 5, 5, 3), np.uint8, scale=0.1, zero_point=100)
+    model = single_op("CONV_2D", [x, w, b], [out], conv_options(act=ACT.RELU))
+    compare(model, [RNG.integers(0, 256, (1, 5, 5, 2), dtype=np.uint8)], quantized=True)
+
+
+def test_int8_per_channel_conv_within_one() -> None:
+    scales = [0.01, 0.02, 0.015]
+    x = Tensor((1, 5, 5, 2), np.int8, scale=0.05, zero_point=-3)
+    w = Tensor(
+        (3, 3, 3, 2),
+        np.int8,
+        RNG.integers(-127, 128, (3, 3, 3, 2), dtype=np.int8),
+        scale=scales,
+        zero_point=[0, 0, 0],
+    )
+    b = Tensor(
+        (3,),
+        np.int32,
+        RNG.integers(-500, 500, 3, dtype=np.int32),
+        scale=[0.05 * s for s in scales],
+        zero_point=[0, 0, 0],
+    )
+    out = Tensor((1, 5, 5, 3), np.int8, scale=0.1, zero_point=5)
+    model = single_op("CONV_2D", [x, w, b], [out], conv_options())
+    compare(model, [RNG.integers(-128, 128, (1, 5, 5, 2), dtype=np.int8)], quantized=True)
+
+
+def test_quantize_and_dequantize_round_trip() -> None:
+    tensors = [
+        Tensor((2, 4), F32),
+        Tensor((2, 4), np.int8, scale=0.02, zero_point=1),
+        Tensor((2, 4), F32),
+    ]
+    model = graph(tensors, [("QUANTIZE", [0], [1], None), ("DEQUANTIZE", [1], [2], None)], [0], [2])
+    compare(model, [rand(2, 4)])
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    yield from healthy_service(str(tmp_path_factory.mktemp("svc") / "driver.sock"), args=())
+
+
+@pytest.fixture
+def services_env(service: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    remote.disconnect_all()
+    monkeypatch.setenv("NNBURST_SERVICES", service.path)
+    yield service.path
+    remote.disconnect_all()
+
+
+def test_a_chain_runs_on_a_service_device_through_a_burst(services_env) -> None:
+    tensors = [
+        Tensor((1, 6, 6, 3), F32),
+        Tensor((4, 3, 3, 3), F32, rand(4, 3, 3, 3)),
+        Tensor((4,), F32, rand(4)),
+        Tensor((1, 6, 6, 4), F32),
+        Tensor((1, 3, 3, 4), F32),
+    ]
+    pool = options(
+        schema.Pool2DOptionsT,
+        padding=schema.Padding.VALID,
+        strideW=2,
+        strideH=2,
+        filterWidth=2,
+        filterHeight=2,
+    )
+    model = graph(
+        tensors,
+        [("CONV_2D", [0, 1, 2], [3], conv_options(act=ACT.RELU)), ("MAX_POOL_2D", [3], [4], pool)],
+        [0],
+        [4],
+    )
+    compare(model, [rand(1, 6, 6, 3)], device="nnburst-sample-all")
+
+
+# -- what cannot be run -----------------------------------------------------------------------
+
+
+def test_unsupported_operators_are_all_listed_with_counts() -> None:
+    tensors = [Tensor((4,), F32), Tensor((4,), F32), Tensor((4,), F32), Tensor((4,), F32)]
+    ops = [
+        ("CUMSUM", [0, 0], [1], None),  # a builtin nnburst does not map
+        ("CUMSUM", [1, 1], [2], None),
+        ("RELU", [2], [3], None),
+    ]
+    model = graph(tensors, ops, [0], [3])
+    with pytest.raises(tflite.UnsupportedModelError) as info:
+        tflite.load(model)
+    assert info.value.unsupported == {"CUMSUM": 2}
+    assert "CUMSUM ×2" in str(info.value)
+
+
+def test_a_fused_activation_litert_would_ignore_is_refused() -> None:
+    model, _ = _conv_case(schema.Padding.SAME, 1, ACT.TANH)
+    with pytest.raises(tflite.UnsupportedModelError, match="CONV_2D \\(fused activation 4\\)"):
+        tflite.load(model)
+
+
+def test_not_a_tflite_file_is_bad_data(tmp_path) -> None:
+    with pytest.raises(BadDataError, match="not a TensorFlow Lite model"):
+        tflite.load(b"\x00" * 64)
+    with pytest.raises(BadDataError, match="cannot read"):
+        tflite.load(tmp_path / "missing.tflite")
+    model, _ = CASES["relu"]()
+    with pytest.raises(BadDataError, match="malformed"):
+        tflite.load(model[: len(model) // 2])
+
+
+def test_runner_checks_its_inputs() -> None:
+    model, inputs = CASES["add relu"]()
+    with tflite.Runner(model, cache_dir=None) as run:
+        assert [i.shape for i in run.inputs] == [(1, 2, 2, 3), (1, 2, 2, 3)]
+        with pytest.raises(BadDataError, match="takes 2 inputs"):
+            run(inputs[0])
+        with pytest.raises(BadDataError, match="expected shape"):
+            run(inputs[0], np.zeros((2, 2), F32))
+        first = run(*inputs)
+        again = run(*inputs)
+        np.testing.assert_array_equal(first[0], again[0])
+
+
+def test_the_compilation_is_cached_by_the_files_digest(tmp_path) -> None:
+    model, inputs = CASES["conv same relu"]()
+    for _ in range(2):
+        with tflite.Runner(model, cache_dir=tmp_path) as run:
+            run(*inputs)
+    assert any(tmp_path.iterdir())
+
+
+def test_nnburst_run_prints_shapes_and_checksums(tmp_path) -> None:
+    model, inputs = CASES["add relu"]()
+    path = tmp_path / "add.tflite"
+    path.write_bytes(model)
+    files = []
+    for i, value in enumerate(inputs):
+        files += ["--input", str(tmp_path / f"in{i}.npy")]
+        np.save(tmp_path / f"in{i}.npy", value)
+    result = subprocess.run(
+        [sys.executable, "-m", "nnburst", "run", str(path), *files],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    want = run_litert(model, inputs)[0]
+    assert "[1, 2, 2, 3] float32" in result.stdout
+    assert f"sum {float(want.astype(np.float64).sum()):.6g}" in result.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "nnburst", "run", str(tmp_path / "in0.npy")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 1 and "not a TensorFlow Lite model" in bad.stderr

@@ -1,0 +1,338 @@
+"""Small synthetic ``.tflite`` models, built in memory, for the importer tests.
+
+A TFLite importer has to be tested on exact, tiny models: one operator with
+chosen options, one quantization layout, one omitted optional input.  Real
+models never cover a case on purpose, and a converter is far too heavy to run
+in a unit test, so this module writes the flatbuffer directly with the object
+API of LiteRT's own schema bindings (``ai_edge_litert.schema_py_generated``),
+and ``run_litert`` runs the result on LiteRT, which makes each model its own
+reference answer.
+
+* ``single_op(op, inputs, outputs, options)``: one operator, the usual case;
+* ``graph(tensors, operators, inputs, outputs)``: several operators over one
+  list of tensors;
+* ``run_litert(model, inputs)``: LiteRT's outputs for those inputs.
+
+The layout follows what the TFLite converter writes, because an importer may
+rely on it: buffer 0 is the empty sentinel, every constant has its own buffer
+(data 16-byte aligned, little-endian), ``deprecated_builtin_code`` is
+``min(code, 127)`` next to the real ``builtin_code``, and the file carries the
+``TFL3`` identifier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import flatbuffers
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+__all__ = [
+    "OPTIONAL",
+    "Tensor",
+    "graph",
+    "options_type",
+    "run_litert",
+    "schema",
+    "single_op",
+]
+
+# The index the schema uses for an omitted optional operator input.
+OPTIONAL = -1
+
+# TFLite schema version (Model.version) and file identifier the converter writes.
+SCHEMA_VERSION = 3
+FILE_IDENTIFIER = b"TFL3"
+
+# deprecated_builtin_code is an int8: codes past it read 127 there
+# (PLACEHOLDER_FOR_GREATER_OP_CODES) and only builtin_code holds the real one.
+_DEPRECATED_CODE_LIMIT = schema.BuiltinOperator.PLACEHOLDER_FOR_GREATER_OP_CODES
+
+# Constant data starts on a 16-byte boundary, as the converter aligns it,
+# so an importer may view it in place with any element type.
+_BUFFER_ALIGNMENT = 16
+
+_TENSOR_TYPES: dict[np.dtype[Any], int] = {
+    np.dtype(np.float32): schema.TensorType.FLOAT32,
+    np.dtype(np.float16): schema.TensorType.FLOAT16,
+    np.dtype(np.int32): schema.TensorType.INT32,
+    np.dtype(np.uint8): schema.TensorType.UINT8,
+    np.dtype(np.int8): schema.TensorType.INT8,
+    np.dtype(np.int64): schema.TensorType.INT64,
+    np.dtype(np.bool_): schema.TensorType.BOOL,
+    np.dtype(np.int16): schema.TensorType.INT16,
+    np.dtype(np.float64): schema.TensorType.FLOAT64,
+}
+
+
+@dataclass
+class Tensor:
+    """One tensor of a test model.
+
+    ``data`` makes it a constant (its own buffer); without it the tensor is a
+    model input or an intermediate.  ``scale``/``zero_point`` add quantization:
+    a scalar or one-element list is per-tensor, a longer list is per-channel
+    along ``quantized_dimension``.  An empty ``name`` becomes ``t<index>`` so
+    LiteRT's messages and the importer's can still say which tensor.
+    """
+
+    shape: tuple[int, ...]
+    dtype: Any
+    data: np.ndarray | None = None
+    scale: float | list[float] | None = None
+    zero_point: int | list[int] | None = None
+    quantized_dimension: int = 0
+    name: str = ""
+
+
+def options_type(options: object) -> tuple[str, int]:
+    """Which union field of Operator an options object goes in, and its type
+    tag: ``Conv2DOptionsT`` -> (``"builtinOptions"``,
+    ``BuiltinOptions.Conv2DOptions``); the StableHLO ones go in
+    ``builtinOptions2``."""
+    cls = type(options).__name__
+    name = cls[:-1] if cls.endswith("T") else cls
+    if hasattr(schema.BuiltinOptions, name):
+        return "builtinOptions", getattr(schema.BuiltinOptions, name)
+    if hasattr(schema.BuiltinOptions2, name):
+        return "builtinOptions2", getattr(schema.BuiltinOptions2, name)
+    raise TypeError(f"{cls} is not a schema options class (no BuiltinOptions.{name})")
+
+
+def single_op(
+    op: str,
+    inputs: Sequence[Tensor | None],
+    outputs: Sequence[Tensor],
+    options: object | None = None,
+    version: int = 1,
+    *,
+    legacy_opcodes: bool = False,
+) -> bytes:
+    """A model of one ``BuiltinOperator.<op>`` operator.
+
+    ``None`` inputs are omitted optional inputs (index -1).  The non-constant
+    inputs are the model inputs, in order; the outputs are the model outputs.
+    A tensor passed twice (``x + x``) is one tensor of the model.
+    ``legacy_opcodes`` writes operator codes as pre-2.4 converters did (see
+    ``graph``).
+    """
+    tensors: list[Tensor] = []
+    index_of: dict[int, int] = {}
+
+    def index(t: Tensor) -> int:
+        if id(t) not in index_of:
+            index_of[id(t)] = len(tensors)
+            tensors.append(t)
+        return index_of[id(t)]
+
+    op_inputs = [OPTIONAL if t is None else index(t) for t in inputs]
+    op_outputs = [index(t) for t in outputs]
+    model_inputs = list(
+        dict.fromkeys(i for i in op_inputs if i != OPTIONAL and tensors[i].data is None)
+    )
+    for t in outputs:
+        if t.data is not None:
+            raise ValueError(f"output {t.name or t.shape} has data: outputs cannot be constants")
+    return _model(
+        tensors,
+        [(op, op_inputs, op_outputs, options, version)],
+        model_inputs,
+        op_outputs,
+        legacy_opcodes,
+    )
+
+
+def graph(
+    tensors: Sequence[Tensor],
+    operators: Sequence[tuple[Any, ...]],
+    inputs: Sequence[int],
+    outputs: Sequence[int],
+    *,
+    legacy_opcodes: bool = False,
+) -> bytes:
+    """A one-subgraph model of several operators.
+
+    Each operator is ``(op, input_indices, output_indices, options)``, with an
+    optional fifth element, its version; indices point into ``tensors`` and -1
+    is an omitted optional input.  ``inputs``/``outputs`` are the model's.
+
+    ``legacy_opcodes=True`` leaves ``builtin_code`` at 0 (ADD) with the real
+    code only in ``deprecated_builtin_code``, as older converters wrote it and
+    as real models still ship (mediapipe's face detector): a reader must take
+    ``max(builtin_code, deprecated_builtin_code)``.
+    """
+    ops = []
+    for entry in operators:
+        if len(entry) not in (4, 5):
+            raise ValueError(
+                f"operator entry {entry!r}: want (op, inputs, outputs, options[, version])"
+            )
+        op, op_in, op_out, options = entry[:4]
+        version = entry[4] if len(entry) == 5 else 1
+        ops.append((op, list(op_in), list(op_out), options, version))
+    for i in (*inputs, *outputs, *(j for o in ops for j in (*o[1], *o[2]) if j != OPTIONAL)):
+        if not 0 <= i < len(tensors):
+            raise IndexError(f"tensor index {i} out of range for {len(tensors)} tensors")
+    return _model(list(tensors), ops, list(inputs), list(outputs), legacy_opcodes)
+
+
+def run_litert(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """LiteRT's outputs (copies, in model output order) for ``inputs`` (in
+    model input order), single-threaded so results do not vary by machine.
+    An input whose shape differs from the model's resizes that input first."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_content=bytes(model), num_threads=1)
+    details = interpreter.get_input_details()
+    if len(details) != len(inputs):
+        raise ValueError(f"the model has {len(details)} inputs, got {len(inputs)}")
+    arrays = [np.asarray(x) for x in inputs]
+    for detail, x in zip(details, arrays):
+        if tuple(detail["shape"]) != x.shape:
+            interpreter.resize_tensor_input(detail["index"], list(x.shape))
+    interpreter.allocate_tensors()
+    for detail, x in zip(details, arrays):
+        interpreter.set_tensor(detail["index"], x)
+    interpreter.invoke()
+    return [np.array(interpreter.get_tensor(d["index"])) for d in interpreter.get_output_details()]
+
+
+# --------------------------------------------------------------------------- internals
+
+
+class _AlignedBufferT(schema.BufferT):
+    """A BufferT whose bytes start 16-byte aligned (``BufferT.Pack`` aligns a
+    byte vector only to 4)."""
+
+    def __init__(self, raw: bytes) -> None:
+        super().__init__()
+        self.raw = raw
+
+    def Pack(self, builder: flatbuffers.Builder) -> int:
+        n = len(self.raw)
+        builder.StartVector(1, n, _BUFFER_ALIGNMENT)
+        builder.head -= n
+        builder.Bytes[builder.head : builder.head + n] = self.raw
+        data = builder.EndVector()
+        schema.BufferStart(builder)
+        schema.BufferAddData(builder, data)
+        return schema.BufferEnd(builder)
+
+
+def _dtype(t: Tensor) -> np.dtype[Any]:
+    dtype = np.dtype(t.dtype)
+    if dtype not in _TENSOR_TYPES:
+        raise TypeError(f"tensor {t.name or t.shape}: no TFLite type for {dtype}")
+    return dtype
+
+
+def _raw_bytes(t: Tensor) -> bytes:
+    """The constant's bytes, little-endian, row-major; checks its shape."""
+    dtype = _dtype(t)
+    data = np.asarray(t.data)
+    if data.size != int(np.prod(t.shape, dtype=np.int64)):
+        raise ValueError(f"tensor {t.name or t.shape}: data has shape {data.shape}, not {t.shape}")
+    if data.dtype != dtype and not np.can_cast(data.dtype, dtype, casting="same_kind"):
+        raise TypeError(f"tensor {t.name or t.shape}: data is {data.dtype}, tensor is {dtype}")
+    return np.ascontiguousarray(data.reshape(t.shape), dtype=dtype.newbyteorder("<")).tobytes()
+
+
+def _quantization(t: Tensor) -> schema.QuantizationParametersT | None:
+    if t.scale is None:
+        if t.zero_point is not None:
+            raise ValueError(f"tensor {t.name or t.shape}: zero_point without scale")
+        return None
+    scales = [float(s) for s in np.atleast_1d(t.scale)]
+    if t.zero_point is None:
+        zero_points = [0] * len(scales)
+    else:
+        zero_points = [int(z) for z in np.atleast_1d(t.zero_point)]
+    if len(zero_points) != len(scales):
+        raise ValueError(
+            f"tensor {t.name or t.shape}: {len(scales)} scales but {len(zero_points)} zero points"
+        )
+    if len(scales) > 1:
+        axis = t.quantized_dimension
+        if not 0 <= axis < len(t.shape) or t.shape[axis] != len(scales):
+            raise ValueError(
+                f"tensor {t.name or t.shape}: {len(scales)} per-channel scales do not fit "
+                f"dimension {axis} of shape {t.shape}"
+            )
+    q = schema.QuantizationParametersT()
+    q.scale = scales
+    q.zeroPoint = zero_points
+    q.quantizedDimension = t.quantized_dimension
+    return q
+
+
+def _builtin_code(op: str) -> int:
+    code = getattr(schema.BuiltinOperator, op, None)
+    if not isinstance(code, int):
+        raise ValueError(f"no BuiltinOperator.{op}")
+    return code
+
+
+def _model(
+    tensors: list[Tensor],
+    ops: list[tuple[str, list[int], list[int], object | None, int]],
+    inputs: list[int],
+    outputs: list[int],
+    legacy_opcodes: bool = False,
+) -> bytes:
+    buffers: list[schema.BufferT] = [schema.BufferT()]  # buffer 0: the empty sentinel
+    tensor_ts = []
+    for i, t in enumerate(tensors):
+        tt = schema.TensorT()
+        tt.shape = [int(d) for d in t.shape]
+        tt.type = _TENSOR_TYPES[_dtype(t)]
+        tt.name = t.name or f"t{i}"
+        tt.quantization = _quantization(t)
+        if t.data is not None:
+            tt.buffer = len(buffers)
+            buffers.append(_AlignedBufferT(_raw_bytes(t)))
+        tensor_ts.append(tt)
+
+    codes: list[schema.OperatorCodeT] = []
+    code_index: dict[tuple[int, int], int] = {}
+    operator_ts = []
+    for op, op_in, op_out, options, version in ops:
+        code = _builtin_code(op)
+        if (code, version) not in code_index:
+            oc = schema.OperatorCodeT()
+            if legacy_opcodes and code > _DEPRECATED_CODE_LIMIT:
+                raise ValueError(f"{op} ({code}) has no legacy (int8) operator code")
+            oc.builtinCode = 0 if legacy_opcodes else code
+            oc.deprecatedBuiltinCode = min(code, _DEPRECATED_CODE_LIMIT)
+            oc.version = version
+            code_index[(code, version)] = len(codes)
+            codes.append(oc)
+        ot = schema.OperatorT()
+        ot.opcodeIndex = code_index[(code, version)]
+        ot.inputs = list(op_in)
+        ot.outputs = list(op_out)
+        if options is not None:
+            field, tag = options_type(options)
+            setattr(ot, field + "Type", tag)
+            setattr(ot, field, options)
+        operator_ts.append(ot)
+
+    subgraph = schema.SubGraphT()
+    subgraph.tensors = tensor_ts
+    subgraph.inputs = list(inputs)
+    subgraph.outputs = list(outputs)
+    subgraph.operators = operator_ts
+    subgraph.name = "main"
+
+    model = schema.ModelT()
+    model.version = SCHEMA_VERSION
+    model.operatorCodes = codes
+    model.subgraphs = [subgraph]
+    model.buffers = buffers
+    model.description = "nnburst tests/tflite_builder.py"
+
+    builder = flatbuffers.Builder(1024)
+    builder.Finish(model.Pack(builder), file_identifier=FILE_IDENTIFIER)
+    return bytes(builder.Output())
