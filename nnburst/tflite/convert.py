@@ -56,15 +56,19 @@ _PADDING = {0: PaddingCode.SAME, 1: PaddingCode.VALID}
 
 
 class Converter:
-    """Builds one :class:`~nnburst.model.Model` from the main subgraph."""
+    """Builds one :class:`~nnburst.model.Model` from one subgraph; the subgraphs an
+    IF or WHILE names become referenced models (converted once each)."""
 
-    def __init__(self, graph: Subgraph) -> None:
-        self.graph = graph
+    def __init__(
+        self, flat: FlatModel, index: int = 0, models: dict[int, Model] | None = None
+    ) -> None:
+        self.flat = flat
+        self.graph = flat.subgraphs[index]
+        self._models = {} if models is None else models
         self.model = Model()
         self._operands: dict[int, int] = {}
         #: tensors replaced by a float32 constant (a DEQUANTIZE of fp16 weights)
         self._folded: dict[int, np.ndarray] = {}
-        self._uses = Counter(i for op in graph.operators for i in op.inputs if i >= 0)
 
     # -- operands --------------------------------------------------------------------------
     def tensor(self, index: int) -> Tensor:
@@ -72,7 +76,7 @@ class Converter:
 
     def operand_type(self, t: Tensor, dtype: np.dtype[Any] | None = None) -> OperandType:
         dtype = dtype or t.dtype
-        shape = t.shape
+        shape = t.shape or (1,)  # NNAPI has no rank-0 tensors: a TFLite scalar is [1]
         if dtype == np.float32:
             return OperandType(OperandCode.TENSOR_FLOAT32, shape)
         if dtype == np.float16:
@@ -116,7 +120,7 @@ class Converter:
                 operand, t.quantized_dimension, t.scales.astype(np.float32).tolist()
             )
         if values is not None:
-            self.model.set_operand_value(operand, values if values.ndim else values.reshape(()))
+            self.model.set_operand_value(operand, values.reshape(operand_type.dimensions or (1,)))
         self._operands[index] = operand
         return operand
 
@@ -152,6 +156,25 @@ class Converter:
     def add(self, code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
         self.model.add_operation(code, list(inputs), list(outputs))
 
+    def subgraph(self, index: int) -> int:
+        """A MODEL operand for subgraph ``index`` (for IF and WHILE)."""
+        if not 0 < index < len(self.flat.subgraphs):
+            raise BadDataError(f"a control-flow operator names subgraph {index}")
+        if index not in self._models:
+            self._models[index] = Converter(self.flat, index, self._models).convert()
+        operand = self.model.add_operand(OperandType(OperandCode.MODEL))
+        self.model.set_operand_value_from_model(operand, self._models[index])
+        return operand
+
+    def condition(self, index: int) -> int:
+        """An IF/WHILE condition as NNAPI wants it: TENSOR_BOOL8 of shape [1]."""
+        t = self.tensor(index)
+        if t.shape in ((), (1,)):
+            return self.operand(index)
+        flat = self.model.add_operand(OperandType(OperandCode.TENSOR_BOOL8, (1,)))
+        self.add(OperationCode.RESHAPE, [self.operand(index), self.ints([1])], [flat])
+        return flat
+
     # -- activations -----------------------------------------------------------------------
     def activation(self, options: Any) -> int:
         """The fuse-code operand for a TFLite fused activation.  LiteRT's kernels apply
@@ -165,7 +188,12 @@ class Converter:
     # -- the graph -------------------------------------------------------------------------
     def convert(self) -> Model:
         unsupported: Counter[str] = Counter()
-        for op in self.graph.operators:
+        operators = (
+            self.graph.operators
+            if self.graph is not self.flat.subgraphs[0]
+            else [op for g in self.flat.subgraphs for op in g.operators]
+        )  # the main subgraph checks them all, so one error lists everything
+        for op in operators:
             why = self._check(op)
             if why:
                 unsupported[why] += 1
@@ -185,10 +213,22 @@ class Converter:
             except _Unsupported as exc:
                 raise UnsupportedModelError(Counter({f"{op.name} ({exc})": 1})) from None
         inputs = [self.operand(i) for i in self.graph.inputs]
-        outputs = [self.operand(i) for i in self.graph.outputs]
+        outputs = [self._output(i) for i in self.graph.outputs]
         self.model.identify_inputs_and_outputs(inputs, outputs)
         self.model.finish()
         return self.model
+
+    def _output(self, index: int) -> int:
+        """An output operand; one that is also an input or a constant (a branch that
+        passes a value through) is copied, since NNAPI outputs are computed operands."""
+        operand = self.operand(index)
+        if index not in self.graph.inputs and self.tensor(index).data is None:
+            return operand
+        copy = self.model.add_operand(self.operand_type(self.tensor(index)))
+        self.add(
+            OperationCode.RESHAPE, [operand, self.ints(self.tensor(index).shape or (1,))], [copy]
+        )
+        return copy
 
     def _check(self, op: Operator) -> str | None:
         if op.name not in MAPPERS:
@@ -403,10 +443,28 @@ def _leaky_relu(c: Converter, op: Operator) -> None:
 @maps("RESHAPE", "SQUEEZE", "EXPAND_DIMS")
 def _reshape(c: Converter, op: Operator) -> None:
     """Every shape is static in a converted model: the target is the output's shape."""
-    shape = c.tensor(op.outputs[0]).shape
-    c.add(
-        OperationCode.RESHAPE, [c.operand(op.inputs[0]), c.ints(shape)], [c.operand(op.outputs[0])]
-    )
+    shape = c.tensor(op.outputs[0]).shape or (1,)
+    x, out = c.operand(op.inputs[0]), c.operand(op.outputs[0])
+    if c.tensor(op.inputs[0]).dtype == np.bool_:
+        _reshape_boolean(c, x, c.tensor(op.inputs[0]).shape or (1,), shape, out)
+        return
+    c.add(OperationCode.RESHAPE, [x, c.ints(shape)], [out])
+
+
+def _reshape_boolean(
+    c: Converter, x: int, source: tuple[int, ...], target: tuple[int, ...], out: int
+) -> None:
+    """NNAPI's RESHAPE takes no booleans; a one-element boolean (a condition, as
+    converters squeeze it before an IF) is reshaped by ops that do: REDUCE_ANY
+    drops axes, LOGICAL_AND with a true of the target's shape adds them."""
+    if np.prod(source) != 1 or np.prod(target) != 1:
+        raise _Unsupported("a boolean tensor of more than one element")
+    if len(source) > len(target):
+        axes = c.ints(list(range(len(target), len(source))))
+        c.add(OperationCode.REDUCE_ANY, [x, axes, c.boolean(False)], [out])
+        return
+    true = c.constant(OperandCode.TENSOR_BOOL8, np.ones(target, np.bool_), target)
+    c.add(OperationCode.LOGICAL_AND, [x, true], [out])
 
 
 @maps("SOFTMAX")
@@ -624,6 +682,30 @@ def _select(c: Converter, op: Operator) -> None:
     c.add(OperationCode.SELECT, inputs, [c.operand(op.outputs[0])])
 
 
+@maps("IF")
+def _if(c: Converter, op: Operator) -> None:
+    o = op.options
+    inputs = [
+        c.condition(op.inputs[0]),
+        c.subgraph(o.ThenSubgraphIndex()),
+        c.subgraph(o.ElseSubgraphIndex()),
+    ]
+    inputs += [c.operand(i) for i in op.inputs[1:]]
+    c.add(OperationCode.IF, inputs, [c.operand(i) for i in op.outputs])
+
+
+@maps("WHILE")
+def _while(c: Converter, op: Operator) -> None:
+    """Every TFLite loop variable is loop-carried: the body returns them all."""
+    o = op.options
+    cond = c.flat.subgraphs[o.CondSubgraphIndex()]
+    if len(cond.outputs) != 1 or cond.tensors[cond.outputs[0]].shape not in ((), (1,)):
+        raise _Unsupported("a condition that is not one boolean")
+    inputs = [c.subgraph(o.CondSubgraphIndex()), c.subgraph(o.BodySubgraphIndex())]
+    inputs += [c.operand(i) for i in op.inputs]
+    c.add(OperationCode.WHILE, inputs, [c.operand(i) for i in op.outputs])
+
+
 @maps("LOCAL_RESPONSE_NORMALIZATION")
 def _lrn(c: Converter, op: Operator) -> None:
     o = op.options
@@ -655,5 +737,5 @@ def describe(graph: Subgraph, indices: Sequence[int]) -> list[TensorInfo]:
 def convert(flat: FlatModel) -> tuple[Model, list[TensorInfo], list[TensorInfo]]:
     """The main subgraph as a finished model, with its inputs and outputs described."""
     graph = flat.subgraphs[0]
-    model = Converter(graph).convert()
+    model = Converter(flat).convert()
     return model, describe(graph, graph.inputs), describe(graph, graph.outputs)
