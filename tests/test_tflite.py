@@ -527,3 +527,31 @@ def test_nnburst_run_prints_shapes_and_checksums(tmp_path) -> None:
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert bad.returncode == 1 and "not a TensorFlow Lite model" in bad.stderr
+
+
+def test_an_activation_after_an_operation_is_fused_into_it() -> None:
+    """ADD then RELU (as BlazeFace's residual blocks): one NNAPI ADD with fuse RELU."""
+    tensors = [
+        Tensor((1, 2, 2, 3), F32),
+        Tensor((1, 2, 2, 3), F32),
+        Tensor((1, 2, 2, 3), F32),
+        Tensor((1, 2, 2, 3), F32),
+    ]
+    model = graph(
+        tensors,
+        [("ADD", [0, 1], [2], options(schema.AddOptionsT)), ("RELU", [2], [3], None)],
+        [0, 1],
+        [3],
+    )
+    operations = tflite.load(model).model.hal_model.main.operations
+    assert [op.code for op in operations] == [nn.OperationCode.ADD]
+    compare(model, [rand(1, 2, 2, 3), rand(1, 2, 2, 3)])
+    # Not when the intermediate is read elsewhere (here: a model output).
+    both = graph(
+        tensors,
+        [("ADD", [0, 1], [2], options(schema.AddOptionsT)), ("RELU", [2], [3], None)],
+        [0, 1],
+        [2, 3],
+    )
+    assert len(tflite.load(both).model.hal_model.main.operations) == 2
+    compare(both, [rand(1, 2, 2, 3), rand(1, 2, 2, 3)])

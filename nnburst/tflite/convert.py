@@ -52,6 +52,12 @@ class TensorInfo:
 # -- TFLite enums (schema values) -------------------------------------------------------------
 
 _ACTIVATIONS = {0: FuseCode.NONE, 1: FuseCode.RELU, 2: FuseCode.RELU1, 3: FuseCode.RELU6}
+_ACTIVATION_OPS = {"RELU": FuseCode.RELU, "RELU_N1_TO_1": FuseCode.RELU1, "RELU6": FuseCode.RELU6}
+#: operators whose NNAPI operation has a fuse operand
+_FUSABLE = frozenset(
+    {"ADD", "SUB", "MUL", "DIV", "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV",
+     "FULLY_CONNECTED", "AVERAGE_POOL_2D", "MAX_POOL_2D", "L2_POOL_2D"}
+)  # fmt: skip
 _PADDING = {0: PaddingCode.SAME, 1: PaddingCode.VALID}
 
 
@@ -69,6 +75,10 @@ class Converter:
         self._operands: dict[int, int] = {}
         #: tensors replaced by a float32 constant (a DEQUANTIZE of fp16 weights)
         self._folded: dict[int, np.ndarray] = {}
+        #: operator index → the fuse code it takes over from the activation after it
+        self._fuse_into: dict[int, FuseCode] = {}
+        self._skip: set[int] = set()  # activations fused into their producer
+        self._current = -1
 
     # -- operands --------------------------------------------------------------------------
     def tensor(self, index: int) -> Tensor:
@@ -183,7 +193,29 @@ class Converter:
         code = options.FusedActivationFunction() if options is not None else 0
         if code not in _ACTIVATIONS:
             raise _Unsupported(f"fused activation {code}")
-        return self.i32(_ACTIVATIONS[code])
+        return self.i32(self._fuse_into.get(self._current, _ACTIVATIONS[code]))
+
+    def _plan_fusions(self) -> None:
+        """A float RELU/RELU6/RELU_N1_TO_1 whose input comes from an operation with a
+        fuse operand (and goes nowhere else) becomes that operation's fused
+        activation: one pass less over the tensor, as a delegate would do."""
+        producer = {o: op for op in self.graph.operators for o in op.outputs}
+        readers = Counter(i for op in self.graph.operators for i in op.inputs if i >= 0)
+        for op in self.graph.operators:
+            fuse = _ACTIVATION_OPS.get(op.name)
+            if fuse is None:
+                continue
+            source = producer.get(op.inputs[0])
+            if source is None or source.name not in _FUSABLE or readers[op.inputs[0]] != 1:
+                continue
+            t = self.tensor(op.inputs[0])
+            options = source.options
+            own = options.FusedActivationFunction() if options is not None else 0
+            if t.dtype != np.float32 or own != 0 or op.inputs[0] in self.graph.outputs:
+                continue
+            self._fuse_into[source.index] = fuse
+            self._skip.add(op.index)
+            self._operands[op.inputs[0]] = self.operand(op.outputs[0])
 
     # -- the graph -------------------------------------------------------------------------
     def convert(self) -> Model:
@@ -205,9 +237,13 @@ class Converter:
         if unsupported:
             raise UnsupportedModelError(unsupported)
         self._fold_fp16_weights()
+        self._plan_fusions()
         for op in self.graph.operators:
-            if op.outputs and all(o in self._folded for o in op.outputs):
+            if op.index in self._skip or (
+                op.outputs and all(o in self._folded for o in op.outputs)
+            ):
                 continue
+            self._current = op.index
             try:
                 MAPPERS[op.name](self, op)
             except _Unsupported as exc:

@@ -108,6 +108,11 @@ def _execute_relu(ctx: ExecutionContext) -> list[np.ndarray]:
     if info.code in QUANT8_ASYMM_CODES:
         lo, hi = fused_activation_bounds(fuse, info)
         return [np.clip(x, lo, hi).astype(out.dtype)]
+    if x.dtype == out.dtype == np.float32:  # one pass, no copies
+        if fuse == FuseCode.RELU:
+            return [np.maximum(x, np.float32(0))]
+        return [np.minimum(np.maximum(x, np.float32(-1 if fuse == FuseCode.RELU1 else 0)),
+                           np.float32(1 if fuse == FuseCode.RELU1 else 6))]  # fmt: skip
     x = x.astype(np.float32)
     if fuse == FuseCode.RELU:
         y = np.maximum(x, np.float32(0))

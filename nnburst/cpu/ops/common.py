@@ -139,6 +139,16 @@ def op_failed(code: Any, message: str) -> NNError:
 MAX_TENSOR_BYTES = 256 << 20
 
 
+def pad_constant(x: np.ndarray, paddings: np.ndarray, value: Any, dtype: Any = None) -> np.ndarray:
+    """``x`` with ``paddings`` ([rank, 2] before/after counts) of ``value`` around it:
+    one filled buffer and one copy (``np.pad`` costs ~100 µs of Python per call)."""
+    before = paddings[:, 0].tolist()
+    shape = tuple(d + int(p.sum()) for d, p in zip(x.shape, paddings))
+    out = np.full(shape, value, dtype=dtype or x.dtype)
+    out[tuple(slice(b, b + d) for b, d in zip(before, x.shape))] = x
+    return out
+
+
 def check_allocation(code: Any, shape: Collection[int], dtype: Any) -> None:
     """Refuse, before allocating, a ``shape`` tensor over :data:`MAX_TENSOR_BYTES`."""
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize

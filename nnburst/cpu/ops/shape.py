@@ -34,6 +34,7 @@ from .common import (
     from_nhwc,
     int_input,
     op_failed,
+    pad_constant,
     require_int_vector,
     require_operand_counts,
     require_operand_rank,
@@ -458,7 +459,7 @@ def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
     paddings = check_paddings(int_input(ctx, 1), x.ndim, ctx.fail)
     check_allocation(ctx.code, [d + int(p.sum()) for d, p in zip(x.shape, paddings)], x.dtype)
     value = _zero_value(ctx.signature.inputs[0])
-    return [np.pad(x, [tuple(p) for p in paddings.tolist()], constant_values=value)]
+    return [pad_constant(x, paddings, value)]
 
 
 # --- MEAN -------------------------------------------------------------------------

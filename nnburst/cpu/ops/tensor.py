@@ -32,6 +32,7 @@ from .common import (
     known_dim,
     normalize_axis,
     op_failed,
+    pad_constant,
     require_dims_like,
     require_int_vector,
     require_operand_counts,
@@ -175,7 +176,7 @@ def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
     if out.code in QUANT8_ASYMM_CODES:
         value = np.asarray(value, dtype=np.int64) & 0xFF  # the reference reads one byte
     pad_value = np.asarray(value).astype(out.dtype)
-    return [np.pad(x, [tuple(p) for p in paddings.tolist()], constant_values=pad_value)]
+    return [pad_constant(x, paddings, pad_value, out.dtype)]
 
 
 # --- SLICE ----------------------------------------------------------------------------
