@@ -7,6 +7,7 @@ outputs must match within the CTS's relaxed tolerance, quantized ones within 1.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -514,8 +515,10 @@ def test_nnburst_run_prints_shapes_and_checksums(tmp_path) -> None:
     for i, value in enumerate(inputs):
         files += ["--input", str(tmp_path / f"in{i}.npy")]
         np.save(tmp_path / f"in{i}.npy", value)
+    home = dict(os.environ, HOME=str(tmp_path))  # the compilation cache goes under it
     result = subprocess.run(
         [sys.executable, "-m", "nnburst", "run", str(path), *files],
+        env=home,
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -524,9 +527,11 @@ def test_nnburst_run_prints_shapes_and_checksums(tmp_path) -> None:
     assert f"sum {float(want.astype(np.float64).sum()):.6g}" in result.stdout
     bad = subprocess.run(
         [sys.executable, "-m", "nnburst", "run", str(tmp_path / "in0.npy")],
+        env=home,
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert bad.returncode == 1 and "not a TensorFlow Lite model" in bad.stderr
+    assert any((tmp_path / ".cache" / "nnburst" / "compilations").iterdir())
 
 
 def test_an_activation_after_an_operation_is_fused_into_it() -> None:
@@ -555,3 +560,99 @@ def test_an_activation_after_an_operation_is_fused_into_it() -> None:
     )
     assert len(tflite.load(both).model.hal_model.main.operations) == 2
     compare(both, [rand(1, 2, 2, 3), rand(1, 2, 2, 3)])
+
+
+def test_while_loops_like_litert() -> None:
+    """WHILE (i < 5): i += 1, x *= 2, with a condition and a body subgraph."""
+    from .tflite_builder import subgraphs
+
+    i32 = np.int32
+    main = (
+        [
+            Tensor((1,), i32, np.array([0], i32)),
+            Tensor((2,), F32),
+            Tensor((1,), i32),
+            Tensor((2,), F32),
+        ],
+        [
+            (
+                "WHILE",
+                [0, 1],
+                [2, 3],
+                options(schema.WhileOptionsT, condSubgraphIndex=1, bodySubgraphIndex=2),
+            )
+        ],
+        [1],
+        [3],
+    )
+    cond = (
+        [
+            Tensor((1,), i32),
+            Tensor((2,), F32),
+            Tensor((1,), i32, np.array([5], i32)),
+            Tensor((1,), np.bool_),
+        ],
+        [("LESS", [0, 2], [3], None)],
+        [0, 1],
+        [3],
+    )
+    body = (
+        [Tensor((1,), i32), Tensor((2,), F32), Tensor((1,), i32, np.array([1], i32)), Tensor((1,), i32),
+         Tensor((1,), F32, np.array([2], F32)), Tensor((2,), F32)],
+        [("ADD", [0, 2], [3], options(schema.AddOptionsT)), ("MUL", [1, 4], [5], options(schema.MulOptionsT))],
+        [0, 1],
+        [3, 5],
+    )  # fmt: skip
+    model = subgraphs([main, cond, body])
+    assert nn.OperationCode.WHILE in [
+        op.code for op in tflite.load(model).model.hal_model.main.operations
+    ]
+    x = np.array([1.5, -3], F32)
+    compare(model, [x])
+    with tflite.Runner(model, cache_dir=None) as run:
+        np.testing.assert_array_equal(run(x)[0], x * 32)
+
+
+def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
+    """A streaming accumulator: CALL_ONCE zeroes a variable, each call adds its
+    input to it and returns the sum.  The runner must agree with one LiteRT
+    interpreter over several calls, and start over after reset()."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from .tflite_builder import RESOURCE, subgraphs
+
+    handle = options(schema.VarHandleOptionsT, sharedName="total")
+    main = (
+        [Tensor((), RESOURCE), Tensor((1, 4), F32), Tensor((1, 4), F32), Tensor((1, 4), F32)],
+        [
+            ("CALL_ONCE", [], [], options(schema.CallOnceOptionsT, initSubgraphIndex=1)),
+            ("VAR_HANDLE", [], [0], handle),
+            ("READ_VARIABLE", [0], [2], None),
+            ("ADD", [2, 1], [3], options(schema.AddOptionsT)),
+            ("ASSIGN_VARIABLE", [0, 3], [], None),
+        ],
+        [1],
+        [3],
+    )
+    init = (
+        [Tensor((), RESOURCE), Tensor((1, 4), F32, np.zeros((1, 4), F32))],
+        [("VAR_HANDLE", [], [0], handle), ("ASSIGN_VARIABLE", [0, 1], [], None)],
+        [],
+        [],
+    )
+    model = subgraphs([main, init])
+    loaded = tflite.load(model)
+    assert [v.name for v in loaded.state] == ["total"] and len(loaded.inputs) == 1
+    reference = Interpreter(model_content=model, num_threads=1)
+    reference.allocate_tensors()
+    steps = [rand(1, 4) for _ in range(3)]
+    with tflite.Runner(loaded, cache_dir=None) as run:
+        for step in steps:
+            reference.set_tensor(reference.get_input_details()[0]["index"], step)
+            reference.invoke()
+            want = reference.get_tensor(reference.get_output_details()[0]["index"])
+            (got,) = run(step)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+        np.testing.assert_allclose(got, sum(steps), rtol=1e-5)
+        run.reset()
+        np.testing.assert_allclose(run(steps[0])[0], steps[0], rtol=1e-6)

@@ -32,13 +32,18 @@ from ai_edge_litert import schema_py_generated as schema
 
 __all__ = [
     "OPTIONAL",
+    "RESOURCE",
     "Tensor",
     "graph",
     "options_type",
     "run_litert",
     "schema",
     "single_op",
+    "subgraphs",
 ]
+
+#: ``Tensor.dtype`` of a resource-variable handle.
+RESOURCE = "resource"
 
 # The index the schema uses for an omitted optional operator input.
 OPTIONAL = -1
@@ -275,61 +280,89 @@ def _builtin_code(op: str) -> int:
     return code
 
 
+Ops = list[tuple[str, list[int], list[int], object | None, int]]
+
+
 def _model(
     tensors: list[Tensor],
-    ops: list[tuple[str, list[int], list[int], object | None, int]],
+    ops: Ops,
     inputs: list[int],
     outputs: list[int],
     legacy_opcodes: bool = False,
 ) -> bytes:
-    buffers: list[schema.BufferT] = [schema.BufferT()]  # buffer 0: the empty sentinel
-    tensor_ts = []
-    for i, t in enumerate(tensors):
-        tt = schema.TensorT()
-        tt.shape = [int(d) for d in t.shape]
-        tt.type = _TENSOR_TYPES[_dtype(t)]
-        tt.name = t.name or f"t{i}"
-        tt.quantization = _quantization(t)
-        if t.data is not None:
-            tt.buffer = len(buffers)
-            buffers.append(_AlignedBufferT(_raw_bytes(t)))
-        tensor_ts.append(tt)
+    return _models([(tensors, ops, inputs, outputs)], legacy_opcodes)
 
+
+def subgraphs(
+    graphs: Sequence[
+        tuple[Sequence[Tensor], Sequence[tuple[Any, ...]], Sequence[int], Sequence[int]]
+    ],
+) -> bytes:
+    """A model of several subgraphs (the first is the main one), each given as
+    ``graph`` takes it: for IF, WHILE and CALL_ONCE, which name subgraphs by index."""
+    return _models(
+        [
+            (list(t), [(*o[:4], o[4] if len(o) == 5 else 1) for o in ops], list(i), list(out))
+            for t, ops, i, out in graphs
+        ]
+    )
+
+
+def _models(
+    graphs: list[tuple[list[Tensor], Ops, list[int], list[int]]], legacy_opcodes: bool = False
+) -> bytes:
+    buffers: list[schema.BufferT] = [schema.BufferT()]  # buffer 0: the empty sentinel
     codes: list[schema.OperatorCodeT] = []
     code_index: dict[tuple[int, int], int] = {}
-    operator_ts = []
-    for op, op_in, op_out, options, version in ops:
-        code = _builtin_code(op)
-        if (code, version) not in code_index:
-            oc = schema.OperatorCodeT()
-            if legacy_opcodes and code > _DEPRECATED_CODE_LIMIT:
-                raise ValueError(f"{op} ({code}) has no legacy (int8) operator code")
-            oc.builtinCode = 0 if legacy_opcodes else code
-            oc.deprecatedBuiltinCode = min(code, _DEPRECATED_CODE_LIMIT)
-            oc.version = version
-            code_index[(code, version)] = len(codes)
-            codes.append(oc)
-        ot = schema.OperatorT()
-        ot.opcodeIndex = code_index[(code, version)]
-        ot.inputs = list(op_in)
-        ot.outputs = list(op_out)
-        if options is not None:
-            field, tag = options_type(options)
-            setattr(ot, field + "Type", tag)
-            setattr(ot, field, options)
-        operator_ts.append(ot)
-
-    subgraph = schema.SubGraphT()
-    subgraph.tensors = tensor_ts
-    subgraph.inputs = list(inputs)
-    subgraph.outputs = list(outputs)
-    subgraph.operators = operator_ts
-    subgraph.name = "main"
+    subgraph_ts = []
+    for number, (tensors, ops, inputs, outputs) in enumerate(graphs):
+        tensor_ts = []
+        for i, t in enumerate(tensors):
+            tt = schema.TensorT()
+            tt.shape = [int(d) for d in t.shape]
+            # RESOURCE: a variable's handle (VAR_HANDLE), a type numpy has no name for.
+            tt.type = (
+                schema.TensorType.RESOURCE if t.dtype == RESOURCE else _TENSOR_TYPES[_dtype(t)]
+            )
+            tt.name = t.name or f"t{i}"
+            tt.quantization = _quantization(t)
+            if t.data is not None:
+                tt.buffer = len(buffers)
+                buffers.append(_AlignedBufferT(_raw_bytes(t)))
+            tensor_ts.append(tt)
+        operator_ts = []
+        for op, op_in, op_out, options, version in ops:
+            code = _builtin_code(op)
+            if (code, version) not in code_index:
+                oc = schema.OperatorCodeT()
+                if legacy_opcodes and code > _DEPRECATED_CODE_LIMIT:
+                    raise ValueError(f"{op} ({code}) has no legacy (int8) operator code")
+                oc.builtinCode = 0 if legacy_opcodes else code
+                oc.deprecatedBuiltinCode = min(code, _DEPRECATED_CODE_LIMIT)
+                oc.version = version
+                code_index[(code, version)] = len(codes)
+                codes.append(oc)
+            ot = schema.OperatorT()
+            ot.opcodeIndex = code_index[(code, version)]
+            ot.inputs = list(op_in)
+            ot.outputs = list(op_out)
+            if options is not None:
+                field, tag = options_type(options)
+                setattr(ot, field + "Type", tag)
+                setattr(ot, field, options)
+            operator_ts.append(ot)
+        subgraph = schema.SubGraphT()
+        subgraph.tensors = tensor_ts
+        subgraph.inputs = list(inputs)
+        subgraph.outputs = list(outputs)
+        subgraph.operators = operator_ts
+        subgraph.name = "main" if number == 0 else f"subgraph{number}"
+        subgraph_ts.append(subgraph)
 
     model = schema.ModelT()
     model.version = SCHEMA_VERSION
     model.operatorCodes = codes
-    model.subgraphs = [subgraph]
+    model.subgraphs = subgraph_ts
     model.buffers = buffers
     model.description = "nnburst tests/tflite_builder.py"
 

@@ -59,6 +59,7 @@ SECTIONS = [
     ("nnburst", "nn.", "Runtime: `import nnburst as nn`"),
     ("nnburst.fmq", "nnburst.fmq.", "Fast Message Queue: `nnburst.fmq`"),
     ("nnburst.hal", "nnburst.hal.", "HAL layer: `nnburst.hal`"),
+    ("nnburst.tflite", "nnburst.tflite.", "TensorFlow Lite models: `nnburst.tflite`"),
 ]
 
 HEADER = """\
@@ -69,9 +70,10 @@ HEADER = """\
      `python tools/gen_api_docs.py`. tests/test_docs.py fails when this file is stale. -->
 
 This page lists every public name of nnburst: the names in `__all__` of
-`nnburst` (the NDK-style runtime), `nnburst.fmq` (the shared-memory queue) and
-`nnburst.hal` (the HAL 1.2 burst layer drivers implement). Anything else is
-internal and may change without notice.
+`nnburst` (the NDK-style runtime), `nnburst.fmq` (the shared-memory queue),
+`nnburst.hal` (the HAL 1.2 burst layer drivers implement) and
+`nnburst.tflite` (TensorFlow Lite models). Anything else is internal and may
+change without notice.
 
 How the NDK maps onto these names: `ANeuralNetworksModel_addOperand` is
 `nn.Model.add_operand`, every `ANEURALNETWORKS_*` constant is a member of an

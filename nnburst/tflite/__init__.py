@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,26 +26,31 @@ from ..devices import Device, get_devices
 from ..errors import BadDataError
 from ..execution import Execution
 from ..model import Model
-from .convert import TensorInfo, UnsupportedModelError, convert
+from .convert import TensorInfo, UnsupportedModelError, Variable, convert
 from .reader import read
 
-__all__ = ["LoadedModel", "Runner", "TensorInfo", "UnsupportedModelError", "load"]
+__all__ = ["LoadedModel", "Runner", "TensorInfo", "UnsupportedModelError", "Variable", "load"]
 
-#: Where a Runner caches compiled models unless told otherwise.
-DEFAULT_CACHE_DIR = (
-    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nnburst" / "compilations"
-)
+#: Where a Runner caches compiled models unless told otherwise (``~`` expanded).
+DEFAULT_CACHE_DIR = "~/.cache/nnburst/compilations"
 
 
 @dataclass
 class LoadedModel:
-    """A converted model: ``model`` is finished; ``inputs``/``outputs`` in its order."""
+    """A converted model: ``model`` is finished; ``inputs``/``outputs`` in its order.
+
+    A stateful model (resource variables, as streaming models keep) has one
+    more model input and output per entry of ``state``, after the file's own:
+    the variable's value before and after a call.  :class:`Runner` carries
+    them from call to call, starting from ``state[i].initial``.
+    """
 
     model: Model
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
     #: a digest of the file, the compilation cache's token
     digest: bytes
+    state: list[Variable] = field(default_factory=list)
 
 
 def _read_bytes(source: str | os.PathLike[str] | bytes) -> bytes:
@@ -66,8 +71,11 @@ def load(source: str | os.PathLike[str] | bytes) -> LoadedModel:
         BadDataError: it is not a valid TFLite model.
     """
     data = _read_bytes(source)
-    model, inputs, outputs = convert(read(data))
-    return LoadedModel(model, inputs, outputs, hashlib.sha256(data).digest())
+    converted = convert(read(data))
+    digest = hashlib.sha256(data).digest()
+    return LoadedModel(
+        converted.model, converted.inputs, converted.outputs, digest, converted.variables
+    )
 
 
 def _device(device: str | Device | None) -> list[Device] | None:
@@ -99,9 +107,10 @@ class Runner:
     ) -> None:
         self.loaded = model if isinstance(model, LoadedModel) else load(model)
         self.compilation = Compilation(self.loaded.model, _device(device))
-        if cache_dir is not None:
-            Path(cache_dir).mkdir(parents=True, exist_ok=True)
-            self.compilation.set_caching(cache_dir, self.loaded.digest)
+        if cache_dir is not None:  # None: no caching
+            directory = Path(cache_dir).expanduser()
+            directory.mkdir(parents=True, exist_ok=True)
+            self.compilation.set_caching(directory, self.loaded.digest)
         self.compilation.finish()
         model_types = self.loaded.model.input_types, self.loaded.model.output_types
         self._inputs = [np.zeros(t.dimensions or (), t.dtype) for t in model_types[0]]
@@ -113,6 +122,16 @@ class Runner:
         for i, buffer in enumerate(self._outputs):
             self.execution.set_output(i, buffer)
         self.burst = Burst(self.compilation) if burst else None
+        #: where each variable's value goes in (model inputs) and comes out (outputs)
+        count = len(self.loaded.state)
+        self._state_in = self._inputs[len(self._inputs) - count :]
+        self._state_out = self._outputs[len(self._outputs) - count :]
+        self.reset()
+
+    def reset(self) -> None:
+        """Put every variable back to its initial value (a new stream)."""
+        for buffer, variable in zip(self._state_in, self.loaded.state):
+            np.copyto(buffer, variable.initial.reshape(buffer.shape))
 
     @property
     def inputs(self) -> list[TensorInfo]:
@@ -123,8 +142,9 @@ class Runner:
         return self.loaded.outputs
 
     def __call__(self, *inputs: Any) -> list[np.ndarray]:
-        if len(inputs) != len(self._inputs):
-            raise BadDataError(f"the model takes {len(self._inputs)} inputs, got {len(inputs)}")
+        wanted = len(self.loaded.inputs)
+        if len(inputs) != wanted:
+            raise BadDataError(f"the model takes {wanted} inputs, got {len(inputs)}")
         for info, buffer, value in zip(self.loaded.inputs, self._inputs, inputs):
             array = np.asarray(value)
             if array.shape != buffer.shape:
@@ -136,7 +156,9 @@ class Runner:
             self.execution.burst_compute(self.burst)
         else:
             self.execution.compute()
-        return [out.copy() for out in self._outputs]
+        for before, after in zip(self._state_in, self._state_out):
+            np.copyto(before, after)
+        return [out.copy() for out in self._outputs[: len(self.loaded.outputs)]]
 
     def close(self) -> None:
         if self.burst is not None:

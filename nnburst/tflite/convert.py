@@ -49,6 +49,17 @@ class TensorInfo:
     zero_point: int = 0
 
 
+@dataclass
+class Variable:
+    """A resource variable of a stateful model, carried as an extra model input
+    (its value before the call) and output (its value after)."""
+
+    name: str
+    initial: np.ndarray
+    input: int = -1  # the model operand holding the value read at the start
+    current: int = -1  # the operand holding its latest value (the last assigned)
+
+
 # -- TFLite enums (schema values) -------------------------------------------------------------
 
 _ACTIVATIONS = {0: FuseCode.NONE, 1: FuseCode.RELU, 2: FuseCode.RELU1, 3: FuseCode.RELU6}
@@ -79,6 +90,9 @@ class Converter:
         self._fuse_into: dict[int, FuseCode] = {}
         self._skip: set[int] = set()  # activations fused into their producer
         self._current = -1
+        #: resource variables by name, and the variable each resource tensor names
+        self.variables: dict[str, Variable] = {}
+        self._resources: dict[int, Variable] = {}
 
     # -- operands --------------------------------------------------------------------------
     def tensor(self, index: int) -> Tensor:
@@ -219,23 +233,16 @@ class Converter:
 
     # -- the graph -------------------------------------------------------------------------
     def convert(self) -> Model:
-        unsupported: Counter[str] = Counter()
-        operators = (
-            self.graph.operators
-            if self.graph is not self.flat.subgraphs[0]
-            else [op for g in self.flat.subgraphs for op in g.operators]
-        )  # the main subgraph checks them all, so one error lists everything
-        for op in operators:
-            why = self._check(op)
-            if why:
-                unsupported[why] += 1
-        for t in self.graph.tensors:
-            if t.sparse:
-                unsupported["sparse weights"] += 1
-            elif t.dtype is None:
-                unsupported[f"{t.type_name} tensors"] += 1
-        if unsupported:
-            raise UnsupportedModelError(unsupported)
+        # The main subgraph checks every subgraph, so one error lists everything.
+        if self.graph is self.flat.subgraphs[0]:
+            unsupported = sum((_unsupported(g) for g in self.flat.subgraphs), Counter())
+            if unsupported:
+                raise UnsupportedModelError(unsupported)
+        if self.graph is self.flat.subgraphs[0]:
+            try:
+                self.declare_variables()
+            except _Unsupported as exc:
+                raise UnsupportedModelError(Counter({f"CALL_ONCE ({exc})": 1})) from None
         self._fold_fp16_weights()
         self._plan_fusions()
         for op in self.graph.operators:
@@ -250,9 +257,58 @@ class Converter:
                 raise UnsupportedModelError(Counter({f"{op.name} ({exc})": 1})) from None
         inputs = [self.operand(i) for i in self.graph.inputs]
         outputs = [self._output(i) for i in self.graph.outputs]
+        for variable in self.used_variables():
+            inputs.append(variable.input)
+            outputs.append(self._state_output(variable, outputs))
         self.model.identify_inputs_and_outputs(inputs, outputs)
         self.model.finish()
         return self.model
+
+    def _state_output(self, variable: Variable, outputs: list[int]) -> int:
+        """A variable's value after the call: a copy when the call did not assign it,
+        or assigned it a value that is already a model output."""
+        if variable.current != variable.input and variable.current not in outputs:
+            return variable.current
+        copy = self.model.add_operand(self._variable_type(variable))
+        shape = variable.initial.shape or (1,)
+        self.add(OperationCode.RESHAPE, [variable.current, self.ints(shape)], [copy])
+        return copy
+
+    def _variable_type(self, variable: Variable) -> OperandType:
+        like = Tensor(-1, variable.name, variable.initial.shape, "", variable.initial.dtype, None)
+        return self.operand_type(like)
+
+    def declare_variables(self) -> None:
+        """Find the variables CALL_ONCE initializes: their names and initial values."""
+        for op in self.graph.operators:
+            if op.name != "CALL_ONCE":
+                continue
+            init = self.flat.subgraphs[op.options.InitSubgraphIndex()]
+            handles = {
+                o.outputs[0]: _variable_name(o) for o in init.operators if o.name == "VAR_HANDLE"
+            }
+            for o in init.operators:
+                if o.name != "ASSIGN_VARIABLE":
+                    continue
+                name = handles.get(o.inputs[0])
+                value = init.tensors[o.inputs[1]].data
+                if name is None or value is None:
+                    raise _Unsupported("a variable initialized by a computation, not a constant")
+                self.variables[name] = Variable(name, np.array(value))
+
+    def used_variables(self) -> list[Variable]:
+        """The variables the main subgraph reads or assigns, in a fixed order."""
+        return [v for v in self.variables.values() if v.input >= 0]
+
+    def variable(self, resource: int) -> Variable:
+        variable = self._resources.get(resource)
+        if variable is None:
+            raise _Unsupported("a resource that no VAR_HANDLE of the main subgraph names")
+        if variable.input < 0:
+            variable.input = variable.current = self.model.add_operand(
+                self._variable_type(variable)
+            )
+        return variable
 
     def _output(self, index: int) -> int:
         """An output operand; one that is also an input or a constant (a branch that
@@ -266,18 +322,6 @@ class Converter:
         )
         return copy
 
-    def _check(self, op: Operator) -> str | None:
-        if op.name not in MAPPERS:
-            return op.name
-        for i in (*op.inputs, *op.outputs):
-            if i < 0:
-                continue
-            t = self.tensor(i)
-            float16_activation = t.dtype == np.float16 and t.data is None
-            if float16_activation and op.name != "DEQUANTIZE" and i not in op.outputs:
-                return f"{op.name} on float16 activations ({_FLOAT16_CONSTANTS_ONLY})"
-        return None
-
     def _fold_fp16_weights(self) -> None:
         """A DEQUANTIZE of constant fp16 weights becomes a float32 constant: the
         conversion a delegate does once, instead of one at every execution."""
@@ -287,6 +331,31 @@ class Converter:
             source = self.tensor(op.inputs[0])
             if source.data is not None and source.dtype == np.float16:
                 self._folded[op.outputs[0]] = source.data.astype(np.float32)
+
+
+def _unsupported(graph: Subgraph) -> Counter[str]:
+    """What in ``graph`` cannot be converted, and how often."""
+    found: Counter[str] = Counter()
+    for op in graph.operators:
+        if op.name not in MAPPERS:
+            found[op.name] += 1
+            continue
+        for i in op.inputs:
+            t = graph.tensors[i] if i >= 0 else None
+            if (
+                t is not None
+                and t.dtype == np.float16
+                and t.data is None
+                and op.name != "DEQUANTIZE"
+            ):
+                found[f"{op.name} on float16 activations ({_FLOAT16_CONSTANTS_ONLY})"] += 1
+                break
+    for t in graph.tensors:
+        if t.sparse:
+            found["sparse weights"] += 1
+        elif t.dtype is None and t.type_name != "RESOURCE":
+            found[f"{t.type_name} tensors"] += 1
+    return found
 
 
 class _Unsupported(Exception):
@@ -742,6 +811,37 @@ def _while(c: Converter, op: Operator) -> None:
     c.add(OperationCode.WHILE, inputs, [c.operand(i) for i in op.outputs])
 
 
+def _variable_name(op: Operator) -> str:
+    o = op.options
+    container = (o.Container() or b"").decode() if o is not None else ""
+    shared = (o.SharedName() or b"").decode() if o is not None else ""
+    return f"{container}/{shared}" if container else shared
+
+
+@maps("CALL_ONCE")
+def _call_once(c: Converter, op: Operator) -> None:
+    """Its initialization is the variables' initial values (``declare_variables``)."""
+
+
+@maps("VAR_HANDLE")
+def _var_handle(c: Converter, op: Operator) -> None:
+    name = _variable_name(op)
+    if c.graph is not c.flat.subgraphs[0] or name not in c.variables:
+        raise _Unsupported(f"variable {name!r} outside the main subgraph or never initialized")
+    c._resources[op.outputs[0]] = c.variables[name]
+
+
+@maps("READ_VARIABLE")
+def _read_variable(c: Converter, op: Operator) -> None:
+    """The read value is the variable's latest operand: no operation at all."""
+    c._operands[op.outputs[0]] = c.variable(op.inputs[0]).current
+
+
+@maps("ASSIGN_VARIABLE")
+def _assign_variable(c: Converter, op: Operator) -> None:
+    c.variable(op.inputs[0]).current = c.operand(op.inputs[1])
+
+
 @maps("LOCAL_RESPONSE_NORMALIZATION")
 def _lrn(c: Converter, op: Operator) -> None:
     o = op.options
@@ -770,8 +870,23 @@ def describe(graph: Subgraph, indices: Sequence[int]) -> list[TensorInfo]:
     return infos
 
 
-def convert(flat: FlatModel) -> tuple[Model, list[TensorInfo], list[TensorInfo]]:
+@dataclass
+class Converted:
+    """A finished model; its first inputs and outputs are the file's, then one
+    input and one output per variable (its value before and after a call)."""
+
+    model: Model
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    variables: list[Variable]
+
+
+def convert(flat: FlatModel) -> Converted:
     """The main subgraph as a finished model, with its inputs and outputs described."""
     graph = flat.subgraphs[0]
-    model = Converter(flat).convert()
-    return model, describe(graph, graph.inputs), describe(graph, graph.outputs)
+    converter = Converter(flat)
+    model = converter.convert()
+    variables = converter.used_variables()
+    return Converted(
+        model, describe(graph, graph.inputs), describe(graph, graph.outputs), variables
+    )
