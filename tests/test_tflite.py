@@ -656,3 +656,28 @@ def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
         np.testing.assert_allclose(got, sum(steps), rtol=1e-5)
         run.reset()
         np.testing.assert_allclose(run(steps[0])[0], steps[0], rtol=1e-6)
+
+
+def test_a_reduction_to_a_scalar_keeps_the_scalar_shape() -> None:
+    """TFLite scalars are [1] operands inside; the runner returns them as scalars."""
+    model = single_op(
+        "REDUCE_MAX",
+        [Tensor((2, 3), F32), _const([0, 1])],
+        [Tensor((), F32)],
+        options(schema.ReducerOptionsT),
+    )
+    compare(model, [rand(2, 3)])
+
+
+def test_batch_matmul_with_constant_weights_is_a_fully_connected() -> None:
+    weights = rand(6, 4)
+    model = single_op("BATCH_MATMUL", [Tensor((1, 3, 6), F32), _const(weights, F32)], [Tensor((1, 3, 4), F32)],
+                      options(schema.BatchMatMulOptionsT))  # fmt: skip
+    assert nn.OperationCode.FULLY_CONNECTED in [
+        op.code for op in tflite.load(model).model.hal_model.main.operations
+    ]
+    compare(model, [rand(1, 3, 6)])
+    computed = single_op("BATCH_MATMUL", [Tensor((1, 3, 6), F32), Tensor((6, 4), F32)], [Tensor((1, 3, 4), F32)],
+                         options(schema.BatchMatMulOptionsT))  # fmt: skip
+    with pytest.raises(tflite.UnsupportedModelError, match="BATCH_MATMUL .*only a constant one"):
+        tflite.load(computed)

@@ -158,7 +158,10 @@ class Runner:
             self.execution.compute()
         for before, after in zip(self._state_in, self._state_out):
             np.copyto(before, after)
-        return [out.copy() for out in self._outputs[: len(self.loaded.outputs)]]
+        # A TFLite scalar is a [1] operand: give it back with the file's shape.
+        return [
+            out.reshape(info.shape).copy() for out, info in zip(self._outputs, self.loaded.outputs)
+        ]
 
     def close(self) -> None:
         if self.burst is not None:

@@ -620,19 +620,27 @@ def _axes(c: Converter, index: int, rank: int) -> list[int]:
 
 @maps("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY")
 def _reduce(c: Converter, op: Operator) -> None:
-    rank = len(c.tensor(op.inputs[0]).shape)
-    axes = c.ints(_axes(c, op.inputs[1], rank))
+    x = c.tensor(op.inputs[0])
+    axes = c.ints(_axes(c, op.inputs[1], len(x.shape)))
     keep = bool(op.options.KeepDims()) if op.options is not None else False
-    x, out = c.operand(op.inputs[0]), c.operand(op.outputs[0])
-    if op.name == "MEAN":
-        c.add(OperationCode.MEAN, [x, axes, c.i32(int(keep))], [out])
-        return
+    out = c.operand(op.outputs[0])
+    target = out
+    if not keep and not c.tensor(op.outputs[0]).shape:
+        # Every axis reduced to a TFLite scalar: NNAPI's rank-0 result would not
+        # match the [1] operand, so keep the axes and reshape to [1].
+        keep = True
+        kept = (1,) * len(x.shape)
+        target = c.model.add_operand(OperandType(c.operand_type(x).code, kept,
+                                                 c.operand_type(x).scale, c.operand_type(x).zero_point))  # fmt: skip
     code = {
-        "SUM": OperationCode.REDUCE_SUM, "REDUCE_MAX": OperationCode.REDUCE_MAX,
-        "REDUCE_MIN": OperationCode.REDUCE_MIN, "REDUCE_PROD": OperationCode.REDUCE_PROD,
-        "REDUCE_ANY": OperationCode.REDUCE_ANY,
+        "MEAN": OperationCode.MEAN, "SUM": OperationCode.REDUCE_SUM,
+        "REDUCE_MAX": OperationCode.REDUCE_MAX, "REDUCE_MIN": OperationCode.REDUCE_MIN,
+        "REDUCE_PROD": OperationCode.REDUCE_PROD, "REDUCE_ANY": OperationCode.REDUCE_ANY,
     }[op.name]  # fmt: skip
-    c.add(code, [x, axes, c.boolean(keep)], [out])
+    flag = c.i32(int(keep)) if op.name == "MEAN" else c.boolean(keep)
+    c.add(code, [c.operand(op.inputs[0]), axes, flag], [target])
+    if target != out:
+        c.add(OperationCode.RESHAPE, [target, c.ints([1])], [out])
 
 
 @maps("TRANSPOSE")
@@ -785,6 +793,36 @@ def _select(c: Converter, op: Operator) -> None:
         c.add(OperationCode.TILE, [reshaped, c.ints(multiples)], [tiled])
         inputs.append(tiled)
     c.add(OperationCode.SELECT, inputs, [c.operand(op.outputs[0])])
+
+
+@maps("BATCH_MATMUL")
+def _batch_matmul(c: Converter, op: Operator) -> None:
+    """x @ W with a constant W (NNAPI 1.3 has no BATCH_MATMUL): FULLY_CONNECTED
+    over x's rows, between two RESHAPEs."""
+    o = op.options
+    x, out = c.tensor(op.inputs[0]), c.tensor(op.outputs[0])
+    if o is not None and o.AdjX():
+        raise _Unsupported("adj_x")
+    w = c.values(op.inputs[1], "right-hand side (only a constant one maps to FULLY_CONNECTED)")
+    if w.ndim > 2 and any(d != 1 for d in w.shape[:-2]):
+        raise _Unsupported("a batched right-hand side")
+    w2 = w.reshape(w.shape[-2:])
+    weights = w2 if o is not None and o.AdjY() else w2.T  # FULLY_CONNECTED wants [units, depth]
+    if x.dtype != np.float32:
+        raise _Unsupported(f"{x.dtype} operands")
+    units, depth = weights.shape
+    rows = int(np.prod(x.shape[:-1]))
+    flat_x = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (rows, depth)))
+    c.add(OperationCode.RESHAPE, [c.operand(op.inputs[0]), c.ints((rows, depth))], [flat_x])
+    w_operand = c.constant(
+        OperandCode.TENSOR_FLOAT32, np.ascontiguousarray(weights, np.float32), (units, depth)
+    )
+    bias = c.constant(OperandCode.TENSOR_FLOAT32, np.zeros(units, np.float32), (units,))
+    flat_out = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (rows, units)))
+    c.add(
+        OperationCode.FULLY_CONNECTED, [flat_x, w_operand, bias, c.i32(FuseCode.NONE)], [flat_out]
+    )
+    c.add(OperationCode.RESHAPE, [flat_out, c.ints(out.shape or (1,))], [c.operand(op.outputs[0])])
 
 
 @maps("IF")

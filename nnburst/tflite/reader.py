@@ -108,9 +108,10 @@ def _buffer_data(model: Any, data: bytes, index: int) -> np.ndarray | None:
 def _tensor(model: Any, data: bytes, index: int, t: Any) -> Tensor:
     shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
     dtype = DTYPES.get(t.Type())
+    sparse = t.Sparsity() is not None
     raw = _buffer_data(model, data, t.Buffer())
     values = None
-    if raw is not None and dtype is not None:
+    if raw is not None and dtype is not None and not sparse:  # sparse data is not dense bytes
         count = int(np.prod(shape)) if shape else 1
         if raw.nbytes != count * dtype.itemsize:
             raise BadDataError(
@@ -125,7 +126,7 @@ def _tensor(model: Any, data: bytes, index: int, t: Any) -> Tensor:
         _TYPE_NAMES.get(t.Type(), str(t.Type())),
         dtype,
         values,
-        sparse=t.Sparsity() is not None,
+        sparse=sparse,
     )
     q = t.Quantization()
     if q is not None and q.ScaleLength():
