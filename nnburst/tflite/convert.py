@@ -804,13 +804,13 @@ def _batch_matmul(c: Converter, op: Operator) -> None:
     if o is not None and o.AdjX():
         raise _Unsupported("adj_x")
     w = c.values(op.inputs[1], "right-hand side (only a constant one maps to FULLY_CONNECTED)")
-    if w.ndim > 2 and any(d != 1 for d in w.shape[:-2]):
-        raise _Unsupported("a batched right-hand side")
-    w2 = w.reshape(w.shape[-2:])
+    if w.ndim < 2 or any(d != 1 for d in w.shape[:-2]):
+        raise _Unsupported("a right-hand side that is not one matrix")
+    w2 = w.reshape(w.shape[-2], w.shape[-1])
     weights = w2 if o is not None and o.AdjY() else w2.T  # FULLY_CONNECTED wants [units, depth]
     if x.dtype != np.float32:
         raise _Unsupported(f"{x.dtype} operands")
-    units, depth = weights.shape
+    units, depth = int(weights.shape[0]), int(weights.shape[1])
     rows = int(np.prod(x.shape[:-1]))
     flat_x = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (rows, depth)))
     c.add(OperationCode.RESHAPE, [c.operand(op.inputs[0]), c.ints((rows, depth))], [flat_x])
