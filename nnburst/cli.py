@@ -72,11 +72,16 @@ def _run(args: argparse.Namespace) -> int:
     """``nnburst run MODEL.tflite``: one execution, its outputs summarized."""
     import numpy as np
 
-    from . import tflite
     from .errors import NNError
+    from .imported import Runner
 
+    runner_class: type[Runner]
+    if args.model.endswith(".onnx"):
+        from .onnx import Runner as runner_class
+    else:
+        from .tflite import Runner as runner_class
     try:
-        with tflite.Runner(args.model, device=args.device) as runner:
+        with runner_class(args.model, device=args.device) as runner:
             if args.input and len(args.input) != len(runner.inputs):
                 raise CliError(
                     f"the model takes {len(runner.inputs)} inputs, got {len(args.input)} --input"
@@ -177,8 +182,8 @@ def _write_json(target: Path, document: Any) -> None:
 def _bench(args: argparse.Namespace) -> int:
     if args.clients is not None and args.what != "clients":
         raise _UsageError(f"--clients applies to nnburst bench clients, not to {args.what}")
-    if args.what == "runtime" and args.model is not None and args.model.endswith(".tflite"):
-        return _bench_tflite(args)
+    if args.what == "runtime" and args.model is not None and args.model.endswith(_MODEL_FILES):
+        return _bench_file(args)
     if args.what == "runtime":
         return _bench_runtime(args)
     if args.what == "clients":
@@ -276,17 +281,20 @@ def _runtime_settings(args: argparse.Namespace) -> Any:
     )
 
 
+_MODEL_FILES = (".tflite", ".onnx")
+
+
 def _bench_model(text: str) -> str:
-    if text in ("add-mul", "conv", "all") or text.endswith(".tflite"):
+    if text in ("add-mul", "conv", "all") or text.endswith(_MODEL_FILES):
         return text
     raise argparse.ArgumentTypeError(
-        f"invalid choice: {text!r} (choose from add-mul, conv, all, or a .tflite file)"
+        f"invalid choice: {text!r} (choose from add-mul, conv, all, or a .tflite or .onnx file)"
     )
 
 
-def _bench_tflite(args: argparse.Namespace) -> int:
-    """``--model FILE.tflite``: the file through every path against LiteRT (tflite_bench)."""
-    from .benchmarks import tflite_bench
+def _bench_file(args: argparse.Namespace) -> int:
+    """``--model FILE.tflite|.onnx``: the file on every path against its runtime (model_bench)."""
+    from .benchmarks import model_bench
     from .errors import NNError
 
     others = [
@@ -294,11 +302,11 @@ def _bench_tflite(args: argparse.Namespace) -> int:
     ]
     if others:
         option = "--" + others[0].replace("_", "-")
-        raise _UsageError(f"{option} does not apply to a .tflite model")
+        raise _UsageError(f"{option} does not apply to a model file")
     if not os.path.isfile(args.model):
         raise CliError(f"--model {args.model}: no such file")
     try:
-        tflite_bench.main(args.model, args.duration or tflite_bench.DEFAULT_DURATION_S)
+        model_bench.main(args.model, args.duration or model_bench.DEFAULT_DURATION_S)
     except NNError as exc:
         raise CliError(str(exc.args[0] if exc.args else exc)) from None
     return 0
@@ -469,11 +477,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser(
         "run",
-        help="run a TensorFlow Lite model once and print its outputs' shapes and checksums",
-        description="Load a .tflite file, compile it for a device and run it through a burst. "
-        "Inputs come from .npy files (in the model's input order), or are zeros.",
+        help="run a TFLite or ONNX model once and print its outputs' shapes and checksums",
+        description="Load a .tflite or .onnx file, compile it for a device and run it through a "
+        "burst. Inputs come from .npy files (in the model's input order), or are zeros.",
     )
-    run.add_argument("model", metavar="MODEL.tflite", help="the model file")
+    run.add_argument("model", metavar="MODEL.tflite|MODEL.onnx", help="the model file")
     run.add_argument("--device", metavar="NAME", help="a device name from `nnburst devices`")
     run.add_argument(
         "--input", action="append", default=[], metavar="FILE.npy", help="an input (repeatable)"
@@ -522,9 +530,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--model",
         type=_bench_model,
-        metavar="{add-mul,conv,all,FILE.tflite}",
+        metavar="{add-mul,conv,all,FILE.tflite,FILE.onnx}",
         help="a two-operation ADD+MUL model on 3x4 tensors, a 3x3 conv block, both (default), "
-        "or a TensorFlow Lite file (timed against LiteRT; pip install 'nnburst[litert]')",
+        "or a model file: TensorFlow Lite (timed against LiteRT; pip install 'nnburst[litert]') "
+        "or ONNX (against onnxruntime; pip install 'nnburst[onnx,peers]')",
     )
     bench.add_argument(
         "--conv-size",

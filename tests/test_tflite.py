@@ -681,3 +681,22 @@ def test_batch_matmul_with_constant_weights_is_a_fully_connected() -> None:
                          options(schema.BatchMatMulOptionsT))  # fmt: skip
     with pytest.raises(tflite.UnsupportedModelError, match="BATCH_MATMUL .*only a constant one"):
         tflite.load(computed)
+
+
+def test_nnburst_bench_times_a_tflite_file_against_litert(tmp_path, capsys) -> None:
+    from nnburst.cli import main
+
+    model, _ = CASES["conv same relu"]()
+    path = tmp_path / "conv.tflite"
+    path.write_bytes(model)
+    assert main(["bench", "--model", str(path), "--duration", "0.05"]) == 0
+    out = capsys.readouterr().out
+    for row in (
+        "LiteRT in-process",
+        "compute in-process",
+        "burst in-process",
+        "sync service",
+        "burst service",
+    ):
+        assert row in out
+    assert "not timed" not in out and "x LiteRT in-process" in out

@@ -60,6 +60,7 @@ SECTIONS = [
     ("nnburst.fmq", "nnburst.fmq.", "Fast Message Queue: `nnburst.fmq`"),
     ("nnburst.hal", "nnburst.hal.", "HAL layer: `nnburst.hal`"),
     ("nnburst.tflite", "nnburst.tflite.", "TensorFlow Lite models: `nnburst.tflite`"),
+    ("nnburst.onnx", "nnburst.onnx.", "ONNX models: `nnburst.onnx`"),
 ]
 
 HEADER = """\
@@ -71,9 +72,10 @@ HEADER = """\
 
 This page lists every public name of nnburst: the names in `__all__` of
 `nnburst` (the NDK-style runtime), `nnburst.fmq` (the shared-memory queue),
-`nnburst.hal` (the HAL 1.2 burst layer drivers implement) and
-`nnburst.tflite` (TensorFlow Lite models). Anything else is internal and may
-change without notice.
+`nnburst.hal` (the HAL 1.2 burst layer drivers implement),
+`nnburst.tflite` (TensorFlow Lite models) and `nnburst.onnx` (ONNX models,
+with the `onnx` extra). Anything else is internal and may change without
+notice.
 
 How the NDK maps onto these names: `ANeuralNetworksModel_addOperand` is
 `nn.Model.add_operand`, every `ANEURALNETWORKS_*` constant is a member of an

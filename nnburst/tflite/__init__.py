@@ -6,71 +6,34 @@
 
 Apps on Android hand ``.tflite`` files to TFLite's NNAPI delegate, which maps
 them to NNAPI operations; :mod:`.convert` does that mapping here, and
-:class:`Runner` is the execution loop a delegate would run: one reusable
-execution bound to fixed buffers, computed through a burst.
+:class:`Runner` (:mod:`nnburst.imported`) is the execution loop a delegate
+would run: one reusable execution bound to fixed buffers, computed through a
+burst.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ..burst import Burst
-from ..compilation import Compilation
-from ..devices import Device, get_devices
-from ..errors import BadDataError
-from ..execution import Execution
-from ..model import Model
-from .convert import TensorInfo, UnsupportedModelError, Variable, convert
+from .. import imported
+from ..imported import LoadedModel, TensorInfo, UnsupportedModelError, Variable
+from .convert import convert
 from .reader import read
 
 __all__ = ["LoadedModel", "Runner", "TensorInfo", "UnsupportedModelError", "Variable", "load"]
 
-#: Where a Runner caches compiled models unless told otherwise (``~`` expanded).
-DEFAULT_CACHE_DIR = "~/.cache/nnburst/compilations"
-
-
-@dataclass
-class LoadedModel:
-    """A converted model: ``model`` is finished; ``inputs``/``outputs`` in its order.
-
-    A stateful model (resource variables, as streaming models keep) has one
-    more model input and output per entry of ``state``, after the file's own:
-    the variable's value before and after a call.  :class:`Runner` carries
-    them from call to call, starting from ``state[i].initial``.
-    """
-
-    model: Model
-    inputs: list[TensorInfo]
-    outputs: list[TensorInfo]
-    #: a digest of the file, the compilation cache's token
-    digest: bytes
-    state: list[Variable] = field(default_factory=list)
-
-
-def _read_bytes(source: str | os.PathLike[str] | bytes) -> bytes:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source)
-    try:
-        return Path(source).read_bytes()
-    except OSError as exc:
-        raise BadDataError(f"cannot read {source}: {exc.strerror or exc}") from None
-
 
 def load(source: str | os.PathLike[str] | bytes) -> LoadedModel:
-    """Convert a ``.tflite`` file (a path, or its bytes) to a finished :class:`Model`.
+    """Convert a ``.tflite`` file (a path, or its bytes) to a finished :class:`~nnburst.Model`.
 
     Raises:
         UnsupportedModelError: it uses operators or tensors nnburst cannot run
             (the message lists each, with how often it occurs).
         BadDataError: it is not a valid TFLite model.
     """
-    data = _read_bytes(source)
+    data = imported.read_source(source)
     converted = convert(read(data))
     digest = hashlib.sha256(data).digest()
     return LoadedModel(
@@ -78,99 +41,10 @@ def load(source: str | os.PathLike[str] | bytes) -> LoadedModel:
     )
 
 
-def _device(device: str | Device | None) -> list[Device] | None:
-    if device is None or isinstance(device, Device):
-        return None if device is None else [device]
-    devices = get_devices()
-    for candidate in devices:
-        if candidate.name == device:
-            return [candidate]
-    names = ", ".join(d.name for d in devices)
-    raise BadDataError(f"no device named {device!r} (devices: {names})")
+class Runner(imported.Runner):
+    """Runs a TFLite model (a path, its bytes, or a :class:`LoadedModel`):
+    ``runner(*inputs)`` → outputs.  See :class:`nnburst.imported.Runner`."""
 
-
-class Runner:
-    """Runs a TFLite model: ``runner(*inputs)`` → outputs, as numpy arrays in the
-    model's order.
-
-    The model is compiled once (cached on disk under the file's digest), and
-    every call copies the inputs into fixed buffers and computes one reusable
-    execution, through a burst unless ``burst=False``.
-    """
-
-    def __init__(
-        self,
-        model: str | os.PathLike[str] | bytes | LoadedModel,
-        device: str | Device | None = None,
-        burst: bool = True,
-        cache_dir: str | os.PathLike[str] | None = DEFAULT_CACHE_DIR,
-    ) -> None:
-        self.loaded = model if isinstance(model, LoadedModel) else load(model)
-        self.compilation = Compilation(self.loaded.model, _device(device))
-        if cache_dir is not None:  # None: no caching
-            directory = Path(cache_dir).expanduser()
-            directory.mkdir(parents=True, exist_ok=True)
-            self.compilation.set_caching(directory, self.loaded.digest)
-        self.compilation.finish()
-        model_types = self.loaded.model.input_types, self.loaded.model.output_types
-        self._inputs = [np.zeros(t.dimensions or (), t.dtype) for t in model_types[0]]
-        self._outputs = [np.zeros(t.dimensions or (), t.dtype) for t in model_types[1]]
-        self.execution = Execution(self.compilation)
-        self.execution.set_reusable(True)
-        for i, buffer in enumerate(self._inputs):
-            self.execution.set_input(i, buffer)
-        for i, buffer in enumerate(self._outputs):
-            self.execution.set_output(i, buffer)
-        self.burst = Burst(self.compilation) if burst else None
-        #: where each variable's value goes in (model inputs) and comes out (outputs)
-        count = len(self.loaded.state)
-        self._state_in = self._inputs[len(self._inputs) - count :]
-        self._state_out = self._outputs[len(self._outputs) - count :]
-        self.reset()
-
-    def reset(self) -> None:
-        """Put every variable back to its initial value (a new stream)."""
-        for buffer, variable in zip(self._state_in, self.loaded.state):
-            np.copyto(buffer, variable.initial.reshape(buffer.shape))
-
-    @property
-    def inputs(self) -> list[TensorInfo]:
-        return self.loaded.inputs
-
-    @property
-    def outputs(self) -> list[TensorInfo]:
-        return self.loaded.outputs
-
-    def __call__(self, *inputs: Any) -> list[np.ndarray]:
-        wanted = len(self.loaded.inputs)
-        if len(inputs) != wanted:
-            raise BadDataError(f"the model takes {wanted} inputs, got {len(inputs)}")
-        for info, buffer, value in zip(self.loaded.inputs, self._inputs, inputs):
-            array = np.asarray(value)
-            if array.shape != buffer.shape:
-                raise BadDataError(
-                    f"input {info.name!r}: expected shape {list(buffer.shape)}, got {list(array.shape)}"
-                )
-            np.copyto(buffer, array, casting="same_kind" if array.dtype != buffer.dtype else "no")
-        if self.burst is not None:
-            self.execution.burst_compute(self.burst)
-        else:
-            self.execution.compute()
-        for before, after in zip(self._state_in, self._state_out):
-            np.copyto(before, after)
-        # A TFLite scalar is a [1] operand: give it back with the file's shape.
-        return [
-            out.reshape(info.shape).copy() for out, info in zip(self._outputs, self.loaded.outputs)
-        ]
-
-    def close(self) -> None:
-        if self.burst is not None:
-            self.burst.close()
-        self.execution.close()
-        self.compilation.close()
-
-    def __enter__(self) -> Runner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    @staticmethod
+    def load(source: Any) -> LoadedModel:
+        return load(source)

@@ -22,42 +22,11 @@ import numpy as np
 
 from ..codes import FuseCode, OperandCode, OperationCode, PaddingCode
 from ..errors import BadDataError
+from ..imported import TensorInfo, UnsupportedModelError, Variable
 from ..model import Model, OperandType
 from .reader import FlatModel, Operator, Subgraph, Tensor
 
 _FLOAT16_CONSTANTS_ONLY = "float16 tensors are supported as DEQUANTIZE'd constants (fp16 weights)"
-
-
-class UnsupportedModelError(BadDataError):
-    """The model uses operators or tensors nnburst cannot run; ``unsupported``
-    maps each reason to how often it occurs."""
-
-    def __init__(self, unsupported: Counter[str]) -> None:
-        self.unsupported = unsupported
-        listed = "; ".join(f"{what} ×{count}" for what, count in sorted(unsupported.items()))
-        super().__init__(f"the model uses what nnburst cannot run: {listed}")
-
-
-@dataclass
-class TensorInfo:
-    """A model input or output as a caller sees it."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype[Any]
-    scale: float = 0.0
-    zero_point: int = 0
-
-
-@dataclass
-class Variable:
-    """A resource variable of a stateful model, carried as an extra model input
-    (its value before the call) and output (its value after)."""
-
-    name: str
-    initial: np.ndarray
-    input: int = -1  # the model operand holding the value read at the start
-    current: int = -1  # the operand holding its latest value (the last assigned)
 
 
 # -- TFLite enums (schema values) -------------------------------------------------------------

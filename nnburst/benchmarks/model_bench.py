@@ -1,13 +1,14 @@
-"""``nnburst bench --model MODEL.tflite``: a real model through every path, against LiteRT.
+"""``nnburst bench --model FILE``: a real model through every path, against its own runtime.
 
-Rows, in one run and on the same random inputs: LiteRT's interpreter in
-this process (one thread; ``set_tensor`` + ``invoke`` + ``get_tensor``, what
-an app calls), then nnburst's :class:`~nnburst.tflite.Runner` on the
-in-process CPU device (``compute``, then a burst) and on a driver service's
-device (synchronous, then a burst).  nnburst's outputs are first checked
-against LiteRT's (the CTS's relaxed tolerance, ±1 for quantized outputs);
-a path that disagrees is reported and not timed.  numpy's BLAS is limited to
-one thread, as LiteRT's interpreter is.
+Rows, in one run and on the same random inputs: the file's own runtime in
+this process, on one thread (LiteRT's interpreter for ``.tflite``:
+``set_tensor`` + ``invoke`` + ``get_tensor``, what an app calls;
+onnxruntime's session for ``.onnx``), then nnburst's runner
+(:mod:`nnburst.imported`) on the in-process CPU device (``compute``, then a
+burst) and on a driver service's device (synchronous, then a burst).
+nnburst's outputs are first checked against the peer's (the CTS's relaxed
+tolerance, ±1 for quantized outputs); a path that disagrees is reported and
+not timed.  numpy's BLAS is limited to one thread, as the peers are.
 """
 
 from __future__ import annotations
@@ -20,13 +21,34 @@ from pathlib import Path
 import numpy as np
 import threadpoolctl
 
-from .. import tflite
-from ..devices import get_devices
+from ..devices import Device, get_devices
+from ..imported import LoadedModel, Runner, TensorInfo
 from .service_process import driver_service
 from .stats import LatencyStats, latency_table
 
 LITERT = "LiteRT in-process"
+ONNXRUNTIME = "onnxruntime in-process"
 DEFAULT_DURATION_S = 2.0
+
+Peer = Callable[..., list[np.ndarray]]
+
+
+def onnxruntime_runner(model: bytes, inputs: Sequence[TensorInfo]) -> Peer | None:
+    """An onnxruntime session on one thread, called like a Runner; None without
+    the ``peers`` extra."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in inputs]
+
+    def run(*values: np.ndarray) -> list[np.ndarray]:
+        return list(session.run(None, dict(zip(names, values))))
+
+    return run
 
 
 def litert_runner(model: bytes) -> Callable[..., list[np.ndarray]] | None:
@@ -50,7 +72,7 @@ def litert_runner(model: bytes) -> Callable[..., list[np.ndarray]] | None:
     return run
 
 
-def random_inputs(infos: Sequence[tflite.TensorInfo], seed: int = 0) -> list[np.ndarray]:
+def random_inputs(infos: Sequence[TensorInfo], seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     values = []
     for info in infos:
@@ -90,46 +112,60 @@ def time_calls(name: str, call: Callable[[], object], seconds: float) -> Latency
     return LatencyStats.from_ns(name, samples)
 
 
+def _importer(
+    path: str | Path, model: bytes
+) -> tuple[type[Runner], LoadedModel, str, Peer | None, str]:
+    """The runner class, the loaded model, and the peer (its row name, itself, its extra)."""
+    if str(path).endswith(".onnx"):
+        from .. import onnx
+
+        loaded = onnx.load(model)
+        return onnx.Runner, loaded, ONNXRUNTIME, onnxruntime_runner(model, loaded.inputs), "peers"
+    from .. import tflite
+
+    return tflite.Runner, tflite.load(model), LITERT, litert_runner(model), "litert"
+
+
 def run(
     path: str | Path, seconds: float = DEFAULT_DURATION_S
-) -> tuple[list[LatencyStats], list[str]]:
-    """The rows, and one note per path that was not timed (and why)."""
-    model = Path(path).read_bytes()
-    loaded = tflite.load(model)
+) -> tuple[list[LatencyStats], list[str], str]:
+    """The rows, one note per path that was not timed (and why), and the peer's row name."""
+    runner_class, loaded, peer_name, peer, extra = _importer(path, Path(path).read_bytes())
     inputs = random_inputs(loaded.inputs)
     rows: list[LatencyStats] = []
     notes: list[str] = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(threadpoolctl.threadpool_limits(limits=1, user_api="blas"))
-        litert = litert_runner(model)
-        want = litert(*inputs) if litert is not None else None
-        if litert is None:
-            notes.append("LiteRT: not installed (pip install 'nnburst[litert]')")
+        want = peer(*inputs) if peer is not None else None
+        if peer is None:
+            notes.append(f"{peer_name}: not installed (pip install 'nnburst[{extra}]')")
         else:
-            rows.append(time_calls(LITERT, lambda: litert(*inputs), seconds))
+            rows.append(time_calls(peer_name, lambda: peer(*inputs), seconds))
 
-        def timed(name: str, runner: tflite.Runner) -> None:
-            with runner:
+        def timed(name: str, device: Device, burst: bool) -> None:
+            with runner_class(loaded, device, burst=burst, cache_dir=None) as runner:
                 why = disagreement(runner(*inputs), want) if want is not None else None
                 if why:
-                    notes.append(f"{name}: not timed, its outputs differ from LiteRT's ({why})")
+                    notes.append(
+                        f"{name}: not timed, its outputs differ from {peer_name}'s ({why})"
+                    )
                     return
                 rows.append(time_calls(name, lambda: runner(*inputs), seconds))
 
         cpu = next(d for d in get_devices() if d.name == "nnburst-reference")
-        timed("compute in-process", tflite.Runner(loaded, cpu, burst=False, cache_dir=None))
-        timed("burst in-process", tflite.Runner(loaded, cpu, burst=True, cache_dir=None))
+        timed("compute in-process", cpu, False)
+        timed("burst in-process", cpu, True)
         device = stack.enter_context(driver_service())
-        timed("sync service", tflite.Runner(loaded, device, burst=False, cache_dir=None))
-        timed("burst service", tflite.Runner(loaded, device, burst=True, cache_dir=None))
-    return rows, notes
+        timed("sync service", device, False)
+        timed("burst service", device, True)
+    return rows, notes, peer_name
 
 
 def main(path: str | Path, seconds: float = DEFAULT_DURATION_S) -> None:
-    rows, notes = run(path, seconds)
+    rows, notes, peer = run(path, seconds)
     print(
-        f"{Path(path).name}: one execution per call, {seconds:g} s per row, BLAS and LiteRT on one thread"
+        f"{Path(path).name}: one execution per call, {seconds:g} s per row, BLAS and {peer} on one thread"
     )
-    print(latency_table(rows, baseline=LITERT if any(r.name == LITERT for r in rows) else None))
+    print(latency_table(rows, baseline=peer if any(r.name == peer for r in rows) else None))
     for note in notes:
         print(note)

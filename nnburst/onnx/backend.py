@@ -1,0 +1,126 @@
+"""nnburst as an ONNX backend (``onnx.backend.base.Backend``), so ONNX's own
+backend test runner can drive it: ``prepare`` converts and compiles a model,
+``run`` executes it through a :class:`~nnburst.onnx.Runner`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import unittest
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx.backend.base import Backend, BackendRep
+
+from ..errors import BadDataError
+from . import Runner, load
+
+
+class NnburstRep(BackendRep):
+    """A prepared model.  NNAPI shapes are static, so a model with symbolic input
+    dimensions is converted for the shapes of the inputs it is first run with
+    (and again if they change); a static one is converted at once."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        self.runner: Runner | None = None
+        try:
+            self._convert(None)
+        except BadDataError as exc:
+            if "dynamic dimension" not in str(exc):
+                raise
+
+    def _convert(self, shapes: dict[str, tuple[int, ...]] | None) -> None:
+        if self.runner is not None:
+            self.runner.close()
+            self.runner = None
+        self.runner = Runner(load(self.model, shapes), "nnburst-reference", cache_dir=None)
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        values = list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
+        names = [i.name for i in self.model.graph.input if i.name not in _initializers(self.model)]
+        shapes = {n: np.shape(v) for n, v in zip(names, values)}
+        converted_for = {i.name: i.shape for i in self.runner.inputs} if self.runner else None
+        if shapes != converted_for:  # symbolic dims, or inputs that differ from the declared shapes
+            self._convert(shapes)
+        assert self.runner is not None
+        return tuple(self.runner(*values))
+
+
+def _initializers(model: onnx.ModelProto) -> set[str]:
+    return {t.name for t in model.graph.initializer}
+
+
+class NnburstBackend(Backend):
+    """The in-process CPU reference driver, through a burst."""
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> NnburstRep:
+        return NnburstRep(model)
+
+    @classmethod
+    def run_model(
+        cls, model: onnx.ModelProto, inputs: Sequence[Any], device: str = "CPU", **kwargs: Any
+    ) -> tuple[np.ndarray, ...]:
+        return cls.prepare(model, device).run(inputs)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device == "CPU"
+
+
+prepare = NnburstBackend.prepare
+run_model = NnburstBackend.run_model
+supports_device = NnburstBackend.supports_device
+
+
+def run_node_tests(data_dir: str | os.PathLike[str]) -> dict[str, str]:
+    """ONNX's backend test runner over the node tests in ``data_dir`` (the
+    ``onnx/backend/test/data`` directory of an onnx wheel that ships them, as
+    1.22.0 does), nnburst as the backend: each test's outcome by name, ``"pass"``,
+    ``"unsupported"`` (the clear refusal) or ``"wrong: <why>"``.  CUDA variants are left out."""
+    import onnx.backend.test.loader as loader
+    import onnx.backend.test.runner as runner_module
+
+    def node_tests_only(data_dir_: str = "", kind: str | None = None) -> list[Any]:
+        return loader.load_model_tests(os.fspath(data_dir), kind) if kind == "node" else []
+
+    original = runner_module.load_model_tests
+    runner_module.load_model_tests = node_tests_only  # type: ignore[assignment]
+    # ONNX's own test cases compute overflowing casts and log(0) on purpose.
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            # The runner calls a backend module's prepare/run_model/supports_device.
+            runner = runner_module.Runner(sys.modules[__name__], __name__)  # type: ignore[arg-type]
+        finally:
+            runner_module.load_model_tests = original
+        cases = runner.test_cases.values()
+        suite = unittest.TestSuite(
+            unittest.defaultTestLoader.loadTestsFromTestCase(c) for c in cases
+        )
+        outcomes = {_name(t): "pass" for t in _tests(suite)}  # a suite forgets its tests as it runs
+        result = unittest.TestResult()
+        suite.run(result)
+    for test, _ in result.skipped:
+        outcomes.pop(_name(test), None)
+    for test, trace in result.errors + result.failures:
+        last = trace.strip().splitlines()[-1]
+        outcomes[_name(test)] = (
+            "unsupported" if "UnsupportedModelError" in trace else f"wrong: {last}"
+        )
+    return outcomes
+
+
+def _name(test: unittest.TestCase) -> str:
+    return test.id().rsplit(".", 1)[-1].removesuffix("_cpu")
+
+
+def _tests(suite: unittest.TestSuite) -> list[unittest.TestCase]:
+    found: list[unittest.TestCase] = []
+    for item in suite:
+        found.extend(_tests(item) if isinstance(item, unittest.TestSuite) else [item])
+    return found

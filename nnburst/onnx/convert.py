@@ -1,0 +1,952 @@
+"""ONNX graphs → NNAPI operations.
+
+ONNX convolutions and pools are NCHW; NNAPI's have a layout flag, so they
+run on NCHW tensors as they are (filters are transposed once, at load).
+Shapes are static: ONNX's shape inference gives every intermediate its
+shape, and nodes whose inputs are all known at load (shape arithmetic,
+``Constant``) are evaluated then, so only real computation reaches the model.
+int64 tensors become int32 when their values fit.
+
+As for TFLite, conversion is all or nothing: every node is checked first,
+and one :class:`~nnburst.imported.UnsupportedModelError` lists every
+unsupported operator (or attribute value) with its count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..codes import FuseCode, OperandCode, OperationCode
+from ..errors import BadDataError
+from ..imported import TensorInfo, UnsupportedModelError
+from ..model import Model, OperandType
+
+#: ONNX TensorProto element types nnburst can hold, as numpy dtypes.
+_DTYPES: dict[int, np.dtype[Any]] = {
+    onnx.TensorProto.FLOAT: np.dtype(np.float32),
+    onnx.TensorProto.FLOAT16: np.dtype(np.float16),
+    onnx.TensorProto.INT32: np.dtype(np.int32),
+    onnx.TensorProto.INT64: np.dtype(np.int64),
+    onnx.TensorProto.UINT8: np.dtype(np.uint8),
+    onnx.TensorProto.INT8: np.dtype(np.int8),
+    onnx.TensorProto.BOOL: np.dtype(np.bool_),
+}
+
+
+#: Rounds of folding and shape inference (each round can only add constants).
+_FOLD_ROUNDS = 4
+
+
+class _Unsupported(Exception):
+    """One node's use that cannot be mapped (the message says which part)."""
+
+
+def _narrow(values: np.ndarray, name: str) -> np.ndarray:
+    """int64 → int32 (NNAPI has no 64-bit integers), refusing values that do not fit."""
+    if values.dtype != np.int64:
+        return values
+    narrowed = values.astype(np.int32)
+    if not np.array_equal(narrowed, values):
+        raise BadDataError(f"tensor {name!r}: int64 values beyond int32")
+    return narrowed
+
+
+class Converter:
+    """Builds one :class:`~nnburst.model.Model` from an ONNX graph."""
+
+    def __init__(
+        self, model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None = None
+    ) -> None:
+        model = _fix_input_shapes(model, dict(input_shapes or {}))
+        try:
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        except Exception as exc:  # a graph ONNX itself cannot type
+            raise BadDataError(f"ONNX shape inference failed: {exc}") from None
+        self.onnx = model
+        self.graph = model.graph
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        self.model = Model()
+        self.constants: dict[str, np.ndarray] = {
+            t.name: numpy_helper.to_array(t) for t in self.graph.initializer
+        }
+        self.types: dict[str, tuple[np.dtype[Any] | None, tuple[int, ...] | None]] = {}
+        for info in (*self.graph.input, *self.graph.value_info, *self.graph.output):
+            self.types[info.name] = _type_of(info)
+        self._operands: dict[str, int] = {}
+
+    # -- tensors ---------------------------------------------------------------------------
+    def shape(self, name: str) -> tuple[int, ...]:
+        if name in self.constants:
+            return tuple(self.constants[name].shape)
+        shape = self.types.get(name, (None, None))[1]
+        if shape is None:
+            raise _Unsupported("a tensor whose shape depends on the input's values")
+        return shape
+
+    def dtype(self, name: str) -> np.dtype[Any]:
+        if name in self.constants:
+            return self.constants[name].dtype
+        dtype = self.types.get(name, (None, None))[0]
+        if dtype is None:
+            raise _Unsupported(f"tensor {name!r} has a type nnburst cannot hold")
+        return dtype
+
+    def operand_type(self, name: str) -> OperandType:
+        return _operand_type(self.dtype(name), self.shape(name))
+
+    def operand(self, name: str) -> int:
+        if name in self._operands:
+            return self._operands[name]
+        operand = self.model.add_operand(self.operand_type(name))
+        if name in self.constants:
+            values = _narrow(self.constants[name], name)
+            if values.dtype == np.float64:
+                values = values.astype(np.float32)
+            self.model.set_operand_value(operand, values.reshape(self.shape(name) or (1,)))
+        self._operands[name] = operand
+        return operand
+
+    def value(self, name: str, what: str) -> np.ndarray:
+        if name not in self.constants:
+            raise _Unsupported(f"a computed {what} (only a constant one maps)")
+        return self.constants[name]
+
+    def constant(self, code: OperandCode, value: Any, shape: Sequence[int] | None = None) -> int:
+        operand = self.model.add_operand(
+            OperandType(code, tuple(shape) if shape is not None else ())
+        )
+        self.model.set_operand_value(operand, value)
+        return operand
+
+    def i32(self, value: int) -> int:
+        return self.constant(OperandCode.INT32, np.int32(value))
+
+    def f32(self, value: float) -> int:
+        return self.constant(OperandCode.FLOAT32, np.float32(value))
+
+    def boolean(self, value: bool) -> int:
+        return self.constant(OperandCode.BOOL, np.bool_(value))
+
+    def ints(self, values: Sequence[int]) -> int:
+        array = np.asarray(values, np.int32).reshape(-1)
+        return self.constant(OperandCode.TENSOR_INT32, array, array.shape or (1,))
+
+    def floats(self, values: np.ndarray) -> int:
+        array = np.ascontiguousarray(values, np.float32)
+        return self.constant(OperandCode.TENSOR_FLOAT32, array, array.shape or (1,))
+
+    def temporary(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> int:
+        return self.model.add_operand(_operand_type(dtype, shape))
+
+    def add(self, code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+        self.model.add_operation(code, list(inputs), list(outputs))
+
+    def alias(self, name: str, operand: int) -> None:
+        self._operands[name] = operand
+
+    # -- the graph -------------------------------------------------------------------------
+    def convert(self) -> Model:
+        for _ in range(_FOLD_ROUNDS):  # folding a shape can type more tensors, which can fold
+            before = len(self.constants)
+            self._fold_constants()
+            if len(self.constants) == before:
+                break
+            self._infer_again()
+        unsupported: Counter[str] = Counter()
+        for info in (*self.graph.input, *self.graph.output):
+            shape = self.types.get(info.name, (None, None))[1]
+            if (
+                info.name not in self.constants
+                and shape is not None
+                and 0 in shape
+                or info.name in self.constants
+                and self.constants[info.name].size == 0
+            ):
+                unsupported["empty tensors"] += 1
+        for node in self.graph.node:
+            if node.output and all(o in self.constants for o in node.output):
+                continue
+            why = _check(self, node)
+            if why:
+                unsupported[why] += 1
+        if unsupported:
+            raise UnsupportedModelError(unsupported)
+        for node in self.graph.node:
+            if node.output and all(o in self.constants for o in node.output):
+                continue
+            try:
+                MAPPERS[node.op_type](self, node, _attributes(node))
+            except _Unsupported as exc:
+                raise UnsupportedModelError(Counter({f"{node.op_type} ({exc})": 1})) from None
+        inputs = [self.operand(i.name) for i in self.graph.input if i.name not in self.constants]
+        taken: set[int] = set()
+        outputs = [self._output(o.name, inputs, taken) for o in self.graph.output]
+        self.model.identify_inputs_and_outputs(inputs, outputs)
+        self.model.finish()
+        return self.model
+
+    def _output(self, name: str, inputs: Sequence[int], taken: set[int]) -> int:
+        """A computed operand for each output: an input, a constant or an operand
+        already returned is copied (ADD of zero, LOGICAL_AND with true)."""
+        operand = self.operand(name)
+        if name not in self.constants and operand not in inputs and operand not in taken:
+            taken.add(operand)
+            return operand
+        dtype = self.dtype(name)
+        copy = self.model.add_operand(self.operand_type(name))
+        if dtype == np.bool_:
+            true = self.constant(OperandCode.TENSOR_BOOL8, np.ones(1, np.bool_), (1,))
+            self.add(OperationCode.LOGICAL_AND, [operand, true], [copy])
+        else:
+            zero = self.model.add_operand(_operand_type(dtype, (1,)))
+            self.model.set_operand_value(zero, np.zeros(1, _operand_dtype(dtype)))
+            self.add(OperationCode.ADD, [operand, zero, self.i32(FuseCode.NONE)], [copy])
+        return copy
+
+    def _infer_again(self) -> None:
+        """Shape inference over the graph with the folded tensors as initializers."""
+        model = onnx.ModelProto.FromString(self.onnx.SerializeToString())
+        known = {t.name for t in model.graph.initializer}
+        keep = [
+            n
+            for n in model.graph.node
+            if not (n.output and all(o in self.constants for o in n.output))
+        ]
+        del model.graph.node[:]
+        model.graph.node.extend(keep)
+        for name, value in self.constants.items():
+            if name not in known:
+                model.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        try:
+            model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        except Exception:
+            return  # keep what the first inference found
+        for info in (*model.graph.value_info, *model.graph.output):
+            dtype, shape = _type_of(info)
+            if shape is not None or info.name not in self.types:
+                self.types[info.name] = (dtype, shape)
+
+    def _fold_constants(self) -> None:
+        """Evaluate, at load, every node whose inputs are all known (shape arithmetic)."""
+        for node in self.graph.node:
+            fold = FOLDERS.get(node.op_type)
+            if fold is None:
+                continue
+            inputs = [n for n in node.input if n]
+            if node.op_type == "Shape":
+                known = inputs[0] in self.constants or self.types.get(inputs[0], (None, None))[1]
+                if not known:
+                    continue
+            elif not all(n in self.constants for n in inputs):
+                continue
+            try:
+                results = fold(self, node, _attributes(node))
+            except _Unsupported:
+                continue
+            for name, value in zip(node.output, results):
+                self.constants[name] = np.asarray(value)
+
+
+def _fix_input_shapes(model: onnx.ModelProto, shapes: dict[str, Sequence[int]]) -> onnx.ModelProto:
+    """A copy with every graph input's shape static: ``shapes`` where given, else a
+    symbolic first (batch) dimension of 1.  Any other symbolic dimension must be
+    given: guessing a sequence length would build a model for the wrong input."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    initializers = {t.name for t in model.graph.initializer}
+    unknown = set(shapes) - {i.name for i in model.graph.input}
+    if unknown:
+        raise BadDataError(f"input_shapes names no input of the model: {sorted(unknown)}")
+    for info in model.graph.input:
+        if info.name in initializers:
+            continue
+        dims = info.type.tensor_type.shape.dim
+        if info.name in shapes:
+            wanted = [int(d) for d in shapes[info.name]]
+            if 0 in wanted:
+                raise UnsupportedModelError(Counter({"empty tensors": 1}))
+            if len(wanted) != len(dims) or any(d < 1 for d in wanted):
+                raise BadDataError(
+                    f"input_shapes[{info.name!r}] = {wanted} does not fit rank {len(dims)}"
+                )
+        else:
+            wanted = []
+            for i, d in enumerate(dims):
+                if d.HasField("dim_value") and d.dim_value > 0:
+                    wanted.append(int(d.dim_value))
+                elif i == 0:
+                    wanted.append(1)
+                else:
+                    raise BadDataError(
+                        f"input {info.name!r} has a dynamic dimension {i} ({d.dim_param or '?'}): "
+                        "pass input_shapes={name: shape}"
+                    )
+        for d, value in zip(dims, wanted):
+            d.Clear()
+            d.dim_value = value
+    return model
+
+
+def _type_of(info: onnx.ValueInfoProto) -> tuple[np.dtype[Any] | None, tuple[int, ...] | None]:
+    t = info.type.tensor_type
+    dtype = _DTYPES.get(t.elem_type)
+    if not t.HasField("shape"):
+        return dtype, None
+    dims = []
+    for d in t.shape.dim:
+        if not d.HasField("dim_value"):
+            return dtype, None
+        dims.append(int(d.dim_value))
+    return dtype, tuple(dims)
+
+
+def _operand_type(dtype: np.dtype[Any], shape: tuple[int, ...]) -> OperandType:
+    dims = shape or (1,)  # NNAPI has no rank-0 tensors
+    codes = {
+        np.dtype(np.float32): OperandCode.TENSOR_FLOAT32,
+        np.dtype(np.float64): OperandCode.TENSOR_FLOAT32,
+        np.dtype(np.float16): OperandCode.TENSOR_FLOAT16,
+        np.dtype(np.int32): OperandCode.TENSOR_INT32,
+        np.dtype(np.int64): OperandCode.TENSOR_INT32,
+        np.dtype(np.bool_): OperandCode.TENSOR_BOOL8,
+    }
+    code = codes.get(np.dtype(dtype))
+    if code is None:
+        raise _Unsupported(f"{dtype} tensors")
+    return OperandType(code, dims)
+
+
+def _operand_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The dtype an operand of ``dtype`` holds (NNAPI has no 64-bit types)."""
+    return {np.dtype(np.int64): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.float32)}.get(
+        np.dtype(dtype), np.dtype(dtype)
+    )
+
+
+def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _check(c: Converter, node: onnx.NodeProto) -> str | None:
+    if node.domain not in ("", "ai.onnx"):
+        return f"{node.domain}.{node.op_type}"
+    if node.op_type not in MAPPERS:
+        return node.op_type
+    for name in (*node.input, *node.output):
+        if not name:
+            continue
+        try:
+            c.operand_type(name)
+            if 0 in c.shape(name):
+                return f"{node.op_type} (empty tensors)"
+        except _Unsupported as exc:
+            return f"{node.op_type} ({exc})"
+    return None
+
+
+# -- constant folding (load-time evaluation) --------------------------------------------------
+
+Folder = Callable[[Converter, onnx.NodeProto, dict[str, Any]], list[np.ndarray]]
+FOLDERS: dict[str, Folder] = {}
+
+
+def folds(name: str) -> Callable[[Folder], Folder]:
+    def register(folder: Folder) -> Folder:
+        FOLDERS[name] = folder
+        return folder
+
+    return register
+
+
+@folds("Constant")
+def _fold_constant(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    if "value" in a:
+        return [numpy_helper.to_array(a["value"])]
+    for key, dtype in (("value_float", np.float32), ("value_int", np.int64),
+                       ("value_floats", np.float32), ("value_ints", np.int64)):  # fmt: skip
+        if key in a:
+            return [np.array(a[key], dtype)]
+    raise _Unsupported("a Constant without a value")
+
+
+@folds("Shape")
+def _fold_shape(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    shape = np.array(c.shape(node.input[0]), np.int64)
+    return [shape[a.get("start", 0) : a.get("end", len(shape))]]
+
+
+def _known(c: Converter, node: onnx.NodeProto) -> list[np.ndarray]:
+    return [c.constants[n] if n else np.array([]) for n in node.input]
+
+
+def _fold_with(function: Callable[..., Any]) -> Folder:
+    def folder(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+        return [np.asarray(function(*_known(c, node)))]
+
+    return folder
+
+
+for _name, _function in (
+    ("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Neg", np.negative),
+    ("Equal", np.equal), ("Less", np.less), ("Greater", np.greater), ("Where", np.where),
+    ("Min", np.minimum), ("Max", np.maximum), ("Abs", np.abs), ("Sqrt", np.sqrt),
+):  # fmt: skip
+    folds(_name)(_fold_with(_function))
+
+
+@folds("Div")
+def _fold_div(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    x, y = _known(c, node)
+    if np.issubdtype(x.dtype, np.integer):
+        return [np.trunc(x / y).astype(x.dtype)]
+    return [x / y]
+
+
+@folds("Gather")
+def _fold_gather(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    x, indices = _known(c, node)
+    return [np.take(x, indices, axis=a.get("axis", 0))]
+
+
+@folds("Concat")
+def _fold_concat(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    return [np.concatenate(_known(c, node), axis=a["axis"])]
+
+
+@folds("Unsqueeze")
+def _fold_unsqueeze(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    values = _known(c, node)
+    axes = a.get("axes", values[1].tolist() if len(values) > 1 else [])
+    out = values[0]
+    rank = out.ndim + len(axes)
+    for axis in sorted(int(x) % rank for x in axes):
+        out = np.expand_dims(out, axis)
+    return [out]
+
+
+@folds("Squeeze")
+def _fold_squeeze(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    values = _known(c, node)
+    axes = a.get("axes", values[1].tolist() if len(values) > 1 else None)
+    return [np.squeeze(values[0], axis=None if axes is None else tuple(axes))]
+
+
+@folds("Cast")
+def _fold_cast(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    dtype = helper.tensor_dtype_to_np_dtype(a["to"])
+    return [_known(c, node)[0].astype(dtype)]
+
+
+@folds("Reshape")
+def _fold_reshape(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    x, shape = _known(c, node)[:2]
+    dims = [
+        x.shape[i] if d == 0 and not a.get("allowzero", 0) else d
+        for i, d in enumerate(shape.tolist())
+    ]
+    return [x.reshape(dims)]
+
+
+@folds("Range")
+def _fold_range(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    start, limit, delta = _known(c, node)
+    return [np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)]
+
+
+@folds("ConstantOfShape")
+def _fold_constant_of_shape(
+    c: Converter, node: onnx.NodeProto, a: dict[str, Any]
+) -> list[np.ndarray]:
+    value = numpy_helper.to_array(a["value"]) if "value" in a else np.zeros(1, np.float32)
+    return [np.full(_known(c, node)[0].tolist(), value.reshape(-1)[0], value.dtype)]
+
+
+@folds("Slice")
+def _fold_slice(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    x, starts, ends, *rest = _known(c, node)
+    axes = rest[0].tolist() if rest and rest[0].size else list(range(len(starts)))
+    steps = rest[1].tolist() if len(rest) > 1 and rest[1].size else [1] * len(starts)
+    index = [slice(None)] * x.ndim
+    for axis, s, e, step in zip(axes, starts.tolist(), ends.tolist(), steps):
+        index[axis] = slice(s, e, step)
+    return [x[tuple(index)]]
+
+
+# -- mappers ----------------------------------------------------------------------------------
+
+Mapper = Callable[[Converter, onnx.NodeProto, dict[str, Any]], None]
+MAPPERS: dict[str, Mapper] = {}
+
+
+def maps(*names: str) -> Callable[[Mapper], Mapper]:
+    def register(mapper: Mapper) -> Mapper:
+        for name in names:
+            MAPPERS[name] = mapper
+        return mapper
+
+    return register
+
+
+def _out(c: Converter, node: onnx.NodeProto, i: int = 0) -> int:
+    return c.operand(node.output[i])
+
+
+def _unary(code: OperationCode) -> Mapper:
+    def mapper(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+        c.add(code, [c.operand(node.input[0])], [_out(c, node)])
+
+    return mapper
+
+
+for _name, _code in (
+    ("Relu", OperationCode.RELU), ("Sigmoid", OperationCode.LOGISTIC), ("Tanh", OperationCode.TANH),
+    ("Exp", OperationCode.EXP), ("Log", OperationCode.LOG), ("Sqrt", OperationCode.SQRT),
+    ("Abs", OperationCode.ABS), ("Neg", OperationCode.NEG), ("Floor", OperationCode.FLOOR),
+    ("Sin", OperationCode.SIN), ("Not", OperationCode.LOGICAL_NOT),
+    ("HardSwish", OperationCode.HARD_SWISH),
+):  # fmt: skip
+    maps(_name)(_unary(_code))
+
+
+def _binary(code: OperationCode, fused: bool) -> Mapper:
+    def mapper(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+        kinds = {c.dtype(n).kind for n in node.input[:2]}
+        if code == OperationCode.POW and kinds != {"f"}:
+            raise _Unsupported("integer operands")
+        if code == OperationCode.DIV and "f" not in kinds:
+            raise _Unsupported("integer division (NNAPI rounds toward −∞, ONNX toward 0)")
+        inputs = [c.operand(node.input[0]), c.operand(node.input[1])]
+        if fused:
+            inputs.append(c.i32(FuseCode.NONE))
+        c.add(code, inputs, [_out(c, node)])
+
+    return mapper
+
+
+for _name, _code, _fused in (
+    ("Add", OperationCode.ADD, True), ("Sub", OperationCode.SUB, True),
+    ("Mul", OperationCode.MUL, True), ("Div", OperationCode.DIV, True),
+    ("Pow", OperationCode.POW, False), ("PRelu", OperationCode.PRELU, False),
+    ("Equal", OperationCode.EQUAL, False), ("Less", OperationCode.LESS, False),
+    ("LessOrEqual", OperationCode.LESS_EQUAL, False), ("Greater", OperationCode.GREATER, False),
+    ("GreaterOrEqual", OperationCode.GREATER_EQUAL, False), ("And", OperationCode.LOGICAL_AND, False),
+    ("Or", OperationCode.LOGICAL_OR, False),
+):  # fmt: skip
+    maps(_name)(_binary(_code, _fused))
+
+
+@maps("Max", "Min")
+def _max_min(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    if len(node.input) != 2:
+        raise _Unsupported(f"{len(node.input)} inputs (two map)")
+    code = OperationCode.MAXIMUM if node.op_type == "Max" else OperationCode.MINIMUM
+    c.add(code, [c.operand(node.input[0]), c.operand(node.input[1])], [_out(c, node)])
+
+
+@maps("Identity", "Dropout")
+def _identity(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    if node.op_type == "Dropout":
+        if len(node.output) > 1 and node.output[1]:
+            raise _Unsupported("a mask output")
+        training = node.input[2] if len(node.input) > 2 else ""
+        if training and (training not in c.constants or bool(c.constants[training].reshape(-1)[0])):
+            raise _Unsupported("training mode (random)")
+    c.alias(node.output[0], c.operand(node.input[0]))
+
+
+def _clamp(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[int, ...],
+           lo: float | None, hi: float | None) -> None:  # fmt: skip
+    """``out = min(max(x, lo), hi)``, as one RELU-family operation where one fits."""
+    fused: dict[tuple[float | None, float | None], OperationCode] = {
+        (0.0, None): OperationCode.RELU,
+        (0.0, 6.0): OperationCode.RELU6,
+        (-1.0, 1.0): OperationCode.RELU1,
+    }
+    code = fused.get((lo, hi))
+    if code is not None and dtype == np.float32:
+        c.add(code, [x], [out])
+        return
+    if lo is not None:
+        low = c.floats(np.array([lo])) if dtype == np.float32 else c.ints([int(lo)])
+        target = out if hi is None else c.temporary(dtype, shape)
+        c.add(OperationCode.MAXIMUM, [x, low], [target])
+        x = target
+    if hi is not None:
+        high = c.floats(np.array([hi])) if dtype == np.float32 else c.ints([int(hi)])
+        c.add(OperationCode.MINIMUM, [x, high], [out])
+    elif lo is None:
+        c.add(OperationCode.RESHAPE, [x, c.ints(shape or (1,))], [out])
+
+
+@maps("Clip")
+def _clip(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    bounds = [a.get("min"), a.get("max")]
+    for i in (1, 2):
+        if len(node.input) > i and node.input[i]:
+            bounds[i - 1] = float(c.value(node.input[i], "clip bound").reshape(-1)[0])
+    lo, hi = (None if b is None else float(b) for b in bounds)
+    name = node.input[0]
+    _clamp(c, c.operand(name), _out(c, node), c.dtype(name), c.shape(name), lo, hi)
+
+
+@maps("LeakyRelu")
+def _leaky_relu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    slope = c.floats(np.array([a.get("alpha", 0.01)]))
+    c.add(OperationCode.PRELU, [c.operand(node.input[0]), slope], [_out(c, node)])
+
+
+@maps("HardSigmoid")
+def _hard_sigmoid(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """max(0, min(1, alpha·x + beta)): MUL, ADD, then the clamp."""
+    name = node.input[0]
+    shape, dtype = c.shape(name), c.dtype(name)
+    scaled, shifted = c.temporary(dtype, shape), c.temporary(dtype, shape)
+    none = c.i32(FuseCode.NONE)
+    c.add(
+        OperationCode.MUL,
+        [c.operand(name), c.floats(np.array([a.get("alpha", 0.2)])), none],
+        [scaled],
+    )
+    c.add(OperationCode.ADD, [scaled, c.floats(np.array([a.get("beta", 0.5)])), none], [shifted])
+    _clamp(c, shifted, _out(c, node), dtype, shape, 0.0, 1.0)
+
+
+def _spatial(
+    c: Converter, node: onnx.NodeProto, a: dict[str, Any], kernel: Sequence[int]
+) -> list[int]:
+    """pad_left, pad_right, pad_top, pad_bottom, stride_w, stride_h for a 2-D NCHW window."""
+    x = c.shape(node.input[0])
+    if len(x) != 4 or len(kernel) != 2:
+        raise _Unsupported("a window that is not 2-D")
+    strides = list(a.get("strides", [1, 1]))
+    dilations = list(a.get("dilations", [1, 1]))
+    auto = a.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for size, k, s, d in zip(x[2:], kernel, strides, dilations):
+            total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if auto == "SAME_UPPER" else (big, small))
+        (top, bottom), (left, right) = pads
+    elif auto == "VALID":
+        top = bottom = left = right = 0
+    else:
+        top, left, bottom, right = list(a.get("pads", [0, 0, 0, 0]))
+    return [
+        c.i32(left),
+        c.i32(right),
+        c.i32(top),
+        c.i32(bottom),
+        c.i32(strides[1]),
+        c.i32(strides[0]),
+    ]
+
+
+@maps("Conv")
+def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    w = c.value(node.input[1], "filter").astype(np.float32)
+    if w.ndim != 4 or c.dtype(node.input[0]) != np.float32:
+        raise _Unsupported("a convolution that is not 2-D float32")
+    out_channels, per_group, kh, kw = w.shape
+    group = a.get("group", 1)
+    in_channels = c.shape(node.input[0])[1]
+    bias = (
+        c.value(node.input[2], "bias").astype(np.float32)
+        if len(node.input) > 2 and node.input[2]
+        else np.zeros(out_channels, np.float32)
+    )
+    window = _spatial(c, node, a, a.get("kernel_shape", [kh, kw]))
+    dilations = list(a.get("dilations", [1, 1]))
+    x, out, none, nchw = (
+        c.operand(node.input[0]),
+        _out(c, node),
+        c.i32(FuseCode.NONE),
+        c.boolean(True),
+    )
+    dilation = [c.i32(dilations[1]), c.i32(dilations[0])]
+    if group == 1:
+        filt = c.floats(w.transpose(0, 2, 3, 1))  # OIHW → NNAPI's [out, h, w, in]
+        c.add(
+            OperationCode.CONV_2D, [x, filt, c.floats(bias), *window, none, nchw, *dilation], [out]
+        )
+    elif group == in_channels and per_group == 1:
+        filt = c.floats(w.transpose(1, 2, 3, 0))  # [out, 1, h, w] → [1, h, w, out]
+        multiplier = c.i32(out_channels // in_channels)
+        inputs = [x, filt, c.floats(bias), *window, multiplier, none, nchw, *dilation]
+        c.add(OperationCode.DEPTHWISE_CONV_2D, inputs, [out])
+    else:
+        if dilations != [1, 1]:
+            raise _Unsupported("a dilated grouped convolution")
+        filt = c.floats(w.transpose(0, 2, 3, 1))
+        inputs = [x, filt, c.floats(bias), *window, c.i32(group), none, nchw]
+        c.add(OperationCode.GROUPED_CONV_2D, inputs, [out])
+
+
+def _pool(code: OperationCode) -> Mapper:
+    def mapper(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+        if a.get("ceil_mode", 0) or a.get("dilations", [1, 1]) != [1, 1]:
+            raise _Unsupported("ceil_mode or dilations")
+        if a.get("count_include_pad", 0) and any(a.get("pads", [0])):
+            raise _Unsupported("count_include_pad with padding")
+        if len(node.output) > 1 and node.output[1]:
+            raise _Unsupported("the indices output")
+        kernel = list(a["kernel_shape"])
+        window = _spatial(c, node, a, kernel)
+        inputs = [c.operand(node.input[0]), *window, c.i32(kernel[1]), c.i32(kernel[0])]
+        c.add(code, [*inputs, c.i32(FuseCode.NONE), c.boolean(True)], [_out(c, node)])
+
+    return mapper
+
+
+maps("MaxPool")(_pool(OperationCode.MAX_POOL_2D))
+maps("AveragePool")(_pool(OperationCode.AVERAGE_POOL_2D))
+
+
+@maps("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    axes = c.ints(list(range(2, len(c.shape(node.input[0])))))
+    x, out = c.operand(node.input[0]), _out(c, node)
+    if node.op_type == "GlobalAveragePool":
+        c.add(OperationCode.MEAN, [x, axes, c.i32(1)], [out])
+    else:
+        c.add(OperationCode.REDUCE_MAX, [x, axes, c.boolean(True)], [out])
+
+
+@maps("BatchNormalization")
+def _batch_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Inference form: x·s + b with s = scale/√(var+ε), b = B − mean·s, per channel (axis 1)."""
+    if len(node.output) > 1 and any(node.output[1:]):
+        raise _Unsupported("training outputs")
+    scale, bias, mean, var = (c.value(n, "statistic").astype(np.float64) for n in node.input[1:5])
+    s = scale / np.sqrt(var + a.get("epsilon", 1e-5))
+    b = bias - mean * s
+    rank = len(c.shape(node.input[0]))
+    shape = (len(s),) + (1,) * (rank - 2)
+    scaled = c.temporary(np.dtype(np.float32), c.shape(node.input[0]))
+    none = c.i32(FuseCode.NONE)
+    c.add(OperationCode.MUL, [c.operand(node.input[0]), c.floats(s.reshape(shape)), none], [scaled])
+    c.add(OperationCode.ADD, [scaled, c.floats(b.reshape(shape)), none], [_out(c, node)])
+
+
+def _fully_connected(c: Converter, x: str, weights: np.ndarray, bias: np.ndarray, out: int,
+                     out_shape: tuple[int, ...]) -> None:  # fmt: skip
+    """x [..., K] times weights [N, K]ᵀ plus bias, reshaped around FULLY_CONNECTED when needed."""
+    units, depth = weights.shape
+    rows = int(np.prod(c.shape(x)[:-1]))
+    source = c.operand(x)
+    if len(c.shape(x)) != 2:
+        flat = c.temporary(np.dtype(np.float32), (rows, depth))
+        c.add(OperationCode.RESHAPE, [source, c.ints((rows, depth))], [flat])
+        source = flat
+    inputs = [source, c.floats(weights), c.floats(bias), c.i32(FuseCode.NONE)]
+    if len(out_shape) == 2:
+        c.add(OperationCode.FULLY_CONNECTED, inputs, [out])
+        return
+    result = c.temporary(np.dtype(np.float32), (rows, units))
+    c.add(OperationCode.FULLY_CONNECTED, inputs, [result])
+    c.add(OperationCode.RESHAPE, [result, c.ints(out_shape or (1,))], [out])
+
+
+@maps("MatMul")
+def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    w = c.value(node.input[1], "right-hand side").astype(np.float32)
+    if w.ndim != 2 or c.dtype(node.input[0]) != np.float32 or len(c.shape(node.input[0])) < 2:
+        raise _Unsupported("a right-hand side that is not one matrix")
+    units = w.shape[1]
+    out_shape = c.shape(node.output[0])
+    _fully_connected(c, node.input[0], w.T, np.zeros(units, np.float32), _out(c, node), out_shape)
+
+
+@maps("Gemm")
+def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    if a.get("transA", 0):
+        raise _Unsupported("transA")
+    w = c.value(node.input[1], "B").astype(np.float32) * a.get("alpha", 1.0)
+    weights = w if a.get("transB", 0) else w.T
+    units = weights.shape[0]
+    bias = np.zeros(units, np.float32)
+    if len(node.input) > 2 and node.input[2]:
+        given = c.value(node.input[2], "C").astype(np.float32) * a.get("beta", 1.0)
+        if given.size not in (1, units):
+            raise _Unsupported("a C that is not one row")
+        bias = np.broadcast_to(given.reshape(-1), (units,)).copy()
+    _fully_connected(c, node.input[0], weights, bias, _out(c, node), c.shape(node.output[0]))
+
+
+@maps("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def _reshape(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Shapes are static: the target is the inferred output shape."""
+    shape = c.shape(node.output[0]) or (1,)
+    if len(shape) > 4 or len(c.shape(node.input[0])) > 4:
+        raise _Unsupported("a tensor of rank over 4")
+    if c.dtype(node.input[0]) not in (np.float32, np.float16):
+        raise _Unsupported(
+            f"{c.dtype(node.input[0])} tensors (NNAPI's RESHAPE takes floats and quantized)"
+        )
+    c.add(OperationCode.RESHAPE, [c.operand(node.input[0]), c.ints(shape)], [_out(c, node)])
+
+
+@maps("Transpose")
+def _transpose(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    rank = len(c.shape(node.input[0]))
+    perm = list(a.get("perm", range(rank - 1, -1, -1)))
+    c.add(OperationCode.TRANSPOSE, [c.operand(node.input[0]), c.ints(perm)], [_out(c, node)])
+
+
+@maps("Concat")
+def _concat(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    rank = len(c.shape(node.output[0]))
+    inputs = [c.operand(n) for n in node.input if n]
+    c.add(OperationCode.CONCATENATION, [*inputs, c.i32(a["axis"] % rank)], [_out(c, node)])
+
+
+@maps("Softmax", "LogSoftmax")
+def _softmax(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    rank = len(c.shape(node.input[0]))
+    axis = a.get("axis", -1 if c.opset >= 13 else 1) % rank
+    if c.opset < 13 and axis != rank - 1:
+        raise _Unsupported("a pre-13 softmax over more than the last axis")
+    code = OperationCode.SOFTMAX if node.op_type == "Softmax" else OperationCode.LOG_SOFTMAX
+    c.add(code, [c.operand(node.input[0]), c.f32(1.0), c.i32(axis)], [_out(c, node)])
+
+
+@maps("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd")
+def _reduce(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    rank = len(c.shape(node.input[0]))
+    axes = a.get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = c.value(node.input[1], "axes").tolist()
+    if axes is None or len(axes) == 0:
+        if a.get("noop_with_empty_axes", 0):
+            raise _Unsupported("noop_with_empty_axes")
+        axes = list(range(rank))
+    axes = sorted({int(x) % rank for x in axes})
+    keep = bool(a.get("keepdims", 1))
+    out = _out(c, node)
+    target = out
+    if not keep and len(axes) == rank:  # a scalar: keep the axes, then reshape to [1]
+        keep = True
+        target = c.temporary(c.dtype(node.input[0]), (1,) * rank)
+    code = {
+        "ReduceMean": OperationCode.MEAN, "ReduceMax": OperationCode.REDUCE_MAX,
+        "ReduceMin": OperationCode.REDUCE_MIN, "ReduceSum": OperationCode.REDUCE_SUM,
+        "ReduceProd": OperationCode.REDUCE_PROD,
+    }[node.op_type]  # fmt: skip
+    flag = c.i32(int(keep)) if code == OperationCode.MEAN else c.boolean(keep)
+    c.add(code, [c.operand(node.input[0]), c.ints(axes), flag], [target])
+    if target != out:
+        c.add(OperationCode.RESHAPE, [target, c.ints([1])], [out])
+
+
+@maps("Pad")
+def _pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    mode = a.get("mode", b"constant")
+    if (mode.decode() if isinstance(mode, bytes) else mode) != "constant":
+        raise _Unsupported(f"mode {mode!r}")
+    pads = a.get("pads")
+    if pads is None:
+        pads = c.value(node.input[1], "pads").tolist()
+    if len(node.input) > 3 and node.input[3]:
+        raise _Unsupported("axes")
+    rank = len(c.shape(node.input[0]))
+    paddings = np.array([[pads[i], pads[i + rank]] for i in range(rank)], np.int32)
+    if (paddings < 0).any():
+        raise _Unsupported("negative pads")
+    value = a.get("value", 0.0)
+    if len(node.input) > 2 and node.input[2]:
+        value = float(c.value(node.input[2], "pad value").reshape(-1)[0])
+    inputs = [
+        c.operand(node.input[0]),
+        c.constant(OperandCode.TENSOR_INT32, paddings, paddings.shape),
+    ]
+    if value == 0:
+        c.add(OperationCode.PAD, inputs, [_out(c, node)])
+        return
+    fill = c.f32(value) if c.dtype(node.input[0]) == np.float32 else c.i32(int(value))
+    c.add(OperationCode.PAD_V2, [*inputs, fill], [_out(c, node)])
+
+
+@maps("Gather")
+def _gather(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    rank = len(c.shape(node.input[0]))
+    axis = c.i32(a.get("axis", 0) % rank)
+    indices = node.input[1]
+    size = c.shape(node.input[0])[a.get("axis", 0) % rank]
+    if indices in c.constants:
+        c.constants[indices] = c.constants[indices] % size  # ONNX counts negatives from the end
+        where = c.operand(indices)
+    else:  # computed: indices < 0 ? indices + size : indices
+        shape = c.shape(indices)
+        int32 = np.dtype(np.int32)
+        negative = c.temporary(np.dtype(np.bool_), shape)
+        shifted, where = c.temporary(int32, shape), c.temporary(int32, shape)
+        c.add(OperationCode.LESS, [c.operand(indices), c.ints([0])], [negative])
+        c.add(
+            OperationCode.ADD, [c.operand(indices), c.ints([size]), c.i32(FuseCode.NONE)], [shifted]
+        )
+        c.add(OperationCode.SELECT, [negative, shifted, c.operand(indices)], [where])
+    c.add(OperationCode.GATHER, [c.operand(node.input[0]), axis, where], [_out(c, node)])
+
+
+@maps("Slice")
+def _slice(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    shape = c.shape(node.input[0])
+    starts = c.value(node.input[1], "starts").tolist()
+    ends = c.value(node.input[2], "ends").tolist()
+    axes = (
+        c.value(node.input[3], "axes").tolist()
+        if len(node.input) > 3 and node.input[3]
+        else list(range(len(starts)))
+    )
+    steps = (
+        c.value(node.input[4], "steps").tolist()
+        if len(node.input) > 4 and node.input[4]
+        else [1] * len(starts)
+    )
+    begin, end, stride = [0] * len(shape), list(shape), [1] * len(shape)
+    for axis, s, e, step in zip(axes, starts, ends, steps):
+        axis %= len(shape)
+        if step <= 0:
+            raise _Unsupported("a negative step")
+        size = shape[axis]
+        s = max(0, min(size, s + size if s < 0 else s))
+        e = max(0, min(size, e + size if e < 0 else e))
+        begin[axis], end[axis], stride[axis] = s, e, step
+    inputs = [c.operand(node.input[0]), c.ints(begin), c.ints(end), c.ints(stride)]
+    c.add(OperationCode.STRIDED_SLICE, [*inputs, c.i32(0), c.i32(0), c.i32(0)], [_out(c, node)])
+
+
+@maps("Cast")
+def _cast(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    c.add(OperationCode.CAST, [c.operand(node.input[0])], [_out(c, node)])
+
+
+@maps("Where")
+def _where(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    shapes = [c.shape(n) for n in node.input]
+    if len(set(shapes)) != 1:
+        raise _Unsupported("broadcasting (NNAPI's SELECT takes equal shapes)")
+    c.add(OperationCode.SELECT, [c.operand(n) for n in node.input], [_out(c, node)])
+
+
+# -- the model's face -------------------------------------------------------------------------
+
+
+def describe(c: Converter, names: Sequence[str]) -> list[TensorInfo]:
+    return [TensorInfo(n, c.shape(n), c.dtype(n)) for n in names]
+
+
+def convert(
+    model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None = None
+) -> tuple[Model, list[TensorInfo], list[TensorInfo]]:
+    """The graph as a finished model, with its inputs (initializers excluded) and outputs."""
+    c = Converter(model, input_shapes)
+    finished = c.convert()
+    inputs = [i.name for i in c.graph.input if i.name not in c.constants]
+    return finished, describe(c, inputs), describe(c, [o.name for o in c.graph.output])

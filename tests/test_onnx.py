@@ -1,0 +1,228 @@
+"""nnburst.onnx: ONNX graphs converted to NNAPI operations, checked against onnxruntime,
+and ONNX's own backend node tests driven through nnburst.onnx.backend."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="nnburst.onnx needs onnx (pip install 'nnburst[onnx]')")
+ort = pytest.importorskip(
+    "onnxruntime", reason="onnxruntime (pip install 'nnburst[peers]') is the reference"
+)
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from nnburst import onnx as nn_onnx  # noqa: E402
+from nnburst.errors import BadDataError  # noqa: E402
+
+from .model_cache import wheel_directory, wheel_member  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+def make_model(
+    nodes: list[Any],
+    inputs: list[Any],
+    outputs: list[Any],
+    initializers: dict[str, np.ndarray],
+    opset: int = 17,
+) -> Any:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        outputs,
+        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def against_onnxruntime(model: Any, feeds: dict[str, np.ndarray], **load: Any) -> None:
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
+    with nn_onnx.Runner(nn_onnx.load(model, **load), cache_dir=None) as run:
+        got = run(*feeds.values())
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_a_small_cnn_with_batch_norm_depthwise_and_gemm_matches_onnxruntime() -> None:
+    f32 = np.float32
+    weights = {
+        "W": RNG.standard_normal((8, 3, 3, 3)).astype(f32), "B": RNG.standard_normal(8).astype(f32),
+        "DW": RNG.standard_normal((8, 1, 3, 3)).astype(f32),
+        "GW": RNG.standard_normal((8, 4, 1, 1)).astype(f32),
+        "sc": RNG.uniform(0.5, 1.5, 8).astype(f32), "bi": RNG.standard_normal(8).astype(f32),
+        "me": RNG.standard_normal(8).astype(f32), "va": RNG.uniform(0.5, 1.5, 8).astype(f32),
+        "G": RNG.standard_normal((5, 8)).astype(f32), "GB": RNG.standard_normal(5).astype(f32),
+    }  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "W", "B"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("BatchNormalization", ["c1", "sc", "bi", "me", "va"], ["bn"]),
+        helper.make_node("Clip", ["bn"], ["r"], min=0.0, max=6.0)
+        if False
+        else helper.make_node("Relu", ["bn"], ["r"]),
+        helper.make_node("Conv", ["r", "DW"], ["dw"], group=8, auto_pad="SAME_UPPER"),
+        helper.make_node("Conv", ["dw", "GW"], ["gc"], group=2),
+        helper.make_node("HardSigmoid", ["gc"], ["hs"]),
+        helper.make_node("MaxPool", ["hs"], ["mp"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["mp"], ["gap"]),
+        helper.make_node("Flatten", ["gap"], ["fl"]),
+        helper.make_node("Gemm", ["fl", "G", "GB"], ["y"], transB=1),
+        helper.make_node("Softmax", ["y"], ["p"], axis=-1),
+    ]
+    model = make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 16, 16])],
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["batch", 5])],
+        weights,
+    )
+    loaded = nn_onnx.load(model)
+    assert [(i.name, i.shape) for i in loaded.inputs] == [("x", (1, 3, 16, 16))]  # the batch is 1
+    codes = [op.code.name for op in loaded.model.hal_model.main.operations]
+    assert {"CONV_2D", "DEPTHWISE_CONV_2D", "GROUPED_CONV_2D", "FULLY_CONNECTED"} <= set(codes)
+    against_onnxruntime(model, {"x": RNG.standard_normal((1, 3, 16, 16)).astype(f32)})
+
+
+def test_shape_arithmetic_is_folded_at_load() -> None:
+    """Shape → Gather → Concat → Reshape: evaluated once, a single RESHAPE is left."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus_one"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    model = make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12])],
+        {
+            "zero": np.array(0, np.int64),
+            "axes": np.array([0], np.int64),
+            "minus_one": np.array([-1], np.int64),
+        },
+    )
+    codes = [op.code.name for op in nn_onnx.load(model).model.hal_model.main.operations]
+    assert codes == ["RESHAPE"]
+    against_onnxruntime(model, {"x": RNG.standard_normal((2, 3, 4)).astype(np.float32)})
+
+
+def test_unsupported_operators_are_listed_with_counts() -> None:
+    nodes = [
+        helper.make_node("Einsum", ["x", "x"], ["e"], equation="ij,ij->ij"),
+        helper.make_node("Einsum", ["e", "e"], ["f"], equation="ij,ij->ij"),
+        helper.make_node("Resize", ["f", "", "scales"], ["y"], mode="cubic"),
+    ]
+    model = make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+        {"scales": np.array([1.0, 1.0], np.float32)},
+    )
+    with pytest.raises(nn_onnx.UnsupportedModelError) as info:
+        nn_onnx.load(model)
+    assert info.value.unsupported == {"Einsum": 2, "Resize": 1}
+
+
+def test_dynamic_dimensions_need_input_shapes() -> None:
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "time"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "time"])],
+        {},
+    )
+    with pytest.raises(BadDataError, match="dynamic dimension 1 \\(time\\): pass input_shapes"):
+        nn_onnx.load(model)
+    against_onnxruntime(
+        model, {"x": RNG.standard_normal((1, 7)).astype(np.float32)}, input_shapes={"x": (1, 7)}
+    )
+    with pytest.raises(BadDataError, match="names no input"):
+        nn_onnx.load(model, {"nope": (1, 2)})
+
+
+def test_not_an_onnx_file_is_bad_data(tmp_path) -> None:
+    with pytest.raises(BadDataError, match="not an ONNX model"):
+        nn_onnx.load(b"\xff\x00 certainly not protobuf \x01\x02")
+    with pytest.raises(BadDataError, match="cannot read"):
+        nn_onnx.load(tmp_path / "missing.onnx")
+
+
+# -- real models --------------------------------------------------------------------------------
+
+REAL = [
+    ("openwakeword", "0.5.1", "openwakeword/resources/models/embedding_model.onnx", {}),
+    ("openwakeword", "0.5.1", "openwakeword/resources/models/alexa_v0.1.onnx", {}),
+    ("rapidocr-onnxruntime", "1.4.4", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx", {"x": (1, 3, 48, 192)}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "package,version,member,shapes", REAL, ids=[r[2].split("/")[-1] for r in REAL]
+)
+def test_real_models_match_onnxruntime(
+    package: str, version: str, member: str, shapes: dict[str, Any]
+) -> None:
+    model = onnx.load(str(wheel_member(package, version, member)))
+    loaded = nn_onnx.load(model, shapes)
+    feeds = {i.name: RNG.uniform(-1, 1, i.shape).astype(i.dtype) for i in loaded.inputs}
+    against_onnxruntime(model, feeds, input_shapes=shapes)
+
+
+# -- ONNX's backend node tests --------------------------------------------------------------------
+
+#: Node tests that pass today (onnx 1.22.0's data; see docs/onnx-node-tests.md).
+MIN_PASSING = 220
+
+
+@pytest.mark.timeout(900)
+def test_onnx_node_tests_pass_or_say_unsupported() -> None:
+    """ONNX's backend test runner drives nnburst over the onnx 1.22.0 node tests
+    (later wheels ship no data): no test may get a wrong answer."""
+    from nnburst.onnx.backend import run_node_tests
+
+    outcomes = run_node_tests(
+        wheel_directory("onnx", "1.22.0", "onnx/backend/test/data/node").parent
+    )
+    wrong = {name: why for name, why in outcomes.items() if why.startswith("wrong")}
+    assert not wrong, list(wrong.items())[:20]
+    passed = sum(1 for why in outcomes.values() if why == "pass")
+    assert passed >= MIN_PASSING, (passed, collections.Counter(outcomes.values()))
+
+
+def test_nnburst_run_and_bench_take_an_onnx_file(tmp_path, capsys, monkeypatch) -> None:
+    from nnburst.cli import main
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # the compilation cache goes under it
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        {},
+    )
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(model.SerializeToString())
+    value = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    np.save(tmp_path / "x.npy", value)
+    assert main(["run", str(path), "--input", str(tmp_path / "x.npy")]) == 0
+    assert "y: [2, 3] float32 sum 12" in capsys.readouterr().out
+    assert main(["bench", "--model", str(path), "--duration", "0.05"]) == 0
+    out = capsys.readouterr().out
+    for row in (
+        "onnxruntime in-process",
+        "compute in-process",
+        "burst in-process",
+        "sync service",
+        "burst service",
+    ):
+        assert row in out
+    assert "not timed" not in out
