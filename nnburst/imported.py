@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,12 @@ from typing import Any
 import numpy as np
 
 from .burst import Burst
+from .codes import OperandCode, OperationCode
 from .compilation import Compilation
 from .devices import Device, get_devices
 from .errors import BadDataError
 from .execution import Execution
-from .model import Model
+from .model import Model, OperandType
 
 __all__ = [
     "LoadedModel",
@@ -84,6 +86,42 @@ class LoadedModel:
     #: a digest of the file, the compilation cache's token
     digest: bytes
     state: list[Variable] = field(default_factory=list)
+
+
+class ModelBuilder:
+    """What every importer's converter does to the ``nn.Model`` it builds: new
+    constant operands (the scalars NNAPI operations take) and operations."""
+
+    def __init__(self) -> None:
+        self.model = Model()
+
+    def constant(self, code: OperandCode, value: Any, shape: Sequence[int] | None = None) -> int:
+        """A new constant operand (a scalar when ``shape`` is None)."""
+        operand = self.model.add_operand(
+            OperandType(code, tuple(shape) if shape is not None else ())
+        )
+        self.model.set_operand_value(operand, value)
+        return operand
+
+    def i32(self, value: int) -> int:
+        return self.constant(OperandCode.INT32, np.int32(value))
+
+    def f32(self, value: float) -> int:
+        return self.constant(OperandCode.FLOAT32, np.float32(value))
+
+    def boolean(self, value: bool) -> int:
+        return self.constant(OperandCode.BOOL, np.bool_(value))
+
+    def ints(self, values: Sequence[int]) -> int:
+        array = np.asarray(values, np.int32).reshape(-1)
+        return self.constant(OperandCode.TENSOR_INT32, array, array.shape or (1,))
+
+    def floats(self, values: np.ndarray) -> int:
+        array = np.ascontiguousarray(values, np.float32)
+        return self.constant(OperandCode.TENSOR_FLOAT32, array, array.shape or (1,))
+
+    def add(self, code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+        self.model.add_operation(code, list(inputs), list(outputs))
 
 
 def read_source(source: str | os.PathLike[str] | bytes) -> bytes:

@@ -102,13 +102,21 @@ def _zombie(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] == "Z"
 
 
-def test_workers_must_be_a_count():
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--workers", "-1", "--workers must be 0 or more"),
+        ("--idle-timeout", "0", "--idle-timeout must be a positive"),
+        ("--max-tensor-bytes", "0", "--max-tensor-bytes must be at least 1"),
+    ],
+)
+def test_bad_serve_options_exit_2_with_a_message(option: str, value: str, message: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "nnburst.service.driver", "--workers", "-1"],
+        [sys.executable, "-m", "nnburst.service.driver", option, value],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert result.returncode == 2
-    assert "--workers must be 0 or more" in result.stderr
+    assert message in result.stderr

@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 
 from ..codes import FuseCode, OperandCode, OperationCode
 from ..errors import BadDataError
-from ..imported import TensorInfo, UnsupportedModelError
+from ..imported import ModelBuilder, TensorInfo, UnsupportedModelError
 from ..model import Model, OperandType
 
 #: ONNX TensorProto element types nnburst can hold, as numpy dtypes.
@@ -57,7 +57,7 @@ def _narrow(values: np.ndarray, name: str) -> np.ndarray:
     return narrowed
 
 
-class Converter:
+class Converter(ModelBuilder):
     """Builds one :class:`~nnburst.model.Model` from an ONNX graph."""
 
     def __init__(
@@ -71,7 +71,7 @@ class Converter:
         self.onnx = model
         self.graph = model.graph
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-        self.model = Model()
+        super().__init__()
         self.constants: dict[str, np.ndarray] = {
             t.name: numpy_helper.to_array(t) for t in self.graph.initializer
         }
@@ -117,35 +117,8 @@ class Converter:
             raise _Unsupported(f"a computed {what} (only a constant one maps)")
         return self.constants[name]
 
-    def constant(self, code: OperandCode, value: Any, shape: Sequence[int] | None = None) -> int:
-        operand = self.model.add_operand(
-            OperandType(code, tuple(shape) if shape is not None else ())
-        )
-        self.model.set_operand_value(operand, value)
-        return operand
-
-    def i32(self, value: int) -> int:
-        return self.constant(OperandCode.INT32, np.int32(value))
-
-    def f32(self, value: float) -> int:
-        return self.constant(OperandCode.FLOAT32, np.float32(value))
-
-    def boolean(self, value: bool) -> int:
-        return self.constant(OperandCode.BOOL, np.bool_(value))
-
-    def ints(self, values: Sequence[int]) -> int:
-        array = np.asarray(values, np.int32).reshape(-1)
-        return self.constant(OperandCode.TENSOR_INT32, array, array.shape or (1,))
-
-    def floats(self, values: np.ndarray) -> int:
-        array = np.ascontiguousarray(values, np.float32)
-        return self.constant(OperandCode.TENSOR_FLOAT32, array, array.shape or (1,))
-
     def temporary(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> int:
         return self.model.add_operand(_operand_type(dtype, shape))
-
-    def add(self, code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
-        self.model.add_operation(code, list(inputs), list(outputs))
 
     def alias(self, name: str, operand: int) -> None:
         self._operands[name] = operand

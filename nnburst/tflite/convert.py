@@ -22,7 +22,7 @@ import numpy as np
 
 from ..codes import FuseCode, OperandCode, OperationCode, PaddingCode
 from ..errors import BadDataError
-from ..imported import TensorInfo, UnsupportedModelError, Variable
+from ..imported import ModelBuilder, TensorInfo, UnsupportedModelError, Variable
 from ..model import Model, OperandType
 from .reader import FlatModel, Operator, Subgraph, Tensor
 
@@ -41,7 +41,7 @@ _FUSABLE = frozenset(
 _PADDING = {0: PaddingCode.SAME, 1: PaddingCode.VALID}
 
 
-class Converter:
+class Converter(ModelBuilder):
     """Builds one :class:`~nnburst.model.Model` from one subgraph; the subgraphs an
     IF or WHILE names become referenced models (converted once each)."""
 
@@ -51,7 +51,7 @@ class Converter:
         self.flat = flat
         self.graph = flat.subgraphs[index]
         self._models = {} if models is None else models
-        self.model = Model()
+        super().__init__()
         self._operands: dict[int, int] = {}
         #: tensors replaced by a float32 constant (a DEQUANTIZE of fp16 weights)
         self._folded: dict[int, np.ndarray] = {}
@@ -117,27 +117,6 @@ class Converter:
         self._operands[index] = operand
         return operand
 
-    def constant(self, code: OperandCode, value: Any, shape: Sequence[int] | None = None) -> int:
-        """A new constant operand (a scalar when ``shape`` is None)."""
-        operand = self.model.add_operand(
-            OperandType(code, tuple(shape) if shape is not None else ())
-        )
-        self.model.set_operand_value(operand, value)
-        return operand
-
-    def i32(self, value: int) -> int:
-        return self.constant(OperandCode.INT32, np.int32(value))
-
-    def f32(self, value: float) -> int:
-        return self.constant(OperandCode.FLOAT32, np.float32(value))
-
-    def boolean(self, value: bool) -> int:
-        return self.constant(OperandCode.BOOL, np.bool_(value))
-
-    def ints(self, values: Sequence[int]) -> int:
-        array = np.asarray(values, np.int32).reshape(-1)
-        return self.constant(OperandCode.TENSOR_INT32, array, array.shape)
-
     def values(self, index: int, what: str) -> np.ndarray:
         """A constant input's values; a non-constant one is an unsupported use."""
         t = self.tensor(index)
@@ -145,9 +124,6 @@ class Converter:
         if values is None:
             raise _Unsupported(f"a non-constant {what}")
         return values
-
-    def add(self, code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
-        self.model.add_operation(code, list(inputs), list(outputs))
 
     def subgraph(self, index: int) -> int:
         """A MODEL operand for subgraph ``index`` (for IF and WHILE)."""
