@@ -123,6 +123,16 @@ class ModelBuilder:
     def add(self, code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
         self.model.add_operation(code, list(inputs), list(outputs))
 
+    def finish(self) -> Model:
+        """Finish the model.  An operation NNAPI refuses for its operand types (the
+        mapping allowed a type the operation does not take) is unsupported."""
+        try:
+            self.model.finish()
+        except BadDataError as exc:
+            reason = str(exc.args[0] if exc.args else exc).removeprefix("BAD_DATA: ")
+            raise UnsupportedModelError(Counter({reason: 1})) from None
+        return self.model
+
 
 def read_source(source: str | os.PathLike[str] | bytes) -> bytes:
     """A model file's bytes, from its path or as given."""

@@ -181,7 +181,7 @@ def test_real_models_match_onnxruntime(
 # -- ONNX's backend node tests --------------------------------------------------------------------
 
 #: Node tests that pass today (onnx 1.22.0's data; see docs/onnx-node-tests.md).
-MIN_PASSING = 220
+MIN_PASSING = 400
 
 
 @pytest.mark.timeout(900)

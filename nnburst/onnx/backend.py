@@ -8,50 +8,60 @@ import os
 import sys
 import unittest
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
-from ..errors import BadDataError
-from . import Runner, load
+from . import Runner, UnsupportedModelError, load
 
 
 class NnburstRep(BackendRep):
-    """A prepared model.  NNAPI shapes are static, so a model with symbolic input
-    dimensions is converted for the shapes of the inputs it is first run with
-    (and again if they change); a static one is converted at once."""
+    """A prepared model, converted when it first runs: NNAPI shapes are static,
+    so the conversion uses the shapes of the inputs it is given, and an int64
+    input (what feeds shapes, axes and indices in ONNX graphs) becomes a
+    constant of the value given, so the shape arithmetic it drives folds at
+    load.  New shapes or int64 values convert it again."""
 
     def __init__(self, model: onnx.ModelProto) -> None:
         self.model = model
         self.runner: Runner | None = None
-        try:
-            self._convert(None)
-        except BadDataError as exc:
-            if "dynamic dimension" not in str(exc):
-                raise
+        self._key: Any = None
+        initializers = {t.name for t in model.graph.initializer}
+        self._inputs = [i for i in model.graph.input if i.name not in initializers]
 
-    def _convert(self, shapes: dict[str, tuple[int, ...]] | None) -> None:
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        if any(not i.type.HasField("tensor_type") for i in self._inputs):
+            raise UnsupportedModelError(Counter({"sequence, map or optional inputs": 1}))
+        values = [np.asarray(v) for v in (inputs.values() if isinstance(inputs, dict) else inputs)]
+        frozen = {i.name: v for i, v in zip(self._inputs, values) if v.dtype == np.int64}
+        fed = [v for v in values if v.dtype != np.int64]
+        key = (
+            tuple(v.shape for v in values),
+            tuple((n, v.tobytes()) for n, v in frozen.items()),
+        )
+        if key != self._key:
+            self._convert(values, frozen)
+            self._key = key
+        assert self.runner is not None
+        return tuple(self.runner(*fed))
+
+    def _convert(self, values: list[np.ndarray], frozen: dict[str, np.ndarray]) -> None:
         if self.runner is not None:
             self.runner.close()
             self.runner = None
-        self.runner = Runner(load(self.model, shapes), "nnburst-reference", cache_dir=None)
-
-    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
-        values = list(inputs.values()) if isinstance(inputs, dict) else list(inputs)
-        names = [i.name for i in self.model.graph.input if i.name not in _initializers(self.model)]
-        shapes = {n: np.shape(v) for n, v in zip(names, values)}
-        converted_for = {i.name: i.shape for i in self.runner.inputs} if self.runner else None
-        if shapes != converted_for:  # symbolic dims, or inputs that differ from the declared shapes
-            self._convert(shapes)
-        assert self.runner is not None
-        return tuple(self.runner(*values))
-
-
-def _initializers(model: onnx.ModelProto) -> set[str]:
-    return {t.name for t in model.graph.initializer}
+        model = onnx.ModelProto.FromString(self.model.SerializeToString())
+        for name, value in frozen.items():
+            model.graph.initializer.append(numpy_helper.from_array(value, name))
+        kept = [i for i in model.graph.input if i.name not in frozen]
+        del model.graph.input[:]
+        model.graph.input.extend(kept)
+        shapes = {i.name: v.shape for i, v in zip(self._inputs, values) if i.name not in frozen}
+        self.runner = Runner(load(model, shapes), "nnburst-reference", cache_dir=None)
 
 
 class NnburstBackend(Backend):

@@ -161,8 +161,7 @@ class Converter(ModelBuilder):
         taken: set[int] = set()
         outputs = [self._output(o.name, inputs, taken) for o in self.graph.output]
         self.model.identify_inputs_and_outputs(inputs, outputs)
-        self.model.finish()
-        return self.model
+        return self.finish()
 
     def _output(self, name: str, inputs: Sequence[int], taken: set[int]) -> int:
         """A computed operand for each output: an input, a constant or an operand
@@ -212,7 +211,7 @@ class Converter(ModelBuilder):
             if fold is None:
                 continue
             inputs = [n for n in node.input if n]
-            if node.op_type == "Shape":
+            if node.op_type in ("Shape", "Size"):
                 known = inputs[0] in self.constants or self.types.get(inputs[0], (None, None))[1]
                 if not known:
                     continue
@@ -238,6 +237,13 @@ def _fix_input_shapes(model: onnx.ModelProto, shapes: dict[str, Sequence[int]]) 
     for info in model.graph.input:
         if info.name in initializers:
             continue
+        if not info.type.HasField("tensor_type"):
+            raise UnsupportedModelError(Counter({"sequence, map or optional inputs": 1}))
+        if info.name in shapes and not info.type.tensor_type.HasField("shape"):
+            info.type.tensor_type.shape.dim.add()  # an input of unknown rank: take the given one
+            del info.type.tensor_type.shape.dim[:]
+            for _ in shapes[info.name]:
+                info.type.tensor_type.shape.dim.add()
         dims = info.type.tensor_type.shape.dim
         if info.name in shapes:
             wanted = [int(d) for d in shapes[info.name]]
@@ -378,6 +384,11 @@ def _fold_div(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.
     if np.issubdtype(x.dtype, np.integer):
         return [np.trunc(x / y).astype(x.dtype)]
     return [x / y]
+
+
+@folds("Size")
+def _fold_size(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    return [np.array(int(np.prod(c.shape(node.input[0]))), np.int64)]
 
 
 @folds("Gather")
@@ -895,9 +906,192 @@ def _slice(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.STRIDED_SLICE, [*inputs, c.i32(0), c.i32(0), c.i32(0)], [_out(c, node)])
 
 
-@maps("Cast")
+@maps("Cast", "CastLike")
 def _cast(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """CastLike's second input only names the type, which the output carries."""
     c.add(OperationCode.CAST, [c.operand(node.input[0])], [_out(c, node)])
+
+
+def _like(c: Converter, name: str, value: float) -> int:
+    """A one-element constant of ``name``'s type (broadcast by the operation)."""
+    operand = c.model.add_operand(_operand_type(c.dtype(name), (1,)))
+    c.model.set_operand_value(operand, np.full(1, value, _operand_dtype(c.dtype(name))))
+    return operand
+
+
+def _float_input(c: Converter, node: onnx.NodeProto) -> tuple[str, tuple[int, ...]]:
+    name = node.input[0]
+    if c.dtype(name) != np.float32:
+        raise _Unsupported(f"{c.dtype(name)} operands")
+    return name, c.shape(name)
+
+
+@maps("Expand")
+def _expand(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Broadcast to the output's shape: x + 0 (x OR false for booleans) of that shape."""
+    name, out = node.input[0], c.shape(node.output[0])
+    dtype = c.dtype(name)
+    if dtype == np.bool_:
+        falses = c.constant(OperandCode.TENSOR_BOOL8, np.zeros(out, np.bool_), out)
+        c.add(OperationCode.LOGICAL_OR, [c.operand(name), falses], [_out(c, node)])
+        return
+    zeros = c.model.add_operand(_operand_type(dtype, out))
+    c.model.set_operand_value(zeros, np.zeros(out, _operand_dtype(dtype)))
+    c.add(OperationCode.ADD, [c.operand(name), zeros, c.i32(FuseCode.NONE)], [_out(c, node)])
+
+
+@maps("Reciprocal")
+def _reciprocal(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    name, _ = _float_input(c, node)
+    c.add(
+        OperationCode.DIV,
+        [_like(c, name, 1.0), c.operand(name), c.i32(FuseCode.NONE)],
+        [_out(c, node)],
+    )
+
+
+@maps("Cos")
+def _cos(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """cos x = sin(x + π/2)."""
+    name, shape = _float_input(c, node)
+    shifted = c.temporary(np.dtype(np.float32), shape)
+    c.add(
+        OperationCode.ADD,
+        [c.operand(name), _like(c, name, np.pi / 2), c.i32(FuseCode.NONE)],
+        [shifted],
+    )
+    c.add(OperationCode.SIN, [shifted], [_out(c, node)])
+
+
+@maps("Ceil")
+def _ceil(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """ceil x = −floor(−x)."""
+    name, shape = _float_input(c, node)
+    negated, floored = (
+        c.temporary(np.dtype(np.float32), shape),
+        c.temporary(np.dtype(np.float32), shape),
+    )
+    c.add(OperationCode.NEG, [c.operand(name)], [negated])
+    c.add(OperationCode.FLOOR, [negated], [floored])
+    c.add(OperationCode.NEG, [floored], [_out(c, node)])
+
+
+@maps("Softplus", "Softsign")
+def _soft(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """softplus x = log(1 + eˣ); softsign x = x / (1 + |x|)."""
+    name, shape = _float_input(c, node)
+    f32 = np.dtype(np.float32)
+    inner, plus_one = c.temporary(f32, shape), c.temporary(f32, shape)
+    first = OperationCode.EXP if node.op_type == "Softplus" else OperationCode.ABS
+    c.add(first, [c.operand(name)], [inner])
+    c.add(OperationCode.ADD, [inner, _like(c, name, 1.0), c.i32(FuseCode.NONE)], [plus_one])
+    if node.op_type == "Softplus":
+        c.add(OperationCode.LOG, [plus_one], [_out(c, node)])
+    else:
+        c.add(OperationCode.DIV, [c.operand(name), plus_one, c.i32(FuseCode.NONE)], [_out(c, node)])
+
+
+@maps("Elu")
+def _elu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    name, _ = _float_input(c, node)
+    c.add(OperationCode.ELU, [c.operand(name), c.f32(a.get("alpha", 1.0))], [_out(c, node)])
+
+
+@maps("Sum", "Mean")
+def _sum(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """A chain of ADDs (then a MUL by 1/n for Mean)."""
+    names = [n for n in node.input if n]
+    out = c.shape(node.output[0])
+    dtype = c.dtype(names[0])
+    if node.op_type == "Mean" and dtype != np.float32:
+        raise _Unsupported(f"{dtype} operands")
+    total = c.operand(names[0])
+    last = len(names) - 1
+    for i, name in enumerate(names[1:], start=1):
+        final = i == last and node.op_type == "Sum"
+        target = _out(c, node) if final else c.temporary(dtype, out)
+        c.add(OperationCode.ADD, [total, c.operand(name), c.i32(FuseCode.NONE)], [target])
+        total = target
+    if node.op_type == "Mean":
+        c.add(
+            OperationCode.MUL,
+            [total, _like(c, names[0], 1.0 / len(names)), c.i32(FuseCode.NONE)],
+            [_out(c, node)],
+        )
+    elif last == 0:
+        c.add(
+            OperationCode.ADD, [total, _like(c, names[0], 0), c.i32(FuseCode.NONE)], [_out(c, node)]
+        )
+
+
+@maps("Tile")
+def _tile(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    repeats = c.value(node.input[1], "repeats").tolist()
+    c.add(OperationCode.TILE, [c.operand(node.input[0]), c.ints(repeats)], [_out(c, node)])
+
+
+@maps("Split")
+def _split(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """One SLICE per output (NNAPI's SPLIT cuts equal parts only, and takes no bool)."""
+    shape = c.shape(node.input[0])
+    axis = a.get("axis", 0) % len(shape)
+    start = 0
+    for output in node.output:
+        size = list(c.shape(output))
+        begin = [0] * len(shape)
+        begin[axis] = start
+        start += size[axis]
+        c.add(
+            OperationCode.SLICE,
+            [c.operand(node.input[0]), c.ints(begin), c.ints(size)],
+            [c.operand(output)],
+        )
+
+
+@maps("ArgMax", "ArgMin")
+def _arg(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    if a.get("select_last_index", 0):
+        raise _Unsupported("select_last_index")
+    shape = c.shape(node.input[0])
+    axis = a.get("axis", 0) % len(shape)
+    code = OperationCode.ARGMAX if node.op_type == "ArgMax" else OperationCode.ARGMIN
+    if not a.get("keepdims", 1):
+        c.add(code, [c.operand(node.input[0]), c.i32(axis)], [_out(c, node)])
+        return
+    reduced = c.temporary(
+        np.dtype(np.int32), tuple(d for i, d in enumerate(shape) if i != axis) or (1,)
+    )
+    c.add(code, [c.operand(node.input[0]), c.i32(axis)], [reduced])
+    c.add(OperationCode.EXPAND_DIMS, [reduced, c.i32(axis)], [_out(c, node)])
+
+
+@maps("DepthToSpace", "SpaceToDepth")
+def _depth_space(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    mode = a.get("mode", b"DCR")
+    if (mode.decode() if isinstance(mode, bytes) else mode) != "DCR":
+        raise _Unsupported(f"mode {mode!r}")
+    code = (
+        OperationCode.DEPTH_TO_SPACE
+        if node.op_type == "DepthToSpace"
+        else OperationCode.SPACE_TO_DEPTH
+    )
+    inputs = [c.operand(node.input[0]), c.i32(a["blocksize"]), c.boolean(True)]
+    c.add(code, inputs, [_out(c, node)])
+
+
+@maps("LRN")
+def _lrn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """ONNX divides alpha by the window size; NNAPI's radius is half the window."""
+    size = a["size"]
+    if size % 2 == 0:
+        raise _Unsupported("an even window")
+    alpha = a.get("alpha", 1e-4) / size
+    inputs = [c.operand(node.input[0]), c.i32(size // 2), c.f32(a.get("bias", 1.0)), c.f32(alpha)]
+    c.add(
+        OperationCode.LOCAL_RESPONSE_NORMALIZATION,
+        [*inputs, c.f32(a.get("beta", 0.75)), c.i32(1)],
+        [_out(c, node)],
+    )
 
 
 @maps("Where")

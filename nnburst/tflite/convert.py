@@ -206,8 +206,7 @@ class Converter(ModelBuilder):
             inputs.append(variable.input)
             outputs.append(self._state_output(variable, outputs))
         self.model.identify_inputs_and_outputs(inputs, outputs)
-        self.model.finish()
-        return self.model
+        return self.finish()
 
     def _state_output(self, variable: Variable, outputs: list[int]) -> int:
         """A variable's value after the call: a copy when the call did not assign it,
