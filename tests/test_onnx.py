@@ -226,3 +226,27 @@ def test_nnburst_run_and_bench_take_an_onnx_file(tmp_path, capsys, monkeypatch) 
     ):
         assert row in out
     assert "not timed" not in out
+
+
+def test_if_branches_become_referenced_models_like_onnxruntime() -> None:
+    """openWakeWord's hey_jarvis (ONNX): an If whose branches read outer values."""
+    path = wheel_member(
+        "openwakeword", "0.5.1", "openwakeword/resources/models/hey_jarvis_v0.1.onnx"
+    )
+    model = onnx.load(str(path))
+    loaded = nn_onnx.load(model)
+    assert "IF" in [op.code.name for op in loaded.model.hal_model.main.operations]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    scores = []
+    with nn_onnx.Runner(loaded, cache_dir=None) as run:
+        for seed, spread in enumerate((1e-6, 0.1, 1.0, 20.0)):
+            x = (
+                np.random.default_rng(seed)
+                .normal(0, spread, loaded.inputs[0].shape)
+                .astype(np.float32)
+            )
+            (got,) = run(x)
+            (want,) = session.run(None, {loaded.inputs[0].name: x})
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+            scores.append(float(got.reshape(-1)[0]))
+    assert min(scores) < 0.01 and max(scores) > 0.9  # both branches taken

@@ -1102,6 +1102,72 @@ def _where(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.SELECT, [c.operand(n) for n in node.input], [_out(c, node)])
 
 
+def _outer_names(graph: onnx.GraphProto) -> set[str]:
+    """The names a subgraph reads from the scopes around it."""
+    produced = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    used: set[str] = set()
+    for node in graph.node:
+        used.update(n for n in node.input if n)
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                used |= _outer_names(attribute.g)
+        produced.update(node.output)
+    used.update(o.name for o in graph.output)
+    return used - produced
+
+
+def _branch(c: Converter, graph: onnx.GraphProto, captured: Sequence[str]) -> int:
+    """A MODEL operand for an If branch: its outer-scope constants become its own
+    initializers, the other values it reads become its inputs (``captured``, in order)."""
+    inputs = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(c.dtype(n)), c.shape(n))
+        for n in captured
+    ]
+    constants = [
+        numpy_helper.from_array(np.asarray(c.constants[n]), n)
+        for n in sorted(_outer_names(graph))
+        if n in c.constants
+    ]
+    sub = helper.make_graph(
+        list(graph.node), graph.name or "branch", inputs, list(graph.output),
+        [*graph.initializer, *constants], value_info=list(graph.value_info),
+    )  # fmt: skip
+    model = helper.make_model(sub, opset_imports=list(c.onnx.opset_import))
+    model.ir_version = c.onnx.ir_version
+    operand = c.model.add_operand(OperandType(OperandCode.MODEL))
+    c.model.set_operand_value_from_model(operand, Converter(model).convert())
+    return operand
+
+
+@maps("If")
+def _if(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """NNAPI's IF takes its branches as models with explicit inputs: the values
+    the ONNX branches read from around them."""
+    then_branch, else_branch = a["then_branch"], a["else_branch"]
+    outer = _outer_names(then_branch) | _outer_names(else_branch)
+    captured = sorted(n for n in outer if n not in c.constants)
+    branches = [_branch(c, then_branch, captured), _branch(c, else_branch, captured)]
+    inputs = [_condition(c, node.input[0]), *branches, *(c.operand(n) for n in captured)]
+    c.add(OperationCode.IF, inputs, [c.operand(o) for o in node.output])
+
+
+def _condition(c: Converter, name: str) -> int:
+    """An If condition as NNAPI wants it, TENSOR_BOOL8 of shape [1]: a one-element
+    boolean of higher rank loses its axes in a REDUCE_ANY (RESHAPE takes no booleans)."""
+    shape = c.shape(name)
+    if int(np.prod(shape)) != 1:
+        raise _Unsupported("a condition of more than one element")
+    if len(shape) <= 1:
+        return c.operand(name)
+    flat = c.temporary(np.dtype(np.bool_), (1,))
+    c.add(
+        OperationCode.REDUCE_ANY,
+        [c.operand(name), c.ints(list(range(1, len(shape)))), c.boolean(False)],
+        [flat],
+    )
+    return flat
+
+
 # -- the model's face -------------------------------------------------------------------------
 
 
