@@ -32,7 +32,7 @@ from nnburst.hal.types import DataLocation, DeviceType, MeasureTiming, Request, 
 from nnburst.memory import PROT_READ, PROT_WRITE, Memory
 from nnburst.operands import OperandInfo
 from nnburst.service import protocol, remote, wire
-from nnburst.service.driver import Service, peer_allowed, peer_uid
+from nnburst.service.driver import Limits, Service, peer_allowed, peer_uid
 from nnburst.service.wire import FLAG_ERROR, HEADER, MAX_PAYLOAD, Frame, recv_frame, send_frame
 
 from .blocking import sleeping_service_process, wait_until
@@ -1047,7 +1047,7 @@ def test_an_existing_directory_is_used_as_it_is_and_a_new_one_is_private(tmp_pat
 
 
 def test_connections_beyond_the_limit_are_closed_and_the_others_served(tmp_path):
-    service = Service(str(tmp_path / "driver.sock"), [], max_connections=2)
+    service = Service(str(tmp_path / "driver.sock"), [], limits=Limits(connections=2))
     thread = threading.Thread(target=service.serve_forever)
     thread.start()
     try:
@@ -1207,9 +1207,21 @@ def test_prepared_models_per_connection_are_capped(service):
         client.close()
 
 
-def _prepares(sample_all: remote.RemoteDevice) -> bool:
+def _model_with_constant(n: int) -> HalModel:
+    """out = a + c with ``c`` a float32 constant of ``n`` elements."""
+    tensor = OperandInfo(OperandCode.TENSOR_FLOAT32, (n,))
+    operands = [
+        Operand(tensor, Lifetime.SUBGRAPH_INPUT),
+        Operand(tensor, Lifetime.CONSTANT_COPY, np.ones(n, np.float32)),
+        Operand(OperandInfo(OperandCode.INT32, ()), Lifetime.CONSTANT_COPY, np.array(0, np.int32)),
+        Operand(tensor, Lifetime.SUBGRAPH_OUTPUT),
+    ]
+    return HalModel(Subgraph(operands, [Operation(OperationCode.ADD, (0, 1, 2), (3,))], (0,), (3,)))
+
+
+def _prepares(sample_all: remote.RemoteDevice, model: HalModel | None = None) -> bool:
     try:
-        sample_all.prepare_model(add_model()).close()
+        sample_all.prepare_model(model or add_model()).close()
     except NNError:
         return False
     return True
@@ -1262,3 +1274,44 @@ def test_idle_connections_that_hold_nothing_are_closed_and_clients_reconnect(own
     finally:
         idle.close()
         holding.close()
+
+
+def test_model_bytes_and_frame_size_are_capped_per_connection(own_service):
+    """Issue 15: `nnburst serve --max-models/--max-model-bytes/--max-frame-bytes`.
+    A connection past its share is refused with OUT_OF_MEMORY, and a frame over the
+    limit drops only that connection; others are still served."""
+    proc = own_service(args=("--workers", "1", "--max-models", "3", "--max-model-bytes", "20000",
+                             "--max-frame-bytes", "40000"))  # fmt: skip
+    client = remote.ServiceClient(proc.path)
+    try:
+        sample_all = device(client, "nnburst-sample-all")
+        small = [sample_all.prepare_model(add_model()) for _ in range(3)]
+        with pytest.raises(NNError, match="3 prepared models, the limit") as info:
+            sample_all.prepare_model(add_model())
+        assert info.value.code == ResultCode.OUT_OF_MEMORY
+        for model in small:
+            model.close()
+        first = sample_all.prepare_model(_model_with_constant(3000))  # 12 kB: one fits
+        with pytest.raises(NNError, match="over its 20000-byte limit") as info:
+            sample_all.prepare_model(_model_with_constant(3000))
+        assert info.value.code == ResultCode.OUT_OF_MEMORY
+        first.close()
+        wait_until(lambda: _prepares(sample_all, _model_with_constant(3000)), "room again")
+    finally:
+        client.close()
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(proc.path)
+    try:
+        send_frame(raw, Frame(protocol.Kind.GET_DEVICES, 0, 1, b"x" * 50_000))
+        with pytest.raises((EOFError, ConnectionResetError)):
+            recv_frame(raw)  # dropped, not answered
+    finally:
+        raw.close()
+    other = remote.ServiceClient(proc.path)
+    try:
+        assert (
+            run_add(device(other, "nnburst-sample-all").prepare_model(add_model()))[0]
+            == ErrorStatus.NONE
+        )
+    finally:
+        other.close()

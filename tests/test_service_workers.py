@@ -108,6 +108,9 @@ def _zombie(pid: int) -> bool:
         ("--workers", "-1", "--workers must be 0 or more"),
         ("--idle-timeout", "0", "--idle-timeout must be a positive"),
         ("--max-tensor-bytes", "0", "--max-tensor-bytes must be at least 1"),
+        ("--max-models", "0", "--max-models must be at least 1"),
+        ("--max-model-bytes", "-5", "--max-model-bytes must be at least 1"),
+        ("--max-frame-bytes", "0", "--max-frame-bytes must be at least 1"),
     ],
 )
 def test_bad_serve_options_exit_2_with_a_message(option: str, value: str, message: str) -> None:

@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import threadpoolctl
@@ -77,7 +78,7 @@ from . import protocol
 from .burst import BurstHost
 from .launch import ServiceStartError
 from .protocol import Kind
-from .wire import Connection, Frame
+from .wire import MAX_PAYLOAD, Connection, Frame
 from .workers import WorkerPool, default_worker_count
 
 log = logging.getLogger("nnburst.service")
@@ -377,6 +378,7 @@ class ClientSession:
     def __init__(self, service: Service, sock: socket.socket) -> None:
         self._service = service
         self._models: dict[int, SamplePreparedModel] = {}
+        self._model_bytes: dict[int, int] = {}  # each model's PREPARE payload size
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._open = True
@@ -391,7 +393,12 @@ class ClientSession:
             **self.bursts.handlers(),
         }
         self.connection = Connection(
-            sock, handlers, on_close=self._closed, name="nnburst-service-client", start=False
+            sock,
+            handlers,
+            on_close=self._closed,
+            name="nnburst-service-client",
+            start=False,
+            max_payload=service.limits.frame_bytes,
         )
         self.bursts.connection = self.connection  # before the first request can arrive
         self.connection.start()
@@ -449,24 +456,17 @@ class ClientSession:
         device = self._device(index)
         preference_code = protocol.decode_enum(PreferenceCode, preference, "preference")
         priority_code = protocol.decode_enum(PriorityCode, priority, "priority")
-        if self.model_count >= MAX_MODELS_PER_CONNECTION:
-            raise NNError(
-                f"this connection holds {MAX_MODELS_PER_CONNECTION} prepared models, the limit: "
-                "release some first",
-                ResultCode.OUT_OF_MEMORY,
-            )
+        self._check_room(len(frame.payload))
         prepared = device.prepare_model(
             model, preference_code, priority_code, deadline, alive=self.alive
         )
         with self._lock:
             if not self._open:
                 raise NNError("the connection is closing", ResultCode.UNAVAILABLE_DEVICE)
-            if len(self._models) >= MAX_MODELS_PER_CONNECTION:  # raced with another PREPARE
-                raise NNError(
-                    "too many prepared models on this connection", ResultCode.OUT_OF_MEMORY
-                )
+            self._check_room(len(frame.payload))  # again: another PREPARE may have raced
             model_id = next(self._ids)
             self._models[model_id] = prepared
+            self._model_bytes[model_id] = len(frame.payload)
         return protocol.encode_u32(model_id), ()
 
     def _release_model(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
@@ -474,7 +474,24 @@ class ClientSession:
         model_id = protocol.decode_u32(frame.payload)
         with self._lock:
             self._models.pop(model_id, None)
+            self._model_bytes.pop(model_id, None)
         return b"", ()
+
+    def _check_room(self, size: int) -> None:
+        """Refuse a model past this connection's share (count or bytes) of the service."""
+        limits = self._service.limits
+        if len(self._models) >= limits.models:
+            raise NNError(
+                f"this connection holds {limits.models} prepared models, the limit: release some first",
+                ResultCode.OUT_OF_MEMORY,
+            )
+        held = sum(self._model_bytes.values())
+        if held + size > limits.model_bytes:
+            raise NNError(
+                f"this connection's models would take {held + size} bytes, over its "
+                f"{limits.model_bytes}-byte limit: release some first",
+                ResultCode.OUT_OF_MEMORY,
+            )
 
     def _execute(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
         fds, frame.fds = frame.fds, []
@@ -509,6 +526,7 @@ class ClientSession:
         with self._lock:
             self._open = False
             self._models.clear()
+            self._model_bytes.clear()
         self.bursts.close()
         self._service.forget(self)
         connection = getattr(self, "connection", None)  # None if the peer left during __init__
@@ -531,6 +549,8 @@ def peer_uid(sock: socket.socket) -> int:
 
 #: Prepared models one connection may hold at once (each holds its constants).
 MAX_MODELS_PER_CONNECTION = 64
+#: Bytes of model descriptions (PREPARE payloads: mostly constants) one connection may hold.
+MAX_MODEL_BYTES_PER_CONNECTION = 512 * 1024 * 1024
 #: Connections served at once (each holds a thread and a socket); more are closed at once.
 MAX_CONNECTIONS = 256
 #: How long accepting pauses when the process is out of fds or memory.
@@ -538,6 +558,17 @@ ACCEPT_BACKOFF_S = 0.1
 #: Seconds a connection holding no model and no burst may stay silent before it is closed
 #: (a client reconnects by itself when it needs the service again).
 IDLE_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What clients may take from one service process; each is a ``nnburst serve`` option."""
+
+    connections: int = MAX_CONNECTIONS
+    models: int = MAX_MODELS_PER_CONNECTION  # prepared models per connection
+    model_bytes: int = MAX_MODEL_BYTES_PER_CONNECTION  # per connection
+    frame_bytes: int = MAX_PAYLOAD  # one message from a client
+    idle_timeout: float = IDLE_TIMEOUT_S  # a connection holding nothing, silent
 
 
 def peer_allowed(uid: int, allowed_uid: int) -> bool:
@@ -644,15 +675,13 @@ class Service:
         path: str,
         devices: Sequence[SampleDevice] | None = None,
         allowed_uid: int | None = None,
-        max_connections: int = MAX_CONNECTIONS,
+        limits: Limits | None = None,
         listener: socket.socket | None = None,
-        idle_timeout: float = IDLE_TIMEOUT_S,
     ) -> None:
         """``listener``: accept from this socket (a worker's, bound by its supervisor,
         which owns the path) instead of binding ``path``."""
         self.path = path
-        self.max_connections = max_connections
-        self.idle_timeout = idle_timeout
+        self.limits = limits or Limits()
         self.devices = list(devices if devices is not None else sample_devices())
         self.allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
         self.stopping = False
@@ -700,7 +729,7 @@ class Service:
     def _close_idle(self) -> None:
         """Close connections that hold nothing and stayed silent too long: an idle
         client must not keep one of the service's connections (and fds) forever."""
-        limit = time.monotonic() - self.idle_timeout
+        limit = time.monotonic() - self.limits.idle_timeout
         with self._lock:
             sessions = list(self._sessions)
         for session in sessions:
@@ -710,8 +739,8 @@ class Service:
                 session.close()
 
     def _accept(self, sock: socket.socket) -> None:
-        if self.session_count >= self.max_connections:
-            log.warning("refused a client: %d connections is the limit", self.max_connections)
+        if self.session_count >= self.limits.connections:
+            log.warning("refused a client: %d connections is the limit", self.limits.connections)
             sock.close()
             return
         sock.setblocking(True)
@@ -793,6 +822,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "spinning on the other core; 0 keeps the BLAS library's own default)",
     )
     parser.add_argument(
+        "--max-models",
+        type=int,
+        default=MAX_MODELS_PER_CONNECTION,
+        metavar="N",
+        help=f"prepared models one connection may hold (default {MAX_MODELS_PER_CONNECTION})",
+    )
+    parser.add_argument(
+        "--max-model-bytes",
+        type=int,
+        default=MAX_MODEL_BYTES_PER_CONNECTION,
+        metavar="N",
+        help="bytes of models (their descriptions and constants) one connection may hold "
+        f"(default {MAX_MODEL_BYTES_PER_CONNECTION})",
+    )
+    parser.add_argument(
+        "--max-frame-bytes",
+        type=int,
+        default=MAX_PAYLOAD,
+        metavar="N",
+        help=f"the largest message a client may send, a model included (default {MAX_PAYLOAD})",
+    )
+    parser.add_argument(
         "--max-tensor-bytes",
         type=int,
         default=op_common.MAX_TENSOR_BYTES,
@@ -824,6 +875,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--max-connections must be at least 1, got {args.max_connections}")
     if args.blas_threads < 0:
         parser.error(f"--blas-threads must be 0 or more, got {args.blas_threads}")
+    for option in ("max_models", "max_model_bytes", "max_frame_bytes"):
+        if getattr(args, option) < 1:
+            flag = "--" + option.replace("_", "-")
+            parser.error(f"{flag} must be at least 1, got {getattr(args, option)}")
     if args.max_tensor_bytes < 1:
         parser.error(f"--max-tensor-bytes must be at least 1, got {args.max_tensor_bytes}")
     op_common.MAX_TENSOR_BYTES = args.max_tensor_bytes  # process-wide, for the service's life
@@ -845,15 +900,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         figures = args.figures or measure_figures()
         devices = sample_devices(dict(args.emulate_performance), figures)
+        limits = Limits(
+            args.max_connections,
+            args.max_models,
+            args.max_model_bytes,
+            args.max_frame_bytes,
+            args.idle_timeout,
+        )
         if args.listen_fd is not None:
             listener = socket.socket(fileno=args.listen_fd)
-            server = Service(
-                path, devices, args.allow_uid, args.max_connections, listener, args.idle_timeout
-            )
+            server = Service(path, devices, args.allow_uid, limits, listener)
         elif workers == 1:
-            server = Service(
-                path, devices, args.allow_uid, args.max_connections, idle_timeout=args.idle_timeout
-            )
+            server = Service(path, devices, args.allow_uid, limits)
         else:
             server = WorkerPool(
                 path,
@@ -913,6 +971,12 @@ def _worker_args(
         repr(args.idle_timeout),
         "--max-tensor-bytes",
         str(args.max_tensor_bytes),
+        "--max-models",
+        str(args.max_models),
+        "--max-model-bytes",
+        str(args.max_model_bytes),
+        "--max-frame-bytes",
+        str(args.max_frame_bytes),
         "--figures",
         ",".join(repr(v) for v in values),
     ]

@@ -91,7 +91,7 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     return buffer  # type: ignore[return-value]  # bytes-like; bytes(buffer) would copy it
 
 
-def recv_frame(sock: socket.socket) -> Frame:
+def recv_frame(sock: socket.socket, max_payload: int = MAX_PAYLOAD) -> Frame:
     """Read one frame.  Raises EOFError when the peer is gone, BadDataError
     when the header is invalid (the connection must then be dropped)."""
     fds = array.array("i")
@@ -110,8 +110,8 @@ def recv_frame(sock: socket.socket) -> Frame:
         if len(data) < HEADER.size:
             data += _recv_exactly(sock, HEADER.size - len(data))
         length, kind, flags, call_id = HEADER.unpack(data)
-        if length > MAX_PAYLOAD:
-            raise BadDataError(f"frame payload of {length} bytes exceeds {MAX_PAYLOAD}")
+        if length > max_payload:
+            raise BadDataError(f"frame payload of {length} bytes exceeds {max_payload}")
         payload = _recv_exactly(sock, length) if length else b""
     except BaseException:
         for fd in received:
@@ -139,8 +139,11 @@ class Connection:
         on_close: Callable[[], None] | None = None,
         name: str = "nnburst-connection",
         start: bool = True,
+        max_payload: int = MAX_PAYLOAD,
     ) -> None:
+        """``max_payload``: the largest frame the peer may send (a bigger one drops it)."""
         self.sock = sock
+        self.max_payload = max_payload
         self.handlers = dict(handlers or {})
         self.on_close = on_close
         self._send_lock = threading.Lock()
@@ -257,7 +260,7 @@ class Connection:
         reason: BaseException = EOFError("closed")
         try:
             while True:
-                frame = recv_frame(self.sock)
+                frame = recv_frame(self.sock, self.max_payload)
                 self.last_heard = time.monotonic()
                 if frame.flags & FLAG_REPLY:
                     self._deliver(frame)
