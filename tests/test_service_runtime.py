@@ -757,3 +757,31 @@ def test_closing_memories_while_bursts_fetch_new_ones_never_wedges(services):
         for memory in to_close:
             memory.close()
     assert not failures, failures[0]
+
+
+def test_a_burst_caches_at_most_the_memories_the_service_allows(tmp_path, monkeypatch):
+    """Issue 15: `nnburst serve --max-cached-memories N` caps one burst's mappings."""
+    proc = ServiceProcess(
+        str(tmp_path / "s.sock"), args=("--workers", "1", "--max-cached-memories", "2")
+    )
+    remote.disconnect_all()
+    monkeypatch.setenv("NNBURST_SERVICES", proc.path)
+    work = add_mul_model()
+    inputs = nn.Memory.create_shared(2 * NBYTES)
+    outputs = [nn.Memory.create_shared(NBYTES) for _ in range(2)]
+    try:
+        device = next(d for d in nn.get_devices() if d.name == "nnburst-sample-all")
+        with compiled(work.model, [device]) as compilation, nn.Burst(compilation) as burst:
+            _memory_execution(compilation, inputs, outputs[0]).burst_compute(burst)  # 2 cached
+            with pytest.raises(nn.NNError):  # a third memory: refused by the service
+                _memory_execution(compilation, inputs, outputs[1]).burst_compute(burst)
+            outputs[0].close()  # its slot is freed in the service
+            np.frombuffer(inputs.buffer, np.float32)[:12] = 1
+            np.frombuffer(inputs.buffer, np.float32)[12:] = 3
+            _memory_execution(compilation, inputs, outputs[1]).burst_compute(burst)
+            assert np.all(np.frombuffer(outputs[1].buffer, np.float32, 12) == 2.0)  # (1 + 3) * 0.5
+    finally:
+        for memory in (inputs, *outputs):
+            memory.close()
+        remote.disconnect_all()
+        proc.kill()

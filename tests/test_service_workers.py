@@ -111,6 +111,7 @@ def _zombie(pid: int) -> bool:
         ("--max-models", "0", "--max-models must be at least 1"),
         ("--max-model-bytes", "-5", "--max-model-bytes must be at least 1"),
         ("--max-frame-bytes", "0", "--max-frame-bytes must be at least 1"),
+        ("--max-cached-memories", "0", "--max-cached-memories must be at least 1"),
     ],
 )
 def test_bad_serve_options_exit_2_with_a_message(option: str, value: str, message: str) -> None:

@@ -126,8 +126,10 @@ class ExecutionBurstServer(IBurstContext):
         result_channel: Descriptor | bytes | MessageQueue,
         executor_or_prepared_model: IBurstExecutorWithCache | IPreparedModel,
         polling_window_us: int = 0,
+        max_cached_slots: int = MAX_CACHED_SLOTS,
     ) -> ExecutionBurstServer:
-        """Attach to the client's two FMQs and start the worker.
+        """Attach to the client's two FMQs and start the worker; it caches at most
+        ``max_cached_slots`` memories (a request naming more is refused).
 
         Raises:
             ValueError / BadDataError: a channel is invalid (wrong element
@@ -146,7 +148,9 @@ class ExecutionBurstServer(IBurstContext):
         except BaseException:
             requests.close()
             raise
-        return cls(_Worker(callback, requests, results, executor, polling_window_us))
+        return cls(
+            _Worker(callback, requests, results, executor, polling_window_us, max_cached_slots)
+        )
 
     def __init__(self, worker: _Worker) -> None:
         self._worker = worker
@@ -189,8 +193,10 @@ class _Worker:
         results: MessageQueue,
         executor: IBurstExecutorWithCache,
         polling_window_us: int,
+        max_cached_slots: int = MAX_CACHED_SLOTS,
     ) -> None:
         self.callback = callback
+        self.max_cached_slots = max_cached_slots
         self.requests = requests
         self.results = results
         self.executor = executor
@@ -281,13 +287,13 @@ class _Worker:
         unknown = sorted({s for s in slots if not self.executor.is_cache_entry_present(s)})
         if not unknown:
             return
-        if len(self.cached) + len(unknown) > MAX_CACHED_SLOTS:
+        if len(self.cached) + len(unknown) > self.max_cached_slots:
             # Each cached memory holds a mapping (and, from a service client, an
             # fd): a client that never frees must not exhaust them.
             log.log(
                 logging.DEBUG if self.warned else logging.WARNING,
                 "a burst names more than %d memories without freeing any: refused",
-                MAX_CACHED_SLOTS,
+                self.max_cached_slots,
             )
             self.warned = True
             return

@@ -61,7 +61,7 @@ from ..cpu.driver import (
 from ..cpu.ops import common as op_common
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.burst_controller import polling_window_us
-from ..hal.burst_server import ExecutionBurstServer
+from ..hal.burst_server import MAX_CACHED_SLOTS, ExecutionBurstServer
 from ..hal.interfaces import (
     ExecutionResult,
     IBurstCallback,
@@ -194,6 +194,8 @@ class SamplePreparedModel(IPreparedModel):
     def __init__(self, model: CpuPreparedModel, alive: Callable[[], bool]) -> None:
         self.model = model
         self._alive = alive
+        #: memories one burst on this model may cache (the session sets its limit)
+        self.max_cached_memories = MAX_CACHED_SLOTS
 
     def create_reusable_execution(
         self, request: Request, measure: MeasureTiming, loop_timeout_ns: int | None = None
@@ -222,7 +224,12 @@ class SamplePreparedModel(IPreparedModel):
         window = polling_window_us(self.model.preference)
         try:
             context = ExecutionBurstServer.create(
-                callback, request_channel, result_channel, self, polling_window_us=window
+                callback,
+                request_channel,
+                result_channel,
+                self,
+                polling_window_us=window,
+                max_cached_slots=self.max_cached_memories,
             )
         except (ValueError, NNError) as exc:
             log.info("cannot start a burst server: %s", exc)
@@ -460,6 +467,7 @@ class ClientSession:
         prepared = device.prepare_model(
             model, preference_code, priority_code, deadline, alive=self.alive
         )
+        prepared.max_cached_memories = self._service.limits.cached_memories
         with self._lock:
             if not self._open:
                 raise NNError("the connection is closing", ResultCode.UNAVAILABLE_DEVICE)
@@ -568,6 +576,7 @@ class Limits:
     models: int = MAX_MODELS_PER_CONNECTION  # prepared models per connection
     model_bytes: int = MAX_MODEL_BYTES_PER_CONNECTION  # per connection
     frame_bytes: int = MAX_PAYLOAD  # one message from a client
+    cached_memories: int = MAX_CACHED_SLOTS  # memories one burst may keep mapped
     idle_timeout: float = IDLE_TIMEOUT_S  # a connection holding nothing, silent
 
 
@@ -844,6 +853,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the largest message a client may send, a model included (default {MAX_PAYLOAD})",
     )
     parser.add_argument(
+        "--max-cached-memories",
+        type=int,
+        default=MAX_CACHED_SLOTS,
+        metavar="N",
+        help=f"memories one burst may keep mapped (default {MAX_CACHED_SLOTS})",
+    )
+    parser.add_argument(
         "--max-tensor-bytes",
         type=int,
         default=op_common.MAX_TENSOR_BYTES,
@@ -875,7 +891,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--max-connections must be at least 1, got {args.max_connections}")
     if args.blas_threads < 0:
         parser.error(f"--blas-threads must be 0 or more, got {args.blas_threads}")
-    for option in ("max_models", "max_model_bytes", "max_frame_bytes"):
+    for option in ("max_models", "max_model_bytes", "max_frame_bytes", "max_cached_memories"):
         if getattr(args, option) < 1:
             flag = "--" + option.replace("_", "-")
             parser.error(f"{flag} must be at least 1, got {getattr(args, option)}")
@@ -901,11 +917,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures = args.figures or measure_figures()
         devices = sample_devices(dict(args.emulate_performance), figures)
         limits = Limits(
-            args.max_connections,
-            args.max_models,
-            args.max_model_bytes,
-            args.max_frame_bytes,
-            args.idle_timeout,
+            connections=args.max_connections,
+            models=args.max_models,
+            model_bytes=args.max_model_bytes,
+            frame_bytes=args.max_frame_bytes,
+            cached_memories=args.max_cached_memories,
+            idle_timeout=args.idle_timeout,
         )
         if args.listen_fd is not None:
             listener = socket.socket(fileno=args.listen_fd)
@@ -977,6 +994,8 @@ def _worker_args(
         str(args.max_model_bytes),
         "--max-frame-bytes",
         str(args.max_frame_bytes),
+        "--max-cached-memories",
+        str(args.max_cached_memories),
         "--figures",
         ",".join(repr(v) for v in values),
     ]
