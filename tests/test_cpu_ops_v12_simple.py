@@ -1043,6 +1043,23 @@ def test_unknown_ranks_validate_and_run() -> None:
             t(F32, 0, 0),
             [np.ones((1, 1), np.float32), np.array([[0, 1 << 15], [0, 1 << 15]], np.int32)],
         ),
+        (
+            Op.RESIZE_NEAREST_NEIGHBOR,
+            [
+                t(F32, 1, 2, 2, 1),
+                OperandInfo(T.INT32, ()),
+                OperandInfo(T.INT32, ()),
+                boolean(False),
+            ],
+            t(F32, 0, 0, 0, 0),
+            [np.ones((1, 2, 2, 1), np.float32), np.int32(1 << 15), np.int32(1 << 15)],
+        ),
+        (
+            Op.RESIZE_BILINEAR,
+            [t(F32, 1, 2, 2, 1), OperandInfo(T.INT32, ()), OperandInfo(T.INT32, ())],
+            t(F32, 0, 0, 0, 0),
+            [np.ones((1, 2, 2, 1), np.float32), np.int32(1 << 15), np.int32(1 << 15)],
+        ),
     ],
 )
 def test_a_size_read_from_values_is_checked_before_allocating(code, inputs, output, feed) -> None:

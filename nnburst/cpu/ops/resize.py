@@ -20,6 +20,7 @@ from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
+    check_allocation,
     constant_scalar,
     from_nhwc,
     op_failed,
@@ -108,6 +109,7 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
         raise op_failed(ctx.code, "input height and width must be positive")
     out_w = _output_size(ctx, in_w, 1)
     out_h = _output_size(ctx, in_h, 2)
+    check_allocation(ctx.code, (x.shape[0], out_h, out_w, x.shape[3]), np.float32)
     y0, y1, dy = _taps(out_h, in_h, align, half)
     x0, x1, dx = _taps(out_w, in_w, align, half)
     one = np.float32(1)

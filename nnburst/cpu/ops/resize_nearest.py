@@ -21,6 +21,7 @@ from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
+    check_allocation,
     constant_scalar,
     float_scalar_code,
     from_nhwc,
@@ -109,6 +110,7 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
         raise op_failed(ctx.code, f"height, width and depth must be positive, got {x.shape}")
     out_w = _output_size(ctx, in_w, 1)
     out_h = _output_size(ctx, in_h, 2)
+    check_allocation(ctx.code, (x.shape[0], out_h, out_w, x.shape[3]), x.dtype)
     rows = _source_index(out_h, in_h, align, half)
     cols = _source_index(out_w, in_w, align, half)
     result = x[:, rows][:, :, cols]
