@@ -90,9 +90,11 @@ def children(pid: int) -> list[int]:
 
 
 def sleeping_service_process(pid: int) -> int | None:
-    """The process of a service (``pid`` or one of its workers) with a thread in
-    time.sleep, or None: the one inside an injected ``hang`` or ``sleep`` fault."""
-    return next((p for p in (pid, *children(pid)) if sleeping_threads(p) > 0), None)
+    """The process of a service (one of its workers, else ``pid`` itself) with a
+    thread in time.sleep, or None: the one inside an injected ``hang`` or ``sleep``
+    fault.  Workers first: a supervisor sleeps between its checks on them."""
+    workers = children(pid)
+    return next((p for p in (workers or [pid]) if sleeping_threads(p) > 0), None)
 
 
 def wait_until(condition: Any, what: str, timeout: float = HANG_GUARD_SECONDS) -> None:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -124,3 +125,72 @@ def test_bad_serve_options_exit_2_with_a_message(option: str, value: str, messag
     )
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_no_worker_outlives_a_supervisor_killed_while_it_stops(tmp_path):
+    """SIGTERM then SIGKILL to the supervisor: each worker gets a SIGTERM from it and
+    one more from its parent's death.  A second signal once deadlocked a worker in its
+    own handler (Event.set re-entered) and left it running forever."""
+    for attempt in range(3):
+        pool = ServiceProcess(str(tmp_path / f"s{attempt}.sock"), args=("--workers", "2"))
+        workers = children(pool.pid)
+        assert len(workers) == 2
+        os.kill(pool.pid, signal.SIGTERM)
+        time.sleep(0.02 * attempt)
+        os.kill(pool.pid, signal.SIGKILL)
+        pool.proc.communicate()
+        for pid in workers:
+            wait_until(lambda pid=pid: not _running(pid), f"worker {pid} exited", timeout=15)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return not _zombie(pid)
+    except FileNotFoundError:
+        return False
+
+
+def _stops_when_reentered(stop) -> bool:
+    """Call ``stop`` with a second call injected at every line it runs, as a second
+    signal's handler would run in the middle of the first: True if it returned."""
+    depth = [0]
+
+    def tracer(frame, event, arg):
+        if event == "line" and depth[0] == 0:
+            depth[0] += 1
+            try:
+                stop()
+            finally:
+                depth[0] -= 1
+        return tracer
+
+    def run() -> None:
+        sys.settrace(tracer)
+        try:
+            stop()
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(5)
+    return not thread.is_alive()
+
+
+def test_stop_is_safe_to_reenter_from_a_second_signal(tmp_path):
+    """A worker got SIGTERM from its supervisor and then from its parent's death:
+    the second handler ran inside the first one's Event.set, waited for the lock the
+    first held, and the worker never exited.  stop() now takes no lock."""
+    from nnburst.service.driver import Service, listen
+    from nnburst.service.workers import WorkerPool
+
+    service = Service(str(tmp_path / "a.sock"), [])
+    try:
+        assert _stops_when_reentered(service.stop)
+    finally:
+        service.close()
+    pool = WorkerPool(str(tmp_path / "b.sock"), listen(str(tmp_path / "b.sock")), 0, [])
+    try:
+        assert _stops_when_reentered(pool.stop)
+    finally:
+        pool.close()

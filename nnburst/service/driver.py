@@ -694,7 +694,9 @@ class Service:
         self.devices = list(devices if devices is not None else sample_devices())
         self.allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
         self.stopping = False
-        self._stop = threading.Event()
+        # A plain flag, not an Event: stop() runs in signal handlers, which may
+        # interrupt the main thread (or another handler) inside Event's lock.
+        self._stop_requested = False
         self._sessions: set[ClientSession] = set()
         self._lock = threading.Lock()
         self._owns_path = listener is None
@@ -702,8 +704,8 @@ class Service:
         self._listener.settimeout(0.2)  # how often the accept loop looks at the stop flag
 
     def stop(self) -> None:
-        """Ask the accept loop to end (safe from a signal handler)."""
-        self._stop.set()
+        """Ask the accept loop to end (safe from a signal handler: it takes no lock)."""
+        self._stop_requested = True
 
     def forget(self, session: ClientSession) -> None:
         with self._lock:
@@ -717,7 +719,7 @@ class Service:
         """Accept clients until :meth:`stop`.  Running out of fds or memory is
         a reason to wait, never to stop serving the clients already here."""
         try:
-            while not self._stop.is_set():
+            while not self._stop_requested:
                 self._close_idle()
                 try:
                     sock, _ = self._listener.accept()
@@ -728,7 +730,7 @@ class Service:
                         continue
                     if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                         log.warning("cannot accept a client (%s): retrying shortly", exc.strerror)
-                        self._stop.wait(ACCEPT_BACKOFF_S)
+                        time.sleep(ACCEPT_BACKOFF_S)
                         continue
                     raise
                 self._accept(sock)
@@ -771,7 +773,7 @@ class Service:
     def close(self) -> None:
         """Unlink the socket, end every connection (their models and bursts go too)."""
         self.stopping = True
-        self._stop.set()
+        self._stop_requested = True
         if self._owns_path:
             unlink_socket(self.path)
         self._listener.close()

@@ -19,7 +19,6 @@ import logging
 import os
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Sequence
 
@@ -29,6 +28,8 @@ log = logging.getLogger("nnburst.service")
 
 #: How long a worker may take to start listening.
 WORKER_START_TIMEOUT_S = 30.0
+#: How long a worker may take to close its clients when the service stops.
+WORKER_STOP_GRACE_S = 3.0
 #: A worker that dies sooner than this after its start is replaced only after this long
 #: (a worker that cannot start must not turn the supervisor into a fork loop).
 RESTART_BACKOFF_S = 1.0
@@ -56,7 +57,8 @@ class WorkerPool:
             str(listener.fileno()),
             *worker_args,
         )
-        self._stop = threading.Event()
+        # A plain flag, not an Event: stop() runs in signal handlers (see Service.stop).
+        self._stop_requested = False
         self._workers: list[subprocess.Popen[str]] = []
         self._started: list[float] = []
         try:
@@ -92,13 +94,14 @@ class WorkerPool:
         return worker
 
     def stop(self) -> None:
-        """Ask :meth:`serve_forever` to end (safe from a signal handler)."""
-        self._stop.set()
+        """Ask :meth:`serve_forever` to end (safe from a signal handler: no lock)."""
+        self._stop_requested = True
 
     def serve_forever(self) -> None:
         """Replace dead workers until :meth:`stop`; then stop them all."""
         try:
-            while not self._stop.wait(0.2):
+            while not self._stop_requested:
+                time.sleep(0.2)
                 for i, worker in enumerate(self._workers):
                     if worker.poll() is None:
                         continue
@@ -106,8 +109,8 @@ class WorkerPool:
                         "worker %d exited with code %s: replacing it", worker.pid, worker.returncode
                     )
                     if time.monotonic() - self._started[i] < RESTART_BACKOFF_S:
-                        self._stop.wait(RESTART_BACKOFF_S)
-                    if self._stop.is_set():
+                        time.sleep(RESTART_BACKOFF_S)
+                    if self._stop_requested:
                         break
                     try:
                         self._workers[i] = self._start()
@@ -120,10 +123,11 @@ class WorkerPool:
     def close(self) -> None:
         """Stop every worker (SIGTERM to all first, then SIGKILL to any that stay) and
         close our copy of the listening socket; the path is the caller's."""
-        self._stop.set()
+        self._stop_requested = True
         for worker in self._workers:
             if worker.poll() is None:
                 worker.terminate()
         for worker in self._workers:
-            stop_process(worker)
+            # Within the 5 s a supervisor is itself given to stop (launch.stop_process).
+            stop_process(worker, grace=WORKER_STOP_GRACE_S)
         self._listener.close()
