@@ -250,3 +250,37 @@ def test_if_branches_become_referenced_models_like_onnxruntime() -> None:
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
             scores.append(float(got.reshape(-1)[0]))
     assert min(scores) < 0.01 and max(scores) > 0.9  # both branches taken
+
+
+@pytest.mark.parametrize(
+    ("attributes", "supported"),
+    [
+        ({"mode": "linear"}, True),  # half_pixel by default
+        ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, True),
+        ({"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, True),
+        (
+            {
+                "mode": "nearest",
+                "coordinate_transformation_mode": "asymmetric",
+                "nearest_mode": "floor",
+            },
+            True,
+        ),
+        ({"mode": "nearest"}, False),  # round_prefer_floor on half_pixel: no NNAPI flags match
+        ({"mode": "cubic"}, False),
+    ],
+)
+def test_resize_maps_only_what_nnapi_computes_the_same(
+    attributes: dict[str, str], supported: bool
+) -> None:
+    model = make_model(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"], **attributes)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 8])],
+        {"scales": np.array([1, 1, 2, 2], np.float32)},
+    )
+    if not supported:
+        with pytest.raises(nn_onnx.UnsupportedModelError, match="Resize"):
+            nn_onnx.load(model)
+        return
+    against_onnxruntime(model, {"x": RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)})

@@ -1183,3 +1183,56 @@ def convert(
     finished = c.convert()
     inputs = [i.name for i in c.graph.input if i.name not in c.constants]
     return finished, describe(c, inputs), describe(c, [o.name for o in c.graph.output])
+
+
+#: ONNX Resize (mode, coordinate transformation[, nearest mode]) → NNAPI's
+#: (align_corners, half_pixel_centers); anything else is refused, not approximated.
+_RESIZE_LINEAR = {
+    "asymmetric": (False, False),
+    "align_corners": (True, False),
+    "half_pixel": (False, True),
+}
+_RESIZE_NEAREST = {("asymmetric", "floor"): (False, False)}
+
+
+def _text(value: Any, default: str) -> str:
+    if value is None:
+        return default
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@maps("Resize")
+def _resize(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """2-D NCHW resizes through NNAPI's layout flag; the output size is the inferred one."""
+    x, out = c.shape(node.input[0]), c.shape(node.output[0])
+    if len(x) != 4 or x[:2] != out[:2]:
+        raise _Unsupported("a resize of other than the two spatial axes of a 4-D tensor")
+    mode = _text(a.get("mode"), "nearest")
+    transform = _text(a.get("coordinate_transformation_mode"), "half_pixel")
+    if (
+        a.get("antialias", 0)
+        or a.get("exclude_outside", 0)
+        or a.get("keep_aspect_ratio_policy", b"stretch") not in (b"stretch", "stretch")
+    ):
+        raise _Unsupported("antialias, exclude_outside or an aspect-ratio policy")
+    if mode == "linear":
+        flags = _RESIZE_LINEAR.get(transform)
+        code = OperationCode.RESIZE_BILINEAR
+    elif mode == "nearest":
+        flags = _RESIZE_NEAREST.get((transform, _text(a.get("nearest_mode"), "round_prefer_floor")))
+        code = OperationCode.RESIZE_NEAREST_NEIGHBOR
+    else:
+        flags = None
+    if flags is None:
+        raise _Unsupported(f"mode {mode} with {transform} coordinates")
+    if c.dtype(node.input[0]) != np.float32:
+        raise _Unsupported(f"{c.dtype(node.input[0])} images")
+    scales = node.input[2] if len(node.input) > 2 else ""
+    if scales and c.value(scales, "scales").size:
+        # ONNX maps coordinates with the scale itself; NNAPI with the size ratio.
+        factors = c.value(scales, "scales").astype(np.float64)[2:]
+        if any(abs(size * f - round(size * f)) > 1e-6 for size, f in zip(x[2:], factors)):
+            raise _Unsupported("scales that do not give whole output sizes")
+    align, half = flags
+    inputs = [c.operand(node.input[0]), c.i32(out[3]), c.i32(out[2]), c.boolean(True)]
+    c.add(code, [*inputs, c.boolean(align), c.boolean(half)], [_out(c, node)])
