@@ -118,20 +118,24 @@ def test_shape_arithmetic_is_folded_at_load() -> None:
 
 
 def test_unsupported_operators_are_listed_with_counts() -> None:
+    """Every operator and attribute value nnburst cannot run, in one error, with counts."""
     nodes = [
-        helper.make_node("Einsum", ["x", "x"], ["e"], equation="ij,ij->ij"),
-        helper.make_node("Einsum", ["e", "e"], ["f"], equation="ij,ij->ij"),
+        helper.make_node("Einsum", ["x", "x"], ["e"], equation="abcd,abcd->abcd"),
+        helper.make_node("Einsum", ["e", "e"], ["f"], equation="abcd,abcd->abcd"),
         helper.make_node("Resize", ["f", "", "scales"], ["y"], mode="cubic"),
     ]
     model = make_model(
         nodes,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
-        {"scales": np.array([1.0, 1.0], np.float32)},
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])],
+        {"scales": np.array([1.0, 1.0, 2.0, 2.0], np.float32)},
     )
     with pytest.raises(nn_onnx.UnsupportedModelError) as info:
         nn_onnx.load(model)
-    assert info.value.unsupported == {"Einsum": 2, "Resize": 1}
+    assert info.value.unsupported == {
+        "Einsum": 2,
+        "Resize (mode cubic with half_pixel coordinates)": 1,
+    }
 
 
 def test_dynamic_dimensions_need_input_shapes() -> None:

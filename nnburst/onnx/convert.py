@@ -142,21 +142,21 @@ class Converter(ModelBuilder):
                 and self.constants[info.name].size == 0
             ):
                 unsupported["empty tensors"] += 1
+        # One pass over every node: one that cannot be mapped is counted and the
+        # rest still mapped (the half-built model is dropped), so one error lists all.
         for node in self.graph.node:
             if node.output and all(o in self.constants for o in node.output):
                 continue
             why = _check(self, node)
+            if not why:
+                try:
+                    MAPPERS[node.op_type](self, node, _attributes(node))
+                except _Unsupported as exc:
+                    why = f"{node.op_type} ({exc})"
             if why:
                 unsupported[why] += 1
         if unsupported:
             raise UnsupportedModelError(unsupported)
-        for node in self.graph.node:
-            if node.output and all(o in self.constants for o in node.output):
-                continue
-            try:
-                MAPPERS[node.op_type](self, node, _attributes(node))
-            except _Unsupported as exc:
-                raise UnsupportedModelError(Counter({f"{node.op_type} ({exc})": 1})) from None
         inputs = [self.operand(i.name) for i in self.graph.input if i.name not in self.constants]
         taken: set[int] = set()
         outputs = [self._output(o.name, inputs, taken) for o in self.graph.output]

@@ -190,6 +190,10 @@ class Converter(ModelBuilder):
                 raise UnsupportedModelError(Counter({f"CALL_ONCE ({exc})": 1})) from None
         self._fold_fp16_weights()
         self._plan_fusions()
+        # Every operator is mapped; one that cannot be (an option or a use the table
+        # cannot take) is counted and the rest still mapped (the half-built model is
+        # dropped), so one error lists all.
+        unmapped: Counter[str] = Counter()
         for op in self.graph.operators:
             if op.index in self._skip or (
                 op.outputs and all(o in self._folded for o in op.outputs)
@@ -199,7 +203,9 @@ class Converter(ModelBuilder):
             try:
                 MAPPERS[op.name](self, op)
             except _Unsupported as exc:
-                raise UnsupportedModelError(Counter({f"{op.name} ({exc})": 1})) from None
+                unmapped[f"{op.name} ({exc})"] += 1
+        if unmapped:
+            raise UnsupportedModelError(unmapped)
         inputs = [self.operand(i) for i in self.graph.inputs]
         outputs = [self._output(i) for i in self.graph.outputs]
         for variable in self.used_variables():
