@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -86,6 +86,23 @@ class LoadedModel:
     #: a digest of the file, the compilation cache's token
     digest: bytes
     state: list[Variable] = field(default_factory=list)
+
+
+M = TypeVar("M")
+
+
+class Registry(dict[str, M]):
+    """An importer's table of mappers by operator name."""
+
+    def maps(self, *names: str) -> Callable[[M], M]:
+        """Decorator: the function maps each of ``names``."""
+
+        def register(mapper: M) -> M:
+            for name in names:
+                self[name] = mapper
+            return mapper
+
+        return register
 
 
 class ModelBuilder:

@@ -24,7 +24,7 @@ from onnx import helper, numpy_helper
 
 from ..codes import FuseCode, OperandCode, OperationCode
 from ..errors import BadDataError
-from ..imported import ModelBuilder, TensorInfo, UnsupportedModelError
+from ..imported import ModelBuilder, Registry, TensorInfo, UnsupportedModelError
 from ..model import Model, OperandType
 
 #: ONNX TensorProto element types nnburst can hold, as numpy dtypes.
@@ -331,15 +331,8 @@ def _check(c: Converter, node: onnx.NodeProto) -> str | None:
 # -- constant folding (load-time evaluation) --------------------------------------------------
 
 Folder = Callable[[Converter, onnx.NodeProto, dict[str, Any]], list[np.ndarray]]
-FOLDERS: dict[str, Folder] = {}
-
-
-def folds(name: str) -> Callable[[Folder], Folder]:
-    def register(folder: Folder) -> Folder:
-        FOLDERS[name] = folder
-        return folder
-
-    return register
+FOLDERS: Registry[Folder] = Registry()
+folds = FOLDERS.maps
 
 
 @folds("Constant")
@@ -464,16 +457,8 @@ def _fold_slice(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[n
 # -- mappers ----------------------------------------------------------------------------------
 
 Mapper = Callable[[Converter, onnx.NodeProto, dict[str, Any]], None]
-MAPPERS: dict[str, Mapper] = {}
-
-
-def maps(*names: str) -> Callable[[Mapper], Mapper]:
-    def register(mapper: Mapper) -> Mapper:
-        for name in names:
-            MAPPERS[name] = mapper
-        return mapper
-
-    return register
+MAPPERS: Registry[Mapper] = Registry()
+maps = MAPPERS.maps
 
 
 def _out(c: Converter, node: onnx.NodeProto, i: int = 0) -> int:

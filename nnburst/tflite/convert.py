@@ -22,7 +22,7 @@ import numpy as np
 
 from ..codes import FuseCode, OperandCode, OperationCode, PaddingCode
 from ..errors import BadDataError
-from ..imported import ModelBuilder, TensorInfo, UnsupportedModelError, Variable
+from ..imported import ModelBuilder, Registry, TensorInfo, UnsupportedModelError, Variable
 from ..model import Model, OperandType
 from .reader import FlatModel, Operator, Subgraph, Tensor
 
@@ -315,16 +315,8 @@ class _Unsupported(Exception):
 # -- mappers ----------------------------------------------------------------------------------
 
 Mapper = Callable[[Converter, Operator], None]
-MAPPERS: dict[str, Mapper] = {}
-
-
-def maps(*names: str) -> Callable[[Mapper], Mapper]:
-    def register(mapper: Mapper) -> Mapper:
-        for name in names:
-            MAPPERS[name] = mapper
-        return mapper
-
-    return register
+MAPPERS: Registry[Mapper] = Registry()
+maps = MAPPERS.maps
 
 
 def _bias(c: Converter, op: Operator, input_index: int, filter_index: int, channels: int) -> int:
