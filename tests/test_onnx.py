@@ -223,6 +223,7 @@ def test_nnburst_run_and_bench_take_an_onnx_file(tmp_path, capsys, monkeypatch) 
     out = capsys.readouterr().out
     for row in (
         "onnxruntime in-process",
+        "onnxruntime via Pipe",
         "compute in-process",
         "burst in-process",
         "sync service",

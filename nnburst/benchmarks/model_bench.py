@@ -3,7 +3,8 @@
 Rows, in one run and on the same random inputs: the file's own runtime in
 this process, on one thread (LiteRT's interpreter for ``.tflite``:
 ``set_tensor`` + ``invoke`` + ``get_tensor``, what an app calls;
-onnxruntime's session for ``.onnx``), then nnburst's runner
+onnxruntime's session for ``.onnx``, and the same session in a worker
+process behind a ``multiprocessing.Pipe``), then nnburst's runner
 (:mod:`nnburst.imported`) on the in-process CPU device (``compute``, then a
 burst) and on a driver service's device (synchronous, then a burst).
 nnburst's outputs are first checked against the peer's (the CTS's relaxed
@@ -141,6 +142,12 @@ def run(
             notes.append(f"{peer_name}: not installed (pip install 'nnburst[{extra}]')")
         else:
             rows.append(time_calls(peer_name, lambda: peer(*inputs), seconds))
+        if peer is not None and want is not None and str(path).endswith(".onnx"):
+            from .peers import VIA_PIPE, pipe_session
+
+            outputs = [(w.dtype, w.shape) for w in want]
+            with pipe_session(str(path), inputs, outputs) as call:
+                rows.append(time_calls(VIA_PIPE, lambda: call(inputs), seconds))
 
         def timed(name: str, device: Device, burst: bool) -> None:
             with runner_class(loaded, device, burst=burst, cache_dir=None) as runner:

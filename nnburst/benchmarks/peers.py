@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -216,18 +217,39 @@ def via_pipe(
 ) -> Iterator[Callable[[], object]]:
     """A round trip to a worker process holding the peer session: the inputs' bytes out,
     the output's bytes back; ``cpu`` pins the worker."""
-
     directory = tempfile.mkdtemp(prefix="nnburst-peer-")
     path = os.path.join(directory, f"{model}.onnx")
+    try:
+        try:
+            with open(path, "wb") as file:
+                file.write(onnx_model(model, work))
+        except Exception as exc:
+            raise PeerError(f"{VIA_PIPE}: {type(exc).__name__}: {exc}") from None
+        outputs = [(work.output.dtype, work.output.shape)]
+        with pipe_session(path, work.inputs, outputs, cpu) as call:
+            check(VIA_PIPE, call(work.inputs)[0], expected, exact=model == "add-mul")
+            yield lambda: call(work.inputs)[0]
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextmanager
+def pipe_session(
+    path: str,
+    inputs: Sequence[np.ndarray],
+    outputs: Sequence[tuple[np.dtype[Any], tuple[int, ...]]],
+    cpu: int | None = None,
+) -> Iterator[Callable[[Sequence[np.ndarray]], list[np.ndarray]]]:
+    """A worker process holding an onnxruntime session on the model file ``path``.
+
+    The worker is told each input's dtype and shape once (JSON); then a call
+    sends the inputs' bytes, concatenated, and gets every output's bytes back,
+    concatenated (``outputs``: the dtype and shape of each).  No pickle."""
     ours, theirs = Pipe()
     process: subprocess.Popen[str] | None = None
+    sizes = [int(np.prod(shape)) * np.dtype(dtype).itemsize for dtype, shape in outputs]
     with tempfile.TemporaryFile() as stderr:
         try:
-            try:
-                with open(path, "wb") as file:
-                    file.write(onnx_model(model, work))
-            except Exception as exc:
-                raise PeerError(f"{VIA_PIPE}: {type(exc).__name__}: {exc}") from None
             process = spawn(
                 child_python(__name__, "--fd", str(theirs.fileno()), path),
                 stderr=stderr,
@@ -236,28 +258,33 @@ def via_pipe(
             )
             theirs.close()
             _wait_ready(ours, process, stderr)
-            shape = work.output.shape
+            spec = [[str(x.dtype), list(x.shape)] for x in inputs]
+            ours.send_bytes(json.dumps(spec).encode())
 
-            def round_trip() -> np.ndarray:
-                inputs = work.inputs
-                ours.send_bytes(
-                    inputs[0].data if len(inputs) == 1 else b"".join(x.data for x in inputs)
-                )
-                return np.frombuffer(ours.recv_bytes(), np.float32).reshape(shape)
+            def call(values: Sequence[np.ndarray]) -> list[np.ndarray]:
+                ours.send_bytes(b"".join(np.ascontiguousarray(v).data for v in values))
+                reply = ours.recv_bytes()
+                results, start = [], 0
+                for (dtype, shape), size in zip(outputs, sizes):
+                    results.append(
+                        np.frombuffer(
+                            reply, dtype, size // np.dtype(dtype).itemsize, start
+                        ).reshape(shape)
+                    )
+                    start += size
+                return results
 
             try:
-                first = round_trip()
+                call(inputs)  # the first call loads what the session loads lazily
             except (EOFError, OSError) as exc:
                 why = f"{VIA_PIPE}: the worker is gone ({type(exc).__name__})"
                 raise PeerError(_failed(why, stderr)) from None
-            check(VIA_PIPE, first, expected, exact=model == "add-mul")
-            yield round_trip
+            yield call
         finally:
             ours.close()
             theirs.close()
             if process is not None:
                 _stop(process)
-            shutil.rmtree(directory, ignore_errors=True)
 
 
 def _wait_ready(conn: Connection, process: subprocess.Popen[str], stderr: IO[bytes]) -> None:
@@ -300,27 +327,31 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 
 def serve(conn: Connection, path: str) -> None:
-    """Answer each request (the inputs' float32 bytes, concatenated) with the output's bytes."""
+    """Take the inputs' dtypes and shapes (JSON), then answer each request (the
+    inputs' bytes, concatenated) with every output's bytes, concatenated."""
     try:
         ort_session = session(path)
-        inputs = [(i.name, tuple(i.shape)) for i in ort_session.get_inputs()]
-        names = [ort_session.get_outputs()[0].name]
+        names = [i.name for i in ort_session.get_inputs()]
     except Exception as exc:  # the parent reports it as the row's failure
         conn.send_bytes(f"the worker could not load {path}: {type(exc).__name__}: {exc}".encode())
         return
-    sizes = [int(np.prod(shape)) for _, shape in inputs]
     conn.send_bytes(b"ready")
+    try:
+        spec = [(np.dtype(dtype), tuple(shape)) for dtype, shape in json.loads(conn.recv_bytes())]
+    except (EOFError, OSError):
+        return
     while True:
         try:
             request = conn.recv_bytes()
         except (EOFError, OSError):  # the bench closed its end
             return
-        flat = np.frombuffer(request, np.float32)
         feeds, start = {}, 0
-        for (name, shape), size in zip(inputs, sizes):
-            feeds[name] = flat[start : start + size].reshape(shape)
-            start += size
-        conn.send_bytes(ort_session.run(names, feeds)[0])
+        for name, (dtype, shape) in zip(names, spec):
+            count = int(np.prod(shape))
+            feeds[name] = np.frombuffer(request, dtype, count, start).reshape(shape)
+            start += count * dtype.itemsize
+        results = ort_session.run(None, feeds)
+        conn.send_bytes(b"".join(np.ascontiguousarray(r).data for r in results))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
