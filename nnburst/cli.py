@@ -68,18 +68,28 @@ def _device_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def _runner_class(path: str) -> Any:
+    """The importer's Runner for a model file, by its suffix; a missing optional
+    package (onnx) is a one-line error, not a traceback."""
+    try:
+        if path.endswith(".onnx"):
+            from .onnx import Runner as onnx_runner
+
+            return onnx_runner
+        from .tflite import Runner as tflite_runner
+
+        return tflite_runner
+    except ImportError as exc:
+        raise CliError(str(exc)) from None
+
+
 def _run(args: argparse.Namespace) -> int:
-    """``nnburst run MODEL.tflite``: one execution, its outputs summarized."""
+    """``nnburst run MODEL.tflite|.onnx``: one execution, its outputs summarized."""
     import numpy as np
 
     from .errors import NNError
-    from .imported import Runner
 
-    runner_class: type[Runner]
-    if args.model.endswith(".onnx"):
-        from .onnx import Runner as runner_class
-    else:
-        from .tflite import Runner as runner_class
+    runner_class = _runner_class(args.model)
     try:
         with runner_class(args.model, device=args.device) as runner:
             if args.input and len(args.input) != len(runner.inputs):
@@ -305,6 +315,7 @@ def _bench_file(args: argparse.Namespace) -> int:
         raise _UsageError(f"{option} does not apply to a model file")
     if not os.path.isfile(args.model):
         raise CliError(f"--model {args.model}: no such file")
+    _runner_class(args.model)  # the importer is installed
     try:
         model_bench.main(args.model, args.duration or model_bench.DEFAULT_DURATION_S)
     except NNError as exc:

@@ -140,6 +140,44 @@ class ModelBuilder:
     def add(self, code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
         self.model.add_operation(code, list(inputs), list(outputs))
 
+    def copy(self, source: int, operand_type: OperandType) -> int:
+        """A new operand holding ``source``'s values, written by an operation (a model
+        output must be computed, not an input or a constant): RESHAPE where it takes
+        the type, ADD of zero for integers, LOGICAL_AND with true for booleans."""
+        copy = self.model.add_operand(operand_type)
+        if operand_type.code == OperandCode.TENSOR_BOOL8:
+            true = self.constant(OperandCode.TENSOR_BOOL8, np.ones(1, np.bool_), (1,))
+            self.add(OperationCode.LOGICAL_AND, [source, true], [copy])
+        elif operand_type.code == OperandCode.TENSOR_INT32:
+            zero = self.model.add_operand(
+                OperandType(OperandCode.TENSOR_INT32, (1,), operand_type.scale)
+            )
+            self.model.set_operand_value(zero, np.zeros(1, np.int32))
+            self.add(OperationCode.ADD, [source, zero, self.i32(0)], [copy])
+        else:
+            self.add(
+                OperationCode.RESHAPE, [source, self.ints(operand_type.dimensions or (1,))], [copy]
+            )
+        return copy
+
+    def reshape_boolean(
+        self, source: int, shape: Sequence[int], target: Sequence[int], out: int | None = None
+    ) -> int:
+        """``out`` (a new operand if None): the one-element boolean ``source`` with
+        the ``target`` shape.  NNAPI's RESHAPE takes no booleans (IF/WHILE want a
+        [1] condition, converters squeeze theirs): REDUCE_ANY drops axes, LOGICAL_AND
+        with a true of the target's shape adds them."""
+        if out is None:
+            out = self.model.add_operand(OperandType(OperandCode.TENSOR_BOOL8, tuple(target)))
+        source_rank, target_rank = len(shape or (1,)), len(target)
+        if source_rank > target_rank:
+            axes = self.ints(list(range(target_rank, source_rank)))
+            self.add(OperationCode.REDUCE_ANY, [source, axes, self.boolean(False)], [out])
+        else:
+            true = self.constant(OperandCode.TENSOR_BOOL8, np.ones(target, np.bool_), target)
+            self.add(OperationCode.LOGICAL_AND, [source, true], [out])
+        return out
+
     def finish(self) -> Model:
         """Finish the model.  An operation NNAPI refuses for its operand types (the
         mapping allowed a type the operation does not take) is unsupported."""

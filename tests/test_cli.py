@@ -184,3 +184,18 @@ def test_bad_arguments_exit_with_usage(capsys):
         assert "usage: nnburst" in err and "Traceback" not in err
     code, out, _ = run(capsys, "--help")
     assert code == 0 and "devices" in out and "trace" in out
+
+
+@pytest.mark.parametrize("command", [["run"], ["bench", "--model"]])
+def test_an_onnx_file_without_the_onnx_extra_is_a_one_line_error(
+    capsys, monkeypatch, tmp_path, command
+):
+    """Found trying it as a stranger: `nnburst run x.onnx` after `pip install .` printed
+    a traceback.  The ImportError's advice is now the whole error."""
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
+    monkeypatch.delitem(sys.modules, "nnburst.onnx", raising=False)
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"not read")
+    code, out, err = run(capsys, *command, str(path))
+    assert code == 1 and out == ""
+    assert "pip install 'nnburst[onnx]'" in err and "Traceback" not in err

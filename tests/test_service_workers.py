@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from nnburst.codes import ErrorStatus
+from nnburst.errors import NNError
 from nnburst.service import remote
 
 from .blocking import children, sleeping_service_process, wait_until
@@ -194,3 +195,19 @@ def test_stop_is_safe_to_reenter_from_a_second_signal(tmp_path):
         assert _stops_when_reentered(pool.stop)
     finally:
         pool.close()
+
+
+def test_workers_get_the_supervisors_options(tmp_path):
+    """A worker is started with the supervisor's own command line (then its share
+    of the connections): a limit given to `nnburst serve` holds in every worker."""
+    pool = ServiceProcess(str(tmp_path / "s.sock"), args=("--workers", "2", "--max-models", "1"))
+    client = remote.ServiceClient(pool.path)
+    try:
+        sample_all = device(client, "nnburst-sample-all")
+        kept = sample_all.prepare_model(add_model())
+        with pytest.raises(NNError, match="1 prepared models, the limit"):
+            sample_all.prepare_model(add_model())
+        kept.close()
+    finally:
+        client.close()
+        pool.kill()

@@ -165,21 +165,12 @@ class Converter(ModelBuilder):
 
     def _output(self, name: str, inputs: Sequence[int], taken: set[int]) -> int:
         """A computed operand for each output: an input, a constant or an operand
-        already returned is copied (ADD of zero, LOGICAL_AND with true)."""
+        already returned is copied."""
         operand = self.operand(name)
         if name not in self.constants and operand not in inputs and operand not in taken:
             taken.add(operand)
             return operand
-        dtype = self.dtype(name)
-        copy = self.model.add_operand(self.operand_type(name))
-        if dtype == np.bool_:
-            true = self.constant(OperandCode.TENSOR_BOOL8, np.ones(1, np.bool_), (1,))
-            self.add(OperationCode.LOGICAL_AND, [operand, true], [copy])
-        else:
-            zero = self.model.add_operand(_operand_type(dtype, (1,)))
-            self.model.set_operand_value(zero, np.zeros(1, _operand_dtype(dtype)))
-            self.add(OperationCode.ADD, [operand, zero, self.i32(FuseCode.NONE)], [copy])
-        return copy
+        return self.copy(operand, self.operand_type(name))
 
     def _infer_again(self) -> None:
         """Shape inference over the graph with the folded tensors as initializers."""
@@ -1137,20 +1128,13 @@ def _if(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 
 def _condition(c: Converter, name: str) -> int:
-    """An If condition as NNAPI wants it, TENSOR_BOOL8 of shape [1]: a one-element
-    boolean of higher rank loses its axes in a REDUCE_ANY (RESHAPE takes no booleans)."""
+    """An If condition as NNAPI wants it, TENSOR_BOOL8 of shape [1]."""
     shape = c.shape(name)
     if int(np.prod(shape)) != 1:
         raise _Unsupported("a condition of more than one element")
     if len(shape) <= 1:
         return c.operand(name)
-    flat = c.temporary(np.dtype(np.bool_), (1,))
-    c.add(
-        OperationCode.REDUCE_ANY,
-        [c.operand(name), c.ints(list(range(1, len(shape)))), c.boolean(False)],
-        [flat],
-    )
-    return flat
+    return c.reshape_boolean(c.operand(name), shape, (1,))
 
 
 # -- the model's face -------------------------------------------------------------------------

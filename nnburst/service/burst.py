@@ -262,29 +262,19 @@ class RemoteBurstContext(IBurstContext):
         returns False, and the slot must not be reused."""
         if self._closed:
             return True
-        connection = self._client.connection
         message = _ID_SLOT.pack(self.burst_id, slot)
         try:
-            if connection.sending_here():
-                connection.notify(Kind.FREE_MEMORY, message)
-                return False
-            connection.call(Kind.FREE_MEMORY, message, timeout=10)
+            return self._client.connection.call_or_post(Kind.FREE_MEMORY, message, timeout=10)
         except (BrokenResourceError, NNError):
-            pass  # the service is gone, and the mapping with it
-        return True
+            return True  # the service is gone, and the mapping with it
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._client.forget(self.burst_id)
-        connection = self._client.connection
-        message = _ID.pack(self.burst_id)
-        try:
-            if connection.sending_here():  # a finalizer mid-send: the service ends it soon after
-                connection.notify(Kind.CLOSE_BURST, message)
-            else:
-                connection.call(Kind.CLOSE_BURST, message, timeout=10)
+        try:  # posted from a finalizer mid-send: the service ends it soon after
+            self._client.connection.call_or_post(Kind.CLOSE_BURST, _ID.pack(self.burst_id), 10)
         except (BrokenResourceError, NNError):
             pass
 

@@ -888,17 +888,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Set by a supervisor for its workers only.
     parser.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--figures", type=_parse_figures, help=argparse.SUPPRESS)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    if args.max_connections < 1:
-        parser.error(f"--max-connections must be at least 1, got {args.max_connections}")
     if args.blas_threads < 0:
         parser.error(f"--blas-threads must be 0 or more, got {args.blas_threads}")
-    for option in ("max_models", "max_model_bytes", "max_frame_bytes", "max_cached_memories"):
+    for option in (
+        "max_connections",
+        "max_models",
+        "max_model_bytes",
+        "max_frame_bytes",
+        "max_cached_memories",
+        "max_tensor_bytes",
+    ):
         if getattr(args, option) < 1:
             flag = "--" + option.replace("_", "-")
             parser.error(f"{flag} must be at least 1, got {getattr(args, option)}")
-    if args.max_tensor_bytes < 1:
-        parser.error(f"--max-tensor-bytes must be at least 1, got {args.max_tensor_bytes}")
     op_common.MAX_TENSOR_BYTES = args.max_tensor_bytes  # process-wide, for the service's life
     if not args.idle_timeout > 0:
         parser.error(
@@ -936,7 +940,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 path,
                 listen(path),
                 workers,
-                _worker_args(args, figures, -(-args.max_connections // workers)),
+                _worker_args(argv, figures, -(-args.max_connections // workers)),
             )
     except NNError as exc:
         print(f"nnburst serve: {exc.args[0]}", file=sys.stderr)
@@ -971,41 +975,24 @@ def _parse_figures(text: str) -> tuple[PerformanceInfo, PerformanceInfo]:
 
 
 def _worker_args(
-    args: argparse.Namespace,
+    argv: Sequence[str],
     figures: tuple[PerformanceInfo, PerformanceInfo],
     max_connections: int,
 ) -> list[str]:
-    """A worker's command line: the supervisor's settings, its measured figures, its
-    share of the connections."""
+    """A worker's command line: the supervisor's own options (a later one wins,
+    so each setting reaches the workers as given), then one process, the measured
+    figures and the worker's share of the connections."""
     floats, quants = figures
     values = (floats.exec_time, floats.power_usage, quants.exec_time, quants.power_usage)
-    worker = [
+    return [
+        *argv,
         "--workers",
         "1",
         "--max-connections",
         str(max_connections),
-        "--blas-threads",
-        str(args.blas_threads),
-        "--idle-timeout",
-        repr(args.idle_timeout),
-        "--max-tensor-bytes",
-        str(args.max_tensor_bytes),
-        "--max-models",
-        str(args.max_models),
-        "--max-model-bytes",
-        str(args.max_model_bytes),
-        "--max-frame-bytes",
-        str(args.max_frame_bytes),
-        "--max-cached-memories",
-        str(args.max_cached_memories),
         "--figures",
         ",".join(repr(v) for v in values),
     ]
-    if args.allow_uid is not None:
-        worker += ["--allow-uid", str(args.allow_uid)]
-    for name, perf in args.emulate_performance:
-        worker += ["--emulate-performance", f"{name}={perf.exec_time!r}/{perf.power_usage!r}"]
-    return worker
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ Finalizers send too (a released model, a closed burst or memory), and a
 garbage-collection pass can run them in the middle of a send, on the thread
 that holds the send lock.  Such a thread must not wait for its own lock: a
 one-way message is deferred and goes out when the send under way finishes,
-and a caller that would wait for a reply asks :meth:`Connection.sending_here`
-first and posts instead.
+and a cleanup that would wait for a reply posts instead
+(:meth:`Connection.call_or_post`).
 """
 
 from __future__ import annotations
@@ -243,6 +243,16 @@ class Connection:
                 ResultCode(code) if code in ResultCode._value2member_map_ else ResultCode.OP_FAILED,
             )
         return reply
+
+    def call_or_post(self, kind: int, payload: bytes, timeout: float) -> bool:
+        """A call whose reply carries nothing: from a finalizer inside a send on this
+        thread (:meth:`sending_here`) the same message goes one-way instead.  True if
+        the peer answered, False if it was only posted."""
+        if self.sending_here():
+            self.notify(kind, payload)
+            return False
+        self.call(kind, payload, timeout=timeout)
+        return True
 
     def notify(self, kind: int, payload: bytes = b"") -> None:
         """A one-way message (call id 0: no reply expected).  Safe from a finalizer:

@@ -69,10 +69,6 @@ class WorkerPool:
             self.close()
             raise
 
-    @property
-    def pids(self) -> list[int]:
-        return [worker.pid for worker in self._workers]
-
     def _start(self) -> subprocess.Popen[str]:
         # stderr is ours: a worker's warnings are the service's warnings.  Injected
         # faults (see ``driver``) are the workers' to act on.

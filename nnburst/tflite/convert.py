@@ -140,9 +140,9 @@ class Converter(ModelBuilder):
         t = self.tensor(index)
         if t.shape in ((), (1,)):
             return self.operand(index)
-        flat = self.model.add_operand(OperandType(OperandCode.TENSOR_BOOL8, (1,)))
-        self.add(OperationCode.RESHAPE, [self.operand(index), self.ints([1])], [flat])
-        return flat
+        if np.prod(t.shape) != 1:
+            raise _Unsupported("a condition of more than one element")
+        return self.reshape_boolean(self.operand(index), t.shape, (1,))
 
     # -- activations -----------------------------------------------------------------------
     def activation(self, options: Any) -> int:
@@ -207,7 +207,9 @@ class Converter(ModelBuilder):
         if unmapped:
             raise UnsupportedModelError(unmapped)
         inputs = [self.operand(i) for i in self.graph.inputs]
-        outputs = [self._output(i) for i in self.graph.outputs]
+        outputs: list[int] = []
+        for i in self.graph.outputs:
+            outputs.append(self._output(i, outputs))
         for variable in self.used_variables():
             inputs.append(variable.input)
             outputs.append(self._state_output(variable, outputs))
@@ -219,10 +221,7 @@ class Converter(ModelBuilder):
         or assigned it a value that is already a model output."""
         if variable.current != variable.input and variable.current not in outputs:
             return variable.current
-        copy = self.model.add_operand(self._variable_type(variable))
-        shape = variable.initial.shape or (1,)
-        self.add(OperationCode.RESHAPE, [variable.current, self.ints(shape)], [copy])
-        return copy
+        return self.copy(variable.current, self._variable_type(variable))
 
     def _variable_type(self, variable: Variable) -> OperandType:
         like = Tensor(-1, variable.name, variable.initial.shape, "", variable.initial.dtype, None)
@@ -260,17 +259,15 @@ class Converter(ModelBuilder):
             )
         return variable
 
-    def _output(self, index: int) -> int:
-        """An output operand; one that is also an input or a constant (a branch that
-        passes a value through) is copied, since NNAPI outputs are computed operands."""
+    def _output(self, index: int, taken: list[int]) -> int:
+        """An output operand; one that is also an input, a constant (a branch that
+        passes a value through) or an output already is copied, since NNAPI outputs
+        are distinct computed operands."""
         operand = self.operand(index)
-        if index not in self.graph.inputs and self.tensor(index).data is None:
+        passed = index in self.graph.inputs or self.tensor(index).data is not None
+        if not passed and operand not in taken:
             return operand
-        copy = self.model.add_operand(self.operand_type(self.tensor(index)))
-        self.add(
-            OperationCode.RESHAPE, [operand, self.ints(self.tensor(index).shape or (1,))], [copy]
-        )
-        return copy
+        return self.copy(operand, self.operand_type(self.tensor(index)))
 
     def _fold_fp16_weights(self) -> None:
         """A DEQUANTIZE of constant fp16 weights becomes a float32 constant: the
@@ -493,25 +490,11 @@ def _reshape(c: Converter, op: Operator) -> None:
     shape = c.tensor(op.outputs[0]).shape or (1,)
     x, out = c.operand(op.inputs[0]), c.operand(op.outputs[0])
     if c.tensor(op.inputs[0]).dtype == np.bool_:
-        _reshape_boolean(c, x, c.tensor(op.inputs[0]).shape or (1,), shape, out)
+        if np.prod(c.tensor(op.inputs[0]).shape) != 1:
+            raise _Unsupported("a boolean tensor of more than one element")
+        c.reshape_boolean(x, c.tensor(op.inputs[0]).shape, shape, out)
         return
     c.add(OperationCode.RESHAPE, [x, c.ints(shape)], [out])
-
-
-def _reshape_boolean(
-    c: Converter, x: int, source: tuple[int, ...], target: tuple[int, ...], out: int
-) -> None:
-    """NNAPI's RESHAPE takes no booleans; a one-element boolean (a condition, as
-    converters squeeze it before an IF) is reshaped by ops that do: REDUCE_ANY
-    drops axes, LOGICAL_AND with a true of the target's shape adds them."""
-    if np.prod(source) != 1 or np.prod(target) != 1:
-        raise _Unsupported("a boolean tensor of more than one element")
-    if len(source) > len(target):
-        axes = c.ints(list(range(len(target), len(source))))
-        c.add(OperationCode.REDUCE_ANY, [x, axes, c.boolean(False)], [out])
-        return
-    true = c.constant(OperandCode.TENSOR_BOOL8, np.ones(target, np.bool_), target)
-    c.add(OperationCode.LOGICAL_AND, [x, true], [out])
 
 
 @maps("SOFTMAX")
