@@ -700,3 +700,13 @@ def test_nnburst_bench_times_a_tflite_file_against_litert(tmp_path, capsys) -> N
     ):
         assert row in out
     assert "not timed" not in out and "x LiteRT in-process" in out
+
+
+def test_an_input_passed_through_as_an_output_is_copied_whatever_its_type() -> None:
+    """NNAPI outputs are computed operands: an int32 input that is also an output is
+    copied (RESHAPE takes no integers, so an ADD of zero), and a repeated output too."""
+    i32 = np.int32
+    tensors = [Tensor((2, 3), i32), Tensor((2, 3), i32), Tensor((2, 3), i32)]
+    model = graph(tensors, [("ADD", [0, 1], [2], options(schema.AddOptionsT))], [0, 1], [2, 0, 2])
+    a, b = RNG.integers(-9, 9, (2, 3), dtype=i32), RNG.integers(-9, 9, (2, 3), dtype=i32)
+    compare(model, [a, b])
