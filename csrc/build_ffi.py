@@ -14,7 +14,7 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "nnburst.h"
-SOURCES = ["fmq.c", "fmq_blocking.c", "event_flag.c"]
+SOURCES = ["fmq.c", "fmq_blocking.c", "event_flag.c", "kernels.c", "heap.c"]
 
 
 def cdef_region(text: str) -> str:

@@ -164,6 +164,24 @@ int nnb_evflag_wait(uint32_t *word, uint32_t bits, int64_t deadline_ns, int retr
 
 /* CLOCK_MONOTONIC now, in ns: the clock every deadline is measured on. */
 int64_t nnb_monotonic_ns(void);
+
+/* Raise malloc's mmap and trim thresholds (heap.c, glibc only; else
+ * -ENOSYS) so freed tensors stay in the heap for the next execution.
+ * -EINVAL for a value malloc refuses (the mmap threshold's ceiling is
+ * 32 MiB on 64-bit glibc). */
+int nnb_keep_freed_memory(int64_t mmap_threshold, int64_t trim_threshold);
+
+/* Depthwise 2-D convolution on float32 NHWC (kernels.c): out[b, y, x, c] =
+ * sum over i, j of in[b, y*stride_h + i*dilation_h, x*stride_w +
+ * j*dilation_w, c] * weights[i, j, c].  The input is already padded; all
+ * arrays are C-contiguous: in [batches, in_h, in_w, channels], weights
+ * [filter_h, filter_w, channels], out [batches, out_h, out_w, channels].
+ * -EINVAL when a window would reach outside the input. */
+int nnb_depthwise_conv_f32(const float *in, int64_t batches, int64_t in_h, int64_t in_w,
+                           int64_t channels, const float *weights, int64_t filter_h,
+                           int64_t filter_w, int64_t stride_h, int64_t stride_w,
+                           int64_t dilation_h, int64_t dilation_w, float *out, int64_t out_h,
+                           int64_t out_w);
 /* cffi cdef end */
 
 #endif /* NNBURST_H */

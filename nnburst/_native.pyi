@@ -131,6 +131,25 @@ class _Lib:
         self, word: CData, bits: int, deadline_ns: int, retry: int, seen: CData
     ) -> int: ...
     def nnb_monotonic_ns(self) -> int: ...
+    def nnb_keep_freed_memory(self, mmap_threshold: int, trim_threshold: int) -> int: ...
+    def nnb_depthwise_conv_f32(
+        self,
+        in_: CData,
+        batches: int,
+        in_h: int,
+        in_w: int,
+        channels: int,
+        weights: CData,
+        filter_h: int,
+        filter_w: int,
+        stride_h: int,
+        stride_w: int,
+        dilation_h: int,
+        dilation_w: int,
+        out: CData,
+        out_h: int,
+        out_w: int,
+    ) -> int: ...
 
 ffi: _FFI
 lib: _Lib

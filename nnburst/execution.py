@@ -636,7 +636,8 @@ class Execution:
     def _complete(self, result: ExecutionResult, what: str) -> None:
         """Record a driver result and raise its error, if any."""
         status, shapes, timing = result
-        status = ErrorStatus(status)
+        if type(status) is not ErrorStatus:  # the enum call costs more than the check
+            status = ErrorStatus(status)
         with self._lock:
             self._status = status
             keep = status in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE)

@@ -20,6 +20,8 @@ from nnburst.codes import FuseCode, PaddingCode
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
 from nnburst.cpu.ops import common
+from nnburst.cpu.ops.common import Window2D
+from nnburst.cpu.ops.conv import depthwise_conv_f32
 from nnburst.operands import ChannelQuant, OperandInfo
 
 from .op_models import run
@@ -454,3 +456,36 @@ def test_per_channel_multiply_matches_the_scalar_helper():
     for ch, (m, s) in enumerate(pairs):
         want = common.multiply_by_quantized_multiplier(acc[:, ch], m, s)
         np.testing.assert_array_equal(got[:, ch], want)
+
+
+# ----------------------------------------------------- the C depthwise kernel
+
+
+@pytest.mark.parametrize("channels", [1, 8, 19])
+@pytest.mark.parametrize(
+    ("stride", "dilation"), [((1, 1), (1, 1)), ((2, 1), (1, 2)), ((1, 3), (2, 1))]
+)
+def test_c_depthwise_kernel_matches_loops(channels, stride, dilation):
+    """Channel counts that use only the 8-wide block, only the tail, and both."""
+
+    rng = np.random.default_rng([channels, *stride, *dilation])
+    n, h, w, kh, kw = 2, 9, 8, 3, 2
+    x = rng.standard_normal((n, h, w, channels)).astype(np.float32)
+    weights = rng.standard_normal((kh, kw, channels)).astype(np.float32)
+    out_h = (h - (kh - 1) * dilation[0] - 1) // stride[0] + 1
+    out_w = (w - (kw - 1) * dilation[1] - 1) // stride[1] + 1
+    win = Window2D(0, 0, 0, 0, *stride, *dilation, out_h, out_w)
+    want = np.zeros((n, out_h, out_w, channels), np.float64)
+    for y, xx, i, j in itertools.product(range(out_h), range(out_w), range(kh), range(kw)):
+        pixel = x[:, y * stride[0] + i * dilation[0], xx * stride[1] + j * dilation[1]]
+        want[:, y, xx] += pixel * weights[i, j]
+    got = depthwise_conv_f32(x, weights, win)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_c_depthwise_kernel_refuses_a_window_outside_its_input():
+
+    x = np.zeros((1, 4, 4, 8), np.float32)
+    weights = np.zeros((3, 3, 8), np.float32)
+    with pytest.raises(ValueError, match="does not fit"):
+        depthwise_conv_f32(x, weights, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 3, 2))  # rows 0..4 of 4

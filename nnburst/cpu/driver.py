@@ -52,6 +52,7 @@ from ..hal.types import (
 from ..operands import merge_dimensions
 from . import compilation_cache
 from .executor import PreparedModel, operation_signature
+from .heap import keep_freed_memory
 from .registry import lookup
 
 if TYPE_CHECKING:
@@ -401,7 +402,7 @@ class CpuExecution(IExecution):
             if self._fits(results):
                 for target, result in zip(self._fixed, results):  # type: ignore[arg-type]
                     if target is not None:
-                        np.copyto(target, result)
+                        target[...] = result  # what np.copyto does, at half the call cost
                 status, shapes = ErrorStatus.NONE, self._fixed_shapes
             else:
                 status, shapes = _write_outputs(self._outputs, self._targets, results)
@@ -522,6 +523,7 @@ class CpuDevice(IDevice):
         deadline_ns: int | None = None,
         cache: Any = None,
     ) -> CpuPreparedModel:
+        keep_freed_memory()
         with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPILATION, "prepare_model"):
             return CpuPreparedModel(model, preference, cache)
 

@@ -256,6 +256,23 @@ def mutmut_config(group: Group, module: Path, tree: Path) -> str:
         f"pytest_add_cli_args_test_selection = {toml_list(group.tests)}\n"
         f"pytest_add_cli_args = {toml_list(PYTEST_ARGS)}\n"
         f"also_copy = {toml_list([str(module.relative_to(tree)), 'csrc/'])}\n"
+        # A mutant that turns a bounded wait into "forever" only ends at this
+        # limit: (test time + constant) x multiplier, 5 s x 3 rather than 1 s x 15.
+        "timeout_multiplier = 3.0\n"
+        "timeout_constant = 5.0\n"
+    )
+
+
+def sweep_segments(tree: Path) -> None:
+    """Remove the shared-memory segments that killed mutants left (their creators are gone)."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from nnburst.shm import sweep_stale_segments; sweep_stale_segments()",
+        ],
+        cwd=tree,
+        check=False,
     )
 
 
@@ -285,6 +302,7 @@ def run_group(name: str, group: Group, base: Path, jobs: int) -> dict[str, str]:
             stderr=subprocess.STDOUT,
             check=False,
         )
+    sweep_segments(tree)
     listing = subprocess.run(
         [*mutmut, "results", "--all", "true"],
         cwd=tree,
@@ -360,6 +378,7 @@ def run_c(base: Path) -> dict[str, str]:
                 results[mutant.name] = "killed (timeout)"
         finally:
             path.write_text(original)
+    sweep_segments(tree)
     return results
 
 

@@ -11,9 +11,9 @@ fixed-point multiplier.
 
 Everything that depends only on constants (filter layout and dtype, bias,
 multipliers, padding, the fused clamp) is worked out in ``prepare``.
-CONV_2D is one im2col matmul; DEPTHWISE_CONV_2D accumulates one broadcast
-multiply per filter tap over the window view (never a loop over pixels or
-channels).
+CONV_2D is one im2col matmul; DEPTHWISE_CONV_2D, which is no matrix
+product, runs a C loop over pixels with the channels innermost
+(csrc/kernels.c).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bindings import ffi, lib
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
 from .common import (
@@ -251,14 +252,47 @@ def _depthwise(padded: np.ndarray, filt: _Filter, win: Any, mult: int) -> np.nda
     """Sum over filter taps of (that tap's input pixels) x (its weights), all channels at once.
 
     Output channel ``c·mult + m`` reads input channel ``c``: repeating the input
-    channels ``mult`` times lines them up with the filter's last axis.  One
-    einsum over the strided window view: numpy's loop over the taps beats a
-    Python one (1.45x on a 5x5 filter over 64x64x24).
+    channels ``mult`` times lines them up with the filter's last axis.  float32
+    (float models, and quantized ones whose sums are exact in float32) runs the
+    C loop (csrc/kernels.c), 5-8x faster than numpy's einsum over the window
+    view, which float64 sums still use.
     """
     if mult > 1:
         padded = np.repeat(padded, mult, axis=3)
+    if filt.weights.dtype == np.float32:
+        return depthwise_conv_f32(padded, filt.weights, win)
     view = windows(padded, win, filt.filter_h, filt.filter_w)
     return np.einsum("nhwijc,ijc->nhwc", view, filt.weights)
+
+
+def depthwise_conv_f32(padded: np.ndarray, weights: np.ndarray, win: Any) -> np.ndarray:
+    """The C depthwise kernel: ``padded`` [N, H, W, C], ``weights`` [FH, FW, C] -> [N, OH, OW, C]."""
+    padded = np.ascontiguousarray(padded, dtype=np.float32)
+    n, in_h, in_w, channels = padded.shape
+    filter_h, filter_w, _ = weights.shape
+    out = np.empty((n, win.out_h, win.out_w, channels), np.float32)
+    if out.size == 0:
+        return out
+    rc = lib.nnb_depthwise_conv_f32(
+        ffi.from_buffer("float[]", padded),
+        n,
+        in_h,
+        in_w,
+        channels,
+        ffi.from_buffer("float[]", weights),
+        filter_h,
+        filter_w,
+        win.stride_h,
+        win.stride_w,
+        win.dilation_h,
+        win.dilation_w,
+        ffi.from_buffer("float[]", out),
+        win.out_h,
+        win.out_w,
+    )
+    if rc:
+        raise ValueError(f"depthwise window {win} does not fit the input {padded.shape}")
+    return out
 
 
 register(OperationCode.CONV_2D, validate=_validate, execute=_execute, prepare=_prepare)

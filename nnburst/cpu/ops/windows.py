@@ -29,6 +29,7 @@ from .common import (
     Fail,
     Window2D,
     WindowArgs,
+    bordered,
     check_window_values,
     constant_scalar,
     fused_activation_bounds,
@@ -99,8 +100,9 @@ def pad_nhwc(
             return np.subtract(x, offset, dtype=dtype)
         return x.astype(dtype, copy=False)
     shape = (n, h + win.pad_top + win.pad_bottom, w + win.pad_left + win.pad_right, c)
-    padded = np.full(shape, fill, dtype=dtype)
-    inner = padded[:, win.pad_top : win.pad_top + h, win.pad_left : win.pad_left + w]
+    rows, columns = slice(win.pad_top, win.pad_top + h), slice(win.pad_left, win.pad_left + w)
+    padded = bordered(shape, (slice(0, n), rows, columns, slice(0, c)), fill, dtype)
+    inner = padded[:, rows, columns]
     if offset:
         np.subtract(x, offset, out=inner, dtype=dtype)
     else:
