@@ -578,6 +578,19 @@ def test_prelu_float(code: T) -> None:
     np.testing.assert_array_equal(got, np.where(x >= 0, x, x * alpha))
 
 
+@pytest.mark.parametrize("alpha", [0.2, 1.0, 1e-8, 0.0, -0.5, 2.0])
+def test_prelu_edge_values_match_the_definition(alpha: float) -> None:
+    """Leaky slopes in (0, 1] take the max(x, x * alpha) path, the rest the select:
+    both must give x >= 0 ? x : x * alpha bit for bit, signed zeros, NaN and inf too."""
+    x = np.array([-np.inf, -3, -1e-30, -0.0, 0.0, 1e-30, 2, np.inf, np.nan], np.float32)
+    slope = np.array([alpha], np.float32)
+    got = run1(Op.PRELU, [t(F32, 9), t(F32, 1)], t(F32, 9), x, slope)
+    with np.errstate(invalid="ignore"):  # -inf * 0
+        want = np.where(x >= 0, x, x * slope)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
 @pytest.mark.parametrize("code", [QU8, QS8])
 def test_prelu_quantized(code: T) -> None:
     zp = 128 if code == QU8 else 0

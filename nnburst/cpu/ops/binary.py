@@ -60,8 +60,12 @@ def _execute_max_min(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray) -> np.
         return pick(a, b)
     result = pick(a, b)
     if out.code in FLOAT_TENSOR_CODES:
-        # std::max(a, b) / std::min(a, b) hand back ``a`` when either is NaN.
-        result = np.where(np.isnan(a) | np.isnan(b), a, result)
+        # std::max(a, b) / std::min(a, b) hand back ``a`` when either is NaN.  numpy
+        # already returns a NaN ``a``; only where ``b`` is NaN must ``a`` be put back
+        # (one pass over ``b``, often a small constant, instead of three over both).
+        b_nan = np.isnan(b)
+        if b_nan.any():
+            result = np.where(b_nan, a, result)
     return result
 
 
@@ -81,6 +85,19 @@ def _execute_prelu_quant(ctx: ExecutionContext, x: np.ndarray, alpha: np.ndarray
     return np.clip(result, lo, hi)
 
 
+def _prelu_float(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x >= 0 ? x : x * alpha, in the tensor's own type (float16 products round to half).
+
+    With every alpha in (0, 1] (leaky ReLUs) that is max(x, x * alpha) exactly,
+    -0, NaN and infinities included: two passes instead of three.  Only a small
+    alpha (a scalar, one per channel) is checked for it; a large one costs more
+    to check than it saves."""
+    product = a * b
+    if b.size <= 4096 and product.shape == a.shape and ((b > 0) & (b <= 1)).all():
+        return np.maximum(a, product, out=product)
+    return np.where(a >= 0, a, product)
+
+
 def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     a, b = ctx.input(0), ctx.input(1)
     shape = broadcast_shape_or_fail(ctx.code, a.shape, b.shape)
@@ -93,10 +110,10 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     elif out.code in QUANT8_ASYMM_CODES:
         result = _execute_prelu_quant(ctx, a, b)
     else:
-        # x >= 0 ? x : x * alpha, in the tensor's own type (float16 products round to half).
-        with np.errstate(all="ignore"):
-            result = np.where(a >= 0, a, a * b)
-    return [np.broadcast_to(result, shape).astype(out.dtype)]
+        result = _prelu_float(a, b)
+    if result.shape != shape:
+        return [np.broadcast_to(result, shape).astype(out.dtype)]
+    return [result.astype(out.dtype, copy=False)]  # a new array already
 
 
 for _code in _TYPES:
