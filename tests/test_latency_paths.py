@@ -61,6 +61,36 @@ def test_a_reusable_execution_reads_its_inputs_at_every_computation():
             np.testing.assert_array_equal(out, expected(A + k, B))
 
 
+def test_float_overflow_is_a_result_whatever_the_callers_numpy_error_state():
+    """Overflow to inf is defined NNAPI behaviour: an execution must not raise or warn
+    even where the caller made numpy raise, on any thread, and must leave the
+    caller's own setting as it was (the executor's per-thread quiet context)."""
+    big = np.full((3, 4), 3e38, np.float32)
+    failures: list[BaseException] = []
+
+    def compute_raising() -> None:
+        try:
+            out = np.zeros((3, 4), np.float32)
+            with np.errstate(all="raise"):
+                with compiled_add_mul() as compilation, reusable(compilation, big, big, out) as ex:
+                    ex.compute()
+                    ex.compute()
+                assert np.geterr()["over"] == "raise"
+                with pytest.raises(FloatingPointError):
+                    np.float32(3e38) * np.float32(10)  # the caller's setting still holds
+            assert np.isposinf(out).all()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=compute_raising) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    compute_raising()
+    for thread in threads:
+        thread.join(30)
+    assert not failures, failures
+
+
 def test_inputs_converted_to_the_operand_type_are_converted_again_each_time():
     a, out = A.astype(np.float64), np.zeros((3, 4), np.float32)  # float64 for a float32 operand
     with compiled_add_mul() as compilation, reusable(compilation, a, B, out) as execution:
