@@ -28,7 +28,7 @@ pytest.importorskip(
     "ai_edge_litert", reason="LiteRT (pip install 'nnburst[litert]') is the reference"
 )
 
-from .tflite_builder import Tensor, graph, run_litert, schema, single_op
+from .tflite_builder import Tensor, graph, run_litert, schema, single_op, sparse
 
 RNG = np.random.default_rng(7)
 F32 = np.float32
@@ -364,6 +364,82 @@ def test_fp16_weights_are_dequantized_once_at_load() -> None:
     ops = [op.code for op in loaded.model.hal_model.main.operations]
     assert ops == [nn.OperationCode.CONV_2D]  # no DEQUANTIZE left to run
     compare(model, [rand(1, 6, 6, 3)])
+
+
+def densify_then_add(weights: Tensor, shape: tuple[int, ...], dense_dtype: Any = F32) -> bytes:
+    """sparse constant -> DENSIFY (-> DEQUANTIZE for fp16) -> ADD to the input."""
+    tensors = [Tensor(shape, F32), weights, Tensor(shape, weights.dtype)]
+    ops: list[tuple[Any, ...]] = [("DENSIFY", [1], [2], None)]
+    if weights.dtype == np.float16:
+        tensors.append(Tensor(shape, F32))
+        ops.append(("DEQUANTIZE", [2], [3], None))
+    tensors.append(Tensor(shape, F32))
+    ops.append(("ADD", [0, len(tensors) - 2], [len(tensors) - 1], schema.AddOptionsT()))
+    return graph(tensors, ops, [0], [len(tensors) - 1])
+
+
+#: name -> (dense matrix, Tensor.sparsity, stored values): CSR, CSC (traversal [1, 0]),
+#: 1x4 blocks along columns, fp16 weights with uint8 vectors.
+_DENSE = np.array(
+    [[0, 0, 3, 0, 0, 0, 0, 0], [1, 2, 0, 0, 0, 0, 0, 4], [0] * 8, [0, 0, 0, 5, 6, 7, 8, 0]],
+    np.float32,
+)
+SPARSE_CASES = {
+    "csr": (
+        _DENSE,
+        sparse([0, 1], [4, ([0, 1, 4, 4, 8], [2, 0, 1, 7, 3, 4, 5, 6])]),
+        [3, 1, 2, 4, 5, 6, 7, 8],
+    ),
+    "csc-uint16": (
+        _DENSE,
+        sparse(
+            [1, 0],
+            [8, ([0, 1, 2, 3, 4, 5, 6, 7, 8], [1, 1, 0, 3, 3, 3, 3, 1])],
+            index_dtype=np.uint16,
+        ),
+        [1, 2, 3, 5, 6, 7, 8, 4],
+    ),
+    "blocks-of-4": (
+        _DENSE,
+        sparse([0, 1, 2], [4, ([0, 1, 3, 3, 5], [0, 0, 1, 0, 1]), 4], block_map=[1]),
+        [0, 0, 3, 0, 1, 2, 0, 0, 0, 0, 0, 4, 0, 0, 0, 5, 6, 7, 8, 0],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPARSE_CASES))
+@pytest.mark.parametrize("dtype", [F32, np.float16])
+def test_sparse_weights_are_densified_at_load(case: str, dtype: Any) -> None:
+    """TFLite's sparse format (DENSIFY of a constant), against the dense matrix and LiteRT."""
+    dense, sparsity, stored = SPARSE_CASES[case]
+    weights = Tensor(dense.shape, dtype, np.array(stored, dtype), sparsity=sparsity)
+    model = densify_then_add(weights, dense.shape)
+    loaded = tflite.load(model)
+    assert [op.code for op in loaded.model.hal_model.main.operations] == [nn.OperationCode.ADD]
+    x = rand(*dense.shape)
+    with tflite.Runner(loaded, cache_dir=None) as run:
+        (got,) = run(x)
+    np.testing.assert_array_equal(got, x + dense)
+    np.testing.assert_array_equal(got, run_litert(model, [x])[0])
+
+
+@pytest.mark.parametrize(
+    ("levels", "stored", "message"),
+    [
+        ([4, ([0, 1, 4, 4, 8], [2, 0, 1, 9, 3, 4, 5, 6])], 8, "outside dimension 1"),
+        ([4, ([0, 1, 4, 2, 8], [2, 0, 1, 7, 3, 4, 5, 6])], 8, "out of order"),
+        ([4, ([0, 1, 4, 4, 9], [2, 0, 1, 7, 3, 4, 5, 6])], 8, "out of bounds"),
+        ([4, ([0, 1, 4, 4], [2, 0, 1, 7, 3, 4, 5, 6])], 8, "out of bounds"),
+        ([4, ([0, 1, 4, 4, 8], [2, 0, 1, 7, 3, 4, 5, 6])], 7, "7 stored values for 8"),
+        ([4, 8, 1], 32, "do not describe"),
+        ([1 << 30, 8], 32, "does not fit"),
+    ],
+)
+def test_malformed_sparse_weights_are_refused(levels: list[Any], stored: int, message: str) -> None:
+    sparsity = sparse(list(range(len(levels))), levels)
+    weights = Tensor(_DENSE.shape, F32, np.ones(stored, F32), sparsity=sparsity)
+    with pytest.raises(BadDataError, match=message):
+        tflite.load(densify_then_add(weights, _DENSE.shape))
 
 
 def test_uint8_quantized_conv_within_one() -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "run_litert",
     "schema",
     "single_op",
+    "sparse",
     "subgraphs",
 ]
 
@@ -91,6 +92,8 @@ class Tensor:
     zero_point: int | list[int] | None = None
     quantized_dimension: int = 0
     name: str = ""
+    #: TFLite's sparse format (see ``sparse``): ``data`` then holds the stored values only.
+    sparsity: Any = None
 
 
 def options_type(options: object) -> tuple[str, int]:
@@ -227,6 +230,42 @@ class _AlignedBufferT(schema.BufferT):
         return schema.BufferEnd(builder)
 
 
+_INDEX_VECTORS = {
+    np.dtype(np.int32): (schema.SparseIndexVector.Int32Vector, schema.Int32VectorT),
+    np.dtype(np.uint16): (schema.SparseIndexVector.Uint16Vector, schema.Uint16VectorT),
+    np.dtype(np.uint8): (schema.SparseIndexVector.Uint8Vector, schema.Uint8VectorT),
+}
+
+
+def sparse(
+    traversal_order: Sequence[int],
+    levels: Sequence[int | tuple[Sequence[int], Sequence[int]]],
+    block_map: Sequence[int] = (),
+    index_dtype: Any = np.int32,
+) -> schema.SparsityParametersT:
+    """``Tensor.sparsity``: per traversal level a dense size, or (segments, indices)
+    of a SPARSE_CSR level, stored as ``index_dtype`` vectors; written as given, so a
+    test can also write malformed ones."""
+    kind, vector_class = _INDEX_VECTORS[np.dtype(index_dtype)]
+    metadata = []
+    for level in levels:
+        meta = schema.DimensionMetadataT()
+        if isinstance(level, int):
+            meta.format, meta.denseSize = schema.DimensionType.DENSE, level
+        else:
+            meta.format = schema.DimensionType.SPARSE_CSR
+            segments, indices = vector_class(), vector_class()
+            segments.values, indices.values = [int(v) for v in level[0]], [int(v) for v in level[1]]
+            meta.arraySegmentsType = meta.arrayIndicesType = kind
+            meta.arraySegments, meta.arrayIndices = segments, indices
+        metadata.append(meta)
+    parameters = schema.SparsityParametersT()
+    parameters.traversalOrder = list(traversal_order)
+    parameters.blockMap = list(block_map)
+    parameters.dimMetadata = metadata
+    return parameters
+
+
 def _dtype(t: Tensor) -> np.dtype[Any]:
     dtype = np.dtype(t.dtype)
     if dtype not in _TENSOR_TYPES:
@@ -326,7 +365,12 @@ def _models(
             )
             tt.name = t.name or f"t{i}"
             tt.quantization = _quantization(t)
-            if t.data is not None:
+            if t.sparsity is not None:
+                tt.sparsity = t.sparsity
+                tt.buffer = len(buffers)
+                stored = np.ascontiguousarray(t.data, dtype=_dtype(t).newbyteorder("<"))
+                buffers.append(_AlignedBufferT(stored.tobytes()))
+            elif t.data is not None:
                 tt.buffer = len(buffers)
                 buffers.append(_AlignedBufferT(_raw_bytes(t)))
             tensor_ts.append(tt)

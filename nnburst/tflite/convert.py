@@ -188,7 +188,7 @@ class Converter(ModelBuilder):
                 self.declare_variables()
             except _Unsupported as exc:
                 raise UnsupportedModelError(Counter({f"CALL_ONCE ({exc})": 1})) from None
-        self._fold_fp16_weights()
+        self._fold_constant_weights()
         self._plan_fusions()
         # Every operator is mapped; one that cannot be (an option or a use the table
         # cannot take) is counted and the rest still mapped (the half-built model is
@@ -269,15 +269,21 @@ class Converter(ModelBuilder):
             return operand
         return self.copy(operand, self.operand_type(self.tensor(index)))
 
-    def _fold_fp16_weights(self) -> None:
-        """A DEQUANTIZE of constant fp16 weights becomes a float32 constant: the
-        conversion a delegate does once, instead of one at every execution."""
-        for op in self.graph.operators:
-            if op.name != "DEQUANTIZE":
+    def _fold_constant_weights(self) -> None:
+        """What a delegate computes once from constants is computed here once too: a
+        DENSIFY of sparse weights (the reader has already expanded them) becomes its
+        dense constant, and a DEQUANTIZE of fp16 weights a float32 constant."""
+        for op in self.graph.operators:  # in order: a DEQUANTIZE may read a DENSIFY
+            if op.name not in ("DENSIFY", "DEQUANTIZE"):
                 continue
             source = self.tensor(op.inputs[0])
-            if source.data is not None and source.dtype == np.float16:
-                self._folded[op.outputs[0]] = source.data.astype(np.float32)
+            values = self._folded.get(op.inputs[0], source.data)
+            if values is None:
+                continue
+            if op.name == "DENSIFY":
+                self._folded[op.outputs[0]] = values
+            elif values.dtype == np.float16:
+                self._folded[op.outputs[0]] = values.astype(np.float32)
 
 
 def _unsupported(graph: Subgraph) -> Counter[str]:
@@ -298,9 +304,7 @@ def _unsupported(graph: Subgraph) -> Counter[str]:
                 found[f"{op.name} on float16 activations ({_FLOAT16_CONSTANTS_ONLY})"] += 1
                 break
     for t in graph.tensors:
-        if t.sparse:
-            found["sparse weights"] += 1
-        elif t.dtype is None and t.type_name != "RESOURCE":
+        if t.dtype is None and t.type_name != "RESOURCE":
             found[f"{t.type_name} tensors"] += 1
     return found
 
@@ -338,6 +342,12 @@ def _conv_tail(c: Converter, o: Any) -> list[int]:
 
 def _dilations(c: Converter, o: Any) -> list[int]:
     return [c.boolean(False), c.i32(o.DilationWFactor()), c.i32(o.DilationHFactor())]
+
+
+@maps("DENSIFY")
+def _densify(c: Converter, op: Operator) -> None:
+    # A DENSIFY of a constant is folded before mapping; nothing else has sparse data.
+    raise _Unsupported("an input that is not a sparse constant")
 
 
 @maps("CONV_2D")

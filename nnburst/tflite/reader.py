@@ -9,6 +9,7 @@ bytes, not copies.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,17 +109,21 @@ def _buffer_data(model: Any, data: bytes, index: int) -> np.ndarray | None:
 def _tensor(model: Any, data: bytes, index: int, t: Any) -> Tensor:
     shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
     dtype = DTYPES.get(t.Type())
-    sparse = t.Sparsity() is not None
+    sparsity = t.Sparsity()
     raw = _buffer_data(model, data, t.Buffer())
     values = None
-    if raw is not None and dtype is not None and not sparse:  # sparse data is not dense bytes
-        count = int(np.prod(shape)) if shape else 1
-        if raw.nbytes != count * dtype.itemsize:
+    if raw is not None and dtype is not None:
+        what = f"tensor {index} ({t.Name().decode(errors='replace')})"
+        if raw.nbytes % dtype.itemsize:
+            raise BadDataError(f"{what}: {raw.nbytes} bytes of data is no whole number of {dtype}")
+        if sparsity is not None:
+            values = densify(raw.view(dtype), shape, sparsity, what)
+        elif raw.nbytes != math.prod(shape) * dtype.itemsize:
             raise BadDataError(
-                f"tensor {index} ({t.Name().decode(errors='replace')}): {raw.nbytes} bytes of "
-                f"data for shape {list(shape)} of {dtype}"
+                f"{what}: {raw.nbytes} bytes of data for shape {list(shape)} of {dtype}"
             )
-        values = raw.view(dtype).reshape(shape)
+        else:
+            values = raw.view(dtype).reshape(shape)
     tensor = Tensor(
         index,
         (t.Name() or b"").decode(errors="replace"),
@@ -126,7 +131,7 @@ def _tensor(model: Any, data: bytes, index: int, t: Any) -> Tensor:
         _TYPE_NAMES.get(t.Type(), str(t.Type())),
         dtype,
         values,
-        sparse=sparse,
+        sparse=sparsity is not None,
     )
     q = t.Quantization()
     if q is not None and q.ScaleLength():
@@ -138,6 +143,108 @@ def _tensor(model: Any, data: bytes, index: int, t: Any) -> Tensor:
         )
         tensor.quantized_dimension = q.QuantizedDimension()
     return tensor
+
+
+#: The largest tensor a sparse constant may expand to.
+MAX_DENSE_BYTES = 1 << 30
+_DENSE, _SPARSE_CSR = tflite.DimensionType.DENSE, tflite.DimensionType.SPARSE_CSR
+_INDEX_VECTORS = {
+    tflite.SparseIndexVector.Int32Vector: tflite.Int32Vector,
+    tflite.SparseIndexVector.Uint16Vector: tflite.Uint16Vector,
+    tflite.SparseIndexVector.Uint8Vector: tflite.Uint8Vector,
+}
+
+
+def _index_vector(kind: int, table: Any, what: str) -> np.ndarray:
+    cls = _INDEX_VECTORS.get(kind)
+    if cls is None or table is None:
+        raise BadDataError(f"{what}: a sparse dimension without its index arrays")
+    vector = cls()
+    vector.Init(table.Bytes, table.Pos)
+    return (
+        vector.ValuesAsNumpy().astype(np.int64) if vector.ValuesLength() else np.zeros(0, np.int64)
+    )
+
+
+def densify(values: np.ndarray, shape: tuple[int, ...], sparsity: Any, what: str) -> np.ndarray:
+    """The dense tensor of TFLite's sparse format (what the DENSIFY operator computes).
+
+    The stored dimensions are the tensor's, in ``traversal_order``, then one per
+    blocked dimension (``block_map``) holding the position inside its block.  Each
+    is DENSE (every index) or SPARSE_CSR (per parent position, a segment of the
+    index array).  All paths are expanded level by level with numpy, never one
+    element at a time; every index and segment is checked against its bounds.
+    """
+    rank = len(shape)
+    order = (
+        sparsity.TraversalOrderAsNumpy().astype(np.int64)
+        if sparsity.TraversalOrderLength()
+        else np.zeros(0, np.int64)
+    )
+    block_map = (
+        sparsity.BlockMapAsNumpy().astype(np.int64)
+        if sparsity.BlockMapLength()
+        else np.zeros(0, np.int64)
+    )
+    levels = rank + block_map.size
+    if (
+        sparsity.DimMetadataLength() != levels
+        or sorted(order.tolist()) != list(range(levels))
+        or not all(0 <= d < rank for d in block_map.tolist())
+    ):
+        raise BadDataError(f"{what}: sparsity parameters that do not describe a rank-{rank} tensor")
+    elements = math.prod(shape)
+    if elements * values.dtype.itemsize > MAX_DENSE_BYTES:
+        raise BadDataError(f"{what}: a sparse {list(shape)} tensor is too large to densify")
+    positions = np.zeros(1, np.int64)  # per partial path: its position at the current level
+    coordinates = np.zeros((1, 0), np.int64)  # per partial path: its index at each level so far
+    sizes = []
+    for level in range(levels):
+        meta = sparsity.DimMetadata(level)
+        if meta.Format() == _DENSE:
+            size = meta.DenseSize()
+            if size < 0 or positions.size * size > elements:
+                raise BadDataError(f"{what}: dense size {size} does not fit {list(shape)}")
+            children = np.repeat(positions * size, size) + np.tile(np.arange(size), positions.size)
+            counts = np.full(positions.size, size)
+            indexes = np.tile(np.arange(size), positions.size)
+        elif meta.Format() == _SPARSE_CSR:
+            segments = _index_vector(meta.ArraySegmentsType(), meta.ArraySegments(), what)
+            found = _index_vector(meta.ArrayIndicesType(), meta.ArrayIndices(), what)
+            if (
+                positions.size
+                and positions.max() + 1 >= segments.size
+                or np.any(np.diff(segments) < 0)
+                or segments.size
+                and (segments[0] < 0 or segments[-1] > found.size)
+            ):
+                raise BadDataError(f"{what}: sparse segments out of order or out of bounds")
+            starts, counts = segments[positions], segments[positions + 1] - segments[positions]
+            firsts = np.repeat(np.cumsum(counts) - counts, counts)
+            children = np.arange(int(counts.sum())) - firsts + np.repeat(starts, counts)
+            indexes = found[children]
+            size = int(indexes.max()) + 1 if indexes.size else 0
+        else:
+            raise BadDataError(f"{what}: unknown sparse dimension format {meta.Format()}")
+        coordinates = np.column_stack([np.repeat(coordinates, counts, axis=0), indexes])
+        positions = children
+        sizes.append(size)
+    if positions.size != values.size:
+        raise BadDataError(
+            f"{what}: {values.size} stored values for {positions.size} sparse positions"
+        )
+    index = [coordinates[:, int(np.flatnonzero(order == d)[0])] for d in range(rank)]
+    for k, d in enumerate(block_map.tolist()):
+        block = coordinates[:, int(np.flatnonzero(order == rank + k)[0])]
+        block_size = sizes[int(np.flatnonzero(order == rank + k)[0])]
+        index[d] = index[d] * block_size + block
+    for d, column in enumerate(index):
+        if column.size and (column.min() < 0 or column.max() >= shape[d]):
+            raise BadDataError(f"{what}: a sparse index outside dimension {d} of {list(shape)}")
+    dense = np.zeros(shape, values.dtype)
+    if values.size:
+        dense[tuple(index)] = values
+    return dense
 
 
 def _options(op: Any) -> Any:
