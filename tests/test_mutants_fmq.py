@@ -8,6 +8,9 @@ Blocking is observed, never timed: a thread's futex sleep is read from
 
 from __future__ import annotations
 
+import gc
+import json
+import os
 import signal
 import struct
 import threading
@@ -16,7 +19,8 @@ import time
 import numpy as np
 import pytest
 
-from nnburst.errors import BadDataError, BadStateError, ClosedResourceError
+from nnburst._bindings import READ_OFFSET, WRITE_OFFSET, lib
+from nnburst.errors import BadDataError, BadStateError, ClosedResourceError, CorruptQueueError
 from nnburst.fmq import Descriptor, Flavor, MessageQueue
 
 from .blocking import HANG_GUARD_SECONDS, futex_word
@@ -376,3 +380,129 @@ def test_a_signal_during_a_round_trip_with_a_timeout_keeps_the_deadline(pair):
     finally:
         finish(thread, previous)
     assert len(handled) == 2 and reply[0] == 7
+
+
+# -- zero-copy transactions: grants, copies across the wrap, their complaints ----
+
+
+def wrapped_grant(queue: MessageQueue, n: int) -> None:
+    """Move both counters to 5 of 8 slots, so the next grant of n > 3 wraps."""
+    assert queue.write(np.zeros(5, queue.dtype)) and queue.read(5) is not None
+
+
+def test_a_wrapping_transaction_copies_in_and_out_from_any_start():
+    with MessageQueue(np.int16, 8) as q:
+        wrapped_grant(q, 6)
+        tx = q.begin_write(6)
+        assert tx is not None and len(tx) == 6
+        assert [len(r) for r in tx.regions] == [3, 3]
+        tx.copy_to(np.array([[10, 11], [12, 13]], np.int16), start=1)  # 2-D: flattened
+        tx.copy_to(np.array([9], np.int16))
+        tx.copy_to(np.array([14], np.int16), start=5)
+        assert q.commit_write(6)
+        rx = q.begin_read(6)
+        assert rx is not None and len(rx) == 6
+        whole = rx.copy_from()
+        assert whole.dtype == np.int16 and whole.tolist() == [9, 10, 11, 12, 13, 14]
+        assert rx.copy_from(4).tolist() == [13, 14]  # the rest, from a start past the wrap
+        assert rx.copy_from(2, 3).tolist() == [11, 12, 13]  # across the wrap
+        assert rx.copy_from(3, 0).tolist() == []
+        assert q.commit_read(6)
+
+
+@pytest.mark.parametrize(("start", "length"), [(-1, 1), (5, 2), (7, 0), (0, 7)])
+def test_a_transaction_copy_outside_the_grant_names_the_slots(start, length):
+    with MessageQueue(np.int16, 8) as q:
+        wrapped_grant(q, 6)
+        tx = q.begin_write(6)
+        assert tx is not None
+        message = rf"^BAD_DATA: slots \[{start}, {start + length}\) are outside the 6 granted$"
+        with pytest.raises(BadDataError, match=message):
+            tx.copy_to(np.zeros(length, np.int16), start=start)
+        with pytest.raises(BadDataError, match=message):
+            tx.copy_from(start, length)
+
+
+def test_empty_grants_are_granted_and_negative_ones_refused():
+    with MessageQueue(np.int16, 8) as q:
+        for begin in (q.begin_write, q.begin_read):
+            grant = begin(0)
+            assert grant is not None and len(grant) == 0
+        with pytest.raises(BadDataError, match=r"^BAD_DATA: cannot write -1 elements$"):
+            q.begin_write(-1)
+        with pytest.raises(BadDataError, match=r"^BAD_DATA: cannot read -2 elements$"):
+            q.begin_read(-2)
+
+
+CALLS = {
+    "available_to_read": lambda q: q.available_to_read(),
+    "available_to_write": lambda q: q.available_to_write(),
+    "begin_write": lambda q: q.begin_write(1),
+    "commit_write": lambda q: q.commit_write(1),
+    "begin_read": lambda q: q.begin_read(1),
+    "commit_read": lambda q: q.commit_read(1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(set(CALLS) - {"commit_read"}))  # it reads no shared counter
+def test_corrupt_counters_are_reported_by_the_call_that_found_them(name):
+    with MessageQueue(np.int32, 8) as q:
+        assert q.begin_write(1) is not None  # a grant to commit
+        mapping = q._region.mmap
+        struct.pack_into("<Q", mapping, READ_OFFSET, 0)
+        struct.pack_into("<Q", mapping, WRITE_OFFSET, 3)  # not a whole element
+        with pytest.raises(
+            CorruptQueueError,
+            match=rf"^OP_FAILED: {name}: the shared queue header or counters are corrupt$",
+        ):
+            CALLS[name](q)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_close_racing_a_call_is_reported_by_that_call(name):
+    """close() on another thread lands between a call's Python check and its C call:
+    the C core refuses the call (nnb_fmq_shutdown), and the error names it."""
+    with MessageQueue(np.int32, 8) as q:
+        assert q.write(np.ones(2, np.int32))
+        assert q.begin_read(1) is not None and q.begin_write(1) is not None
+        lib.nnb_fmq_shutdown(q._q)  # what close() does first, from the other thread
+        with pytest.raises(ClosedResourceError, match=rf"^BAD_STATE: {name}: the queue was closed$"):
+            CALLS[name](q)
+
+
+def test_tear_down_is_a_no_op_without_an_event_flag_or_once_closed():
+    with MessageQueue(np.int32, 8, event_flag=False) as q:
+        q.tear_down()
+        assert q.write(np.ones(1, np.int32))
+    q = MessageQueue(np.int32, 8)
+    q.close()
+    q.tear_down()
+
+
+def test_a_queue_dropped_without_close_unlinks_its_segment():
+    q = MessageQueue(np.int32, 8)
+    path = "/dev/shm" + q.descriptor.name
+    assert os.path.exists(path)
+    del q
+    gc.collect()
+    assert not os.path.exists(path)
+
+
+def test_an_element_type_nested_too_deeply_is_refused_by_name():
+    nested: object = "<i4"
+    for _ in range(10):
+        nested = {"subarray": nested, "shape": [1]}
+    data = descriptor_bytes()
+    raw_dtype = json.dumps(nested).encode()
+    header = with_fields(data, dtype_len=len(raw_dtype))
+    name_end = HEADER.size + HEADER.unpack_from(data)[-2]
+    with pytest.raises(BadDataError, match="element type nests too deeply$"):
+        Descriptor.from_bytes(header[:name_end] + raw_dtype)
+
+
+def test_repr_says_flavor_size_type_and_segment_or_closed():
+    q = MessageQueue(np.int16, 8)
+    name = q.descriptor.name
+    assert repr(q) == f"<MessageQueue SYNCHRONIZED_READ_WRITE 8 x int16 {name}>"
+    q.close()
+    assert repr(q) == "<MessageQueue SYNCHRONIZED_READ_WRITE 8 x int16 closed>"
