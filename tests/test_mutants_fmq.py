@@ -466,7 +466,9 @@ def test_a_close_racing_a_call_is_reported_by_that_call(name):
         assert q.write(np.ones(2, np.int32))
         assert q.begin_read(1) is not None and q.begin_write(1) is not None
         lib.nnb_fmq_shutdown(q._q)  # what close() does first, from the other thread
-        with pytest.raises(ClosedResourceError, match=rf"^BAD_STATE: {name}: the queue was closed$"):
+        with pytest.raises(
+            ClosedResourceError, match=rf"^BAD_STATE: {name}: the queue was closed$"
+        ):
             CALLS[name](q)
 
 

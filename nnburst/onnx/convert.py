@@ -610,6 +610,9 @@ def _spatial(
 
 @maps("Conv")
 def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    if node.input[1] not in c.constants:
+        _conv_computed_filter(c, node, a)
+        return
     w = c.value(node.input[1], "filter").astype(np.float32)
     if w.ndim != 4 or c.dtype(node.input[0]) != np.float32:
         raise _Unsupported("a convolution that is not 2-D float32")
@@ -646,6 +649,25 @@ def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         filt = c.floats(w.transpose(0, 2, 3, 1))
         inputs = [x, filt, c.floats(bias), *window, c.i32(group), none, nchw]
         c.add(OperationCode.GROUPED_CONV_2D, inputs, [out])
+
+
+def _conv_computed_filter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """A filter computed in the graph (or a graph input): TRANSPOSE'd from ONNX's
+    OIHW to NNAPI's [out, h, w, in] at every execution; ungrouped convolutions only."""
+    shape = c.shape(node.input[1])
+    if len(shape) != 4 or c.dtype(node.input[0]) != np.float32 or a.get("group", 1) != 1:
+        raise _Unsupported("a computed filter of a grouped or non-2-D convolution")
+    out_channels, _, kh, kw = shape
+    f32 = np.dtype(np.float32)
+    filt = c.temporary(f32, (out_channels, kh, kw, shape[1]))
+    c.add(OperationCode.TRANSPOSE, [c.operand(node.input[1]), c.ints([0, 2, 3, 1])], [filt])
+    has_bias = len(node.input) > 2 and node.input[2]
+    bias = c.operand(node.input[2]) if has_bias else c.floats(np.zeros(out_channels, np.float32))
+    window = _spatial(c, node, a, a.get("kernel_shape", [kh, kw]))
+    dilations = list(a.get("dilations", [1, 1]))
+    inputs = [c.operand(node.input[0]), filt, bias, *window, c.i32(FuseCode.NONE), c.boolean(True)]
+    inputs += [c.i32(dilations[1]), c.i32(dilations[0])]
+    c.add(OperationCode.CONV_2D, inputs, [_out(c, node)])
 
 
 def _pool(code: OperationCode) -> Mapper:
@@ -694,17 +716,18 @@ def _batch_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.ADD, [scaled, c.floats(b.reshape(shape)), none], [_out(c, node)])
 
 
-def _fully_connected(c: Converter, x: str, weights: np.ndarray, bias: np.ndarray, out: int,
+def _fully_connected(c: Converter, x: str, weights: int, bias: int, units: int, out: int,
                      out_shape: tuple[int, ...]) -> None:  # fmt: skip
-    """x [..., K] times weights [N, K]ᵀ plus bias, reshaped around FULLY_CONNECTED when needed."""
-    units, depth = weights.shape
+    """x [..., K] times ``weights`` [N, K]ᵀ plus ``bias`` (operands), reshaped around
+    FULLY_CONNECTED when needed."""
+    depth = c.shape(x)[-1]
     rows = int(np.prod(c.shape(x)[:-1]))
     source = c.operand(x)
     if len(c.shape(x)) != 2:
         flat = c.temporary(np.dtype(np.float32), (rows, depth))
         c.add(OperationCode.RESHAPE, [source, c.ints((rows, depth))], [flat])
         source = flat
-    inputs = [source, c.floats(weights), c.floats(bias), c.i32(FuseCode.NONE)]
+    inputs = [source, weights, bias, c.i32(FuseCode.NONE)]
     if len(out_shape) == 2:
         c.add(OperationCode.FULLY_CONNECTED, inputs, [out])
         return
@@ -713,30 +736,49 @@ def _fully_connected(c: Converter, x: str, weights: np.ndarray, bias: np.ndarray
     c.add(OperationCode.RESHAPE, [result, c.ints(out_shape or (1,))], [out])
 
 
+def _weights_rows(c: Converter, name: str, transposed: bool, scale: float = 1.0) -> tuple[int, int]:
+    """A 2-D right-hand side (times ``scale``) as FULLY_CONNECTED's [units, depth]
+    operand, and its units: a constant is laid out once, a computed one TRANSPOSE'd
+    at every run (``transposed``: it is already [units, depth])."""
+    if name in c.constants:
+        w = c.value(name, "right-hand side").astype(np.float32) * np.float32(scale)
+        if w.ndim != 2:
+            raise _Unsupported("a right-hand side that is not one matrix")
+        rows = w if transposed else w.T
+        return c.floats(rows), rows.shape[0]
+    shape = c.shape(name)
+    if len(shape) != 2 or c.dtype(name) != np.float32 or scale != 1.0:
+        raise _Unsupported("a computed right-hand side that is not one unscaled float32 matrix")
+    if transposed:
+        return c.operand(name), shape[0]
+    laid_out = c.temporary(np.dtype(np.float32), (shape[1], shape[0]))
+    c.add(OperationCode.TRANSPOSE, [c.operand(name), c.ints([1, 0])], [laid_out])
+    return laid_out, shape[1]
+
+
 @maps("MatMul")
 def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    w = c.value(node.input[1], "right-hand side").astype(np.float32)
-    if w.ndim != 2 or c.dtype(node.input[0]) != np.float32 or len(c.shape(node.input[0])) < 2:
-        raise _Unsupported("a right-hand side that is not one matrix")
-    units = w.shape[1]
-    out_shape = c.shape(node.output[0])
-    _fully_connected(c, node.input[0], w.T, np.zeros(units, np.float32), _out(c, node), out_shape)
+    if c.dtype(node.input[0]) != np.float32 or len(c.shape(node.input[0])) < 2:
+        raise _Unsupported("a left-hand side that is not a float32 matrix")
+    weights, units = _weights_rows(c, node.input[1], transposed=False)
+    bias = c.floats(np.zeros(units, np.float32))
+    _fully_connected(c, node.input[0], weights, bias, units, _out(c, node), c.shape(node.output[0]))
 
 
 @maps("Gemm")
 def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if a.get("transA", 0):
         raise _Unsupported("transA")
-    w = c.value(node.input[1], "B").astype(np.float32) * a.get("alpha", 1.0)
-    weights = w if a.get("transB", 0) else w.T
-    units = weights.shape[0]
-    bias = np.zeros(units, np.float32)
+    transposed = bool(a.get("transB", 0))
+    weights, units = _weights_rows(c, node.input[1], transposed, a.get("alpha", 1.0))
+    bias_values = np.zeros(units, np.float32)
     if len(node.input) > 2 and node.input[2]:
         given = c.value(node.input[2], "C").astype(np.float32) * a.get("beta", 1.0)
         if given.size not in (1, units):
             raise _Unsupported("a C that is not one row")
-        bias = np.broadcast_to(given.reshape(-1), (units,)).copy()
-    _fully_connected(c, node.input[0], weights, bias, _out(c, node), c.shape(node.output[0]))
+        bias_values = np.broadcast_to(given.reshape(-1), (units,)).copy()
+    bias = c.floats(bias_values)
+    _fully_connected(c, node.input[0], weights, bias, units, _out(c, node), c.shape(node.output[0]))
 
 
 @maps("Reshape", "Flatten", "Squeeze", "Unsqueeze")
@@ -776,8 +818,21 @@ def _softmax(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(code, [c.operand(node.input[0]), c.f32(1.0), c.i32(axis)], [_out(c, node)])
 
 
-@maps("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd")
+_REDUCTIONS = {
+    "ReduceMean": OperationCode.MEAN, "ReduceMax": OperationCode.REDUCE_MAX,
+    "ReduceMin": OperationCode.REDUCE_MIN, "ReduceSum": OperationCode.REDUCE_SUM,
+    "ReduceProd": OperationCode.REDUCE_PROD,
+}  # fmt: skip
+
+
+@maps(*_REDUCTIONS)
 def _reduce(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    _reduction(c, node, a, _REDUCTIONS[node.op_type], c.operand(node.input[0]), _out(c, node))
+
+
+def _reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any], code: OperationCode,
+               source: int, out: int) -> None:  # fmt: skip
+    """``code`` over the node's axes (attribute or input) of ``source``, into ``out``."""
     rank = len(c.shape(node.input[0]))
     axes = a.get("axes")
     if axes is None and len(node.input) > 1 and node.input[1]:
@@ -788,20 +843,86 @@ def _reduce(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         axes = list(range(rank))
     axes = sorted({int(x) % rank for x in axes})
     keep = bool(a.get("keepdims", 1))
-    out = _out(c, node)
     target = out
     if not keep and len(axes) == rank:  # a scalar: keep the axes, then reshape to [1]
         keep = True
         target = c.temporary(c.dtype(node.input[0]), (1,) * rank)
-    code = {
-        "ReduceMean": OperationCode.MEAN, "ReduceMax": OperationCode.REDUCE_MAX,
-        "ReduceMin": OperationCode.REDUCE_MIN, "ReduceSum": OperationCode.REDUCE_SUM,
-        "ReduceProd": OperationCode.REDUCE_PROD,
-    }[node.op_type]  # fmt: skip
     flag = c.i32(int(keep)) if code == OperationCode.MEAN else c.boolean(keep)
-    c.add(code, [c.operand(node.input[0]), c.ints(axes), flag], [target])
+    c.add(code, [source, c.ints(axes), flag], [target])
     if target != out:
         c.add(OperationCode.RESHAPE, [target, c.ints([1])], [out])
+
+
+#: name -> (operation on each element first, the reduction, operation on the result)
+_COMPOSED_REDUCTIONS = {
+    "ReduceL1": (OperationCode.ABS, OperationCode.REDUCE_SUM, None),
+    "ReduceL2": (OperationCode.MUL, OperationCode.REDUCE_SUM, OperationCode.SQRT),
+    "ReduceSumSquare": (OperationCode.MUL, OperationCode.REDUCE_SUM, None),
+    "ReduceLogSum": (None, OperationCode.REDUCE_SUM, OperationCode.LOG),
+    "ReduceLogSumExp": (OperationCode.EXP, OperationCode.REDUCE_SUM, OperationCode.LOG),
+}
+
+
+@maps(*_COMPOSED_REDUCTIONS)
+def _composed_reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """The reductions NNAPI lacks, as an elementwise step, a sum and a last step.
+    ReduceLogSumExp sums exp(x) directly, as ONNX's reference does (no max shift)."""
+    if c.dtype(node.input[0]) != np.float32:
+        raise _Unsupported(f"{c.dtype(node.input[0])} tensors")
+    before, code, after = _COMPOSED_REDUCTIONS[node.op_type]
+    source = c.operand(node.input[0])
+    if before is not None:
+        each = c.temporary(np.dtype(np.float32), c.shape(node.input[0]))
+        extra = [source, c.i32(FuseCode.NONE)] if before == OperationCode.MUL else []
+        c.add(before, [source, *extra], [each])
+        source = each
+    out = _out(c, node)
+    if after is None:
+        _reduction(c, node, a, code, source, out)
+        return
+    total = c.temporary(np.dtype(np.float32), c.shape(node.output[0]))
+    _reduction(c, node, a, code, source, total)
+    c.add(after, [total], [out])
+
+
+@maps("LayerNormalization", "RMSNormalization")
+def _normalization(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """(x - mean) / sqrt(var + epsilon) * scale + bias over the axes from ``axis`` on
+    (RMSNormalization: x / sqrt(mean(x²) + epsilon) * scale), from MEAN, SUB, MUL,
+    ADD and RSQRT; the optional Mean and InvStdDev outputs come out on the way."""
+    name = node.input[0]
+    shape, f32 = c.shape(name), np.dtype(np.float32)
+    if c.dtype(name) != np.float32:
+        raise _Unsupported(f"{c.dtype(name)} tensors")
+    rank = len(shape)
+    axes = list(range(a.get("axis", -1) % rank, rank))
+    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    none = c.i32(FuseCode.NONE)
+    x = c.operand(name)
+    centred = x
+    if node.op_type == "LayerNormalization":
+        has_mean = len(node.output) > 1 and node.output[1]
+        mean = _out(c, node, 1) if has_mean else c.temporary(f32, kept)
+        c.add(OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], [mean])
+        centred = c.temporary(f32, shape)
+        c.add(OperationCode.SUB, [x, mean, none], [centred])
+    squares = c.temporary(f32, shape)
+    c.add(OperationCode.MUL, [centred, centred, none], [squares])
+    variance = c.temporary(f32, kept)
+    c.add(OperationCode.MEAN, [squares, c.ints(axes), c.i32(1)], [variance])
+    shifted = c.temporary(f32, kept)
+    epsilon = c.floats(np.array([a.get("epsilon", 1e-5)], np.float32))
+    c.add(OperationCode.ADD, [variance, epsilon, none], [shifted])
+    wants_inverse = node.op_type == "LayerNormalization" and len(node.output) > 2 and node.output[2]
+    inverse = _out(c, node, 2) if wants_inverse else c.temporary(f32, kept)
+    c.add(OperationCode.RSQRT, [shifted], [inverse])
+    normalized = c.temporary(f32, shape)
+    c.add(OperationCode.MUL, [centred, inverse, none], [normalized])
+    has_bias = node.op_type == "LayerNormalization" and len(node.input) > 2 and node.input[2]
+    scaled = c.temporary(f32, shape) if has_bias else _out(c, node)
+    c.add(OperationCode.MUL, [normalized, c.operand(node.input[1]), none], [scaled])
+    if has_bias:
+        c.add(OperationCode.ADD, [scaled, c.operand(node.input[2]), none], [_out(c, node)])
 
 
 @maps("Pad")
