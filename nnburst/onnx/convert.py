@@ -716,14 +716,13 @@ def _batch_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.ADD, [scaled, c.floats(b.reshape(shape)), none], [_out(c, node)])
 
 
-def _fully_connected(c: Converter, x: str, weights: int, bias: int, units: int, out: int,
-                     out_shape: tuple[int, ...]) -> None:  # fmt: skip
+def _fully_connected(c: Converter, source: int, x_shape: tuple[int, ...], weights: int,
+                     bias: int, units: int, out: int, out_shape: tuple[int, ...]) -> None:  # fmt: skip
     """x [..., K] times ``weights`` [N, K]ᵀ plus ``bias`` (operands), reshaped around
     FULLY_CONNECTED when needed."""
-    depth = c.shape(x)[-1]
-    rows = int(np.prod(c.shape(x)[:-1]))
-    source = c.operand(x)
-    if len(c.shape(x)) != 2:
+    depth = x_shape[-1]
+    rows = int(np.prod(x_shape[:-1]))
+    if len(x_shape) != 2:
         flat = c.temporary(np.dtype(np.float32), (rows, depth))
         c.add(OperationCode.RESHAPE, [source, c.ints((rows, depth))], [flat])
         source = flat
@@ -762,23 +761,45 @@ def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         raise _Unsupported("a left-hand side that is not a float32 matrix")
     weights, units = _weights_rows(c, node.input[1], transposed=False)
     bias = c.floats(np.zeros(units, np.float32))
-    _fully_connected(c, node.input[0], weights, bias, units, _out(c, node), c.shape(node.output[0]))
+    x, out_shape = node.input[0], c.shape(node.output[0])
+    _fully_connected(c, c.operand(x), c.shape(x), weights, bias, units, _out(c, node), out_shape)
 
 
 @maps("Gemm")
 def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """alpha·A'·B' + beta·C: FULLY_CONNECTED, its bias when C is one constant row,
+    else an ADD of C after it; a transposed A is TRANSPOSE'd first."""
+    x, x_shape = c.operand(node.input[0]), c.shape(node.input[0])
+    if len(x_shape) != 2 or c.dtype(node.input[0]) != np.float32:
+        raise _Unsupported("an A that is not one float32 matrix")
     if a.get("transA", 0):
-        raise _Unsupported("transA")
+        transposed_a = c.temporary(np.dtype(np.float32), x_shape[::-1])
+        c.add(OperationCode.TRANSPOSE, [x, c.ints([1, 0])], [transposed_a])
+        x, x_shape = transposed_a, x_shape[::-1]
     transposed = bool(a.get("transB", 0))
     weights, units = _weights_rows(c, node.input[1], transposed, a.get("alpha", 1.0))
-    bias_values = np.zeros(units, np.float32)
+    bias_row = np.zeros(units, np.float32)
+    added = None  # an operand added after the product
+    beta = np.float32(a.get("beta", 1.0))
     if len(node.input) > 2 and node.input[2]:
-        given = c.value(node.input[2], "C").astype(np.float32) * a.get("beta", 1.0)
-        if given.size not in (1, units):
-            raise _Unsupported("a C that is not one row")
-        bias_values = np.broadcast_to(given.reshape(-1), (units,)).copy()
-    bias = c.floats(bias_values)
-    _fully_connected(c, node.input[0], weights, bias, units, _out(c, node), c.shape(node.output[0]))
+        name = node.input[2]
+        if name in c.constants:
+            given = c.value(name, "C").astype(np.float32) * beta
+            if given.size in (1, units) and given.ndim <= 1 or given.shape == (1, units):
+                bias_row = np.broadcast_to(given.reshape(-1), (units,)).copy()
+            else:
+                added = c.floats(given)
+        elif beta == 1:
+            added = c.operand(name)
+        else:
+            added = c.temporary(np.dtype(np.float32), c.shape(name))
+            none = c.i32(FuseCode.NONE)
+            c.add(OperationCode.MUL, [c.operand(name), c.floats(np.array([beta])), none], [added])
+    out_shape = c.shape(node.output[0])
+    target = _out(c, node) if added is None else c.temporary(np.dtype(np.float32), out_shape)
+    _fully_connected(c, x, x_shape, weights, c.floats(bias_row), units, target, out_shape)
+    if added is not None:
+        c.add(OperationCode.ADD, [target, added, c.i32(FuseCode.NONE)], [_out(c, node)])
 
 
 @maps("Reshape", "Flatten", "Squeeze", "Unsqueeze")
