@@ -281,39 +281,57 @@ STATUS = re.compile(r"^\s*(\S+): (.+)$")
 
 def run_group(name: str, group: Group, base: Path, jobs: int) -> dict[str, str]:
     """mutant name -> mutmut status for one group.  A work tree left by an
-    earlier run in ``base`` is reused: mutmut resumes where it stopped."""
+    earlier run in ``base`` is reused: mutmut resumes where it stopped, and the
+    survivors of that run are tested again against the checkout's current tests."""
     tree = base / name
-    if not (tree / "pyproject.toml").exists():
+    resumed = (tree / "pyproject.toml").exists()
+    if not resumed:
         shutil.rmtree(tree, ignore_errors=True)
         tree = work_tree(base, name)
         module = build_native(tree)
         with open(tree / "pyproject.toml", "a") as f:
             f.write(mutmut_config(group, module, tree))
+    else:  # mutmut runs the tests from its own copy (mutants/tests) too
+        for copy in (tree / "tests", tree / "mutants" / "tests"):
+            if copy.is_dir():
+                shutil.copytree(ROOT / "tests", copy, ignore=IGNORE, dirs_exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     env.update(SHM_TAG)
     mutmut = [sys.executable, "-m", "mutmut"]
     log = base / f"{name}.log"
-    with open(log, "a") as out:
-        subprocess.run(
-            [*mutmut, "run", "--max-children", str(jobs)],
+
+    def run(*names: str) -> None:
+        with open(log, "a") as out:
+            subprocess.run(
+                [*mutmut, "run", "--max-children", str(jobs), *names],
+                cwd=tree,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+        sweep_segments(tree)
+
+    def results() -> dict[str, str]:
+        listing = subprocess.run(
+            [*mutmut, "results", "--all", "true"],
             cwd=tree,
             env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            capture_output=True,
+            text=True,
             check=False,
-        )
-    sweep_segments(tree)
-    listing = subprocess.run(
-        [*mutmut, "results", "--all", "true"],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    statuses = {
-        m.group(1): m.group(2).strip() for m in map(STATUS.match, listing.splitlines()) if m
-    }
+        ).stdout
+        return {
+            m.group(1): m.group(2).strip() for m in map(STATUS.match, listing.splitlines()) if m
+        }
+
+    survivors = []
+    if resumed:
+        survivors = [n for n, s in results().items() if s not in (*KILLED, "not checked")]
+    run()
+    if survivors:
+        run(*survivors)
+    statuses = results()
     if not statuses:
         raise RuntimeError(
             f"mutmut produced no results for {name}; see {log}:\n{log.read_text()[-3000:]}"
