@@ -896,5 +896,6 @@ class MessageQueue:
             self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"{self._region.name if self._region else ''}"
+        region = self._region
+        state = "closed" if self._closed or region is None else region.name
         return f"<MessageQueue {self.flavor.name} {self._count} x {self.dtype} {state}>"

@@ -8,6 +8,7 @@ Blocking is observed, never timed: a thread's futex sleep is read from
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -508,3 +509,76 @@ def test_repr_says_flavor_size_type_and_segment_or_closed():
     assert repr(q) == f"<MessageQueue SYNCHRONIZED_READ_WRITE 8 x int16 {name}>"
     q.close()
     assert repr(q) == "<MessageQueue SYNCHRONIZED_READ_WRITE 8 x int16 closed>"
+
+
+# -- sealed queues, closed queues, descriptors at their edges ---------------------
+
+
+def test_a_sealed_queue_is_attached_from_a_copy_of_its_fd():
+    with MessageQueue(np.int32, 8, sealed=True) as q:
+        descriptor = q.descriptor
+        assert descriptor.name == "" and descriptor.fd >= 0
+        with MessageQueue.attach(descriptor) as peer:
+            assert q.write(np.arange(3, dtype=np.int32))
+            assert peer.read(3).tolist() == [0, 1, 2]
+        os.fstat(descriptor.fd)  # the creator's fd is still its own
+
+
+def test_a_sealed_queue_cannot_be_attached_without_a_usable_fd():
+    with MessageQueue(np.int32, 8, sealed=True) as q:
+        descriptor = q.descriptor
+        with pytest.raises(
+            BadDataError,
+            match=r"^BAD_DATA: the descriptor is of a sealed queue: attaching needs its fd$",
+        ):
+            MessageQueue.attach(descriptor.to_bytes())  # the fd does not travel in the bytes
+        closed_fd = os.open(os.devnull, os.O_RDONLY)
+        os.close(closed_fd)
+        with pytest.raises(
+            BadDataError, match=rf"^BAD_DATA: invalid queue segment fd {closed_fd}: "
+        ):
+            MessageQueue.attach(dataclasses.replace(descriptor, fd=closed_fd))
+        with pytest.raises(BadDataError) as refused:  # fd 0 is an fd: it is tried, not waved off
+            MessageQueue.attach(dataclasses.replace(descriptor, fd=0))
+        assert "attaching needs its fd" not in str(refused.value)
+
+
+def test_a_closed_queue_says_so():
+    q = MessageQueue(np.int32, 8)
+    q.close()
+    with pytest.raises(ClosedResourceError, match=r"^BAD_STATE: the queue is closed$"):
+        q.available_to_read()
+
+
+def test_a_descriptor_from_process_1_is_accepted():
+    """pid 1 (a container's init) is a process id like any other."""
+    data = descriptor_bytes()
+    assert Descriptor.from_bytes(with_fields(data, pid=1)).creator_pid == 1
+
+
+def nested_struct(depth: int) -> np.dtype:
+    dtype = np.dtype(np.int32)
+    for _ in range(depth):
+        dtype = np.dtype([("inner", dtype)])
+    return dtype
+
+
+def test_struct_element_types_nest_eight_deep_and_no_deeper():
+    with MessageQueue(nested_struct(8), 4) as q:
+        assert Descriptor.from_bytes(q.descriptor.to_bytes()).dtype == nested_struct(8)
+    with MessageQueue(nested_struct(9), 4) as q:
+        with pytest.raises(BadDataError, match="element type nests too deeply$"):
+            Descriptor.from_bytes(q.descriptor.to_bytes())
+
+
+def test_an_element_type_that_is_no_plain_type_string_is_refused_with_the_rule():
+    data = descriptor_bytes()
+    raw_dtype = json.dumps("int32").encode()  # numpy would take it; a descriptor must not
+    header = with_fields(data, dtype_len=len(raw_dtype))
+    name_end = HEADER.size + HEADER.unpack_from(data)[-2]
+    with pytest.raises(
+        BadDataError,
+        match=r"element type 'int32' cannot cross a process boundary "
+        r"\(only plain numpy type strings, such as '<f4'\)$",
+    ):
+        Descriptor.from_bytes(header[:name_end] + raw_dtype)
