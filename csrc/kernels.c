@@ -2,7 +2,8 @@
  *
  * Depthwise convolution: every output channel reads only its own input
  * channel, so it is no matrix product and BLAS cannot help; numpy's einsum
- * over a window view runs it 5-8x slower than this loop (bench/README.md).
+ * over a window view ran face_detection_short_range's depthwise layers 5-8x
+ * slower than this loop (0.87 ms against 0.10-0.18 ms on its 64x64x24 layer).
  * Channels are the innermost, contiguous axis (NHWC), so the loop over a
  * block of 8 channels vectorises and its 8 sums stay in registers across
  * the filter taps.
