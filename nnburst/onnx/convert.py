@@ -746,12 +746,18 @@ def _weights_rows(c: Converter, name: str, transposed: bool, scale: float = 1.0)
         rows = w if transposed else w.T
         return c.floats(rows), rows.shape[0]
     shape = c.shape(name)
-    if len(shape) != 2 or c.dtype(name) != np.float32 or scale != 1.0:
-        raise _Unsupported("a computed right-hand side that is not one unscaled float32 matrix")
+    if len(shape) != 2 or c.dtype(name) != np.float32:
+        raise _Unsupported("a computed right-hand side that is not one float32 matrix")
+    source = c.operand(name)
+    if scale != 1.0:
+        scaled = c.temporary(np.dtype(np.float32), shape)
+        factor = c.floats(np.array([scale]))
+        c.add(OperationCode.MUL, [source, factor, c.i32(FuseCode.NONE)], [scaled])
+        source = scaled
     if transposed:
-        return c.operand(name), shape[0]
+        return source, shape[0]
     laid_out = c.temporary(np.dtype(np.float32), (shape[1], shape[0]))
-    c.add(OperationCode.TRANSPOSE, [c.operand(name), c.ints([1, 0])], [laid_out])
+    c.add(OperationCode.TRANSPOSE, [source, c.ints([1, 0])], [laid_out])
     return laid_out, shape[1]
 
 
@@ -1046,16 +1052,25 @@ def _float_input(c: Converter, node: onnx.NodeProto) -> tuple[str, tuple[int, ..
 
 @maps("Expand")
 def _expand(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    """Broadcast to the output's shape: x + 0 (x OR false for booleans) of that shape."""
-    name, out = node.input[0], c.shape(node.output[0])
+    name = node.input[0]
+    _broadcast(c, name, c.shape(node.output[0]), _out(c, node))
+
+
+def _broadcast(c: Converter, name: str, shape: tuple[int, ...], out: int | None = None) -> int:
+    """``name`` broadcast to ``shape`` (into ``out``, or a new operand): x + (-0.0) of
+    that shape (which keeps every value, -0.0 and NaN included), x + 0 for integers,
+    x OR false for booleans."""
     dtype = c.dtype(name)
+    target = c.temporary(dtype, shape) if out is None else out
     if dtype == np.bool_:
-        falses = c.constant(OperandCode.TENSOR_BOOL8, np.zeros(out, np.bool_), out)
-        c.add(OperationCode.LOGICAL_OR, [c.operand(name), falses], [_out(c, node)])
-        return
-    zeros = c.model.add_operand(_operand_type(dtype, out))
-    c.model.set_operand_value(zeros, np.zeros(out, _operand_dtype(dtype)))
-    c.add(OperationCode.ADD, [c.operand(name), zeros, c.i32(FuseCode.NONE)], [_out(c, node)])
+        falses = c.constant(OperandCode.TENSOR_BOOL8, np.zeros(shape, np.bool_), shape)
+        c.add(OperationCode.LOGICAL_OR, [c.operand(name), falses], [target])
+        return target
+    zeros = c.model.add_operand(_operand_type(dtype, shape))
+    filler = -0.0 if np.issubdtype(dtype, np.floating) else 0
+    c.model.set_operand_value(zeros, np.full(shape, filler, _operand_dtype(dtype)))
+    c.add(OperationCode.ADD, [c.operand(name), zeros, c.i32(FuseCode.NONE)], [target])
+    return target
 
 
 @maps("Reciprocal")
@@ -1214,10 +1229,30 @@ def _lrn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 @maps("Where")
 def _where(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    shapes = [c.shape(n) for n in node.input]
-    if len(set(shapes)) != 1:
-        raise _Unsupported("broadcasting (NNAPI's SELECT takes equal shapes)")
-    c.add(OperationCode.SELECT, [c.operand(n) for n in node.input], [_out(c, node)])
+    """SELECT, whose three inputs have one shape: the others are broadcast to it."""
+    shape = c.shape(node.output[0])
+    inputs = [c.operand(n) if c.shape(n) == shape else _broadcast(c, n, shape) for n in node.input]
+    c.add(OperationCode.SELECT, inputs, [_out(c, node)])
+
+
+@maps("Trilu")
+def _trilu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """The upper (or lower) triangle from diagonal k, zeros elsewhere: a SELECT with a
+    constant mask of the input's shape."""
+    name = node.input[0]
+    shape, dtype = c.shape(name), c.dtype(name)
+    if len(shape) < 2 or dtype not in (np.float32, np.int32, np.int64):
+        raise _Unsupported(f"a rank-{len(shape)} {dtype} input")
+    k = 0
+    if len(node.input) > 1 and node.input[1]:
+        k = int(c.value(node.input[1], "diagonal k").reshape(-1)[0])
+    rows, columns = np.indices(shape[-2:])
+    keep = columns - rows >= k if a.get("upper", 1) else columns - rows <= k
+    mask = np.broadcast_to(keep, shape)
+    zeros = c.model.add_operand(_operand_type(dtype, shape))
+    c.model.set_operand_value(zeros, np.zeros(shape, _operand_dtype(dtype)))
+    selector = c.constant(OperandCode.TENSOR_BOOL8, np.ascontiguousarray(mask), shape)
+    c.add(OperationCode.SELECT, [selector, c.operand(name), zeros], [_out(c, node)])
 
 
 def _outer_names(graph: onnx.GraphProto) -> set[str]:
