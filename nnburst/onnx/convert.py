@@ -307,9 +307,9 @@ def _check(c: Converter, node: onnx.NodeProto) -> str | None:
         return f"{node.domain}.{node.op_type}"
     if node.op_type not in MAPPERS:
         return node.op_type
-    for name in (*node.input, *node.output):
-        if not name:
-            continue
+    for position, name in enumerate((*node.input, *node.output)):
+        if not name or node.op_type == "Resize" and position in (1, 2) and name in c.constants:
+            continue  # Resize's roi and scales may be empty constants: placeholders
         try:
             c.operand_type(name)
             if 0 in c.shape(name):
@@ -668,6 +668,48 @@ def _conv_computed_filter(c: Converter, node: onnx.NodeProto, a: dict[str, Any])
     inputs = [c.operand(node.input[0]), filt, bias, *window, c.i32(FuseCode.NONE), c.boolean(True)]
     inputs += [c.i32(dilations[1]), c.i32(dilations[0])]
     c.add(OperationCode.CONV_2D, inputs, [_out(c, node)])
+
+
+@maps("ConvTranspose")
+def _conv_transpose(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """TRANSPOSE_CONV_2D with explicit padding, NCHW through the layout flag.  The
+    output size is the inferred one; the padding that gives it is split as ONNX
+    splits it (given pads first, else by auto_pad), and output_padding becomes a
+    smaller (possibly negative) trailing pad."""
+    x, w_shape = c.shape(node.input[0]), c.shape(node.input[1])
+    if len(x) != 4 or len(w_shape) != 4 or c.dtype(node.input[0]) != np.float32:
+        raise _Unsupported("a transposed convolution that is not 2-D float32")
+    if a.get("group", 1) != 1 or list(a.get("dilations", [1, 1])) != [1, 1]:
+        raise _Unsupported("groups or dilations")
+    kernel = w_shape[2:]
+    strides = list(a.get("strides", [1, 1]))
+    out = c.shape(node.output[0])
+    auto = _text(a.get("auto_pad"), "NOTSET")
+    pads = list(a.get("pads", [0, 0, 0, 0]))
+    begins = []
+    for axis in range(2):
+        total = (x[2 + axis] - 1) * strides[axis] + kernel[axis] - out[2 + axis]
+        if auto == "NOTSET" and "output_shape" not in a:
+            begin = pads[axis]
+        elif auto == "SAME_UPPER":
+            begin = total // 2
+        else:  # SAME_LOWER, or an output_shape without auto_pad
+            begin = total - total // 2
+        if begin < 0:
+            raise _Unsupported("a negative leading pad")
+        begins.append((begin, total - begin))
+    (top, bottom), (left, right) = begins
+    if node.input[1] in c.constants:
+        w = c.value(node.input[1], "filter").astype(np.float32)
+        filt = c.floats(w.transpose(1, 2, 3, 0))  # [in, out, h, w] → NNAPI's [out, h, w, in]
+    else:
+        filt = c.temporary(np.dtype(np.float32), (w_shape[1], *kernel, w_shape[0]))
+        c.add(OperationCode.TRANSPOSE, [c.operand(node.input[1]), c.ints([1, 2, 3, 0])], [filt])
+    has_bias = len(node.input) > 2 and node.input[2]
+    bias = c.operand(node.input[2]) if has_bias else c.floats(np.zeros(w_shape[1], np.float32))
+    scalars = [c.i32(v) for v in (left, right, top, bottom, strides[1], strides[0])]
+    inputs = [c.operand(node.input[0]), filt, bias, *scalars, c.i32(FuseCode.NONE), c.boolean(True)]
+    c.add(OperationCode.TRANSPOSE_CONV_2D, inputs, [_out(c, node)])
 
 
 def _pool(code: OperationCode) -> Mapper:
