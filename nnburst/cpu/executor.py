@@ -119,20 +119,13 @@ class PreparedSubgraph:
                     output_infos,
                 )
             )
-
-    @property
-    def _initial_values(self) -> list[np.ndarray | None]:
-        """Operand slots at the start of every execution: constants filled in."""
-        initial = self.__dict__.get("_initial")
-        if initial is None:
-            initial = [
-                operand.value
-                if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE)
-                else None
-                for operand in self.subgraph.operands
-            ]
-            self.__dict__["_initial"] = initial
-        return initial
+        #: operand slots at the start of every execution: constants filled in.
+        self.initial_values: list[np.ndarray | None] = [
+            operand.value
+            if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE)
+            else None
+            for operand in subgraph.operands
+        ]
 
     def run(
         self,
@@ -148,7 +141,7 @@ class PreparedSubgraph:
             raise BadDataError(
                 f"expected {len(self.subgraph.input_indexes)} inputs, got {len(inputs)}"
             )
-        values = self._initial_values.copy()  # constants and omitted operands, set once
+        values = self.initial_values.copy()  # constants and omitted operands, set once
         for index, value in zip(self.subgraph.input_indexes, inputs):
             values[index] = value
         # Float overflow to inf/nan is defined behaviour here, not a warning.

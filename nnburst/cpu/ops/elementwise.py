@@ -227,7 +227,9 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
     lo, hi = _float_bounds(fuse)
 
     def float32_kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
-        a, b = _present(sig, inputs)
+        a, b = inputs[0], inputs[1]
+        if a is None or b is None:
+            a, b = _present(sig, inputs)  # raises
         if a.shape != b.shape:
             _check_broadcast(code, a, b)
         result = ufunc(a, b)
