@@ -489,3 +489,7 @@ def test_c_depthwise_kernel_refuses_a_window_outside_its_input():
     weights = np.zeros((3, 3, 8), np.float32)
     with pytest.raises(ValueError, match="does not fit"):
         depthwise_conv_f32(x, weights, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 3, 2))  # rows 0..4 of 4
+    with pytest.raises(ValueError, match="do not fit 8 channels"):
+        depthwise_conv_f32(
+            x, np.zeros((3, 3, 16), np.float32), Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2)
+        )

@@ -268,7 +268,10 @@ def _depthwise(padded: np.ndarray, filt: _Filter, win: Any, mult: int) -> np.nda
 def depthwise_conv_f32(padded: np.ndarray, weights: np.ndarray, win: Any) -> np.ndarray:
     """The C depthwise kernel: ``padded`` [N, H, W, C], ``weights`` [FH, FW, C] -> [N, OH, OW, C]."""
     padded = np.ascontiguousarray(padded, dtype=np.float32)
+    weights = np.ascontiguousarray(weights, dtype=np.float32)
     n, in_h, in_w, channels = padded.shape
+    if weights.ndim != 3 or weights.shape[2] != channels:
+        raise ValueError(f"depthwise weights {weights.shape} do not fit {channels} channels")
     filter_h, filter_w, _ = weights.shape
     out = np.empty((n, win.out_h, win.out_w, channels), np.float32)
     if out.size == 0:
