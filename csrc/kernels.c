@@ -20,9 +20,9 @@
 
 #define CHANNEL_BLOCK 8
 
-/* x86-64 with GCC: one build for every machine, the AVX2 clone picked at
- * load time where the CPU has it. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* x86-64 with GCC and glibc (whose loader resolves the choice, an ifunc):
+ * one build for every machine, the AVX2 clone picked where the CPU has it. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
 #define MACHINE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define MACHINE_CLONES
