@@ -59,3 +59,15 @@ def test_freed_tensors_are_reused_without_page_faults():
     assert (kept["applied"], default["applied"]) == (True, False)
     assert kept["faults"] < 1000, kept  # each execution writes ~20,000 pages
     assert default["faults"] > 20 * max(kept["faults"], 100), (kept, default)
+
+
+def test_every_cpu_prepared_model_applies_the_policy(monkeypatch):
+    """The driver service builds CpuPreparedModel directly, not through CpuDevice:
+    the policy must come with the prepared model, or a service never gets it."""
+    from nnburst.benchmarks.runtime_paths import add_mul_model
+    from nnburst.cpu import driver
+
+    calls: list[int] = []
+    monkeypatch.setattr(driver, "keep_freed_memory", lambda: calls.append(1) or True)
+    driver.CpuPreparedModel(add_mul_model().model.hal_model)
+    assert calls == [1]

@@ -172,6 +172,7 @@ class CpuPreparedModel(IPreparedModel):
         preference: PreferenceCode = PreferenceCode.FAST_SINGLE_ANSWER,
         cache: tuple[str, bytes] | None = None,
     ) -> None:
+        keep_freed_memory()  # every host of CPU models: this process, a driver service
         self.model = model
         self.preference = PreferenceCode(preference)
         self.cache_hit = False
@@ -523,7 +524,6 @@ class CpuDevice(IDevice):
         deadline_ns: int | None = None,
         cache: Any = None,
     ) -> CpuPreparedModel:
-        keep_freed_memory()
         with tracing.span(tracing.Layer.DRIVER, tracing.Phase.COMPILATION, "prepare_model"):
             return CpuPreparedModel(model, preference, cache)
 

@@ -4,8 +4,9 @@ Every execution allocates the same intermediate tensors.  glibc hands large
 freed blocks back to the kernel, so the next execution faults the same pages
 in again: a third of face_detection_short_range.tflite's compute time on a
 2-vCPU VM.  The CPU driver therefore raises malloc's mmap and trim thresholds
-once per process, when it prepares its first model; the process then keeps
-up to its peak heap instead of returning it.  ``NNBURST_MALLOC=default`` in
+once per process (an app's, or a driver service's), when it prepares its
+first model; the process then keeps up to its peak heap instead of returning
+it.  ``NNBURST_MALLOC=default`` in
 the environment leaves malloc as it is.
 """
 
