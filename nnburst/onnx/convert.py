@@ -651,6 +651,20 @@ def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         c.add(OperationCode.GROUPED_CONV_2D, inputs, [out])
 
 
+def _transposed(c: Converter, source: int, shape: Sequence[int], perm: Sequence[int]) -> int:
+    """A float32 ``source`` of ``shape``, TRANSPOSE'd by ``perm`` at every execution."""
+    out = c.temporary(np.dtype(np.float32), tuple(shape[p] for p in perm))
+    c.add(OperationCode.TRANSPOSE, [source, c.ints(perm)], [out])
+    return out
+
+
+def _scaled(c: Converter, source: int, shape: tuple[int, ...], factor: float) -> int:
+    """A float32 ``source`` of ``shape`` times ``factor``, at every execution."""
+    out = c.temporary(np.dtype(np.float32), shape)
+    c.add(OperationCode.MUL, [source, c.floats(np.array([factor])), c.i32(FuseCode.NONE)], [out])
+    return out
+
+
 def _conv_computed_filter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """A filter computed in the graph (or a graph input): TRANSPOSE'd from ONNX's
     OIHW to NNAPI's [out, h, w, in] at every execution; ungrouped convolutions only."""
@@ -658,9 +672,7 @@ def _conv_computed_filter(c: Converter, node: onnx.NodeProto, a: dict[str, Any])
     if len(shape) != 4 or c.dtype(node.input[0]) != np.float32 or a.get("group", 1) != 1:
         raise _Unsupported("a computed filter of a grouped or non-2-D convolution")
     out_channels, _, kh, kw = shape
-    f32 = np.dtype(np.float32)
-    filt = c.temporary(f32, (out_channels, kh, kw, shape[1]))
-    c.add(OperationCode.TRANSPOSE, [c.operand(node.input[1]), c.ints([0, 2, 3, 1])], [filt])
+    filt = _transposed(c, c.operand(node.input[1]), shape, [0, 2, 3, 1])  # OIHW → OHWI
     has_bias = len(node.input) > 2 and node.input[2]
     bias = c.operand(node.input[2]) if has_bias else c.floats(np.zeros(out_channels, np.float32))
     window = _spatial(c, node, a, a.get("kernel_shape", [kh, kw]))
@@ -703,8 +715,7 @@ def _conv_transpose(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> No
         w = c.value(node.input[1], "filter").astype(np.float32)
         filt = c.floats(w.transpose(1, 2, 3, 0))  # [in, out, h, w] → NNAPI's [out, h, w, in]
     else:
-        filt = c.temporary(np.dtype(np.float32), (w_shape[1], *kernel, w_shape[0]))
-        c.add(OperationCode.TRANSPOSE, [c.operand(node.input[1]), c.ints([1, 2, 3, 0])], [filt])
+        filt = _transposed(c, c.operand(node.input[1]), w_shape, [1, 2, 3, 0])
     has_bias = len(node.input) > 2 and node.input[2]
     bias = c.operand(node.input[2]) if has_bias else c.floats(np.zeros(w_shape[1], np.float32))
     scalars = [c.i32(v) for v in (left, right, top, bottom, strides[1], strides[0])]
@@ -792,15 +803,10 @@ def _weights_rows(c: Converter, name: str, transposed: bool, scale: float = 1.0)
         raise _Unsupported("a computed right-hand side that is not one float32 matrix")
     source = c.operand(name)
     if scale != 1.0:
-        scaled = c.temporary(np.dtype(np.float32), shape)
-        factor = c.floats(np.array([scale]))
-        c.add(OperationCode.MUL, [source, factor, c.i32(FuseCode.NONE)], [scaled])
-        source = scaled
+        source = _scaled(c, source, shape, scale)
     if transposed:
         return source, shape[0]
-    laid_out = c.temporary(np.dtype(np.float32), (shape[1], shape[0]))
-    c.add(OperationCode.TRANSPOSE, [source, c.ints([1, 0])], [laid_out])
-    return laid_out, shape[1]
+    return _transposed(c, source, shape, [1, 0]), shape[1]
 
 
 @maps("MatMul")
@@ -821,9 +827,7 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if len(x_shape) != 2 or c.dtype(node.input[0]) != np.float32:
         raise _Unsupported("an A that is not one float32 matrix")
     if a.get("transA", 0):
-        transposed_a = c.temporary(np.dtype(np.float32), x_shape[::-1])
-        c.add(OperationCode.TRANSPOSE, [x, c.ints([1, 0])], [transposed_a])
-        x, x_shape = transposed_a, x_shape[::-1]
+        x, x_shape = _transposed(c, x, x_shape, [1, 0]), x_shape[::-1]
     transposed = bool(a.get("transB", 0))
     weights, units = _weights_rows(c, node.input[1], transposed, a.get("alpha", 1.0))
     bias_row = np.zeros(units, np.float32)
@@ -840,9 +844,7 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         elif beta == 1:
             added = c.operand(name)
         else:
-            added = c.temporary(np.dtype(np.float32), c.shape(name))
-            none = c.i32(FuseCode.NONE)
-            c.add(OperationCode.MUL, [c.operand(name), c.floats(np.array([beta])), none], [added])
+            added = _scaled(c, c.operand(name), c.shape(name), float(beta))
     out_shape = c.shape(node.output[0])
     target = _out(c, node) if added is None else c.temporary(np.dtype(np.float32), out_shape)
     _fully_connected(c, x, x_shape, weights, c.floats(bias_row), units, target, out_shape)
