@@ -7,6 +7,7 @@ by the serializer's word form) and one word is broken per case.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from nnburst.codes import ErrorStatus
@@ -136,3 +137,16 @@ def test_a_request_with_pools_left_over_names_the_remaining_datums():
         match=rf"after the operands, {size - 4} datums remain for 1 pools and timing$",
     ):
         parse_request_words(flat)
+
+
+def test_a_datum_union_has_the_hal_layout():
+    """Every datum is a 24-byte union led by a one-byte discriminator (HAL 1.2's
+    FmqRequestDatum/FmqResultDatum); built here at test time, not only at import."""
+    from nnburst.hal import packets as packet_module
+
+    union = packet_module._union(["value"], ["<u4"], [4])
+    assert union.itemsize == 24
+    assert union.names == ("discriminator", "value")
+    assert union.fields["discriminator"][:2] == (np.dtype("u1"), 0)
+    assert union.fields["value"][:2] == (np.dtype("<u4"), 4)
+    assert packet_module.REQUEST_DATUM.itemsize == packet_module.RESULT_DATUM.itemsize == 24

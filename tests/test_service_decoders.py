@@ -689,3 +689,43 @@ def test_capabilities_and_devices_decode_exactly():
     assert protocol.decode_u32(protocol.encode_u32(0xDEADBEEF)) == 0xDEADBEEF
     with pytest.raises(BadDataError, match="trailing"):
         protocol.decode_u32(protocol.encode_u32(1) + b"\x00")
+
+
+# -- every count in a subgraph names what it counts ----------------------------------------------
+
+HUGE = 1 << 31
+
+
+def _counted(part: str) -> bytes:
+    """A model payload whose count of ``part`` claims more items than any payload holds."""
+    op = operation(OperationCode.ADD, (0, 1, 2), (3,))
+    room = bytes(64)  # enough left for the counts before the one under test
+    if part == "operands":
+        return u32(0) + u8(0) + u32(1) + u32(HUGE) + room
+    main_operands = u32(4) + b"".join(add_operands())
+    if part == "operations":
+        body = main_operands + u32(HUGE)
+    elif part == "operation inputs":
+        body = main_operands + u32(1) + u32(OperationCode.ADD) + u32(HUGE)
+    elif part == "operation outputs":
+        body = main_operands + u32(1) + u32(OperationCode.ADD) + u32s((0, 1, 2)) + u32(HUGE)
+    elif part == "subgraph inputs":
+        body = main_operands + u32(1) + op + u32(HUGE)
+    else:  # subgraph outputs
+        body = main_operands + u32(1) + op + u32s((0,)) + u32(HUGE)
+    return u32(0) + u8(0) + u32(1) + body + room
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        "operands",
+        "operations",
+        "operation inputs",
+        "operation outputs",
+        "subgraph inputs",
+        "subgraph outputs",
+    ],
+)
+def test_a_count_beyond_the_payload_names_what_it_counts(part):
+    rejects(_counted(part), rf"^BAD_DATA: {part}: count {HUGE} exceeds the limit or the payload$")
