@@ -610,20 +610,19 @@ def _spatial(
 
 @maps("Conv")
 def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    if node.input[1] not in c.constants:
-        _conv_computed_filter(c, node, a)
-        return
-    w = c.value(node.input[1], "filter").astype(np.float32)
-    if w.ndim != 4 or c.dtype(node.input[0]) != np.float32:
+    """CONV_2D, DEPTHWISE_CONV_2D or GROUPED_CONV_2D, NCHW through the layout flag.
+    A constant filter is laid out once; a computed one (a graph input, or a value
+    computed in the graph) is TRANSPOSE'd at every execution, ungrouped only."""
+    w_shape = c.shape(node.input[1])
+    if len(w_shape) != 4 or c.dtype(node.input[0]) != np.float32:
         raise _Unsupported("a convolution that is not 2-D float32")
-    out_channels, per_group, kh, kw = w.shape
+    out_channels, per_group, kh, kw = w_shape
     group = a.get("group", 1)
     in_channels = c.shape(node.input[0])[1]
-    bias = (
-        c.value(node.input[2], "bias").astype(np.float32)
-        if len(node.input) > 2 and node.input[2]
-        else np.zeros(out_channels, np.float32)
-    )
+    constant = node.input[1] in c.constants
+    w = c.value(node.input[1], "filter").astype(np.float32) if constant else None
+    has_bias = len(node.input) > 2 and node.input[2]
+    bias = c.operand(node.input[2]) if has_bias else c.floats(np.zeros(out_channels, np.float32))
     window = _spatial(c, node, a, a.get("kernel_shape", [kh, kw]))
     dilations = list(a.get("dilations", [1, 1]))
     x, out, none, nchw = (
@@ -634,20 +633,24 @@ def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     )
     dilation = [c.i32(dilations[1]), c.i32(dilations[0])]
     if group == 1:
-        filt = c.floats(w.transpose(0, 2, 3, 1))  # OIHW → NNAPI's [out, h, w, in]
-        c.add(
-            OperationCode.CONV_2D, [x, filt, c.floats(bias), *window, none, nchw, *dilation], [out]
+        filt = (  # OIHW → NNAPI's [out, h, w, in]
+            c.floats(w.transpose(0, 2, 3, 1))
+            if w is not None
+            else _transposed(c, c.operand(node.input[1]), w_shape, [0, 2, 3, 1])
         )
+        c.add(OperationCode.CONV_2D, [x, filt, bias, *window, none, nchw, *dilation], [out])
+    elif w is None:
+        raise _Unsupported("a computed filter of a grouped convolution")
     elif group == in_channels and per_group == 1:
         filt = c.floats(w.transpose(1, 2, 3, 0))  # [out, 1, h, w] → [1, h, w, out]
         multiplier = c.i32(out_channels // in_channels)
-        inputs = [x, filt, c.floats(bias), *window, multiplier, none, nchw, *dilation]
+        inputs = [x, filt, bias, *window, multiplier, none, nchw, *dilation]
         c.add(OperationCode.DEPTHWISE_CONV_2D, inputs, [out])
     else:
         if dilations != [1, 1]:
             raise _Unsupported("a dilated grouped convolution")
         filt = c.floats(w.transpose(0, 2, 3, 1))
-        inputs = [x, filt, c.floats(bias), *window, c.i32(group), none, nchw]
+        inputs = [x, filt, bias, *window, c.i32(group), none, nchw]
         c.add(OperationCode.GROUPED_CONV_2D, inputs, [out])
 
 
@@ -663,23 +666,6 @@ def _scaled(c: Converter, source: int, shape: tuple[int, ...], factor: float) ->
     out = c.temporary(np.dtype(np.float32), shape)
     c.add(OperationCode.MUL, [source, c.floats(np.array([factor])), c.i32(FuseCode.NONE)], [out])
     return out
-
-
-def _conv_computed_filter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    """A filter computed in the graph (or a graph input): TRANSPOSE'd from ONNX's
-    OIHW to NNAPI's [out, h, w, in] at every execution; ungrouped convolutions only."""
-    shape = c.shape(node.input[1])
-    if len(shape) != 4 or c.dtype(node.input[0]) != np.float32 or a.get("group", 1) != 1:
-        raise _Unsupported("a computed filter of a grouped or non-2-D convolution")
-    out_channels, _, kh, kw = shape
-    filt = _transposed(c, c.operand(node.input[1]), shape, [0, 2, 3, 1])  # OIHW → OHWI
-    has_bias = len(node.input) > 2 and node.input[2]
-    bias = c.operand(node.input[2]) if has_bias else c.floats(np.zeros(out_channels, np.float32))
-    window = _spatial(c, node, a, a.get("kernel_shape", [kh, kw]))
-    dilations = list(a.get("dilations", [1, 1]))
-    inputs = [c.operand(node.input[0]), filt, bias, *window, c.i32(FuseCode.NONE), c.boolean(True)]
-    inputs += [c.i32(dilations[1]), c.i32(dilations[0])]
-    c.add(OperationCode.CONV_2D, inputs, [_out(c, node)])
 
 
 @maps("ConvTranspose")
