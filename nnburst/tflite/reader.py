@@ -196,18 +196,19 @@ def densify(values: np.ndarray, shape: tuple[int, ...], sparsity: Any, what: str
     elements = math.prod(shape)
     if elements * values.dtype.itemsize > MAX_DENSE_BYTES:
         raise BadDataError(f"{what}: a sparse {list(shape)} tensor is too large to densify")
+    level_of = np.argsort(order)  # the traversal level that holds each stored dimension
     positions = np.zeros(1, np.int64)  # per partial path: its position at the current level
     coordinates = np.zeros((1, 0), np.int64)  # per partial path: its index at each level so far
-    sizes = []
+    dense_sizes: dict[int, int] = {}
     for level in range(levels):
         meta = sparsity.DimMetadata(level)
         if meta.Format() == _DENSE:
-            size = meta.DenseSize()
+            size = dense_sizes[level] = meta.DenseSize()
             if size < 0 or positions.size * size > elements:
                 raise BadDataError(f"{what}: dense size {size} does not fit {list(shape)}")
-            children = np.repeat(positions * size, size) + np.tile(np.arange(size), positions.size)
             counts = np.full(positions.size, size)
             indexes = np.tile(np.arange(size), positions.size)
+            children = np.repeat(positions * size, size) + indexes
         elif meta.Format() == _SPARSE_CSR:
             segments = _index_vector(meta.ArraySegmentsType(), meta.ArraySegments(), what)
             found = _index_vector(meta.ArrayIndicesType(), meta.ArrayIndices(), what)
@@ -223,21 +224,20 @@ def densify(values: np.ndarray, shape: tuple[int, ...], sparsity: Any, what: str
             firsts = np.repeat(np.cumsum(counts) - counts, counts)
             children = np.arange(int(counts.sum())) - firsts + np.repeat(starts, counts)
             indexes = found[children]
-            size = int(indexes.max()) + 1 if indexes.size else 0
         else:
             raise BadDataError(f"{what}: unknown sparse dimension format {meta.Format()}")
         coordinates = np.column_stack([np.repeat(coordinates, counts, axis=0), indexes])
         positions = children
-        sizes.append(size)
     if positions.size != values.size:
         raise BadDataError(
             f"{what}: {values.size} stored values for {positions.size} sparse positions"
         )
-    index = [coordinates[:, int(np.flatnonzero(order == d)[0])] for d in range(rank)]
+    index = [coordinates[:, level_of[d]] for d in range(rank)]
     for k, d in enumerate(block_map.tolist()):
-        block = coordinates[:, int(np.flatnonzero(order == rank + k)[0])]
-        block_size = sizes[int(np.flatnonzero(order == rank + k)[0])]
-        index[d] = index[d] * block_size + block
+        level = int(level_of[rank + k])
+        if level not in dense_sizes:
+            raise BadDataError(f"{what}: block dimension {k} is not dense")
+        index[d] = index[d] * dense_sizes[level] + coordinates[:, level]
     for d, column in enumerate(index):
         if column.size and (column.min() < 0 or column.max() >= shape[d]):
             raise BadDataError(f"{what}: a sparse index outside dimension {d} of {list(shape)}")
