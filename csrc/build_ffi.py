@@ -33,7 +33,7 @@ ffibuilder.set_source(
     # refuses absolute source paths.
     sources=[os.path.relpath(HERE / s) for s in SOURCES],
     include_dirs=[os.path.relpath(HERE)],
-    extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra"],
+    extra_compile_args=["-std=gnu11", "-O3", "-Wall", "-Wextra"],
 )
 
 if __name__ == "__main__":

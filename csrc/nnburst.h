@@ -182,6 +182,41 @@ int nnb_depthwise_conv_f32(const float *in, int64_t batches, int64_t in_h, int64
                            int64_t filter_w, int64_t stride_h, int64_t stride_w,
                            int64_t dilation_h, int64_t dilation_w, float *out, int64_t out_h,
                            int64_t out_w);
+/* The geometry of a float32 NHWC convolution or pooling (kernels.c). */
+struct nnb_window_shape {
+    int64_t batches, in_h, in_w, in_c;
+    int64_t filter_h, filter_w, stride_h, stride_w, dilation_h, dilation_w;
+    int64_t pad_top, pad_bottom, pad_left, pad_right; /* implicit zeros (conv only) */
+    int64_t out_h, out_w, out_c;
+};
+
+/* 2-D convolution on float32 NHWC (kernels.c): out[b, y, x, o] = bias[o] +
+ * sum over i, j, c of in[b, y*stride_h + i*dilation_h - pad_top, x*stride_w
+ * + j*dilation_w - pad_left, c] * weights[(i*filter_w + j)*in_c + c, o],
+ * clamped to [lo, hi]; the input reads as zero outside its rows and columns
+ * (the shape's pads, each at most 2^30).  weights has weight_cols columns,
+ * a multiple of 16 and at least out_c (the extra ones zero, so that every
+ * load reads whole 16-float tiles), and bias out_c entries; all arrays are
+ * C-contiguous.  -EINVAL for a shape whose windows would reach outside the
+ * padded input, -ENOMEM when the row of zeros cannot be had.  path picks
+ * the loop: NNB_CONV_BEST the fastest this CPU runs, the others one build
+ * of it (tests run each), -ENOTSUP when this CPU or build has not got it. */
+#define NNB_CONV_BEST 0
+#define NNB_CONV_PORTABLE 1
+#define NNB_CONV_AVX2 2
+#define NNB_CONV_AVX512 3
+int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const float *weights,
+                 int64_t weight_cols, const float *bias, float lo, float hi, float *out,
+                 int path);
+/* Max or sum pooling on float32 NHWC (kernels.c): out[b, y, x, c] = max
+ * (NNB_POOL_MAX; NaN if any is NaN) or sum (NNB_POOL_SUM) over i, j of
+ * in[b, y*stride_h + i*dilation_h, x*stride_w + j*dilation_w, c].  The
+ * input is already padded (the shape's pads are 0); the shape's filter is
+ * the window and its in_c and out_c are both the channel count.  -EINVAL for a shape whose windows
+ * would reach outside the input. */
+#define NNB_POOL_MAX 1
+#define NNB_POOL_SUM 2
+int nnb_pool_f32(const float *in, const struct nnb_window_shape *shape, int kind, float *out);
 /* cffi cdef end */
 
 #endif /* NNBURST_H */

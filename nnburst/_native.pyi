@@ -54,6 +54,12 @@ class _Lib:
     NNB_EOVERFLOW: int
     NNB_EPIPE: int
     NNB_EBADF: int
+    NNB_CONV_BEST: int
+    NNB_CONV_PORTABLE: int
+    NNB_CONV_AVX2: int
+    NNB_CONV_AVX512: int
+    NNB_POOL_MAX: int
+    NNB_POOL_SUM: int
     def nnb_fmq_handle_bytes(self) -> int: ...
     def nnb_fmq_required_bytes(self, quantum: int, count: int) -> int: ...
     def nnb_fmq_create(
@@ -156,6 +162,19 @@ class _Lib:
         out_h: int,
         out_w: int,
     ) -> int: ...
+    def nnb_conv_f32(
+        self,
+        in_: CData,
+        shape: CData,
+        weights: CData,
+        weight_cols: int,
+        bias: CData,
+        lo: float,
+        hi: float,
+        out: CData,
+        path: int,
+    ) -> int: ...
+    def nnb_pool_f32(self, in_: CData, shape: CData, kind: int, out: CData) -> int: ...
 
 ffi: _FFI
 lib: _Lib

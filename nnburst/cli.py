@@ -347,7 +347,7 @@ def _bench_runtime(args: argparse.Namespace) -> int:
     head = runtime_bench.header(settings, cpus)
     print(head, flush=True)
     try:
-        with Progress(len(runtime_bench.plan(settings))) as progress:
+        with Progress(len(runtime_bench.plan(settings)) * runtime_bench.ROUNDS) as progress:
             result = runtime_bench.run(settings, progress)
     except (NNError, ServiceError, OSError) as exc:
         raise CliError(f"the benchmark failed: {exc}") from None

@@ -42,6 +42,7 @@ from typing import Any, TypeGuard, TypeVar
 
 __all__ = [
     "LAYERS",
+    "call",
     "Layer",
     "Phase",
     "Summary",
@@ -112,6 +113,7 @@ def prefix(layer: str, phase: str) -> str:
 
 # -- recording ---------------------------------------------------------------------------------
 
+T = TypeVar("T")
 _enabled = False  # the one check a span makes when tracing is off
 _lock = threading.Lock()
 _events: list[dict[str, Any]] = []
@@ -271,6 +273,15 @@ def span(layer: str, phase: str, detail: str) -> _Span | _NoSpan:
     if not _enabled:
         return _NO_SPAN
     return _Span(f"[NN_{layer}_{phase}]{detail}")
+
+
+def call(layer: str, phase: str, detail: str, function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` inside a :func:`span`: for hot paths, where tracing
+    off then costs one call instead of a ``with`` block's three."""
+    if not _enabled:
+        return function(*args)
+    with _Span(f"[NN_{layer}_{phase}]{detail}"):
+        return function(*args)
 
 
 def section(name: str) -> _Span | _NoSpan:

@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from nnburst._bindings import lib
 from nnburst.codes import FuseCode, PaddingCode
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
 from nnburst.cpu.ops import common
 from nnburst.cpu.ops.common import Window2D
-from nnburst.cpu.ops.conv import depthwise_conv_f32
+from nnburst.cpu.ops.conv import _c_layout
+from nnburst.cpu.ops.native import POOL_MAX, POOL_SUM, conv_f32, depthwise_conv_f32, pool_f32
 from nnburst.operands import ChannelQuant, OperandInfo
 
 from .op_models import run
@@ -493,3 +495,131 @@ def test_c_depthwise_kernel_refuses_a_window_outside_its_input():
         depthwise_conv_f32(
             x, np.zeros((3, 3, 16), np.float32), Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2)
         )
+
+
+# ---------------------------------------------------------- the C conv kernel
+
+C_CONV_PATHS = {
+    "portable": lib.NNB_CONV_PORTABLE,
+    "avx2": lib.NNB_CONV_AVX2,
+    "avx512": lib.NNB_CONV_AVX512,
+}
+
+
+def c_conv(x, w, bias, win, lo=-np.inf, hi=np.inf, path=0):
+    """``conv_f32`` on an NNAPI-layout filter [O, KH, KW, C]; skips a path this CPU has not got."""
+    o, kh, kw, c = w.shape
+    weights = _c_layout(w.transpose(1, 2, 3, 0).reshape(-1, o), False, np.float32)
+    try:
+        return conv_f32(x, weights, (kh, kw), bias, win, lo, hi, path)
+    except ValueError as exc:
+        if "not supported" in str(exc):
+            pytest.skip(f"conv path {path}: {exc}")
+        raise
+
+
+@pytest.mark.parametrize("path", C_CONV_PATHS.values(), ids=C_CONV_PATHS.keys())
+@pytest.mark.parametrize(
+    ("n", "h", "wd", "c", "o", "k", "stride", "dilation"),
+    [
+        (1, 10, 12, 16, 32, (3, 3), (1, 1), (1, 1)),  # whole tile pairs, rows of 8 + overlap
+        (2, 9, 11, 5, 21, (3, 2), (2, 1), (1, 1)),  # a tile pair's tail, odd strides
+        (1, 12, 13, 7, 40, (3, 3), (1, 2), (2, 1)),  # an odd last tile, dilation
+        (1, 5, 5, 3, 1, (1, 1), (1, 1), (1, 1)),  # 1x1: one long row, one channel
+        (3, 6, 7, 24, 48, (1, 1), (1, 1), (1, 1)),  # 1x1 over three images
+        (1, 3, 20, 4, 17, (2, 5), (1, 3), (1, 1)),  # rows shorter than a block: 4 then 1
+        (1, 7, 7, 33, 16, (5, 5), (3, 3), (1, 1)),  # one tile, rows of 1
+    ],
+)
+@pytest.mark.parametrize("pads", [(0, 0, 0, 0), (1, 2, 3, 1)], ids=["valid", "padded"])
+def test_c_conv_kernel_matches_loops(path, n, h, wd, c, o, k, stride, dilation, pads):
+    """Tile pairs, odd tiles and partial tiles; full pixel blocks, overlapped
+    last blocks and short rows; strides and dilations; implicit padding on
+    each side; every built path."""
+    rng = np.random.default_rng([n, h, wd, c, o, *k, *stride, *dilation, *pads])
+    x = rng.standard_normal((n, h, wd, c)).astype(np.float32)
+    w = rng.standard_normal((o, *k, c)).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    want = ref_conv(x.astype(np.float64), w.astype(np.float64), stride, dilation, pads, 1)
+    want += bias
+    out_h, out_w = want.shape[1:3]
+    got = c_conv(x, w, bias, Window2D(*pads, *stride, *dilation, out_h, out_w), path=path)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("path", C_CONV_PATHS.values(), ids=C_CONV_PATHS.keys())
+def test_c_conv_kernel_clamps_and_keeps_nan(path):
+    """The fused clamp in the store: below lo, above hi, in between, and NaN kept."""
+    x = np.array([-3.0, -0.5, 0.25, 7.0, np.nan], np.float32).reshape(1, 1, 5, 1)
+    w = np.ones((18, 1, 1, 1), np.float32)  # an 18-channel output: one partial second tile
+    got = c_conv(
+        x, w, np.zeros(18, np.float32), Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 5), -1, 6, path
+    )
+    want = np.array([-1.0, -0.5, 0.25, 6.0, np.nan], np.float32)
+    np.testing.assert_array_equal(got[0, 0], np.repeat(want[:, None], 18, axis=1))
+
+
+def test_c_conv_kernel_refuses_what_does_not_fit():
+    x = np.zeros((1, 4, 4, 8), np.float32)
+    weights = _c_layout(np.zeros((72, 8), np.float32), False, np.float32)
+    bias = np.zeros(8, np.float32)
+    with pytest.raises(ValueError, match="does not fit the input"):  # rows 0..4 of 4
+        conv_f32(x, weights, (3, 3), bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 3, 2))
+    with pytest.raises(ValueError, match="do not fit 8 -> 8"):  # a 2x2 filter's rows
+        conv_f32(x, weights, (2, 2), bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2))
+    with pytest.raises(ValueError, match="do not fit 8 -> 24"):  # more channels than columns
+        conv_f32(
+            x, weights, (3, 3), np.zeros(24, np.float32), Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2)
+        )
+    with pytest.raises(ValueError, match="does not fit the input"):  # rows -1..4 of 4, pad 1
+        conv_f32(x, weights, (3, 3), bias, Window2D(1, 0, 1, 0, 1, 1, 1, 1, 4, 3))
+    with pytest.raises(ValueError, match="does not fit the input"):  # a negative pad
+        conv_f32(x, weights, (3, 3), bias, Window2D(-1, 1, 0, 0, 1, 1, 1, 1, 2, 2))
+    with pytest.raises(ValueError, match="not built or not supported"):
+        conv_f32(x, weights, (3, 3), bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2), path=99)
+
+
+# ---------------------------------------------------------- the C pool kernel
+
+
+@pytest.mark.parametrize("kind", [POOL_MAX, POOL_SUM], ids=["max", "sum"])
+@pytest.mark.parametrize("channels", [3, 16, 37])
+@pytest.mark.parametrize(
+    ("k", "stride", "dilation"), [((2, 2), (2, 2), (1, 1)), ((3, 2), (1, 2), (2, 1))]
+)
+def test_c_pool_kernel_matches_loops(kind, channels, k, stride, dilation):
+    """Channel counts with only the 16-wide tiles, only the tail, and both."""
+    rng = np.random.default_rng([kind, channels, *k, *stride, *dilation])
+    n, h, w = 2, 9, 8
+    x = rng.standard_normal((n, h, w, channels)).astype(np.float32)
+    out_h = (h - (k[0] - 1) * dilation[0] - 1) // stride[0] + 1
+    out_w = (w - (k[1] - 1) * dilation[1] - 1) // stride[1] + 1
+    taps = [
+        x[:, i * dilation[0] :: stride[0], j * dilation[1] :: stride[1]][:, :out_h, :out_w]
+        for i, j in itertools.product(range(k[0]), range(k[1]))
+    ]
+    want = np.max(taps, axis=0) if kind == POOL_MAX else np.sum(taps, axis=0, dtype=np.float64)
+    got = pool_f32(x, k, Window2D(0, 0, 0, 0, *stride, *dilation, out_h, out_w), kind)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_c_max_pool_propagates_nan_as_numpy():
+    """NaN first, last, or alone in a window; -inf padding loses to everything."""
+    x = np.full((1, 2, 6, 17), -np.inf, np.float32)
+    x[0, 0, 0], x[0, 1, 3], x[0, 1, 4] = np.nan, np.nan, 5.0
+    got = pool_f32(x, (2, 2), Window2D(0, 0, 0, 0, 2, 2, 1, 1, 1, 3), POOL_MAX)
+    want = np.maximum.reduce([x[:, 0, 0::2], x[:, 0, 1::2], x[:, 1, 0::2], x[:, 1, 1::2]]).reshape(
+        got.shape
+    )
+    np.testing.assert_array_equal(got, want)
+    assert (
+        np.isnan(got[0, 0, 0]).all() and np.isnan(got[0, 0, 1]).all() and (got[0, 0, 2] == 5).all()
+    )
+
+
+def test_c_pool_kernel_refuses_what_does_not_fit():
+    x = np.zeros((1, 4, 4, 8), np.float32)
+    with pytest.raises(ValueError, match="does not fit the input"):  # rows 0..4 of 4
+        pool_f32(x, (3, 3), Window2D(0, 0, 0, 0, 1, 1, 1, 1, 3, 2), POOL_MAX)
+    with pytest.raises(ValueError, match="kind 7"):
+        pool_f32(x, (2, 2), Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2), 7)

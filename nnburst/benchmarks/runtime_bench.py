@@ -12,9 +12,10 @@ in-process and behind a Pipe, and a second ratio compares each row to them.
 ``busy`` (:mod:`.load`) runs every cross-process row while one CPU-bound
 process per CPU spins.
 
-Modes run one after another, bounded by a duration or a count each.  The
-baselines run first (before the service and the runtime start any thread),
-then the in-process modes, then the cross-process ones against one service.
+Modes are bounded by a duration or a count each.  The modes of one model
+and placement take turns, a slice at a time (:func:`run` says why); the
+in-process groups run first, then the cross-process ones, with the Pipe
+baselines, against one service.
 A Ctrl-C ends the run with the rows finished so far, after every process,
 thread and shared-memory segment it opened is closed.
 """
@@ -45,6 +46,8 @@ PLACEMENTS = ("in-process", "cross-process")
 POLLING_US = (0, 50, 200)  # LOW_POWER, FAST_SINGLE_ANSWER, SUSTAINED_SPEED
 BASELINE = "multiprocessing.Pipe"
 DEFAULT_DURATION_S = 0.9
+#: slices per mode, the modes of a table taking turns (see :func:`run`)
+ROUNDS = 6
 #: the path of the onnxruntime peer rows (:mod:`.peers`), selectable like nnburst's own paths
 PEER = "onnxruntime"
 ALL_PATHS = (*PATHS, PEER)
@@ -211,69 +214,65 @@ def _pinned(cpu: int | None) -> Iterator[None]:
         os.sched_setaffinity(0, previous)
 
 
+def groups(modes: list[Mode]) -> list[list[Mode]]:
+    """The modes measured in turns: one group per model and placement, in plan order;
+    a model's Pipe baseline joins its cross-process group."""
+    grouped: dict[tuple[str, str], list[Mode]] = {}
+    for mode in modes:
+        if mode.path != "pipe":
+            grouped.setdefault((mode.model, mode.placement), []).append(mode)
+    for mode in modes:
+        if mode.path == "pipe":
+            grouped.setdefault((mode.model, mode.placement), []).insert(0, mode)
+    order = {placement: i for i, placement in enumerate(PLACEMENTS)}
+    return [grouped[key] for key in sorted(grouped, key=lambda key: order[key[1]])]
+
+
 def run(settings: Settings, progress: Progress | None = None) -> Result:
     """Run every mode of ``settings``; a KeyboardInterrupt ends the run early, cleanly.
 
-    With ``busy``, the load runs during the cross-process rows (the Pipe
-    baselines included) and is stopped for the in-process ones."""
+    The modes of one model and placement take turns: each runs ``rounds`` slices
+    of its duration, one mode's slice after another's, so that a machine whose
+    speed drifts (a VM's often does, by tens of percent within seconds) slows
+    every row of a table alike and the ratios stay true.  With ``busy``, the
+    load runs during the cross-process rows (the Pipe baselines included) and
+    is stopped for the in-process ones."""
     cpus = pin_cpus(settings.pin)
     ours, theirs = (None, None) if cpus is None else cpus
-    modes = plan(settings)
     peers_missing = peers.missing() if PEER in settings.paths else None
     load = CpuLoad() if settings.busy else None
     workloads: dict[str, Workload] = {}
-    references: dict[str, np.ndarray] = {}
     rows: list[Row] = []
     started = time.perf_counter()
     interrupted = False
     progress = progress or Progress(0, enabled=False)
     failures: list[tuple[Mode, str]] = []
-    service_failure: str | None = None
+    service = _Service()
     try:
         with ExitStack() as services:
+            service.stack = services
             # One BLAS thread, as the service and the onnxruntime peers use: on a small
             # machine a second one only fights the other side of the exchange.
             services.enter_context(threadpoolctl.threadpool_limits(limits=1, user_api="blas"))
             if load is not None:
                 services.enter_context(load)  # stopped last, however the run ends
-            service_device = None
-            for mode in modes:
-                progress.step(f"{mode.model} {mode.name}")
-                remote = mode.placement == "cross-process" and mode.path not in ("pipe", PEER)
-                if remote and service_failure is not None:
-                    failures.append((mode, service_failure))
-                    continue
-                try:
-                    if load is not None and mode.placement == "cross-process":
-                        load.start()
-                    elif load is not None:
-                        load.stop()
-                    work = workloads.get(mode.model)
-                    if work is None:
-                        work = workloads[mode.model] = runtime_paths.workload(
-                            mode.model, settings.conv_size
-                        )
-                    if remote and service_device is None:
-                        service_device = services.enter_context(driver_service(theirs))
-                    expected = None
-                    if mode.path == PEER:
-                        expected = references.get(mode.model)
-                        if expected is None:
-                            expected = references[mode.model] = reference_output(work)
-                    rows.append(
-                        _measure_mode(
-                            mode, work, settings, service_device, ours, theirs, progress, expected
-                        )
-                    )
-                except ServiceError as exc:  # no service: no cross-process mode can run
-                    service_failure = str(exc)
-                    failures.append((mode, service_failure))
-                except (NNError, OSError, peers.PeerError) as exc:  # the others still run
-                    failures.append((mode, str(exc)))
+            for group in groups(plan(settings)):
+                if load is not None and group[0].placement == "cross-process":
+                    load.start()
+                elif load is not None:
+                    load.stop()
+                model = group[0].model
+                if model not in workloads:
+                    workloads[model] = runtime_paths.workload(model, settings.conv_size)
+                _measure_group(
+                    group, workloads[model], settings, service, cpus, progress, failures, rows
+                )
     except KeyboardInterrupt:
         interrupted = True
     finally:
         progress.close()
+    order = {mode: i for i, mode in enumerate(plan(settings))}
+    rows.sort(key=lambda row: order[row.mode])
     return Result(
         settings,
         rows,
@@ -286,6 +285,99 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
     )
 
 
+@dataclass
+class _Service:
+    """The driver service of a run: started by the first mode that needs it, kept
+    open on ``stack`` until the run ends; if it cannot start, why."""
+
+    stack: ExitStack | None = None
+    device: Device | None = None
+    failure: str | None = None
+
+    def get(self, theirs: int | None) -> Device:
+        """The service's device, started on first use.
+
+        Raises:
+            ServiceError: it cannot start (then or earlier)."""
+        if self.failure is not None:
+            raise ServiceError(self.failure)
+        if self.device is None:
+            assert self.stack is not None
+            try:
+                self.device = self.stack.enter_context(driver_service(theirs))
+            except ServiceError as exc:
+                self.failure = str(exc)
+                raise
+        return self.device
+
+
+def _measure_group(
+    group: list[Mode],
+    work: Workload,
+    settings: Settings,
+    service: _Service,
+    cpus: tuple[int, int] | None,
+    progress: Progress,
+    failures: list[tuple[Mode, str]],
+    rows: list[Row],
+) -> None:
+    """Open every mode of ``group``, then measure them in turns (see :func:`run`);
+    add their rows to ``rows``.
+
+    A mode that cannot open or fails midway becomes a failure; the others go on."""
+    ours, theirs = (None, None) if cpus is None else cpus
+    with ExitStack() as opened:
+        calls: dict[Mode, Callable[[], object]] = {}
+        seconds: dict[Mode, float] = {}
+        expected = reference_output(work) if any(m.path == PEER for m in group) else None
+        for mode in group:
+            started = time.perf_counter()
+            try:
+                remote = mode.placement == "cross-process" and mode.path not in ("pipe", PEER)
+                device = service.get(theirs) if remote else None
+                calls[mode] = opened.enter_context(_open_mode(mode, work, device, theirs, expected))
+            except (ServiceError, NNError, OSError, peers.PeerError) as exc:  # the others run
+                failures.append((mode, str(exc)))
+            seconds[mode] = time.perf_counter() - started
+        samples: dict[Mode, list[np.ndarray]] = {mode: [] for mode in calls}
+        duration = None if settings.duration is None else settings.duration / ROUNDS
+        try:
+            for turn in range(ROUNDS):
+                iterations = None
+                if settings.iterations is not None:  # the count split exactly over the turns
+                    iterations = settings.iterations // ROUNDS + (
+                        turn < settings.iterations % ROUNDS
+                    )
+                    if iterations == 0:
+                        break
+                for mode, call in list(calls.items()):
+                    progress.step(f"{mode.model} {mode.name}")
+                    started = time.perf_counter()
+                    try:
+                        with _pinned(ours):
+                            samples[mode].append(
+                                measure(call, iterations, duration, progress.advance)
+                            )
+                    except (NNError, OSError, peers.PeerError) as exc:
+                        failures.append((mode, str(exc)))
+                        del calls[mode], samples[mode]
+                    seconds[mode] += time.perf_counter() - started
+        finally:  # also on Ctrl-C: the turns measured so far make the rows
+            rows += [
+                Row(
+                    mode,
+                    work.name,
+                    LatencyStats.from_ns(mode.name, np.concatenate(parts)),
+                    np.concatenate(parts),
+                    seconds[mode],
+                    work.request_bytes,
+                    work.response_bytes,
+                )
+                for mode, parts in samples.items()
+                if parts
+            ]
+
+
 def reference_output(work: Workload) -> np.ndarray:
     """nnburst's output for ``work`` (in-process, synchronous): what the peers must match."""
     with runtime_paths.execution_path(work, "sync", cpu_device()) as call:
@@ -293,41 +385,23 @@ def reference_output(work: Workload) -> np.ndarray:
     return work.output.copy()
 
 
-def _measure_mode(
+def _open_mode(
     mode: Mode,
     work: Workload,
-    settings: Settings,
     service_device: Device | None,
-    ours: int | None,
     theirs: int | None,
-    progress: Progress,
-    expected: np.ndarray | None = None,
-) -> Row:
-    started = time.perf_counter()
-    opened: AbstractContextManager[Callable[[], object]]
+    expected: np.ndarray | None,
+) -> AbstractContextManager[Callable[[], object]]:
+    """What runs one execution of ``mode``: a context manager yielding the call."""
     if mode.path == "pipe":
-        opened = pipe_peer(work.request_bytes, work.response_bytes, theirs)
-    elif mode.path == PEER:
+        return pipe_peer(work.request_bytes, work.response_bytes, theirs)
+    if mode.path == PEER:
         assert expected is not None
         if mode.placement == "in-process":
-            opened = peers.in_process(mode.model, work, expected)
-        else:
-            opened = peers.via_pipe(mode.model, work, expected, theirs)
-    else:
-        device = service_device if mode.placement == "cross-process" else cpu_device()
-        opened = runtime_paths.execution_path(work, mode.path, device, polling=mode.polling_us or 0)
-    with opened as call, _pinned(ours):
-        samples = measure(call, settings.iterations, settings.duration, progress.advance)
-    stats = LatencyStats.from_ns(mode.name, samples)
-    return Row(
-        mode,
-        work.name,
-        stats,
-        samples,
-        time.perf_counter() - started,
-        work.request_bytes,
-        work.response_bytes,
-    )
+            return peers.in_process(mode.model, work, expected)
+        return peers.via_pipe(mode.model, work, expected, theirs)
+    device = service_device if mode.placement == "cross-process" else cpu_device()
+    return runtime_paths.execution_path(work, mode.path, device, polling=mode.polling_us or 0)
 
 
 # -- text --------------------------------------------------------------------------------------

@@ -34,9 +34,11 @@ def driver_service(cpu: int | None = None) -> Iterator[Device]:
     previous = os.environ.get("NNBURST_SERVICES")
     try:
         process, stderr = start_service(path, cpu=cpu)
-    except ServiceStartError as exc:
+    except BaseException as exc:  # a Ctrl-C while it starts included
         shutil.rmtree(directory, ignore_errors=True)
-        raise ServiceError(str(exc)) from None
+        if isinstance(exc, ServiceStartError):
+            raise ServiceError(str(exc)) from None
+        raise
     try:
         os.environ["NNBURST_SERVICES"] = path
         device = next((d for d in get_devices() if d.name == DEVICE_NAME), None)

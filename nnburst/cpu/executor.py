@@ -119,6 +119,11 @@ class PreparedSubgraph:
                     output_infos,
                 )
             )
+        self._input_indexes = list(subgraph.input_indexes)
+        self._output_indexes = list(subgraph.output_indexes)
+        #: (operation, kernel, input slots, output infos) per operation, in order:
+        #: what the hot loop of :meth:`_run_operations` unpacks.
+        self._steps = [(op, op.kernel, op.inputs, op.output_infos) for op in self.operations]
         #: operand slots at the start of every execution: constants filled in.
         self.initial_values: list[np.ndarray | None] = [
             operand.value
@@ -137,61 +142,63 @@ class PreparedSubgraph:
 
         ``deadline_ns`` (absolute ``time.monotonic_ns()``) is checked before
         every operation: a late execution stops with MISSED_DEADLINE."""
-        if len(inputs) != len(self.subgraph.input_indexes):
-            raise BadDataError(
-                f"expected {len(self.subgraph.input_indexes)} inputs, got {len(inputs)}"
-            )
+        input_indexes = self._input_indexes
+        if len(inputs) != len(input_indexes):
+            raise BadDataError(f"expected {len(input_indexes)} inputs, got {len(inputs)}")
         values = self.initial_values.copy()  # constants and omitted operands, set once
-        for index, value in zip(self.subgraph.input_indexes, inputs):
+        for index, value in zip(input_indexes, inputs):
             values[index] = value
         # Float overflow to inf/nan is defined behaviour here, not a warning.
         run_quietly(self._run_operations, values, loop_deadline_ns, deadline_ns)
-        outputs: list[np.ndarray] = []
-        for index in self.subgraph.output_indexes:
-            value = values[index]
+        outputs = [values[index] for index in self._output_indexes]
+        for index, value in zip(self._output_indexes, outputs):
             if value is None:
                 raise NNError(f"model output operand {index} was never written")
-            outputs.append(value)
-        return outputs
+        return outputs  # type: ignore[return-value]  # no None: checked just above
 
     def _run_operations(
         self, values: list[Any], loop_deadline_ns: int | None, deadline_ns: int | None
     ) -> None:
-        """Every operation in order, reading and writing operand slots in ``values``."""
-        for op in self.operations:
-            if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
-                raise NNError(
-                    f"the execution missed its deadline before {op.signature.code.name}",
-                    ResultCode.MISSED_DEADLINE_TRANSIENT,
-                )
-            arguments = [values[i] for i in op.inputs]
-            try:
-                if op.kernel is not None:
-                    results = op.kernel(arguments)
+        """Every operation in order, reading and writing operand slots in ``values``.
+
+        The hot loop of every execution: one ``try`` around it (free in Python
+        3.11 until something raises) and the per-operation fields in a tuple."""
+        op = None
+        check_deadline = deadline_ns is not None
+        try:
+            for op, kernel, inputs, output_infos in self._steps:
+                if check_deadline and time.monotonic_ns() > deadline_ns:  # type: ignore[operator]
+                    raise NNError(
+                        f"the execution missed its deadline before {op.signature.code.name}",
+                        ResultCode.MISSED_DEADLINE_TRANSIENT,
+                    )
+                arguments = [values[i] for i in inputs]
+                if kernel is not None:
+                    results = kernel(arguments)
                 else:
                     results = op.registration.execute(
                         ExecutionContext(
                             op.signature, arguments, op.state, loop_deadline_ns, self.owner
                         )
                     )
-            except NNError:
-                raise
-            except (ValueError, IndexError, FloatingPointError, OverflowError) as exc:
-                raise NNError(
-                    f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED
-                ) from exc
-            if len(results) != len(op.outputs):
-                raise NNError(
-                    f"{op.signature.code.name} produced {len(results)} outputs, expected {len(op.outputs)}"
-                )
-            for (index, info, dtype, dimensions), result in zip(op.output_infos, results):
-                if (
-                    type(result) is not np.ndarray
-                    or result.dtype != dtype
-                    or result.shape != dimensions
-                ):
-                    result = _checked_output(op.signature.code, info, result)
-                values[index] = result
+                if len(results) != len(output_infos):
+                    raise NNError(
+                        f"{op.signature.code.name} produced {len(results)} outputs, "
+                        f"expected {len(output_infos)}"
+                    )
+                for (index, info, dtype, dimensions), result in zip(output_infos, results):
+                    if (
+                        type(result) is not np.ndarray
+                        or result.dtype is not dtype  # numpy's builtin dtypes are singletons
+                        or result.shape != dimensions
+                    ):
+                        result = _checked_output(op.signature.code, info, result)
+                    values[index] = result
+        except NNError:
+            raise
+        except (ValueError, IndexError, FloatingPointError, OverflowError) as exc:
+            assert op is not None
+            raise NNError(f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED) from exc
 
 
 #: True only inside the per-thread contexts of :func:`run_quietly`.

@@ -79,6 +79,15 @@ def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: int, shift: int)
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), right)
 
 
+#: A float fused activation as the clamp it is (NONE: unbounded).
+FLOAT_ACTIVATION_BOUNDS: dict[int, tuple[float, float]] = {
+    FuseCode.NONE: (-np.inf, np.inf),
+    FuseCode.RELU: (0.0, np.inf),
+    FuseCode.RELU1: (-1.0, 1.0),
+    FuseCode.RELU6: (0.0, 6.0),
+}
+
+
 def apply_fused_activation(x: np.ndarray, fuse: int) -> np.ndarray:
     """Fused activation on float data."""
     fuse = FuseCode(fuse)

@@ -20,6 +20,7 @@ from ...codes import FuseCode, OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .common import (
+    FLOAT_ACTIVATION_BOUNDS,
     FLOAT_TENSOR_CODES,
     FUSE_CODES,
     QUANT8_ASYMM_CODES,
@@ -108,18 +109,6 @@ def _fuse(ctx: ExecutionContext) -> int:
     return fuse
 
 
-_FLOAT_BOUNDS = {
-    FuseCode.NONE: (-np.inf, np.inf),
-    FuseCode.RELU: (0.0, np.inf),
-    FuseCode.RELU1: (-1.0, 1.0),
-    FuseCode.RELU6: (0.0, 6.0),
-}
-
-
-def _float_bounds(fuse: int) -> tuple[float, float]:
-    return _FLOAT_BOUNDS[fuse]  # type: ignore[index]
-
-
 _FLOAT_OPS: dict[OperationCode, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     OperationCode.ADD: np.add,
     OperationCode.SUB: np.subtract,
@@ -142,7 +131,7 @@ def _float_binary(
     # The executor runs every operation under np.errstate(all="ignore").
     result = ufunc(a.astype(np.float32, copy=False), b.astype(np.float32, copy=False))
     if fuse != FuseCode.NONE:
-        lo, hi = _float_bounds(fuse)
+        lo, hi = FLOAT_ACTIVATION_BOUNDS[fuse]
         result = np.clip(result, lo, hi, out=result)
     return result.astype(dtype, copy=False)
 
@@ -224,7 +213,7 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
             return [_float_binary(ufunc, fuse, dtype, a, b)]
 
         return kernel
-    lo, hi = _float_bounds(fuse)
+    lo, hi = FLOAT_ACTIVATION_BOUNDS[fuse]
 
     def float32_kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
         a, b = inputs[0], inputs[1]
@@ -232,14 +221,19 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
             a, b = _present(sig, inputs)  # raises
         if a.shape != b.shape:
             _check_broadcast(code, a, b)
-        result = ufunc(a, b)
-        if lo != -np.inf:
-            np.maximum(result, lo, out=result)
-        if hi != np.inf:
+        return [ufunc(a, b)]
+
+    if fuse == FuseCode.NONE:
+        return float32_kernel
+
+    def clamped_float32_kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+        result = float32_kernel(inputs)[0]
+        np.maximum(result, lo, out=result)
+        if hi != np.inf:  # RELU1, RELU6
             np.minimum(result, hi, out=result)
         return [result]
 
-    return float32_kernel
+    return clamped_float32_kernel
 
 
 def _present(

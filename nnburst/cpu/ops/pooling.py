@@ -1,8 +1,9 @@
 """AVERAGE_POOL_2D, MAX_POOL_2D and L2_POOL_2D.
 
-The padded input is reduced tap by tap, rows then columns
-(``windows.reduce_windows``): a few whole-array passes, no Python loop over
-pixels or channels.  As in the NNAPI reference, padding never counts:
+Float32 windows (max, and the float32 sums of average and L2 pools) are
+reduced by a C loop that reads each window once (csrc/kernels.c); other
+dtypes tap by tap, rows then columns (``windows.reduce_windows``): a few
+whole-array passes, no Python loop over pixels or channels.  As in the NNAPI reference, padding never counts:
 average and L2 pools divide by the number of real input elements under the
 window, and max pools pad with the lowest value of the type.  Float sums
 are formed in float32 like the reference's.  Quantized pools work on the
@@ -38,6 +39,7 @@ from .common import (
     window_args,
     window_values,
 )
+from .native import POOL_MAX, POOL_SUM, pool_f32
 from .windows import WindowPlan, activate, constant_plan, pad_nhwc, reduce_windows, runtime_plan
 
 
@@ -119,7 +121,11 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
 
     if sig.code == OperationCode.MAX_POOL_2D:
         lowest = np.iinfo(x.dtype).min if quantized else -np.inf
-        result = reduce_windows(pad_nhwc(x, win, x.dtype, lowest), win, fh, fw, np.maximum)
+        padded = pad_nhwc(x, win, x.dtype, lowest)
+        if x.dtype == np.float32:
+            result = pool_f32(padded, (fh, fw), win, POOL_MAX)
+        else:
+            result = reduce_windows(padded, win, fh, fw, np.maximum)
     else:
         counts = state.counts
         if counts is None or win is not plan.window:
@@ -128,14 +134,14 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
             raise fail("a pooling window lies entirely in the padding")
         if sig.code == OperationCode.L2_POOL_2D:
             squares = np.square(x, dtype=np.float32)
-            sums = reduce_windows(pad_nhwc(squares, win, np.float32), win, fh, fw, np.add)
+            sums = pool_f32(pad_nhwc(squares, win, np.float32), (fh, fw), win, POOL_SUM)
             result = np.sqrt(sums / counts, dtype=np.float32)
         elif quantized:
             sums = reduce_windows(pad_nhwc(x, win, np.int64), win, fh, fw, np.add)
             half = counts // 2
             result = np.where(sums >= 0, (sums + half) // counts, -((half - sums) // counts))
         else:
-            sums = reduce_windows(pad_nhwc(x, win, np.float32), win, fh, fw, np.add)
+            sums = pool_f32(pad_nhwc(x, win, np.float32), (fh, fw), win, POOL_SUM)
             result = np.divide(sums, counts, dtype=np.float32)
 
     if quantized:

@@ -1,0 +1,164 @@
+"""The C loops of ``csrc/kernels.c``, called with numpy arrays.
+
+Each wrapper checks what C cannot (dtypes, contiguity, that the arrays'
+sizes agree) and hands the rest to C, which checks that every window lies
+inside the input before it reads.  Inputs are already padded: padding is
+policy (zeros, the zero point, -inf) and stays with the operations.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+import numpy as np
+
+from ..._bindings import ffi, lib
+from .common import Window2D
+
+#: Output channels per vector in the C convolution: its weights have a
+#: multiple of this many columns (zeros past the last channel).
+TILE = 16
+POOL_MAX = lib.NNB_POOL_MAX
+POOL_SUM = lib.NNB_POOL_SUM
+
+
+def _window_shape(
+    x: np.ndarray, filter_hw: tuple[int, int], win: Window2D, out_c: int, padded: bool = False
+) -> Any:
+    """The C struct for ``x`` [N, H, W, C]; ``padded``: C adds ``win``'s zero padding."""
+    n, in_h, in_w, in_c = x.shape
+    return ffi.new(
+        "struct nnb_window_shape *",
+        {
+            "batches": n,
+            "in_h": in_h,
+            "in_w": in_w,
+            "in_c": in_c,
+            "filter_h": filter_hw[0],
+            "filter_w": filter_hw[1],
+            "stride_h": win.stride_h,
+            "stride_w": win.stride_w,
+            "dilation_h": win.dilation_h,
+            "dilation_w": win.dilation_w,
+            "pad_top": win.pad_top if padded else 0,
+            "pad_bottom": win.pad_bottom if padded else 0,
+            "pad_left": win.pad_left if padded else 0,
+            "pad_right": win.pad_right if padded else 0,
+            "out_h": win.out_h,
+            "out_w": win.out_w,
+            "out_c": out_c,
+        },
+    )
+
+
+def _floats(array: np.ndarray) -> Any:
+    return ffi.from_buffer("float[]", array)
+
+
+def conv_f32(
+    x: np.ndarray,
+    weights: np.ndarray,
+    filter_hw: tuple[int, int],
+    bias: np.ndarray,
+    win: Window2D,
+    lo: float = -np.inf,
+    hi: float = np.inf,
+    path: int = 0,
+) -> np.ndarray:
+    """CONV_2D: ``x`` [N, H, W, C] (unpadded: C reads zeros for ``win``'s
+    padding), ``weights`` [FH*FW*C, columns] with columns a multiple of
+    :data:`TILE`, ``bias`` [depth_out] -> [N, OH, OW, depth_out], clamped to
+    [lo, hi].  ``path`` 0 runs the fastest loop this CPU has; tests pick each
+    one (``lib.NNB_CONV_*``)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    bias = np.ascontiguousarray(bias, dtype=np.float32)
+    n, in_h, in_w, depth_in = x.shape
+    depth_out = bias.shape[0]
+    if (
+        weights.dtype != np.float32
+        or weights.ndim != 2
+        or not weights.flags.c_contiguous
+        or weights.shape[0] != filter_hw[0] * filter_hw[1] * depth_in
+        or weights.shape[1] < depth_out
+        or weights.shape[1] % TILE
+    ):
+        raise ValueError(f"conv weights {weights.shape} do not fit {depth_in} -> {depth_out}")
+    out = np.empty((n, win.out_h, win.out_w, depth_out), np.float32)
+    if out.size == 0:
+        return out
+    unpadded = not (win.pad_top or win.pad_bottom or win.pad_left or win.pad_right)
+    if filter_hw == (1, 1) and win.stride_h == win.stride_w == 1 and unpadded:
+        # A 1x1 window over every pixel: the whole batch is one long row.
+        row = out.size // depth_out
+        x = x.reshape(1, 1, row, depth_in)
+        win = Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, row)
+    rc = lib.nnb_conv_f32(
+        _floats(x),
+        _window_shape(x, filter_hw, win, depth_out, padded=True),
+        _floats(weights),
+        weights.shape[1],
+        _floats(bias),
+        lo,
+        hi,
+        _floats(out),
+        path,
+    )
+    if rc == -errno.ENOTSUP:
+        raise ValueError(f"conv path {path} is not built or not supported by this CPU")
+    if rc == -errno.ENOMEM:
+        raise MemoryError(f"no memory for a row of {depth_in} zeros")
+    if rc:
+        raise ValueError(f"conv window {win} does not fit the input {x.shape}")
+    return out
+
+
+def depthwise_conv_f32(padded: np.ndarray, weights: np.ndarray, win: Window2D) -> np.ndarray:
+    """DEPTHWISE_CONV_2D: ``padded`` [N, H, W, C], ``weights`` [FH, FW, C] -> [N, OH, OW, C]."""
+    padded = np.ascontiguousarray(padded, dtype=np.float32)
+    weights = np.ascontiguousarray(weights, dtype=np.float32)
+    n, in_h, in_w, channels = padded.shape
+    if weights.ndim != 3 or weights.shape[2] != channels:
+        raise ValueError(f"depthwise weights {weights.shape} do not fit {channels} channels")
+    filter_h, filter_w, _ = weights.shape
+    out = np.empty((n, win.out_h, win.out_w, channels), np.float32)
+    if out.size == 0:
+        return out
+    rc = lib.nnb_depthwise_conv_f32(
+        _floats(padded),
+        n,
+        in_h,
+        in_w,
+        channels,
+        _floats(weights),
+        filter_h,
+        filter_w,
+        win.stride_h,
+        win.stride_w,
+        win.dilation_h,
+        win.dilation_w,
+        _floats(out),
+        win.out_h,
+        win.out_w,
+    )
+    if rc:
+        raise ValueError(f"depthwise window {win} does not fit the input {padded.shape}")
+    return out
+
+
+def pool_f32(
+    padded: np.ndarray, filter_hw: tuple[int, int], win: Window2D, kind: int
+) -> np.ndarray:
+    """Max (:data:`POOL_MAX`, NaN-propagating as ``np.maximum``) or sum
+    (:data:`POOL_SUM`) over each window: ``padded`` [N, H, W, C] -> [N, OH, OW, C]."""
+    padded = np.ascontiguousarray(padded, dtype=np.float32)
+    n, _, _, channels = padded.shape
+    out = np.empty((n, win.out_h, win.out_w, channels), np.float32)
+    if out.size == 0:
+        return out
+    rc = lib.nnb_pool_f32(
+        _floats(padded), _window_shape(padded, filter_hw, win, channels), kind, _floats(out)
+    )
+    if rc:
+        raise ValueError(f"pool window {win} (kind {kind}) does not fit the input {padded.shape}")
+    return out
