@@ -171,17 +171,6 @@ int64_t nnb_monotonic_ns(void);
  * 32 MiB on 64-bit glibc). */
 int nnb_keep_freed_memory(int64_t mmap_threshold, int64_t trim_threshold);
 
-/* Depthwise 2-D convolution on float32 NHWC (kernels.c): out[b, y, x, c] =
- * sum over i, j of in[b, y*stride_h + i*dilation_h, x*stride_w +
- * j*dilation_w, c] * weights[i, j, c].  The input is already padded; all
- * arrays are C-contiguous: in [batches, in_h, in_w, channels], weights
- * [filter_h, filter_w, channels], out [batches, out_h, out_w, channels].
- * -EINVAL when a window would reach outside the input. */
-int nnb_depthwise_conv_f32(const float *in, int64_t batches, int64_t in_h, int64_t in_w,
-                           int64_t channels, const float *weights, int64_t filter_h,
-                           int64_t filter_w, int64_t stride_h, int64_t stride_w,
-                           int64_t dilation_h, int64_t dilation_w, float *out, int64_t out_h,
-                           int64_t out_w);
 /* The geometry of a float32 NHWC convolution or pooling (kernels.c). */
 struct nnb_window_shape {
     int64_t batches, in_h, in_w, in_c;
@@ -208,6 +197,19 @@ struct nnb_window_shape {
 int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const float *weights,
                  int64_t weight_cols, const float *bias, float lo, float hi, float *out,
                  int path);
+/* Depthwise 2-D convolution on float32 NHWC (kernels.c): out[b, y, x, c] =
+ * bias[c] + sum over i, j of in[b, y*stride_h + i*dilation_h, x*stride_w +
+ * j*dilation_w, c] * weights[i, j, c], clamped to [lo, hi], for c below
+ * out_c.  The input is already padded (the shape's pads are 0), its
+ * channels too: in_c, a multiple of 16 and at least out_c, is the channel
+ * count of in, weights [filter_h, filter_w, in_c] and bias [in_c] (zeros
+ * past out_c); out has out_c channels.  All arrays are C-contiguous.
+ * -EINVAL for a shape whose windows would reach outside the input; path as
+ * for nnb_conv_f32. */
+int nnb_depthwise_conv_f32(const float *in, const struct nnb_window_shape *shape,
+                           const float *weights, const float *bias, float lo, float hi,
+                           float *out, int path);
+
 /* Max or sum pooling on float32 NHWC (kernels.c): out[b, y, x, c] = max
  * (NNB_POOL_MAX; NaN if any is NaN) or sum (NNB_POOL_SUM) over i, j of
  * in[b, y*stride_h + i*dilation_h, x*stride_w + j*dilation_w, c].  The

@@ -463,38 +463,56 @@ def test_per_channel_multiply_matches_the_scalar_helper():
 # ----------------------------------------------------- the C depthwise kernel
 
 
-@pytest.mark.parametrize("channels", [1, 8, 19])
+@pytest.mark.parametrize("path", [1, 2, 3], ids=["portable", "avx2", "avx512"])
+@pytest.mark.parametrize("channels", [1, 16, 19, 40])
 @pytest.mark.parametrize(
-    ("stride", "dilation"), [((1, 1), (1, 1)), ((2, 1), (1, 2)), ((1, 3), (2, 1))]
+    ("stride", "dilation", "pads"),
+    [
+        ((1, 1), (1, 1), (0, 0, 0, 0)),
+        ((2, 1), (1, 2), (1, 0, 2, 1)),
+        ((1, 3), (2, 1), (0, 2, 1, 0)),
+    ],
 )
-def test_c_depthwise_kernel_matches_loops(channels, stride, dilation):
-    """Channel counts that use only the 8-wide block, only the tail, and both."""
-
-    rng = np.random.default_rng([channels, *stride, *dilation])
-    n, h, w, kh, kw = 2, 9, 8, 3, 2
+def test_c_depthwise_kernel_matches_loops(path, channels, stride, dilation, pads):
+    """Channel counts under a tile, one tile, a tile and a tail, tiles and a
+    tail; rows of 8-pixel blocks, an overlapped last block and short rows;
+    padding on each side; every built path."""
+    rng = np.random.default_rng([channels, *stride, *dilation, *pads])
+    n, h, w, kh, kw = 2, 9, 11, 3, 2
     x = rng.standard_normal((n, h, w, channels)).astype(np.float32)
-    weights = rng.standard_normal((kh, kw, channels)).astype(np.float32)
-    out_h = (h - (kh - 1) * dilation[0] - 1) // stride[0] + 1
-    out_w = (w - (kw - 1) * dilation[1] - 1) // stride[1] + 1
-    win = Window2D(0, 0, 0, 0, *stride, *dilation, out_h, out_w)
-    want = np.zeros((n, out_h, out_w, channels), np.float64)
+    filt = rng.standard_normal((kh, kw, channels)).astype(np.float32)
+    bias = rng.standard_normal(channels).astype(np.float32)
+    pt, pb, pl, pr = pads
+    xp = np.pad(x, ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    out_h = (h + pt + pb - (kh - 1) * dilation[0] - 1) // stride[0] + 1
+    out_w = (w + pl + pr - (kw - 1) * dilation[1] - 1) // stride[1] + 1
+    win = Window2D(*pads, *stride, *dilation, out_h, out_w)
+    want = np.zeros((n, out_h, out_w, channels), np.float64) + bias
     for y, xx, i, j in itertools.product(range(out_h), range(out_w), range(kh), range(kw)):
-        pixel = x[:, y * stride[0] + i * dilation[0], xx * stride[1] + j * dilation[1]]
-        want[:, y, xx] += pixel * weights[i, j]
-    got = depthwise_conv_f32(x, weights, win)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        pixel = xp[:, y * stride[0] + i * dilation[0], xx * stride[1] + j * dilation[1]]
+        want[:, y, xx] += pixel * filt[i, j]
+    weights = _c_layout(filt, True, np.float32)
+    try:
+        got = depthwise_conv_f32(x, weights, bias, win, -1.5, 2.5, path)
+    except ValueError as exc:
+        if "not supported" in str(exc):
+            pytest.skip(f"depthwise path {path}: {exc}")
+        raise
+    np.testing.assert_allclose(got, np.clip(want, -1.5, 2.5), rtol=1e-5, atol=1e-5)
 
 
-def test_c_depthwise_kernel_refuses_a_window_outside_its_input():
-
+def test_c_depthwise_kernel_refuses_what_does_not_fit():
     x = np.zeros((1, 4, 4, 8), np.float32)
-    weights = np.zeros((3, 3, 8), np.float32)
-    with pytest.raises(ValueError, match="does not fit"):
-        depthwise_conv_f32(x, weights, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 3, 2))  # rows 0..4 of 4
-    with pytest.raises(ValueError, match="do not fit 8 channels"):
+    weights = np.zeros((3, 3, 16), np.float32)
+    bias = np.zeros(8, np.float32)
+    with pytest.raises(ValueError, match="does not fit the input"):  # rows 0..4 of 4
+        depthwise_conv_f32(x, weights, bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 3, 2))
+    with pytest.raises(ValueError, match="do not fit 8 channels"):  # not rounded up to 16
         depthwise_conv_f32(
-            x, np.zeros((3, 3, 16), np.float32), Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2)
+            x, np.zeros((3, 3, 8), np.float32), bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2)
         )
+    with pytest.raises(ValueError, match="not built or not supported"):
+        depthwise_conv_f32(x, weights, bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2), path=99)
 
 
 # ---------------------------------------------------------- the C conv kernel

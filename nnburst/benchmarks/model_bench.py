@@ -9,7 +9,9 @@ process behind a ``multiprocessing.Pipe``), then nnburst's runner
 burst) and on a driver service's device (synchronous, then a burst).
 nnburst's outputs are first checked against the peer's (the CTS's relaxed
 tolerance, ±1 for quantized outputs); a path that disagrees is reported and
-not timed.  numpy's BLAS is limited to one thread, as the peers are.
+not timed.  numpy's BLAS is limited to one thread, as the peers are.  The
+rows take turns, a slice of their time each, so that a machine whose speed
+drifts (a VM's does) slows them alike.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from .stats import LatencyStats, latency_table
 LITERT = "LiteRT in-process"
 ONNXRUNTIME = "onnxruntime in-process"
 DEFAULT_DURATION_S = 2.0
+#: slices per row, the rows taking turns (see :func:`time_in_turns`)
+TURNS = 6
 
 Peer = Callable[..., list[np.ndarray]]
 
@@ -101,16 +105,25 @@ def disagreement(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str |
     return None
 
 
-def time_calls(name: str, call: Callable[[], object], seconds: float) -> LatencyStats:
-    for _ in range(3):  # warm caches and lazily built state
-        call()
-    samples = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        start = time.perf_counter_ns()
-        call()
-        samples.append(time.perf_counter_ns() - start)
-    return LatencyStats.from_ns(name, samples)
+def time_in_turns(
+    calls: list[tuple[str, Callable[[], object]]], seconds: float, turns: int = TURNS
+) -> list[LatencyStats]:
+    """Each call timed for ``seconds`` in all, in ``turns`` slices taken one call
+    after another, so that a machine whose speed drifts slows every row alike."""
+    for _, call in calls:
+        for _ in range(3):  # warm caches and lazily built state
+            call()
+    samples: dict[str, list[int]] = {name: [] for name, _ in calls}
+    for _ in range(turns):
+        for name, call in calls:
+            end = time.perf_counter() + seconds / turns
+            while True:
+                start = time.perf_counter_ns()
+                call()
+                samples[name].append(time.perf_counter_ns() - start)
+                if time.perf_counter() >= end:
+                    break
+    return [LatencyStats.from_ns(name, samples[name]) for name, _ in calls]
 
 
 def _importer(
@@ -133,7 +146,7 @@ def run(
     """The rows, one note per path that was not timed (and why), and the peer's row name."""
     runner_class, loaded, peer_name, peer, extra = _importer(path, Path(path).read_bytes())
     inputs = random_inputs(loaded.inputs)
-    rows: list[LatencyStats] = []
+    calls: list[tuple[str, Callable[[], object]]] = []
     notes: list[str] = []
     with contextlib.ExitStack() as stack:
         stack.enter_context(threadpoolctl.threadpool_limits(limits=1, user_api="blas"))
@@ -141,37 +154,37 @@ def run(
         if peer is None:
             notes.append(f"{peer_name}: not installed (pip install 'nnburst[{extra}]')")
         else:
-            rows.append(time_calls(peer_name, lambda: peer(*inputs), seconds))
+            calls.append((peer_name, lambda: peer(*inputs)))
         if peer is not None and want is not None and str(path).endswith(".onnx"):
             from .peers import VIA_PIPE, pipe_session
 
             outputs = [(w.dtype, w.shape) for w in want]
-            with pipe_session(str(path), inputs, outputs) as call:
-                rows.append(time_calls(VIA_PIPE, lambda: call(inputs), seconds))
+            call = stack.enter_context(pipe_session(str(path), inputs, outputs))
+            calls.append((VIA_PIPE, lambda: call(inputs)))
 
-        def timed(name: str, device: Device, burst: bool) -> None:
-            with runner_class(loaded, device, burst=burst, cache_dir=None) as runner:
-                why = disagreement(runner(*inputs), want) if want is not None else None
-                if why:
-                    notes.append(
-                        f"{name}: not timed, its outputs differ from {peer_name}'s ({why})"
-                    )
-                    return
-                rows.append(time_calls(name, lambda: runner(*inputs), seconds))
+        def add(name: str, device: Device, burst: bool) -> None:
+            runner = stack.enter_context(runner_class(loaded, device, burst=burst, cache_dir=None))
+            why = disagreement(runner(*inputs), want) if want is not None else None
+            if why:
+                notes.append(f"{name}: not timed, its outputs differ from {peer_name}'s ({why})")
+            else:
+                calls.append((name, lambda: runner(*inputs)))
 
         cpu = next(d for d in get_devices() if d.name == "nnburst-reference")
-        timed("compute in-process", cpu, False)
-        timed("burst in-process", cpu, True)
+        add("compute in-process", cpu, False)
+        add("burst in-process", cpu, True)
         device = stack.enter_context(driver_service())
-        timed("sync service", device, False)
-        timed("burst service", device, True)
+        add("sync service", device, False)
+        add("burst service", device, True)
+        rows = time_in_turns(calls, seconds)
     return rows, notes, peer_name
 
 
 def main(path: str | Path, seconds: float = DEFAULT_DURATION_S) -> None:
     rows, notes, peer = run(path, seconds)
     print(
-        f"{Path(path).name}: one execution per call, {seconds:g} s per row, BLAS and {peer} on one thread"
+        f"{Path(path).name}: one execution per call, {seconds:g} s per row in {TURNS} turns"
+        f" (the rows take turns), BLAS and {peer} on one thread"
     )
     print(latency_table(rows, baseline=peer if any(r.name == peer for r in rows) else None))
     for note in notes:

@@ -26,7 +26,8 @@ POOL_SUM = lib.NNB_POOL_SUM
 def _window_shape(
     x: np.ndarray, filter_hw: tuple[int, int], win: Window2D, out_c: int, padded: bool = False
 ) -> Any:
-    """The C struct for ``x`` [N, H, W, C]; ``padded``: C adds ``win``'s zero padding."""
+    """The C struct for ``x`` [N, H, W, C]; ``padded``: C adds ``win``'s zero padding
+    (otherwise its pads are 0: ``x`` has them already)."""
     n, in_h, in_w, in_c = x.shape
     return ffi.new(
         "struct nnb_window_shape *",
@@ -87,12 +88,6 @@ def conv_f32(
     out = np.empty((n, win.out_h, win.out_w, depth_out), np.float32)
     if out.size == 0:
         return out
-    unpadded = not (win.pad_top or win.pad_bottom or win.pad_left or win.pad_right)
-    if filter_hw == (1, 1) and win.stride_h == win.stride_w == 1 and unpadded:
-        # A 1x1 window over every pixel: the whole batch is one long row.
-        row = out.size // depth_out
-        x = x.reshape(1, 1, row, depth_in)
-        win = Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, row)
     rc = lib.nnb_conv_f32(
         _floats(x),
         _window_shape(x, filter_hw, win, depth_out, padded=True),
@@ -113,36 +108,54 @@ def conv_f32(
     return out
 
 
-def depthwise_conv_f32(padded: np.ndarray, weights: np.ndarray, win: Window2D) -> np.ndarray:
-    """DEPTHWISE_CONV_2D: ``padded`` [N, H, W, C], ``weights`` [FH, FW, C] -> [N, OH, OW, C]."""
-    padded = np.ascontiguousarray(padded, dtype=np.float32)
-    weights = np.ascontiguousarray(weights, dtype=np.float32)
-    n, in_h, in_w, channels = padded.shape
-    if weights.ndim != 3 or weights.shape[2] != channels:
-        raise ValueError(f"depthwise weights {weights.shape} do not fit {channels} channels")
+def depthwise_conv_f32(
+    x: np.ndarray,
+    weights: np.ndarray,
+    bias: np.ndarray,
+    win: Window2D,
+    lo: float = -np.inf,
+    hi: float = np.inf,
+    path: int = 0,
+) -> np.ndarray:
+    """DEPTHWISE_CONV_2D (depth multiplier 1): ``x`` [N, H, W, C], ``weights``
+    [FH, FW, channels] with channels C rounded up to a multiple of :data:`TILE`
+    (zeros past C), ``bias`` [C] -> [N, OH, OW, C], clamped to [lo, hi].
+
+    ``x`` is copied once into a buffer with ``win``'s zero padding and the
+    channels rounded up, so that C loads whole tiles only; ``path`` as for
+    :func:`conv_f32`."""
+    n, in_h, in_w, depth = x.shape
+    channels = -(-depth // TILE) * TILE
+    if weights.dtype != np.float32 or weights.ndim != 3 or weights.shape[2] != channels:
+        raise ValueError(f"depthwise weights {weights.shape} do not fit {depth} channels")
+    weights = np.ascontiguousarray(weights)
     filter_h, filter_w, _ = weights.shape
-    out = np.empty((n, win.out_h, win.out_w, channels), np.float32)
+    padded_bias = np.zeros(channels, np.float32)
+    padded_bias[:depth] = bias
+    top, left = win.pad_top, win.pad_left
+    shape = (n, in_h + top + win.pad_bottom, in_w + left + win.pad_right, channels)
+    if shape == x.shape and x.dtype == np.float32 and x.flags.c_contiguous:
+        padded = x
+    else:
+        padded = np.zeros(shape, np.float32)
+        padded[:, top : top + in_h, left : left + in_w, :depth] = x
+    out = np.empty((n, win.out_h, win.out_w, depth), np.float32)
     if out.size == 0:
         return out
     rc = lib.nnb_depthwise_conv_f32(
         _floats(padded),
-        n,
-        in_h,
-        in_w,
-        channels,
+        _window_shape(padded, (filter_h, filter_w), win, depth),  # padded here: no pads for C
         _floats(weights),
-        filter_h,
-        filter_w,
-        win.stride_h,
-        win.stride_w,
-        win.dilation_h,
-        win.dilation_w,
+        _floats(padded_bias),
+        lo,
+        hi,
         _floats(out),
-        win.out_h,
-        win.out_w,
+        path,
     )
+    if rc == -errno.ENOTSUP:
+        raise ValueError(f"depthwise path {path} is not built or not supported by this CPU")
     if rc:
-        raise ValueError(f"depthwise window {win} does not fit the input {padded.shape}")
+        raise ValueError(f"depthwise window {win} does not fit the input {x.shape}")
     return out
 
 

@@ -1,0 +1,233 @@
+/* The convolution loops of kernels.c, written once for every machine.
+ *
+ * kernels.c includes this file once per machine, with these defined:
+ *   VEC, VEC_MASK  a float vector type and its int32 mask type of LANES
+ *                  lanes, the target's native width (GCC lowers a wider
+ *                  vector for a narrower target through memory, 17x
+ *                  slower: this is why the loops are not written once
+ *                  with 16-lane vectors for all)
+ *   LANES          4 (SSE, NEON), 8 (AVX2) or 16 (AVX-512)
+ *   TARGET         the entry points' function attribute (or nothing)
+ *   NAME(name)     name with the machine's suffix
+ *   CONV_PIXELS, CONV_TILES, DEPTHWISE_PIXELS
+ *                  block sizes that fit the machine's vector registers
+ * and defines NAME(conv) and NAME(depthwise), the loops of nnb_conv_f32
+ * and nnb_depthwise_conv_f32 (whose checks come first).  A tile is the 16
+ * channels of the weights' layout: PARTS vectors. */
+
+#define PARTS (TILE / LANES)
+
+/* Stores the first count lanes of part (all of them from LANES on), each
+ * below lo as lo and each above hi as hi; NaN stays NaN (as numpy's maximum
+ * and minimum).  Lane masks, since C has no ?: on vectors.  Always inlined,
+ * so passing a vector costs nothing and changes no ABI (hence the pragma
+ * for GCC's note on one). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+static inline __attribute__((always_inline)) void NAME(store_part)(float *o, VEC part, float lo,
+                                                                   float hi, int64_t count) {
+    const VEC low = (VEC){0} + lo, high = (VEC){0} + hi;
+    const VEC_MASK below = part < low, above = part > high;
+    VEC_MASK bits = (VEC_MASK)part;
+    bits = (bits & ~below) | ((VEC_MASK)low & below);
+    bits = (bits & ~above) | ((VEC_MASK)high & above);
+    if (count >= LANES) {
+        memcpy(o, &bits, sizeof bits); /* one vector store */
+    } else { /* a copy, so that bits itself needs no address (a stack slot) */
+        float lanes[LANES];
+        memcpy(lanes, &bits, sizeof lanes);
+        memcpy(o, lanes, count * sizeof(float));
+    }
+}
+#pragma GCC diagnostic pop
+
+/* One filter tap for a block of PIXELS pixels x TILES tiles: every input
+ * channel's weight tiles times each pixel's value, the value broadcast.
+ * Pixel p's values start at first + p * step, or, when source is given,
+ * at source[p] (a block at the input's edge). */
+static inline __attribute__((always_inline)) void NAME(conv_taps)(
+    VEC acc[MAX_PIXELS][MAX_TILES * TILE / 4], const float *first, int64_t step,
+    const float *const *source, int64_t c_in, const float *restrict w, int64_t weight_cols,
+    const int PIXELS, const int TILES) {
+    for (int64_t c = 0; c < c_in; c++, w += weight_cols) {
+        VEC w_parts[MAX_TILES * TILE / 4];
+#pragma GCC unroll 8
+        for (int k = 0; k < TILES * PARTS; k++) memcpy(&w_parts[k], w + k * LANES, sizeof(VEC));
+#pragma GCC unroll 16
+        for (int p = 0; p < PIXELS; p++) {
+            const float value = source ? source[p][c] : first[p * step + c];
+#pragma GCC unroll 8
+            for (int k = 0; k < TILES * PARTS; k++) acc[p][k] += value * w_parts[k];
+        }
+    }
+}
+
+/* Sums for PIXELS consecutive output pixels of row y and TILES tiles of
+ * output channels from t0: one register block.  PIXELS and TILES are
+ * constants at every call, so the sums stay in registers.  Padding is
+ * implicit: a row of taps above or below the input adds nothing and is
+ * skipped; in a block with a pixel whose taps reach left or right of the
+ * input, that pixel reads a row of zeros there instead. */
+static inline __attribute__((always_inline)) void NAME(conv_block)(
+    const float *restrict in, const struct nnb_window_shape *s, const float *restrict weights,
+    int64_t weight_cols, const float *restrict bias, float lo, float hi, float *restrict out,
+    const float *zeros, int64_t b, int64_t y, int64_t x, int64_t t0, const int PIXELS,
+    const int TILES) {
+    /* Fixed sizes: a variable-length array would stay in memory. */
+    VEC acc[MAX_PIXELS][MAX_TILES * TILE / 4];
+#pragma GCC unroll 8
+    for (int k = 0; k < TILES * PARTS; k++) {
+        const int64_t first = t0 + k * LANES;
+        const int64_t count = s->out_c - first < LANES ? s->out_c - first : LANES;
+        VEC start = {0};
+        if (count == LANES)
+            memcpy(&start, bias + first, sizeof start); /* one vector load */
+        else if (count > 0)
+            memcpy(&start, bias + first, count * sizeof(float));
+#pragma GCC unroll 16
+        for (int p = 0; p < PIXELS; p++) acc[p][k] = start;
+    }
+    const int64_t c_in = s->in_c, top = y * s->stride_h - s->pad_top;
+    const int64_t left = x * s->stride_w - s->pad_left;
+    const int inside = left >= 0 && left + (PIXELS - 1) * s->stride_w +
+                                            (s->filter_w - 1) * s->dilation_w < s->in_w;
+    for (int64_t i = 0; i < s->filter_h; i++) {
+        const int64_t in_y = top + i * s->dilation_h;
+        if (in_y < 0 || in_y >= s->in_h) continue;
+        const float *row = in + (b * s->in_h + in_y) * s->in_w * c_in;
+        for (int64_t j = 0; j < s->filter_w; j++) {
+            const float *w = weights + (i * s->filter_w + j) * c_in * weight_cols + t0;
+            const int64_t tap_x = left + j * s->dilation_w;
+            if (inside) {
+                NAME(conv_taps)(acc, row + tap_x * c_in, s->stride_w * c_in, NULL, c_in, w,
+                                weight_cols, PIXELS, TILES);
+                continue;
+            }
+            const float *source[MAX_PIXELS];
+#pragma GCC unroll 16
+            for (int p = 0; p < PIXELS; p++) {
+                const int64_t in_x = tap_x + p * s->stride_w;
+                source[p] = in_x >= 0 && in_x < s->in_w ? row + in_x * c_in : zeros;
+            }
+            NAME(conv_taps)(acc, NULL, 0, source, c_in, w, weight_cols, PIXELS, TILES);
+        }
+    }
+    for (int p = 0; p < PIXELS; p++) {
+        float *o = out + ((b * s->out_h + y) * s->out_w + x + p) * s->out_c;
+        for (int k = 0; k < TILES * PARTS; k++) {
+            const int64_t first = t0 + k * LANES;
+            if (first >= s->out_c) break;
+            NAME(store_part)(o + first, acc[p][k], lo, hi, s->out_c - first);
+        }
+    }
+}
+
+/* Channel tile t0's TILES tiles for every pixel of row y, PIXELS at a
+ * time.  The row's last block ends at the row's end and overlaps the one
+ * before it (recomputing a few pixels to the same values), so no pixel is
+ * left to a slow block of one; rows shorter than PIXELS go 1 at a time. */
+static inline __attribute__((always_inline)) void NAME(conv_row)(
+    const float *in, const struct nnb_window_shape *s, const float *weights, int64_t weight_cols,
+    const float *bias, float lo, float hi, float *out, const float *zeros, int64_t b, int64_t y,
+    int64_t t0, const int PIXELS, const int TILES) {
+    const int64_t width = s->out_w;
+    if (width >= PIXELS) {
+        for (int64_t x = 0; x < width; x += PIXELS)
+            NAME(conv_block)(in, s, weights, weight_cols, bias, lo, hi, out, zeros, b, y,
+                             x + PIXELS <= width ? x : width - PIXELS, t0, PIXELS, TILES);
+        return;
+    }
+    for (int64_t x = 0; x < width; x++)
+        NAME(conv_block)(in, s, weights, weight_cols, bias, lo, hi, out, zeros, b, y, x, t0, 1,
+                         TILES);
+}
+
+/* Every output row: its channel tiles CONV_TILES at a time, CONV_PIXELS
+ * pixels per block, then a last odd tile with CONV_PIXELS x CONV_TILES
+ * pixels per block, which keeps as many sums in registers. */
+TARGET static void NAME(conv)(const float *in, const struct nnb_window_shape *s,
+                              const float *weights, int64_t weight_cols, const float *bias,
+                              float lo, float hi, float *out, const float *zeros) {
+    const int64_t tiles = (s->out_c + TILE - 1) / TILE;
+    for (int64_t b = 0; b < s->batches; b++)
+        for (int64_t y = 0; y < s->out_h; y++) {
+            int64_t t = 0;
+            for (; t + CONV_TILES <= tiles; t += CONV_TILES)
+                NAME(conv_row)(in, s, weights, weight_cols, bias, lo, hi, out, zeros, b, y,
+                               t * TILE, CONV_PIXELS, CONV_TILES);
+            for (; t < tiles; t++)
+                NAME(conv_row)(in, s, weights, weight_cols, bias, lo, hi, out, zeros, b, y,
+                               t * TILE, CONV_PIXELS * CONV_TILES, 1);
+        }
+}
+
+/* Depthwise: PIXELS consecutive output pixels of row y, channels c0 to
+ * c0 + 15.  Every channel reads only itself, so each weight tile loaded
+ * feeds every pixel of the block; the input is padded (rows, columns and
+ * channels up to s->in_c, a multiple of 16), so every load is a whole tile. */
+static inline __attribute__((always_inline)) void NAME(depthwise_block)(
+    const float *restrict in, const struct nnb_window_shape *s, const float *restrict weights,
+    const float *restrict bias, float lo, float hi, float *restrict out, int64_t b, int64_t y,
+    int64_t x, int64_t c0, const int PIXELS) {
+    VEC acc[MAX_PIXELS][PARTS];
+#pragma GCC unroll 4
+    for (int k = 0; k < PARTS; k++) {
+        VEC start;
+        memcpy(&start, bias + c0 + k * LANES, sizeof start);
+#pragma GCC unroll 16
+        for (int p = 0; p < PIXELS; p++) acc[p][k] = start;
+    }
+    const int64_t c_stride = s->in_c, pixel_step = s->stride_w * c_stride;
+    for (int64_t i = 0; i < s->filter_h; i++) {
+        const float *row = in + ((b * s->in_h + y * s->stride_h + i * s->dilation_h) * s->in_w +
+                                 x * s->stride_w) * c_stride + c0;
+        for (int64_t j = 0; j < s->filter_w; j++) {
+            const float *first = row + j * s->dilation_w * c_stride;
+            const float *w = weights + (i * s->filter_w + j) * c_stride + c0;
+#pragma GCC unroll 4
+            for (int k = 0; k < PARTS; k++) {
+                VEC w_part;
+                memcpy(&w_part, w + k * LANES, sizeof w_part);
+#pragma GCC unroll 16
+                for (int p = 0; p < PIXELS; p++) {
+                    VEC value;
+                    memcpy(&value, first + p * pixel_step + k * LANES, sizeof value);
+                    acc[p][k] += value * w_part;
+                }
+            }
+        }
+    }
+    for (int p = 0; p < PIXELS; p++) {
+        float *o = out + ((b * s->out_h + y) * s->out_w + x + p) * s->out_c;
+        for (int k = 0; k < PARTS; k++) {
+            const int64_t first = c0 + k * LANES;
+            if (first >= s->out_c) break;
+            NAME(store_part)(o + first, acc[p][k], lo, hi, s->out_c - first);
+        }
+    }
+}
+
+/* Every output pixel, DEPTHWISE_PIXELS at a time along each row (the last
+ * block overlapping, as conv_row's), each channel tile in turn. */
+TARGET static void NAME(depthwise)(const float *in, const struct nnb_window_shape *s,
+                                   const float *weights, const float *bias, float lo, float hi,
+                                   float *out) {
+    const int64_t width = s->out_w;
+    for (int64_t b = 0; b < s->batches; b++)
+        for (int64_t y = 0; y < s->out_h; y++) {
+            if (width < DEPTHWISE_PIXELS) {
+                for (int64_t x = 0; x < width; x++)
+                    for (int64_t c0 = 0; c0 < s->out_c; c0 += TILE)
+                        NAME(depthwise_block)(in, s, weights, bias, lo, hi, out, b, y, x, c0, 1);
+                continue;
+            }
+            for (int64_t x = 0; x < width; x += DEPTHWISE_PIXELS) {
+                const int64_t at = x + DEPTHWISE_PIXELS <= width ? x : width - DEPTHWISE_PIXELS;
+                for (int64_t c0 = 0; c0 < s->out_c; c0 += TILE)
+                    NAME(depthwise_block)(in, s, weights, bias, lo, hi, out, b, y, at, c0,
+                                          DEPTHWISE_PIXELS);
+            }
+        }
+}
+
+#undef PARTS
