@@ -61,6 +61,26 @@ def test_a_reusable_execution_reads_its_inputs_at_every_computation():
             np.testing.assert_array_equal(out, expected(A + k, B))
 
 
+def test_an_intermediate_is_dropped_once_its_last_reader_has_run():
+    """ADD's result is read by MUL only: a run drops it right after MUL (its
+    memory goes back to the allocator while still in cache), keeps the model's
+    output, and leaves the inputs and constants alone."""
+    from nnburst.cpu.executor import PreparedModel
+
+    model = add_mul_model().model.hal_model
+    main = PreparedModel(model).main
+    summed = main.operations[0].outputs[0]
+    out = main.subgraph.output_indexes[0]
+    values = main.initial_values.copy()
+    for index, value in zip(main.subgraph.input_indexes, (A, B)):
+        values[index] = value
+    main._run_operations(values, None, None)
+    assert values[summed] is None
+    np.testing.assert_array_equal(values[out], expected(A, B))
+    assert [values[i] is not None for i in main.subgraph.input_indexes] == [True, True]
+    assert main.run([A, B])[0].tolist() == expected(A, B).tolist()
+
+
 def test_float_overflow_is_a_result_whatever_the_callers_numpy_error_state():
     """Overflow to inf is defined NNAPI behaviour: an execution must not raise or warn
     even where the caller made numpy raise, on any thread, and must leave the
