@@ -44,15 +44,17 @@ static inline __attribute__((always_inline)) void NAME(store_part)(float *o, VEC
 /* One filter tap for a block of PIXELS pixels x TILES tiles: every input
  * channel's weight tiles times each pixel's value, the value broadcast.
  * Pixel p's values start at first + p * step, or, when source is given,
- * at source[p] (a block at the input's edge). */
+ * at source[p] (a block at the input's edge); tile t's weights at column
+ * cols[t]. */
 static inline __attribute__((always_inline)) void NAME(conv_taps)(
     VEC acc[MAX_PIXELS][MAX_TILES * TILE / 4], const float *first, int64_t step,
     const float *const *source, int64_t c_in, const float *restrict w, int64_t weight_cols,
-    const int PIXELS, const int TILES) {
+    const int64_t *cols, const int PIXELS, const int TILES) {
     for (int64_t c = 0; c < c_in; c++, w += weight_cols) {
         VEC w_parts[MAX_TILES * TILE / 4];
 #pragma GCC unroll 8
-        for (int k = 0; k < TILES * PARTS; k++) memcpy(&w_parts[k], w + k * LANES, sizeof(VEC));
+        for (int k = 0; k < TILES * PARTS; k++)
+            memcpy(&w_parts[k], w + cols[k / PARTS] + k % PARTS * LANES, sizeof(VEC));
 #pragma GCC unroll 16
         for (int p = 0; p < PIXELS; p++) {
             const float value = source ? source[p][c] : first[p * step + c];
@@ -73,11 +75,23 @@ static inline __attribute__((always_inline)) void NAME(conv_block)(
     int64_t weight_cols, const float *restrict bias, float lo, float hi, float *restrict out,
     const float *zeros, int64_t b, int64_t y, int64_t x, int64_t t0, const int PIXELS,
     const int TILES) {
+    /* Each tile's first output channel.  A tile that would run past the last
+     * channel ends at it instead, overlapping the tile before (recomputing a
+     * few channels to the same values), so that every store is a whole
+     * vector: a store of a few lanes is a call to memcpy, which took 80% of
+     * a 24-channel layer's time.  Only a layer of under 16 channels keeps a
+     * partial tile. */
+    int64_t cols[MAX_TILES];
+#pragma GCC unroll 2
+    for (int t = 0; t < TILES; t++) {
+        cols[t] = t0 + t * TILE;
+        if (s->out_c >= TILE && cols[t] + TILE > s->out_c) cols[t] = s->out_c - TILE;
+    }
     /* Fixed sizes: a variable-length array would stay in memory. */
     VEC acc[MAX_PIXELS][MAX_TILES * TILE / 4];
 #pragma GCC unroll 8
     for (int k = 0; k < TILES * PARTS; k++) {
-        const int64_t first = t0 + k * LANES;
+        const int64_t first = cols[k / PARTS] + k % PARTS * LANES;
         const int64_t count = s->out_c - first < LANES ? s->out_c - first : LANES;
         VEC start = {0};
         if (count == LANES)
@@ -96,11 +110,11 @@ static inline __attribute__((always_inline)) void NAME(conv_block)(
         if (in_y < 0 || in_y >= s->in_h) continue;
         const float *row = in + (b * s->in_h + in_y) * s->in_w * c_in;
         for (int64_t j = 0; j < s->filter_w; j++) {
-            const float *w = weights + (i * s->filter_w + j) * c_in * weight_cols + t0;
+            const float *w = weights + (i * s->filter_w + j) * c_in * weight_cols;
             const int64_t tap_x = left + j * s->dilation_w;
             if (inside) {
                 NAME(conv_taps)(acc, row + tap_x * c_in, s->stride_w * c_in, NULL, c_in, w,
-                                weight_cols, PIXELS, TILES);
+                                weight_cols, cols, PIXELS, TILES);
                 continue;
             }
             const float *source[MAX_PIXELS];
@@ -109,13 +123,13 @@ static inline __attribute__((always_inline)) void NAME(conv_block)(
                 const int64_t in_x = tap_x + p * s->stride_w;
                 source[p] = in_x >= 0 && in_x < s->in_w ? row + in_x * c_in : zeros;
             }
-            NAME(conv_taps)(acc, NULL, 0, source, c_in, w, weight_cols, PIXELS, TILES);
+            NAME(conv_taps)(acc, NULL, 0, source, c_in, w, weight_cols, cols, PIXELS, TILES);
         }
     }
     for (int p = 0; p < PIXELS; p++) {
         float *o = out + ((b * s->out_h + y) * s->out_w + x + p) * s->out_c;
         for (int k = 0; k < TILES * PARTS; k++) {
-            const int64_t first = t0 + k * LANES;
+            const int64_t first = cols[k / PARTS] + k % PARTS * LANES;
             if (first >= s->out_c) break;
             NAME(store_part)(o + first, acc[p][k], lo, hi, s->out_c - first);
         }
@@ -215,17 +229,18 @@ TARGET static void NAME(depthwise)(const float *in, const struct nnb_window_shap
     const int64_t width = s->out_w;
     for (int64_t b = 0; b < s->batches; b++)
         for (int64_t y = 0; y < s->out_h; y++) {
-            if (width < DEPTHWISE_PIXELS) {
-                for (int64_t x = 0; x < width; x++)
-                    for (int64_t c0 = 0; c0 < s->out_c; c0 += TILE)
+            for (int64_t c = 0; c < s->out_c; c += TILE) {
+                /* A last tile past the last channel ends at it (see conv_block). */
+                const int64_t c0 = s->out_c >= TILE && c + TILE > s->out_c ? s->out_c - TILE : c;
+                if (width < DEPTHWISE_PIXELS) {
+                    for (int64_t x = 0; x < width; x++)
                         NAME(depthwise_block)(in, s, weights, bias, lo, hi, out, b, y, x, c0, 1);
-                continue;
-            }
-            for (int64_t x = 0; x < width; x += DEPTHWISE_PIXELS) {
-                const int64_t at = x + DEPTHWISE_PIXELS <= width ? x : width - DEPTHWISE_PIXELS;
-                for (int64_t c0 = 0; c0 < s->out_c; c0 += TILE)
-                    NAME(depthwise_block)(in, s, weights, bias, lo, hi, out, b, y, at, c0,
-                                          DEPTHWISE_PIXELS);
+                    continue;
+                }
+                for (int64_t x = 0; x < width; x += DEPTHWISE_PIXELS)
+                    NAME(depthwise_block)(in, s, weights, bias, lo, hi, out, b, y,
+                                          x + DEPTHWISE_PIXELS <= width ? x : width - DEPTHWISE_PIXELS,
+                                          c0, DEPTHWISE_PIXELS);
             }
         }
 }
