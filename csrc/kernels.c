@@ -193,27 +193,32 @@ int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const fl
 }
 
 int nnb_depthwise_conv_f32(const float *in, const struct nnb_window_shape *shape,
-                           const float *weights, const float *bias, float lo, float hi,
-                           float *out, int path) {
+                           const float *weights, int64_t weight_c, const float *bias, float lo,
+                           float hi, float *out, int path) {
     if (in == NULL || shape == NULL || weights == NULL || bias == NULL || out == NULL)
         return -EINVAL;
     const struct nnb_window_shape s = *shape;
-    if (s.batches < 1 || s.out_c < 1 || s.in_c < s.out_c || s.in_c % TILE != 0 || s.pad_top ||
-        s.pad_bottom || s.pad_left || s.pad_right)
+    if (s.batches < 1 || s.out_c < 1 || s.in_c < TILE || s.in_c < s.out_c ||
+        weight_c < s.out_c || weight_c % TILE != 0)
         return -EINVAL;
-    if (!window_fits(s.in_h, s.out_h, s.filter_h, s.stride_h, s.dilation_h) ||
-        !window_fits(s.in_w, s.out_w, s.filter_w, s.stride_w, s.dilation_w))
+    if (!padded_window_fits(s.in_h, s.pad_top, s.pad_bottom, s.out_h, s.filter_h, s.stride_h,
+                            s.dilation_h) ||
+        !padded_window_fits(s.in_w, s.pad_left, s.pad_right, s.out_w, s.filter_w, s.stride_w,
+                            s.dilation_w))
         return -EINVAL;
     path = machine_path(path);
     if (path < 0) return path;
+    float *zeros = calloc((size_t)s.in_c, sizeof(float)); /* the columns of the padding */
+    if (zeros == NULL) return -ENOMEM;
 #ifdef CONV_DISPATCH
     if (path == NNB_CONV_AVX512)
-        depthwise_avx512(in, &s, weights, bias, lo, hi, out);
+        depthwise_avx512(in, &s, weights, weight_c, bias, lo, hi, out, zeros);
     else if (path == NNB_CONV_AVX2)
-        depthwise_avx2(in, &s, weights, bias, lo, hi, out);
+        depthwise_avx2(in, &s, weights, weight_c, bias, lo, hi, out, zeros);
     else
 #endif
-        depthwise_portable(in, &s, weights, bias, lo, hi, out);
+        depthwise_portable(in, &s, weights, weight_c, bias, lo, hi, out, zeros);
+    free(zeros);
     return 0;
 }
 

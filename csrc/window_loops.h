@@ -177,12 +177,13 @@ TARGET static void NAME(conv)(const float *in, const struct nnb_window_shape *s,
 
 /* Depthwise: PIXELS consecutive output pixels of row y, channels c0 to
  * c0 + 15.  Every channel reads only itself, so each weight tile loaded
- * feeds every pixel of the block; the input is padded (rows, columns and
- * channels up to s->in_c, a multiple of 16), so every load is a whole tile. */
+ * feeds every pixel of the block.  Padding is implicit, as in conv_block:
+ * rows outside the input are skipped, a pixel whose tap falls left or right
+ * of it reads a row of zeros. */
 static inline __attribute__((always_inline)) void NAME(depthwise_block)(
     const float *restrict in, const struct nnb_window_shape *s, const float *restrict weights,
-    const float *restrict bias, float lo, float hi, float *restrict out, int64_t b, int64_t y,
-    int64_t x, int64_t c0, const int PIXELS) {
+    int64_t weight_c, const float *restrict bias, float lo, float hi, float *restrict out,
+    const float *zeros, int64_t b, int64_t y, int64_t x, int64_t c0, const int PIXELS) {
     VEC acc[MAX_PIXELS][PARTS];
 #pragma GCC unroll 4
     for (int k = 0; k < PARTS; k++) {
@@ -191,13 +192,23 @@ static inline __attribute__((always_inline)) void NAME(depthwise_block)(
 #pragma GCC unroll 16
         for (int p = 0; p < PIXELS; p++) acc[p][k] = start;
     }
-    const int64_t c_stride = s->in_c, pixel_step = s->stride_w * c_stride;
+    const int64_t c_in = s->in_c, top = y * s->stride_h - s->pad_top;
+    const int64_t left = x * s->stride_w - s->pad_left;
+    const int inside = left >= 0 && left + (PIXELS - 1) * s->stride_w +
+                                            (s->filter_w - 1) * s->dilation_w < s->in_w;
     for (int64_t i = 0; i < s->filter_h; i++) {
-        const float *row = in + ((b * s->in_h + y * s->stride_h + i * s->dilation_h) * s->in_w +
-                                 x * s->stride_w) * c_stride + c0;
+        const int64_t in_y = top + i * s->dilation_h;
+        if (in_y < 0 || in_y >= s->in_h) continue;
+        const float *row = in + (b * s->in_h + in_y) * s->in_w * c_in + c0;
         for (int64_t j = 0; j < s->filter_w; j++) {
-            const float *first = row + j * s->dilation_w * c_stride;
-            const float *w = weights + (i * s->filter_w + j) * c_stride + c0;
+            const int64_t tap_x = left + j * s->dilation_w;
+            const float *source[MAX_PIXELS];
+#pragma GCC unroll 16
+            for (int p = 0; p < PIXELS; p++) {
+                const int64_t in_x = tap_x + p * s->stride_w;
+                source[p] = inside || (in_x >= 0 && in_x < s->in_w) ? row + in_x * c_in : zeros;
+            }
+            const float *w = weights + (i * s->filter_w + j) * weight_c + c0;
 #pragma GCC unroll 4
             for (int k = 0; k < PARTS; k++) {
                 VEC w_part;
@@ -205,7 +216,7 @@ static inline __attribute__((always_inline)) void NAME(depthwise_block)(
 #pragma GCC unroll 16
                 for (int p = 0; p < PIXELS; p++) {
                     VEC value;
-                    memcpy(&value, first + p * pixel_step + k * LANES, sizeof value);
+                    memcpy(&value, source[p] + k * LANES, sizeof value);
                     acc[p][k] += value * w_part;
                 }
             }
@@ -222,27 +233,27 @@ static inline __attribute__((always_inline)) void NAME(depthwise_block)(
 }
 
 /* Every output pixel, DEPTHWISE_PIXELS at a time along each row (the last
- * block overlapping, as conv_row's), each channel tile in turn. */
+ * block overlapping, as conv_row's), a channel tile at a time. */
 TARGET static void NAME(depthwise)(const float *in, const struct nnb_window_shape *s,
-                                   const float *weights, const float *bias, float lo, float hi,
-                                   float *out) {
+                                   const float *weights, int64_t weight_c, const float *bias,
+                                   float lo, float hi, float *out, const float *zeros) {
     const int64_t width = s->out_w;
     for (int64_t b = 0; b < s->batches; b++)
-        for (int64_t y = 0; y < s->out_h; y++) {
+        for (int64_t y = 0; y < s->out_h; y++)
             for (int64_t c = 0; c < s->out_c; c += TILE) {
                 /* A last tile past the last channel ends at it (see conv_block). */
                 const int64_t c0 = s->out_c >= TILE && c + TILE > s->out_c ? s->out_c - TILE : c;
                 if (width < DEPTHWISE_PIXELS) {
                     for (int64_t x = 0; x < width; x++)
-                        NAME(depthwise_block)(in, s, weights, bias, lo, hi, out, b, y, x, c0, 1);
+                        NAME(depthwise_block)(in, s, weights, weight_c, bias, lo, hi, out, zeros, b,
+                                              y, x, c0, 1);
                     continue;
                 }
                 for (int64_t x = 0; x < width; x += DEPTHWISE_PIXELS)
-                    NAME(depthwise_block)(in, s, weights, bias, lo, hi, out, b, y,
+                    NAME(depthwise_block)(in, s, weights, weight_c, bias, lo, hi, out, zeros, b, y,
                                           x + DEPTHWISE_PIXELS <= width ? x : width - DEPTHWISE_PIXELS,
                                           c0, DEPTHWISE_PIXELS);
             }
-        }
 }
 
 #undef PARTS

@@ -149,6 +149,7 @@ class _Lib:
         in_: CData,
         shape: CData,
         weights: CData,
+        weight_c: int,
         bias: CData,
         lo: float,
         hi: float,

@@ -507,6 +507,8 @@ def test_c_depthwise_kernel_refuses_what_does_not_fit():
     bias = np.zeros(8, np.float32)
     with pytest.raises(ValueError, match="does not fit the input"):  # rows 0..4 of 4
         depthwise_conv_f32(x, weights, bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 3, 2))
+    with pytest.raises(ValueError, match="does not fit the input"):  # rows -1..4 of 4, pad 1
+        depthwise_conv_f32(x, weights, bias, Window2D(1, 0, 1, 0, 1, 1, 1, 1, 4, 3))
     with pytest.raises(ValueError, match="do not fit 8 channels"):  # not rounded up to 16
         depthwise_conv_f32(
             x, np.zeros((3, 3, 8), np.float32), bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2)

@@ -117,35 +117,35 @@ def depthwise_conv_f32(
     hi: float = np.inf,
     path: int = 0,
 ) -> np.ndarray:
-    """DEPTHWISE_CONV_2D (depth multiplier 1): ``x`` [N, H, W, C], ``weights``
-    [FH, FW, channels] with channels C rounded up to a multiple of :data:`TILE`
-    (zeros past C), ``bias`` [C] -> [N, OH, OW, C], clamped to [lo, hi].
-
-    ``x`` is copied once into a buffer with ``win``'s zero padding and the
-    channels rounded up, so that C loads whole tiles only; ``path`` as for
-    :func:`conv_f32`."""
+    """DEPTHWISE_CONV_2D (depth multiplier 1): ``x`` [N, H, W, C] (unpadded: C
+    reads zeros for ``win``'s padding), ``weights`` [FH, FW, columns] with
+    columns a multiple of :data:`TILE` (zeros past C), ``bias`` [C] -> [N, OH,
+    OW, C], clamped to [lo, hi].  ``path`` as for :func:`conv_f32`."""
     n, in_h, in_w, depth = x.shape
-    channels = -(-depth // TILE) * TILE
-    if weights.dtype != np.float32 or weights.ndim != 3 or weights.shape[2] != channels:
+    if (
+        weights.dtype != np.float32
+        or weights.ndim != 3
+        or weights.shape[2] < depth
+        or weights.shape[2] % TILE
+    ):
         raise ValueError(f"depthwise weights {weights.shape} do not fit {depth} channels")
     weights = np.ascontiguousarray(weights)
-    filter_h, filter_w, _ = weights.shape
-    padded_bias = np.zeros(channels, np.float32)
-    padded_bias[:depth] = bias
-    top, left = win.pad_top, win.pad_left
-    shape = (n, in_h + top + win.pad_bottom, in_w + left + win.pad_right, channels)
-    if shape == x.shape and x.dtype == np.float32 and x.flags.c_contiguous:
-        padded = x
+    filter_h, filter_w, columns = weights.shape
+    if depth < TILE:  # C loads whole 16-channel tiles: a narrow input gets zero channels
+        source = np.zeros((n, in_h, in_w, TILE), np.float32)
+        source[..., :depth] = x
     else:
-        padded = np.zeros(shape, np.float32)
-        padded[:, top : top + in_h, left : left + in_w, :depth] = x
+        source = np.ascontiguousarray(x, dtype=np.float32)
+    padded_bias = np.zeros(columns, np.float32)
+    padded_bias[:depth] = bias
     out = np.empty((n, win.out_h, win.out_w, depth), np.float32)
     if out.size == 0:
         return out
     rc = lib.nnb_depthwise_conv_f32(
-        _floats(padded),
-        _window_shape(padded, (filter_h, filter_w), win, depth),  # padded here: no pads for C
+        _floats(source),
+        _window_shape(source, (filter_h, filter_w), win, depth, padded=True),
         _floats(weights),
+        columns,
         _floats(padded_bias),
         lo,
         hi,
@@ -154,6 +154,8 @@ def depthwise_conv_f32(
     )
     if rc == -errno.ENOTSUP:
         raise ValueError(f"depthwise path {path} is not built or not supported by this CPU")
+    if rc == -errno.ENOMEM:
+        raise MemoryError(f"no memory for a row of {source.shape[3]} zeros")
     if rc:
         raise ValueError(f"depthwise window {win} does not fit the input {x.shape}")
     return out
