@@ -202,7 +202,7 @@ class Converter(ModelBuilder):
             if fold is None:
                 continue
             inputs = [n for n in node.input if n]
-            if node.op_type in ("Shape", "Size"):
+            if node.op_type in ("Shape", "Size", "EyeLike"):
                 known = inputs[0] in self.constants or self.types.get(inputs[0], (None, None))[1]
                 if not known:
                     continue
@@ -370,6 +370,16 @@ def _fold_div(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.
     return [x / y]
 
 
+@folds("EyeLike")
+def _fold_eye_like(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    """Ones on diagonal k: it depends on the input's shape only."""
+    shape = c.shape(node.input[0])
+    dtype = _DTYPES.get(a["dtype"]) if "dtype" in a else c.dtype(node.input[0])
+    if dtype is None or len(shape) != 2:
+        raise _Unsupported("a type nnburst cannot hold")
+    return [np.eye(shape[0], shape[1], a.get("k", 0), dtype)]
+
+
 @folds("Size")
 def _fold_size(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
     return [np.array(int(np.prod(c.shape(node.input[0]))), np.int64)]
@@ -502,20 +512,28 @@ for _name, _code, _fused in (
 
 @maps("Max", "Min")
 def _max_min(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    if len(node.input) != 2:
-        raise _Unsupported(f"{len(node.input)} inputs (two map)")
+    """A chain of MAXIMUMs (MINIMUMs); one input is the input itself, max(x, x)."""
+    names = [n for n in node.input if n]
+    if len(names) == 1:
+        names = names * 2
     code = OperationCode.MAXIMUM if node.op_type == "Max" else OperationCode.MINIMUM
-    c.add(code, [c.operand(node.input[0]), c.operand(node.input[1])], [_out(c, node)])
+    dtype, shape = c.dtype(node.output[0]), c.shape(names[0])
+    total = c.operand(names[0])
+    for i, name in enumerate(names[1:], start=2):
+        shape = tuple(np.broadcast_shapes(shape, c.shape(name)))
+        target = _out(c, node) if i == len(names) else c.temporary(dtype, shape)
+        c.add(code, [total, c.operand(name)], [target])
+        total = target
 
 
 @maps("Identity", "Dropout")
 def _identity(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if node.op_type == "Dropout":
-        if len(node.output) > 1 and node.output[1]:
-            raise _Unsupported("a mask output")
         training = node.input[2] if len(node.input) > 2 else ""
         if training and (training not in c.constants or bool(c.constants[training].reshape(-1)[0])):
             raise _Unsupported("training mode (random)")
+        if len(node.output) > 1 and node.output[1]:  # inference keeps every element
+            c.constants[node.output[1]] = np.ones(c.shape(node.input[0]), np.bool_)
     c.alias(node.output[0], c.operand(node.input[0]))
 
 
@@ -545,12 +563,30 @@ def _clamp(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[in
 
 @maps("Clip")
 def _clip(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    bounds = [a.get("min"), a.get("max")]
-    for i in (1, 2):
-        if len(node.input) > i and node.input[i]:
-            bounds[i - 1] = float(c.value(node.input[i], "clip bound").reshape(-1)[0])
-    lo, hi = (None if b is None else float(b) for b in bounds)
+    """Constant bounds fold into _clamp; computed ones (one-element tensors) are a
+    MAXIMUM then a MINIMUM with the bound operands, which broadcast."""
     name = node.input[0]
+    given = [node.input[i] if len(node.input) > i else "" for i in (1, 2)]
+    if any(n and n not in c.constants for n in given):
+        shape, dtype = c.shape(name), c.dtype(name)
+        x = c.operand(name)
+        for i, (bound, code) in enumerate(
+            zip(given, (OperationCode.MAXIMUM, OperationCode.MINIMUM))
+        ):
+            if not bound:
+                continue
+            if c.dtype(bound) != dtype or int(np.prod(c.shape(bound))) != 1:
+                raise _Unsupported("a computed bound that is not one element of the input's type")
+            last = i == 1 or not given[1]
+            target = _out(c, node) if last else c.temporary(dtype, shape)
+            c.add(code, [x, c.operand(bound)], [target])
+            x = target
+        return
+    bounds = [a.get("min"), a.get("max")]
+    for i, bound in enumerate(given):
+        if bound:
+            bounds[i] = float(c.value(bound, "clip bound").reshape(-1)[0])
+    lo, hi = (None if b is None else float(b) for b in bounds)
     _clamp(c, c.operand(name), _out(c, node), c.dtype(name), c.shape(name), lo, hi)
 
 
@@ -742,8 +778,11 @@ def _global_pool(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 @maps("BatchNormalization")
 def _batch_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """Inference form: x·s + b with s = scale/√(var+ε), b = B − mean·s, per channel (axis 1)."""
-    if len(node.output) > 1 and any(node.output[1:]):
-        raise _Unsupported("training outputs")
+    if len(node.output) > 1 and any(node.output[1:]) or a.get("training_mode", 0):
+        raise _Unsupported("training mode")
+    if any(n not in c.constants for n in node.input[1:5]):
+        _batch_norm_computed(c, node, a)
+        return
     scale, bias, mean, var = (c.value(n, "statistic").astype(np.float64) for n in node.input[1:5])
     s = scale / np.sqrt(var + a.get("epsilon", 1e-5))
     b = bias - mean * s
@@ -753,6 +792,29 @@ def _batch_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     none = c.i32(FuseCode.NONE)
     c.add(OperationCode.MUL, [c.operand(node.input[0]), c.floats(s.reshape(shape)), none], [scaled])
     c.add(OperationCode.ADD, [scaled, c.floats(b.reshape(shape)), none], [_out(c, node)])
+
+
+def _batch_norm_computed(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Statistics computed in the graph (or graph inputs): s = scale·rsqrt(var + ε),
+    then (x − mean)·s + B, the [C] vectors reshaped to [C, 1, …] to broadcast on axis 1."""
+    name = node.input[0]
+    shape, f32 = c.shape(name), np.dtype(np.float32)
+    if c.dtype(name) != np.float32 or any(c.dtype(n) != np.float32 for n in node.input[1:5]):
+        raise _Unsupported("statistics that are not float32")
+    channels = shape[1]
+    column = (channels,) + (1,) * (len(shape) - 2)
+    scale, bias, mean, var = (c.operand(n) for n in node.input[1:5])
+    epsilon = c.floats(np.array([a.get("epsilon", 1e-5)]))
+    shifted = _apply(c, OperationCode.ADD, [var, epsilon], f32, (channels,))
+    inverse = _apply(c, OperationCode.RSQRT, [shifted], f32, (channels,))
+    factor = _apply(c, OperationCode.MUL, [scale, inverse], f32, (channels,))
+    columns = [
+        _apply(c, OperationCode.RESHAPE, [v, c.ints(column)], f32, column)
+        for v in (mean, factor, bias)
+    ]
+    centred = _apply(c, OperationCode.SUB, [c.operand(name), columns[0]], f32, shape)
+    scaled = _apply(c, OperationCode.MUL, [centred, columns[1]], f32, shape)
+    _apply(c, OperationCode.ADD, [scaled, columns[2]], f32, shape, _out(c, node))
 
 
 def _fully_connected(c: Converter, source: int, x_shape: tuple[int, ...], weights: int,
@@ -797,12 +859,68 @@ def _weights_rows(c: Converter, name: str, transposed: bool, scale: float = 1.0)
 
 @maps("MatMul")
 def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    if c.dtype(node.input[0]) != np.float32 or len(c.shape(node.input[0])) < 2:
-        raise _Unsupported("a left-hand side that is not a float32 matrix")
+    if c.dtype(node.input[0]) != np.float32 or c.dtype(node.input[1]) != np.float32:
+        raise _Unsupported("operands that are not float32")
+    if len(c.shape(node.input[0])) < 2 or len(c.shape(node.input[1])) != 2:
+        _batched_matmul(c, node)
+        return
     weights, units = _weights_rows(c, node.input[1], transposed=False)
     bias = c.floats(np.zeros(units, np.float32))
     x, out_shape = node.input[0], c.shape(node.output[0])
     _fully_connected(c, c.operand(x), c.shape(x), weights, bias, units, _out(c, node), out_shape)
+
+
+def _batched_matmul(c: Converter, node: onnx.NodeProto) -> None:
+    """Vectors and stacks of matrices (broadcast over the leading axes), one
+    FULLY_CONNECTED per pair of matrices (NNAPI 1.3 has no BATCH_MATMUL): each side
+    flattened to rows, each matrix a SLICE of them, the right one TRANSPOSE'd to
+    [N, K]; the products CONCATENATED and reshaped to the output."""
+    f32 = np.dtype(np.float32)
+    a_shape, b_shape = c.shape(node.input[0]), c.shape(node.input[1])
+    if len(a_shape) > 4 or len(b_shape) > 4:
+        raise _Unsupported("a tensor of rank over 4")
+    a_mats = (1, *a_shape) if len(a_shape) == 1 else a_shape
+    b_mats = (*b_shape, 1) if len(b_shape) == 1 else b_shape
+    (m, k), n = a_mats[-2:], b_mats[-1]
+    batch = np.broadcast_shapes(a_mats[:-2], b_mats[:-2])
+    pairs = list(np.ndindex(*batch))
+    if len(pairs) > 64:
+        raise _Unsupported(f"{len(pairs)} matrix products")
+    a_ids = np.broadcast_to(np.arange(int(np.prod(a_mats[:-2]))).reshape(a_mats[:-2]), batch)
+    b_ids = np.broadcast_to(np.arange(int(np.prod(b_mats[:-2]))).reshape(b_mats[:-2]), batch)
+
+    def rows(name: str, mats: tuple[int, ...]) -> int:
+        flat = (int(np.prod(mats[:-1])), mats[-1])
+        return _apply(c, OperationCode.RESHAPE, [c.operand(name), c.ints(flat)], f32, flat)
+
+    a_rows, b_rows = rows(node.input[0], a_mats), rows(node.input[1], b_mats)
+    zeros = c.floats(np.zeros(n, np.float32))
+    products = []
+    for index in pairs:
+        i, j = int(a_ids[index]), int(b_ids[index])
+        left = _apply(
+            c, OperationCode.SLICE, [a_rows, c.ints([i * m, 0]), c.ints([m, k])], f32, (m, k)
+        )
+        right = _apply(
+            c, OperationCode.SLICE, [b_rows, c.ints([j * k, 0]), c.ints([k, n])], f32, (k, n)
+        )
+        weights = _transposed(c, right, (k, n), [1, 0])
+        products.append(
+            _apply(
+                c,
+                OperationCode.FULLY_CONNECTED,
+                [left, weights, zeros, c.i32(FuseCode.NONE)],
+                f32,
+                (m, n),
+            )
+        )
+    stacked = products[0]
+    if len(products) > 1:
+        stacked = _apply(
+            c, OperationCode.CONCATENATION, [*products, c.i32(0)], f32, (m * len(products), n)
+        )
+    out_shape = c.shape(node.output[0]) or (1,)
+    c.add(OperationCode.RESHAPE, [stacked, c.ints(out_shape)], [_out(c, node)])
 
 
 @maps("Gemm")
@@ -984,30 +1102,89 @@ def _normalization(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> Non
 
 @maps("Pad")
 def _pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    mode = a.get("mode", b"constant")
-    if (mode.decode() if isinstance(mode, bytes) else mode) != "constant":
+    """PAD or PAD_V2 for a constant fill; a computed fill is SELECT'd in around the
+    zero-padded input; edge, reflect and wrap are a GATHER per padded axis with the
+    source indices numpy's pad gives."""
+    mode = _text(a.get("mode"), "constant")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
         raise _Unsupported(f"mode {mode!r}")
     pads = a.get("pads")
     if pads is None:
         pads = c.value(node.input[1], "pads").tolist()
-    if len(node.input) > 3 and node.input[3]:
-        raise _Unsupported("axes")
-    rank = len(c.shape(node.input[0]))
+    shape = c.shape(node.input[0])
+    rank = len(shape)
+    if len(node.input) > 3 and node.input[3]:  # pads for these axes only
+        axes = [int(x) % rank for x in c.value(node.input[3], "axes").tolist()]
+        full = [0] * (2 * rank)
+        for i, axis in enumerate(axes):
+            full[axis], full[axis + rank] = pads[i], pads[i + len(axes)]
+        pads = full
     paddings = np.array([[pads[i], pads[i + rank]] for i in range(rank)], np.int32)
     if (paddings < 0).any():
         raise _Unsupported("negative pads")
+    if mode != "constant":
+        _pad_by_gather(c, node, paddings, mode)
+        return
     value = a.get("value", 0.0)
-    if len(node.input) > 2 and node.input[2]:
-        value = float(c.value(node.input[2], "pad value").reshape(-1)[0])
+    fill_name = node.input[2] if len(node.input) > 2 else ""
+    computed = fill_name and fill_name not in c.constants
+    if fill_name and not computed:
+        value = float(c.value(fill_name, "pad value").reshape(-1)[0])
     inputs = [
         c.operand(node.input[0]),
         c.constant(OperandCode.TENSOR_INT32, paddings, paddings.shape),
     ]
+    if computed:
+        out_shape, dtype = c.shape(node.output[0]), c.dtype(node.input[0])
+        padded = _apply(c, OperationCode.PAD, inputs, dtype, out_shape)
+        inside = np.zeros(out_shape, np.bool_)
+        inside[tuple(slice(p[0], p[0] + n) for p, n in zip(paddings, shape))] = True
+        mask = c.constant(OperandCode.TENSOR_BOOL8, inside, out_shape)
+        fill = _broadcast(c, fill_name, out_shape)
+        c.add(OperationCode.SELECT, [mask, padded, fill], [_out(c, node)])
+        return
     if value == 0:
         c.add(OperationCode.PAD, inputs, [_out(c, node)])
         return
     fill = c.f32(value) if c.dtype(node.input[0]) == np.float32 else c.i32(int(value))
     c.add(OperationCode.PAD_V2, [*inputs, fill], [_out(c, node)])
+
+
+def _padded_positions(size: int, before: int, after: int, mode: str) -> np.ndarray:
+    """The source index of each position of an axis padded by edge, wrap or reflect."""
+    positions = np.arange(-before, size + after)
+    if mode == "edge" or size == 1:
+        return np.clip(positions, 0, size - 1)
+    if mode == "wrap":
+        return positions % size
+    folded = positions % (2 * size - 2)  # reflect: 0 … size−1 … 1, repeating
+    return np.where(folded >= size, 2 * size - 2 - folded, folded)
+
+
+def _pad_by_gather(c: Converter, node: onnx.NodeProto, paddings: np.ndarray, mode: str) -> None:
+    """Edge, reflect or wrap padding: each padded axis GATHERs its source indices."""
+    shape, dtype = list(c.shape(node.input[0])), c.dtype(node.input[0])
+    if mode == "reflect" and any(p.max() >= n for p, n in zip(paddings, shape) if p.any()):
+        raise _Unsupported("reflect pads as long as the axis")
+    x = c.operand(node.input[0])
+    padded = [axis for axis in range(len(shape)) if paddings[axis].any()]
+    if not padded:
+        c.add(OperationCode.SLICE, [x, c.ints([0] * len(shape)), c.ints(shape)], [_out(c, node)])
+        return
+    for axis in padded:
+        indices = _padded_positions(
+            shape[axis], int(paddings[axis][0]), int(paddings[axis][1]), mode
+        )
+        shape[axis] = len(indices)
+        target = _out(c, node) if axis == padded[-1] else None
+        x = _apply(
+            c,
+            OperationCode.GATHER,
+            [x, c.i32(axis), c.ints(indices.tolist())],
+            dtype,
+            tuple(shape),
+            target,
+        )
 
 
 @maps("Gather")
@@ -1213,32 +1390,56 @@ def _split(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 @maps("ArgMax", "ArgMin")
 def _arg(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    if a.get("select_last_index", 0):
-        raise _Unsupported("select_last_index")
+    """ARGMAX/ARGMIN give the first extreme; select_last_index runs them on the axis
+    reversed (a GATHER) and maps each index i back to n − 1 − i."""
     shape = c.shape(node.input[0])
     axis = a.get("axis", 0) % len(shape)
     code = OperationCode.ARGMAX if node.op_type == "ArgMax" else OperationCode.ARGMIN
-    if not a.get("keepdims", 1):
-        c.add(code, [c.operand(node.input[0]), c.i32(axis)], [_out(c, node)])
-        return
-    reduced = c.temporary(
-        np.dtype(np.int32), tuple(d for i, d in enumerate(shape) if i != axis) or (1,)
-    )
-    c.add(code, [c.operand(node.input[0]), c.i32(axis)], [reduced])
-    c.add(OperationCode.EXPAND_DIMS, [reduced, c.i32(axis)], [_out(c, node)])
+    x = c.operand(node.input[0])
+    int32 = np.dtype(np.int32)
+    reduced_shape = tuple(d for i, d in enumerate(shape) if i != axis) or (1,)
+    keep, last = a.get("keepdims", 1), a.get("select_last_index", 0)
+    if last:
+        backwards = c.ints(np.arange(shape[axis])[::-1].tolist())
+        x = _apply(
+            c, OperationCode.GATHER, [x, c.i32(axis), backwards], c.dtype(node.input[0]), shape
+        )
+    found = _out(c, node) if not keep and not last else c.temporary(int32, reduced_shape)
+    c.add(code, [x, c.i32(axis)], [found])
+    if last:
+        target = _out(c, node) if not keep else None
+        found = _apply(
+            c, OperationCode.SUB, [c.ints([shape[axis] - 1]), found], int32, reduced_shape, target
+        )
+    if keep:
+        c.add(OperationCode.EXPAND_DIMS, [found, c.i32(axis)], [_out(c, node)])
 
 
 @maps("DepthToSpace", "SpaceToDepth")
 def _depth_space(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    mode = a.get("mode", b"DCR")
-    if (mode.decode() if isinstance(mode, bytes) else mode) != "DCR":
-        raise _Unsupported(f"mode {mode!r}")
+    """NCHW through the layout flag.  CRD order (channel, then block offset) is DCR
+    after a GATHER of the channels into block-offset-major order."""
+    mode = _text(a.get("mode"), "DCR")
     code = (
         OperationCode.DEPTH_TO_SPACE
         if node.op_type == "DepthToSpace"
         else OperationCode.SPACE_TO_DEPTH
     )
-    inputs = [c.operand(node.input[0]), c.i32(a["blocksize"]), c.boolean(True)]
+    x = c.operand(node.input[0])
+    if mode == "CRD" and node.op_type == "DepthToSpace":
+        shape, block = c.shape(node.input[0]), a["blocksize"]
+        groups = shape[1] // (block * block)
+        order = np.arange(shape[1]).reshape(groups, block * block).T.reshape(-1)
+        x = _apply(
+            c,
+            OperationCode.GATHER,
+            [x, c.i32(1), c.ints(order.tolist())],
+            c.dtype(node.input[0]),
+            shape,
+        )
+    elif mode != "DCR":
+        raise _Unsupported(f"mode {mode!r}")
+    inputs = [x, c.i32(a["blocksize"]), c.boolean(True)]
     c.add(code, inputs, [_out(c, node)])
 
 
@@ -1283,6 +1484,585 @@ def _trilu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.model.set_operand_value(zeros, np.zeros(shape, _operand_dtype(dtype)))
     selector = c.constant(OperandCode.TENSOR_BOOL8, np.ascontiguousarray(mask), shape)
     c.add(OperationCode.SELECT, [selector, c.operand(name), zeros], [_out(c, node)])
+
+
+def _apply(c: Converter, code: OperationCode, inputs: Sequence[int], dtype: np.dtype[Any],
+           shape: tuple[int, ...], out: int | None = None) -> int:  # fmt: skip
+    """``code`` on ``inputs`` into ``out`` (a new operand of ``dtype`` and ``shape`` if None);
+    ADD, SUB, MUL and DIV get their NONE activation."""
+    target = c.temporary(dtype, shape) if out is None else out
+    fused = code in (OperationCode.ADD, OperationCode.SUB, OperationCode.MUL, OperationCode.DIV)
+    c.add(code, [*inputs, c.i32(FuseCode.NONE)] if fused else list(inputs), [target])
+    return target
+
+
+def _full(c: Converter, dtype: np.dtype[Any], shape: tuple[int, ...], value: float) -> int:
+    """A constant of ``shape`` filled with ``value`` (SELECT wants whole shapes)."""
+    operand = c.model.add_operand(_operand_type(dtype, shape))
+    c.model.set_operand_value(operand, np.full(shape or (1,), value, _operand_dtype(dtype)))
+    return operand
+
+
+@maps("Xor")
+def _xor(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """a xor b = a ≠ b, for booleans."""
+    inputs = [c.operand(node.input[0]), c.operand(node.input[1])]
+    c.add(OperationCode.NOT_EQUAL, inputs, [_out(c, node)])
+
+
+@maps("IsNaN")
+def _is_nan(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """NaN is the one value not equal to itself."""
+    x = c.operand(node.input[0])
+    c.add(OperationCode.NOT_EQUAL, [x, x], [_out(c, node)])
+
+
+@maps("IsInf")
+def _is_inf(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """EQUAL to +inf and/or -inf, as detect_positive and detect_negative ask."""
+    name = node.input[0]
+    if c.dtype(name).kind != "f":
+        raise _Unsupported(f"{c.dtype(name)} tensors")
+    shape, x = c.shape(name), c.operand(name)
+    wanted = [
+        v
+        for v, on in ((np.inf, a.get("detect_positive", 1)), (-np.inf, a.get("detect_negative", 1)))
+        if on
+    ]
+    if not wanted:
+        raise _Unsupported("neither sign detected")
+    hits = []
+    for value in wanted:
+        target = _out(c, node) if len(wanted) == 1 else None
+        hits.append(
+            _apply(
+                c,
+                OperationCode.EQUAL,
+                [x, _like(c, name, value)],
+                np.dtype(np.bool_),
+                shape,
+                target,
+            )
+        )
+    if len(hits) == 2:
+        c.add(OperationCode.LOGICAL_OR, hits, [_out(c, node)])
+
+
+@maps("Celu")
+def _celu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """celu x = α·elu(x/α)."""
+    name, shape = _float_input(c, node)
+    alpha, f32 = a.get("alpha", 1.0), np.dtype(np.float32)
+    scaled = _apply(c, OperationCode.DIV, [c.operand(name), _like(c, name, alpha)], f32, shape)
+    elu = _apply(c, OperationCode.ELU, [scaled, c.f32(1.0)], f32, shape)
+    _apply(c, OperationCode.MUL, [elu, _like(c, name, alpha)], f32, shape, _out(c, node))
+
+
+@maps("Selu")
+def _selu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """selu x = γ·elu(x; α)."""
+    name, shape = _float_input(c, node)
+    f32 = np.dtype(np.float32)
+    alpha = a.get("alpha", 1.67326319217681884765625)
+    gamma = a.get("gamma", 1.05070102214813232421875)
+    elu = _apply(c, OperationCode.ELU, [c.operand(name), c.f32(alpha)], f32, shape)
+    _apply(c, OperationCode.MUL, [elu, _like(c, name, gamma)], f32, shape, _out(c, node))
+
+
+@maps("ThresholdedRelu")
+def _thresholded_relu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """x where x > α, else 0: a SELECT."""
+    name, shape = _float_input(c, node)
+    x = c.operand(name)
+    above = _apply(
+        c,
+        OperationCode.GREATER,
+        [x, _like(c, name, a.get("alpha", 1.0))],
+        np.dtype(np.bool_),
+        shape,
+    )
+    zeros = _full(c, np.dtype(np.float32), shape, 0.0)
+    c.add(OperationCode.SELECT, [above, x, zeros], [_out(c, node)])
+
+
+@maps("Shrink")
+def _shrink(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """x − bias above λ, x + bias below −λ, 0 between: two SELECTs."""
+    name, shape = _float_input(c, node)
+    f32, boolean = np.dtype(np.float32), np.dtype(np.bool_)
+    lambd, bias = a.get("lambd", 0.5), a.get("bias", 0.0)
+    x = c.operand(name)
+    above = _apply(c, OperationCode.GREATER, [x, _like(c, name, lambd)], boolean, shape)
+    below = _apply(c, OperationCode.LESS, [x, _like(c, name, -lambd)], boolean, shape)
+    lowered = _apply(c, OperationCode.SUB, [x, _like(c, name, bias)], f32, shape)
+    raised = _apply(c, OperationCode.ADD, [x, _like(c, name, bias)], f32, shape)
+    low = _apply(c, OperationCode.SELECT, [below, raised, _full(c, f32, shape, 0.0)], f32, shape)
+    c.add(OperationCode.SELECT, [above, lowered, low], [_out(c, node)])
+
+
+@maps("Sign")
+def _sign(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """1 above 0, −1 below, else x·0 (0 stays 0, NaN stays NaN): two SELECTs."""
+    name, shape = _float_input(c, node)
+    f32, boolean = np.dtype(np.float32), np.dtype(np.bool_)
+    x = c.operand(name)
+    positive = _apply(c, OperationCode.GREATER, [x, _like(c, name, 0.0)], boolean, shape)
+    negative = _apply(c, OperationCode.LESS, [x, _like(c, name, 0.0)], boolean, shape)
+    rest = _apply(c, OperationCode.MUL, [x, _like(c, name, 0.0)], f32, shape)
+    low = _apply(c, OperationCode.SELECT, [negative, _full(c, f32, shape, -1.0), rest], f32, shape)
+    c.add(OperationCode.SELECT, [positive, _full(c, f32, shape, 1.0), low], [_out(c, node)])
+
+
+@maps("Cosh", "Sinh")
+def _cosh_sinh(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """(eˣ ± e⁻ˣ)/2.  Near 0 sinh's difference cancels, so there (|x| < 1/64) it is
+    x + x³/6, whose next term is below float32's precision."""
+    name, shape = _float_input(c, node)
+    f32, x = np.dtype(np.float32), c.operand(name)
+    grown = _apply(c, OperationCode.EXP, [x], f32, shape)
+    negated = _apply(c, OperationCode.NEG, [x], f32, shape)
+    shrunk = _apply(c, OperationCode.EXP, [negated], f32, shape)
+    if node.op_type == "Cosh":
+        total = _apply(c, OperationCode.ADD, [grown, shrunk], f32, shape)
+        _apply(c, OperationCode.MUL, [total, _like(c, name, 0.5)], f32, shape, _out(c, node))
+        return
+    difference = _apply(c, OperationCode.SUB, [grown, shrunk], f32, shape)
+    far = _apply(c, OperationCode.MUL, [difference, _like(c, name, 0.5)], f32, shape)
+    square = _apply(c, OperationCode.MUL, [x, x], f32, shape)
+    sixth = _apply(c, OperationCode.MUL, [square, _like(c, name, 1 / 6)], f32, shape)
+    cube = _apply(c, OperationCode.MUL, [sixth, x], f32, shape)
+    near = _apply(c, OperationCode.ADD, [x, cube], f32, shape)
+    size = _apply(c, OperationCode.ABS, [x], f32, shape)
+    small = _apply(c, OperationCode.LESS, [size, _like(c, name, 1 / 64)], np.dtype(np.bool_), shape)
+    c.add(OperationCode.SELECT, [small, near, far], [_out(c, node)])
+
+
+@maps("Tan")
+def _tan(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """tan x = sin x / sin(x + π/2)."""
+    name, shape = _float_input(c, node)
+    f32, x = np.dtype(np.float32), c.operand(name)
+    sine = _apply(c, OperationCode.SIN, [x], f32, shape)
+    shifted = _apply(c, OperationCode.ADD, [x, _like(c, name, np.pi / 2)], f32, shape)
+    cosine = _apply(c, OperationCode.SIN, [shifted], f32, shape)
+    _apply(c, OperationCode.DIV, [sine, cosine], f32, shape, _out(c, node))
+
+
+@maps("Round")
+def _round(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Half to even: f = floor x and d = x − f (both exact); f + 1 where d > ½, or
+    d = ½ and f is odd (floor(f/2) ≠ f/2), else f."""
+    name, shape = _float_input(c, node)
+    f32, boolean, x = np.dtype(np.float32), np.dtype(np.bool_), c.operand(name)
+    floor = _apply(c, OperationCode.FLOOR, [x], f32, shape)
+    fraction = _apply(c, OperationCode.SUB, [x, floor], f32, shape)
+    half = _like(c, name, 0.5)
+    above = _apply(c, OperationCode.GREATER, [fraction, half], boolean, shape)
+    tie = _apply(c, OperationCode.EQUAL, [fraction, half], boolean, shape)
+    halved = _apply(c, OperationCode.MUL, [floor, half], f32, shape)
+    halved_floor = _apply(c, OperationCode.FLOOR, [halved], f32, shape)
+    odd = _apply(c, OperationCode.NOT_EQUAL, [halved, halved_floor], boolean, shape)
+    odd_tie = _apply(c, OperationCode.LOGICAL_AND, [tie, odd], boolean, shape)
+    up = _apply(c, OperationCode.LOGICAL_OR, [above, odd_tie], boolean, shape)
+    ceiling = _apply(c, OperationCode.ADD, [floor, _like(c, name, 1.0)], f32, shape)
+    c.add(OperationCode.SELECT, [up, ceiling, floor], [_out(c, node)])
+
+
+@maps("Swish")
+def _swish(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """x·σ(αx)."""
+    name, shape = _float_input(c, node)
+    f32, x = np.dtype(np.float32), c.operand(name)
+    alpha = a.get("alpha", 1.0)
+    scaled = (
+        _apply(c, OperationCode.MUL, [x, _like(c, name, alpha)], f32, shape) if alpha != 1 else x
+    )
+    gate = _apply(c, OperationCode.LOGISTIC, [scaled], f32, shape)
+    _apply(c, OperationCode.MUL, [x, gate], f32, shape, _out(c, node))
+
+
+@maps("Mish")
+def _mish(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """x·tanh(log(1 + eˣ))."""
+    name, shape = _float_input(c, node)
+    f32, x = np.dtype(np.float32), c.operand(name)
+    grown = _apply(c, OperationCode.EXP, [x], f32, shape)
+    plus_one = _apply(c, OperationCode.ADD, [grown, _like(c, name, 1.0)], f32, shape)
+    softplus = _apply(c, OperationCode.LOG, [plus_one], f32, shape)
+    gate = _apply(c, OperationCode.TANH, [softplus], f32, shape)
+    _apply(c, OperationCode.MUL, [x, gate], f32, shape, _out(c, node))
+
+
+@maps("Gelu")
+def _gelu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """The tanh form, ½x(1 + tanh(√(2/π)(x + 0.044715x³))); the exact form needs
+    erf, which NNAPI lacks."""
+    if _text(a.get("approximate"), "none") != "tanh":
+        raise _Unsupported("the erf form (NNAPI has no erf)")
+    name, shape = _float_input(c, node)
+    f32, x = np.dtype(np.float32), c.operand(name)
+    square = _apply(c, OperationCode.MUL, [x, x], f32, shape)
+    cube = _apply(c, OperationCode.MUL, [square, x], f32, shape)
+    term = _apply(c, OperationCode.MUL, [cube, _like(c, name, 0.044715)], f32, shape)
+    inner = _apply(c, OperationCode.ADD, [x, term], f32, shape)
+    scaled = _apply(c, OperationCode.MUL, [inner, _like(c, name, np.sqrt(2 / np.pi))], f32, shape)
+    gate = _apply(c, OperationCode.TANH, [scaled], f32, shape)
+    plus_one = _apply(c, OperationCode.ADD, [gate, _like(c, name, 1.0)], f32, shape)
+    half = _apply(c, OperationCode.MUL, [x, _like(c, name, 0.5)], f32, shape)
+    _apply(c, OperationCode.MUL, [half, plus_one], f32, shape, _out(c, node))
+
+
+@maps("Mod")
+def _mod(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Integers only (a float remainder through a quotient would not be exact).
+    NNAPI's integer DIV floors, so r = x − y·⌊x/y⌋ has the divisor's sign (fmod=0);
+    fmod=1 wants the dividend's: where r ≠ 0 and the signs of r and x differ, r − y."""
+    x_name, y_name = node.input[:2]
+    if c.dtype(x_name).kind not in "iu" or c.dtype(y_name) != c.dtype(x_name):
+        raise _Unsupported(f"{c.dtype(x_name)} operands (integers map)")
+    shape, i32, boolean = c.shape(node.output[0]), np.dtype(np.int32), np.dtype(np.bool_)
+    x, y = c.operand(x_name), c.operand(y_name)
+    quotient = _apply(c, OperationCode.DIV, [x, y], i32, shape)
+    product = _apply(c, OperationCode.MUL, [quotient, y], i32, shape)
+    if not a.get("fmod", 0):
+        _apply(c, OperationCode.SUB, [x, product], i32, shape, _out(c, node))
+        return
+    rest = _apply(c, OperationCode.SUB, [x, product], i32, shape)
+    zero = c.ints([0])
+    rest_negative = _apply(c, OperationCode.LESS, [rest, zero], boolean, shape)
+    x_negative = _apply(c, OperationCode.LESS, [x, zero], boolean, c.shape(x_name))
+    differ = _apply(c, OperationCode.NOT_EQUAL, [rest_negative, x_negative], boolean, shape)
+    nonzero = _apply(c, OperationCode.NOT_EQUAL, [rest, zero], boolean, shape)
+    fix = _apply(c, OperationCode.LOGICAL_AND, [differ, nonzero], boolean, shape)
+    fixed = _apply(c, OperationCode.SUB, [rest, y], i32, shape)
+    c.add(OperationCode.SELECT, [fix, fixed, rest], [_out(c, node)])
+
+
+def _gathered(c: Converter, node: onnx.NodeProto, sources: Sequence[str], positions: np.ndarray,
+              out: int | None = None) -> int:  # fmt: skip
+    """The elements at ``positions`` (flat indices into ``sources``, each flattened and
+    laid end to end) as one GATHER; the positions' shape is the result's.  Indices
+    known at load make every gather, scatter and reversal one of these."""
+    dtype = c.dtype(sources[0])
+    if dtype not in (np.float32, np.float16) or any(c.dtype(n) != dtype for n in sources):
+        raise _Unsupported(f"{dtype} data (NNAPI reshapes floats only)")
+    flats = []
+    for name in sources:
+        size = int(np.prod(c.shape(name)))
+        flats.append(
+            _apply(c, OperationCode.RESHAPE, [c.operand(name), c.ints([size])], dtype, (size,))
+        )
+    total = sum(int(np.prod(c.shape(n))) for n in sources)
+    source = flats[0]
+    if len(flats) > 1:
+        source = _apply(c, OperationCode.CONCATENATION, [*flats, c.i32(0)], dtype, (total,))
+    where = _int_tensor(c, positions if positions.ndim else positions.reshape(1))
+    return _apply(c, OperationCode.GATHER, [source, c.i32(0), where], dtype, positions.shape, out)
+
+
+def _int_tensor(c: Converter, values: np.ndarray) -> int:
+    array = np.ascontiguousarray(values, np.int32)
+    return c.constant(OperandCode.TENSOR_INT32, array, array.shape)
+
+
+def _indices(c: Converter, name: str, size: int | Sequence[int]) -> np.ndarray:
+    """Constant indices, negatives counted from the end, refused when out of range."""
+    values = np.asarray(c.value(name, "indices")).astype(np.int64)
+    sizes = np.asarray(size)
+    if ((values < -sizes) | (values >= sizes)).any():
+        raise _Unsupported("indices out of range")
+    return values % sizes
+
+
+@maps("GatherElements")
+def _gather_elements(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    shape = c.shape(node.input[0])
+    axis = a.get("axis", 0) % len(shape)
+    where = _indices(c, node.input[1], shape[axis])
+    ids = np.arange(int(np.prod(shape))).reshape(shape)
+    _gathered(c, node, node.input[:1], np.take_along_axis(ids, where, axis), _out(c, node))
+
+
+@maps("GatherND")
+def _gather_nd(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    shape = c.shape(node.input[0])
+    batch = a.get("batch_dims", 0)
+    raw = c.value(node.input[1], "indices")
+    depth = raw.shape[-1]
+    where = _indices(c, node.input[1], shape[batch : batch + depth])
+    ids = np.arange(int(np.prod(shape))).reshape(shape)
+    lead = int(np.prod(shape[:batch]))
+    inner = ids.reshape(lead, *shape[batch:])
+    rows = where.reshape(lead, -1, depth)
+    picked = np.stack([inner[b][tuple(rows[b].T)] for b in range(lead)])
+    positions = picked.reshape(c.shape(node.output[0]))
+    _gathered(c, node, node.input[:1], positions, _out(c, node))
+
+
+@maps("ScatterElements", "Scatter", "ScatterND")
+def _scatter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """With constant indices every output element knows which updates reach it.
+    No reduction: one GATHER from data and updates laid end to end (the last update
+    wins).  A reduction: data, then one round per update an element receives, each a
+    GATHER of its next update (or of the operation's identity) and the operation."""
+    data, updates = node.input[0], node.input[2]
+    shape, dtype = c.shape(data), c.dtype(data)
+    size = int(np.prod(shape))
+    update_ids = np.arange(int(np.prod(c.shape(updates)))).reshape(c.shape(updates))
+    targets = np.arange(size).reshape(shape)
+    if node.op_type == "ScatterND":
+        where = c.value(node.input[1], "indices")
+        depth = where.shape[-1]
+        where = _indices(c, node.input[1], shape[:depth])
+        target_of = np.stack([targets[tuple(i)] for i in where.reshape(-1, depth)])
+        pairs = zip(target_of.reshape(-1), update_ids.reshape(-1))
+    else:
+        axis = a.get("axis", 0) % len(shape)
+        where = _indices(c, node.input[1], shape[axis])
+        coordinates = list(np.indices(where.shape))
+        coordinates[axis] = where
+        pairs = zip(targets[tuple(coordinates)].reshape(-1), update_ids.reshape(-1))
+    received: list[list[int]] = [[] for _ in range(size)]
+    for target, update in pairs:
+        received[int(target)].append(int(update))
+    reduction = _text(a.get("reduction"), "none")
+    if reduction == "none":
+        positions = np.array([r[-1] + size if r else i for i, r in enumerate(received)])
+        _gathered(c, node, [data, updates], positions.reshape(shape), _out(c, node))
+        return
+    operations = {
+        "add": (OperationCode.ADD, 0.0),
+        "mul": (OperationCode.MUL, 1.0),
+        "max": (OperationCode.MAXIMUM, -np.inf),
+        "min": (OperationCode.MINIMUM, np.inf),
+    }
+    if reduction not in operations:
+        raise _Unsupported(f"reduction {reduction!r}")
+    code, identity = operations[reduction]
+    if dtype not in (np.float32, np.float16):
+        raise _Unsupported(f"{dtype} data")
+    rounds = max(len(r) for r in received)
+    padded = update_ids.size  # the identity's position, after the updates
+    total = c.operand(data)
+    flat = _apply(
+        c, OperationCode.RESHAPE, [c.operand(updates), c.ints([padded])], dtype, (padded,)
+    )
+    extended = _apply(
+        c,
+        OperationCode.CONCATENATION,
+        [flat, _full(c, dtype, (1,), identity), c.i32(0)],
+        dtype,
+        (padded + 1,),
+    )
+    for k in range(rounds):
+        positions = np.array([r[k] if k < len(r) else padded for r in received]).reshape(shape)
+        picked = _apply(
+            c, OperationCode.GATHER, [extended, c.i32(0), _int_tensor(c, positions)], dtype, shape
+        )
+        target = _out(c, node) if k == rounds - 1 else None
+        total = _apply(c, code, [total, picked], dtype, shape, target)
+
+
+@maps("ReverseSequence")
+def _reverse_sequence(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Each batch entry's first sequence_lens[b] steps reversed: one GATHER."""
+    shape = c.shape(node.input[0])
+    batch_axis, time_axis = a.get("batch_axis", 1), a.get("time_axis", 0)
+    lengths = c.value(node.input[1], "sequence lengths").astype(np.int64)
+    ids = np.moveaxis(
+        np.arange(int(np.prod(shape))).reshape(shape), (batch_axis, time_axis), (0, 1)
+    )
+    flipped = ids.copy()
+    for b, length in enumerate(lengths.tolist()):
+        if not 0 <= length <= shape[time_axis]:
+            raise _Unsupported("sequence lengths out of range")
+        flipped[b, :length] = ids[b, :length][::-1]
+    positions = np.moveaxis(flipped, (0, 1), (batch_axis, time_axis))
+    _gathered(c, node, node.input[:1], positions, _out(c, node))
+
+
+def _standardized(c: Converter, x: int, shape: tuple[int, ...], axes: Sequence[int],
+                  epsilon: float) -> int:  # fmt: skip
+    """(x − mean)·rsqrt(mean((x − mean)²) + ε) over ``axes`` (float32)."""
+    f32 = np.dtype(np.float32)
+    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    mean = _apply(c, OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], f32, kept)
+    centred = _apply(c, OperationCode.SUB, [x, mean], f32, shape)
+    squares = _apply(c, OperationCode.MUL, [centred, centred], f32, shape)
+    variance = _apply(c, OperationCode.MEAN, [squares, c.ints(axes), c.i32(1)], f32, kept)
+    shifted = _apply(c, OperationCode.ADD, [variance, c.floats(np.array([epsilon]))], f32, kept)
+    inverse = _apply(c, OperationCode.RSQRT, [shifted], f32, kept)
+    return _apply(c, OperationCode.MUL, [centred, inverse], f32, shape)
+
+
+def _per_channel(
+    c: Converter, node: onnx.NodeProto, normalized: int, shape: tuple[int, ...]
+) -> None:
+    """normalized·scale + B, the [C] scale and B (inputs 1 and 2) broadcast along axis 1."""
+    f32 = np.dtype(np.float32)
+    column = (shape[1],) + (1,) * (len(shape) - 2)
+    scale, bias = (
+        _apply(c, OperationCode.RESHAPE, [c.operand(n), c.ints(column)], f32, column)
+        for n in node.input[1:3]
+    )
+    scaled = _apply(c, OperationCode.MUL, [normalized, scale], f32, shape)
+    _apply(c, OperationCode.ADD, [scaled, bias], f32, shape, _out(c, node))
+
+
+@maps("InstanceNormalization")
+def _instance_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Each (batch, channel) standardized over its spatial axes, then scaled per channel
+    (NNAPI's INSTANCE_NORMALIZATION takes one scalar scale, not a vector)."""
+    name, shape = _float_input(c, node)
+    if len(shape) < 3 or len(shape) > 4:
+        raise _Unsupported(f"a rank-{len(shape)} input")
+    axes = list(range(2, len(shape)))
+    normalized = _standardized(c, c.operand(name), shape, axes, a.get("epsilon", 1e-5))
+    _per_channel(c, node, normalized, shape)
+
+
+@maps("GroupNormalization")
+def _group_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """The channels reshaped into [N, groups, rest], standardized over rest, reshaped
+    back and scaled per channel (opset 21's [C] scale and bias)."""
+    name, shape = _float_input(c, node)
+    groups = a["num_groups"]
+    if len(shape) < 3 or len(shape) > 4 or shape[1] % groups:
+        raise _Unsupported(f"a rank-{len(shape)} input or uneven groups")
+    if c.shape(node.input[1]) != (shape[1],) or c.shape(node.input[2]) != (shape[1],):
+        raise _Unsupported("a per-group scale (before opset 21)")
+    f32 = np.dtype(np.float32)
+    grouped_shape = (shape[0], groups, int(np.prod(shape[1:])) // groups)
+    grouped = _apply(
+        c, OperationCode.RESHAPE, [c.operand(name), c.ints(grouped_shape)], f32, grouped_shape
+    )
+    normalized = _standardized(c, grouped, grouped_shape, [2], a.get("epsilon", 1e-5))
+    back = _apply(c, OperationCode.RESHAPE, [normalized, c.ints(shape)], f32, shape)
+    _per_channel(c, node, back, shape)
+
+
+@maps("MeanVarianceNormalization")
+def _mean_variance_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """(x − mean) / (√variance + 1e-9) over ``axes`` (default 0, 2, 3), as ONNX's
+    function defines it (ε after the root)."""
+    name, shape = _float_input(c, node)
+    f32 = np.dtype(np.float32)
+    axes = sorted({int(x) % len(shape) for x in a.get("axes", [0, 2, 3])})
+    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    x = c.operand(name)
+    mean = _apply(c, OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], f32, kept)
+    centred = _apply(c, OperationCode.SUB, [x, mean], f32, shape)
+    squares = _apply(c, OperationCode.MUL, [centred, centred], f32, shape)
+    variance = _apply(c, OperationCode.MEAN, [squares, c.ints(axes), c.i32(1)], f32, kept)
+    deviation = _apply(c, OperationCode.SQRT, [variance], f32, kept)
+    shifted = _apply(c, OperationCode.ADD, [deviation, c.floats(np.array([1e-9]))], f32, kept)
+    _apply(c, OperationCode.DIV, [centred, shifted], f32, shape, _out(c, node))
+
+
+@maps("LpNormalization")
+def _lp_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """x / ‖x‖ₚ along ``axis``: the norm is sum|x| (p = 1) or √(sum x²) (p = 2); a
+    zero vector stays zero (its norm is taken as 1)."""
+    name, shape = _float_input(c, node)
+    p, axis = a.get("p", 2), a.get("axis", -1) % len(shape)
+    if p not in (1, 2):
+        raise _Unsupported(f"p = {p}")
+    f32, x = np.dtype(np.float32), c.operand(name)
+    kept = tuple(1 if i == axis else d for i, d in enumerate(shape))
+    if p == 1:
+        each = _apply(c, OperationCode.ABS, [x], f32, shape)
+    else:
+        each = _apply(c, OperationCode.MUL, [x, x], f32, shape)
+    total = _apply(c, OperationCode.REDUCE_SUM, [each, c.ints([axis]), c.boolean(True)], f32, kept)
+    norm = total if p == 1 else _apply(c, OperationCode.SQRT, [total], f32, kept)
+    zero = _apply(c, OperationCode.EQUAL, [norm, _like(c, name, 0.0)], np.dtype(np.bool_), kept)
+    safe = _apply(c, OperationCode.SELECT, [zero, _full(c, f32, kept, 1.0), norm], f32, kept)
+    _apply(c, OperationCode.DIV, [x, safe], f32, shape, _out(c, node))
+
+
+@maps("Hardmax")
+def _hardmax(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """1 at the first maximum along ``axis``, 0 elsewhere: ARGMAX, EQUAL against the
+    axis's positions, SELECT."""
+    name, shape = _float_input(c, node)
+    rank = len(shape)
+    axis = a.get("axis", -1 if c.opset >= 13 else 1) % rank
+    if c.opset < 13 and axis != rank - 1:
+        raise _Unsupported("a pre-13 hardmax over more than the last axis")
+    int32, f32 = np.dtype(np.int32), np.dtype(np.float32)
+    reduced = tuple(d for i, d in enumerate(shape) if i != axis) or (1,)
+    found = _apply(c, OperationCode.ARGMAX, [c.operand(name), c.i32(axis)], int32, reduced)
+    kept = tuple(1 if i == axis else d for i, d in enumerate(shape))
+    found = _apply(c, OperationCode.EXPAND_DIMS, [found, c.i32(axis)], int32, kept)
+    positions = np.arange(shape[axis]).reshape([-1 if i == axis else 1 for i in range(rank)])
+    hit = _apply(
+        c, OperationCode.EQUAL, [found, _int_tensor(c, positions)], np.dtype(np.bool_), shape
+    )
+    ones, zeros = _full(c, f32, shape, 1.0), _full(c, f32, shape, 0.0)
+    c.add(OperationCode.SELECT, [hit, ones, zeros], [_out(c, node)])
+
+
+@maps("TopK")
+def _top_k(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """TOPK_V2 on the last axis.  It orders equal values by descending index, ONNX by
+    ascending, so it runs on the axis reversed (a GATHER) and each index i maps back
+    to n − 1 − i; the smallest k are the largest of −x."""
+    name = node.input[0]
+    shape, dtype = c.shape(name), c.dtype(name)
+    axis = a.get("axis", -1) % len(shape)
+    if axis != len(shape) - 1:
+        raise _Unsupported("an axis other than the last")
+    if dtype not in (np.float32, np.int32, np.int64):
+        raise _Unsupported(f"{dtype} data")
+    k = int(c.value(node.input[1], "k").reshape(-1)[0])
+    n, int32 = shape[axis], np.dtype(np.int32)
+    out_shape = shape[:-1] + (k,)
+    x = _apply(
+        c,
+        OperationCode.GATHER,
+        [c.operand(name), c.i32(axis), c.ints(np.arange(n)[::-1].tolist())],
+        dtype,
+        shape,
+    )
+    smallest = not a.get("largest", 1)
+    if smallest:
+        x = _apply(c, OperationCode.NEG, [x], dtype, shape)
+    wants_values = bool(node.output[0])
+    values = _out(c, node, 0) if wants_values and not smallest else c.temporary(dtype, out_shape)
+    found = c.temporary(int32, out_shape)
+    c.add(OperationCode.TOPK_V2, [x, c.i32(k)], [values, found])
+    if smallest and wants_values:
+        c.add(OperationCode.NEG, [values], [_out(c, node, 0)])
+    if len(node.output) > 1 and node.output[1]:
+        _apply(c, OperationCode.SUB, [c.ints([n - 1]), found], int32, out_shape, _out(c, node, 1))
+
+
+@maps("CenterCropPad")
+def _center_crop_pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """A centred SLICE where the input is longer than the target, then a centred PAD
+    where shorter (the odd element at the end in both)."""
+    shape, dtype = c.shape(node.input[0]), c.dtype(node.input[0])
+    rank = len(shape)
+    target = [int(t) for t in c.value(node.input[1], "shape").tolist()]
+    axes = [int(x) % rank for x in a.get("axes", range(rank))]
+    begin, size, pads = [0] * rank, list(shape), np.zeros((rank, 2), np.int32)
+    for axis, want in zip(axes, target):
+        if shape[axis] > want:
+            begin[axis], size[axis] = (shape[axis] - want) // 2, want
+        elif shape[axis] < want:
+            before = (want - shape[axis]) // 2
+            pads[axis] = before, want - shape[axis] - before
+    x = _apply(
+        c,
+        OperationCode.SLICE,
+        [c.operand(node.input[0]), c.ints(begin), c.ints(size)],
+        dtype,
+        tuple(size),
+        None if pads.any() else _out(c, node),
+    )
+    if pads.any():
+        paddings = c.constant(OperandCode.TENSOR_INT32, pads, pads.shape)
+        c.add(OperationCode.PAD, [x, paddings], [_out(c, node)])
 
 
 def _outer_names(graph: onnx.GraphProto) -> set[str]:
