@@ -157,6 +157,28 @@ static int machine_path(int path) {
     return -ENOTSUP;
 }
 
+/* Both axes of s fit its padded input (padded_window_fits). */
+static int windows_fit(const struct nnb_window_shape *s) {
+    return padded_window_fits(s->in_h, s->pad_top, s->pad_bottom, s->out_h, s->filter_h,
+                              s->stride_h, s->dilation_h) &&
+           padded_window_fits(s->in_w, s->pad_left, s->pad_right, s->out_w, s->filter_w,
+                              s->stride_w, s->dilation_w);
+}
+
+/* The row of in_c zeros a padded pixel reads (to free), or NULL with
+ * *failed set when malloc refuses; without padding none is needed and
+ * *zeros is in (never read as padding). */
+static float *zero_row(const struct nnb_window_shape *s, const float *in, const float **zeros,
+                       int *failed) {
+    *zeros = in;
+    *failed = 0;
+    if (!(s->pad_top || s->pad_bottom || s->pad_left || s->pad_right)) return NULL;
+    float *row = calloc((size_t)s->in_c, sizeof(float));
+    *failed = row == NULL;
+    *zeros = row;
+    return row;
+}
+
 int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const float *weights,
                  int64_t weight_cols, const float *bias, float lo, float hi, float *out,
                  int path) {
@@ -166,20 +188,13 @@ int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const fl
     if (s.batches < 1 || s.in_c < 1 || s.out_c < 1 || weight_cols < s.out_c ||
         weight_cols % TILE != 0)
         return -EINVAL;
-    if (!padded_window_fits(s.in_h, s.pad_top, s.pad_bottom, s.out_h, s.filter_h, s.stride_h,
-                            s.dilation_h) ||
-        !padded_window_fits(s.in_w, s.pad_left, s.pad_right, s.out_w, s.filter_w, s.stride_w,
-                            s.dilation_w))
-        return -EINVAL;
+    if (!windows_fit(&s)) return -EINVAL;
     path = machine_path(path);
     if (path < 0) return path;
-    const float *zeros = in; /* never read without padding */
-    float *zero_row = NULL;
-    if (s.pad_top || s.pad_bottom || s.pad_left || s.pad_right) {
-        zero_row = calloc((size_t)s.in_c, sizeof(float));
-        if (zero_row == NULL) return -ENOMEM;
-        zeros = zero_row;
-    }
+    const float *zeros;
+    int failed;
+    float *row = zero_row(&s, in, &zeros, &failed);
+    if (failed) return -ENOMEM;
 #ifdef CONV_DISPATCH
     if (path == NNB_CONV_AVX512)
         conv_avx512(in, &s, weights, weight_cols, bias, lo, hi, out, zeros);
@@ -188,7 +203,7 @@ int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const fl
     else
 #endif
         conv_portable(in, &s, weights, weight_cols, bias, lo, hi, out, zeros);
-    free(zero_row);
+    free(row);
     return 0;
 }
 
@@ -201,15 +216,13 @@ int nnb_depthwise_conv_f32(const float *in, const struct nnb_window_shape *shape
     if (s.batches < 1 || s.out_c < 1 || s.in_c < TILE || s.in_c < s.out_c ||
         weight_c < s.out_c || weight_c % TILE != 0)
         return -EINVAL;
-    if (!padded_window_fits(s.in_h, s.pad_top, s.pad_bottom, s.out_h, s.filter_h, s.stride_h,
-                            s.dilation_h) ||
-        !padded_window_fits(s.in_w, s.pad_left, s.pad_right, s.out_w, s.filter_w, s.stride_w,
-                            s.dilation_w))
-        return -EINVAL;
+    if (!windows_fit(&s)) return -EINVAL;
     path = machine_path(path);
     if (path < 0) return path;
-    float *zeros = calloc((size_t)s.in_c, sizeof(float)); /* the columns of the padding */
-    if (zeros == NULL) return -ENOMEM;
+    const float *zeros;
+    int failed;
+    float *row = zero_row(&s, in, &zeros, &failed);
+    if (failed) return -ENOMEM;
 #ifdef CONV_DISPATCH
     if (path == NNB_CONV_AVX512)
         depthwise_avx512(in, &s, weights, weight_c, bias, lo, hi, out, zeros);
@@ -218,11 +231,9 @@ int nnb_depthwise_conv_f32(const float *in, const struct nnb_window_shape *shape
     else
 #endif
         depthwise_portable(in, &s, weights, weight_c, bias, lo, hi, out, zeros);
-    free(zeros);
+    free(row);
     return 0;
 }
-
-
 
 /* Max or sum over each window.  np.maximum's NaN rule: a NaN anywhere in
  * the window makes the result NaN.  Max keeps two values per lane, the

@@ -41,6 +41,26 @@ static inline __attribute__((always_inline)) void NAME(store_part)(float *o, VEC
 }
 #pragma GCC diagnostic pop
 
+/* Whether every tap of a block of PIXELS pixels whose first window starts
+ * at input column left lies inside the input's columns (no padding read). */
+static inline __attribute__((always_inline)) int NAME(block_inside)(
+    const struct nnb_window_shape *s, int64_t left, const int PIXELS) {
+    return left >= 0 &&
+           left + (PIXELS - 1) * s->stride_w + (s->filter_w - 1) * s->dilation_w < s->in_w;
+}
+
+/* Where each of PIXELS pixels reads the tap at input column tap_x of row:
+ * its pixel, or the row of zeros when that column is padding. */
+static inline __attribute__((always_inline)) void NAME(tap_sources)(
+    const float **source, const float *row, int64_t tap_x, const struct nnb_window_shape *s,
+    const float *zeros, const int PIXELS) {
+#pragma GCC unroll 16
+    for (int p = 0; p < PIXELS; p++) {
+        const int64_t in_x = tap_x + p * s->stride_w;
+        source[p] = in_x >= 0 && in_x < s->in_w ? row + in_x * s->in_c : zeros;
+    }
+}
+
 /* One filter tap for a block of PIXELS pixels x TILES tiles: every input
  * channel's weight tiles times each pixel's value, the value broadcast.
  * Pixel p's values start at first + p * step, or, when source is given,
@@ -103,8 +123,7 @@ static inline __attribute__((always_inline)) void NAME(conv_block)(
     }
     const int64_t c_in = s->in_c, top = y * s->stride_h - s->pad_top;
     const int64_t left = x * s->stride_w - s->pad_left;
-    const int inside = left >= 0 && left + (PIXELS - 1) * s->stride_w +
-                                            (s->filter_w - 1) * s->dilation_w < s->in_w;
+    const int inside = NAME(block_inside)(s, left, PIXELS);
     for (int64_t i = 0; i < s->filter_h; i++) {
         const int64_t in_y = top + i * s->dilation_h;
         if (in_y < 0 || in_y >= s->in_h) continue;
@@ -118,11 +137,7 @@ static inline __attribute__((always_inline)) void NAME(conv_block)(
                 continue;
             }
             const float *source[MAX_PIXELS];
-#pragma GCC unroll 16
-            for (int p = 0; p < PIXELS; p++) {
-                const int64_t in_x = tap_x + p * s->stride_w;
-                source[p] = in_x >= 0 && in_x < s->in_w ? row + in_x * c_in : zeros;
-            }
+            NAME(tap_sources)(source, row, tap_x, s, zeros, PIXELS);
             NAME(conv_taps)(acc, NULL, 0, source, c_in, w, weight_cols, cols, PIXELS, TILES);
         }
     }
@@ -192,22 +207,14 @@ static inline __attribute__((always_inline)) void NAME(depthwise_block)(
 #pragma GCC unroll 16
         for (int p = 0; p < PIXELS; p++) acc[p][k] = start;
     }
-    const int64_t c_in = s->in_c, top = y * s->stride_h - s->pad_top;
-    const int64_t left = x * s->stride_w - s->pad_left;
-    const int inside = left >= 0 && left + (PIXELS - 1) * s->stride_w +
-                                            (s->filter_w - 1) * s->dilation_w < s->in_w;
+    const int64_t top = y * s->stride_h - s->pad_top, left = x * s->stride_w - s->pad_left;
     for (int64_t i = 0; i < s->filter_h; i++) {
         const int64_t in_y = top + i * s->dilation_h;
         if (in_y < 0 || in_y >= s->in_h) continue;
-        const float *row = in + (b * s->in_h + in_y) * s->in_w * c_in + c0;
+        const float *row = in + (b * s->in_h + in_y) * s->in_w * s->in_c;
         for (int64_t j = 0; j < s->filter_w; j++) {
-            const int64_t tap_x = left + j * s->dilation_w;
-            const float *source[MAX_PIXELS];
-#pragma GCC unroll 16
-            for (int p = 0; p < PIXELS; p++) {
-                const int64_t in_x = tap_x + p * s->stride_w;
-                source[p] = inside || (in_x >= 0 && in_x < s->in_w) ? row + in_x * c_in : zeros;
-            }
+            const float *source[MAX_PIXELS]; /* each pixel's channel 0 (or the zeros) */
+            NAME(tap_sources)(source, row, left + j * s->dilation_w, s, zeros, PIXELS);
             const float *w = weights + (i * s->filter_w + j) * weight_c + c0;
 #pragma GCC unroll 4
             for (int k = 0; k < PARTS; k++) {
@@ -216,7 +223,7 @@ static inline __attribute__((always_inline)) void NAME(depthwise_block)(
 #pragma GCC unroll 16
                 for (int p = 0; p < PIXELS; p++) {
                     VEC value;
-                    memcpy(&value, source[p] + k * LANES, sizeof value);
+                    memcpy(&value, source[p] + c0 + k * LANES, sizeof value);
                     acc[p][k] += value * w_part;
                 }
             }

@@ -57,6 +57,16 @@ def _floats(array: np.ndarray) -> Any:
     return ffi.from_buffer("float[]", array)
 
 
+def _check(what: str, rc: int, path: int, win: Window2D, shape: tuple[int, ...]) -> None:
+    """Raise for a C convolution's error code."""
+    if rc == -errno.ENOTSUP:
+        raise ValueError(f"{what} path {path} is not built or not supported by this CPU")
+    if rc == -errno.ENOMEM:
+        raise MemoryError(f"{what}: no memory for the row of zeros its padding reads")
+    if rc:
+        raise ValueError(f"{what} window {win} does not fit the input {shape}")
+
+
 def conv_f32(
     x: np.ndarray,
     weights: np.ndarray,
@@ -99,12 +109,7 @@ def conv_f32(
         _floats(out),
         path,
     )
-    if rc == -errno.ENOTSUP:
-        raise ValueError(f"conv path {path} is not built or not supported by this CPU")
-    if rc == -errno.ENOMEM:
-        raise MemoryError(f"no memory for a row of {depth_in} zeros")
-    if rc:
-        raise ValueError(f"conv window {win} does not fit the input {x.shape}")
+    _check("conv", rc, path, win, x.shape)
     return out
 
 
@@ -152,12 +157,7 @@ def depthwise_conv_f32(
         _floats(out),
         path,
     )
-    if rc == -errno.ENOTSUP:
-        raise ValueError(f"depthwise path {path} is not built or not supported by this CPU")
-    if rc == -errno.ENOMEM:
-        raise MemoryError(f"no memory for a row of {source.shape[3]} zeros")
-    if rc:
-        raise ValueError(f"depthwise window {win} does not fit the input {x.shape}")
+    _check("depthwise", rc, path, win, x.shape)
     return out
 
 
