@@ -92,14 +92,6 @@ typedef int32_t mask16_t __attribute__((vector_size(16 * sizeof(int32_t))));
 #define CONV_TILES 2
 #define DEPTHWISE_PIXELS 8
 #include "window_loops.h"
-#undef VEC
-#undef VEC_MASK
-#undef LANES
-#undef TARGET
-#undef NAME
-#undef CONV_PIXELS
-#undef CONV_TILES
-#undef DEPTHWISE_PIXELS
 
 #define VEC half_t
 #define VEC_MASK half_mask_t
@@ -110,14 +102,6 @@ typedef int32_t mask16_t __attribute__((vector_size(16 * sizeof(int32_t))));
 #define CONV_TILES 1
 #define DEPTHWISE_PIXELS 4
 #include "window_loops.h"
-#undef VEC
-#undef VEC_MASK
-#undef LANES
-#undef TARGET
-#undef NAME
-#undef CONV_PIXELS
-#undef CONV_TILES
-#undef DEPTHWISE_PIXELS
 #endif
 
 typedef float vec4_t __attribute__((vector_size(4 * sizeof(float))));
@@ -131,14 +115,6 @@ typedef int32_t mask4_t __attribute__((vector_size(4 * sizeof(int32_t))));
 #define CONV_TILES 1
 #define DEPTHWISE_PIXELS 2
 #include "window_loops.h"
-#undef VEC
-#undef VEC_MASK
-#undef LANES
-#undef TARGET
-#undef NAME
-#undef CONV_PIXELS
-#undef CONV_TILES
-#undef DEPTHWISE_PIXELS
 
 /* The loop path names (NNB_CONV_*): NNB_CONV_BEST resolved to the fastest
  * this build and CPU run; -ENOTSUP for one they do not. */
@@ -157,26 +133,17 @@ static int machine_path(int path) {
     return -ENOTSUP;
 }
 
+/* s asks for no padding: its input has it already. */
+static int unpadded(const struct nnb_window_shape *s) {
+    return !(s->pad_top || s->pad_bottom || s->pad_left || s->pad_right);
+}
+
 /* Both axes of s fit its padded input (padded_window_fits). */
 static int windows_fit(const struct nnb_window_shape *s) {
     return padded_window_fits(s->in_h, s->pad_top, s->pad_bottom, s->out_h, s->filter_h,
                               s->stride_h, s->dilation_h) &&
            padded_window_fits(s->in_w, s->pad_left, s->pad_right, s->out_w, s->filter_w,
                               s->stride_w, s->dilation_w);
-}
-
-/* The row of in_c zeros a padded pixel reads (to free), or NULL with
- * *failed set when malloc refuses; without padding none is needed and
- * *zeros is in (never read as padding). */
-static float *zero_row(const struct nnb_window_shape *s, const float *in, const float **zeros,
-                       int *failed) {
-    *zeros = in;
-    *failed = 0;
-    if (!(s->pad_top || s->pad_bottom || s->pad_left || s->pad_right)) return NULL;
-    float *row = calloc((size_t)s->in_c, sizeof(float));
-    *failed = row == NULL;
-    *zeros = row;
-    return row;
 }
 
 int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const float *weights,
@@ -191,10 +158,12 @@ int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const fl
     if (!windows_fit(&s)) return -EINVAL;
     path = machine_path(path);
     if (path < 0) return path;
-    const float *zeros;
-    int failed;
-    float *row = zero_row(&s, in, &zeros, &failed);
-    if (failed) return -ENOMEM;
+    float *zero_row = NULL; /* what a pixel of the padding reads */
+    if (!unpadded(&s)) {
+        zero_row = calloc((size_t)s.in_c, sizeof(float));
+        if (zero_row == NULL) return -ENOMEM;
+    }
+    const float *zeros = zero_row != NULL ? zero_row : in; /* never read without padding */
 #ifdef CONV_DISPATCH
     if (path == NNB_CONV_AVX512)
         conv_avx512(in, &s, weights, weight_cols, bias, lo, hi, out, zeros);
@@ -203,7 +172,7 @@ int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const fl
     else
 #endif
         conv_portable(in, &s, weights, weight_cols, bias, lo, hi, out, zeros);
-    free(row);
+    free(zero_row);
     return 0;
 }
 
@@ -214,24 +183,18 @@ int nnb_depthwise_conv_f32(const float *in, const struct nnb_window_shape *shape
         return -EINVAL;
     const struct nnb_window_shape s = *shape;
     if (s.batches < 1 || s.out_c < 1 || s.in_c < TILE || s.in_c < s.out_c ||
-        weight_c < s.out_c || weight_c % TILE != 0)
+        weight_c < s.out_c || weight_c % TILE != 0 || !unpadded(&s) || !windows_fit(&s))
         return -EINVAL;
-    if (!windows_fit(&s)) return -EINVAL;
     path = machine_path(path);
     if (path < 0) return path;
-    const float *zeros;
-    int failed;
-    float *row = zero_row(&s, in, &zeros, &failed);
-    if (failed) return -ENOMEM;
 #ifdef CONV_DISPATCH
     if (path == NNB_CONV_AVX512)
-        depthwise_avx512(in, &s, weights, weight_c, bias, lo, hi, out, zeros);
+        depthwise_avx512(in, &s, weights, weight_c, bias, lo, hi, out);
     else if (path == NNB_CONV_AVX2)
-        depthwise_avx2(in, &s, weights, weight_c, bias, lo, hi, out, zeros);
+        depthwise_avx2(in, &s, weights, weight_c, bias, lo, hi, out);
     else
 #endif
-        depthwise_portable(in, &s, weights, weight_c, bias, lo, hi, out, zeros);
-    free(row);
+        depthwise_portable(in, &s, weights, weight_c, bias, lo, hi, out);
     return 0;
 }
 
@@ -305,11 +268,8 @@ static void pool(const float *in, const struct nnb_window_shape *s, int kind, fl
 int nnb_pool_f32(const float *in, const struct nnb_window_shape *shape, int kind, float *out) {
     if (in == NULL || shape == NULL || out == NULL) return -EINVAL;
     const struct nnb_window_shape s = *shape;
-    if (s.batches < 1 || s.in_c < 1 || s.out_c != s.in_c || s.pad_top || s.pad_bottom ||
-        s.pad_left || s.pad_right || (kind != NNB_POOL_MAX && kind != NNB_POOL_SUM))
-        return -EINVAL;
-    if (!window_fits(s.in_h, s.out_h, s.filter_h, s.stride_h, s.dilation_h) ||
-        !window_fits(s.in_w, s.out_w, s.filter_w, s.stride_w, s.dilation_w))
+    if (s.batches < 1 || s.in_c < 1 || s.out_c != s.in_c || !unpadded(&s) ||
+        !windows_fit(&s) || (kind != NNB_POOL_MAX && kind != NNB_POOL_SUM))
         return -EINVAL;
     pool(in, &s, kind, out);
     return 0;

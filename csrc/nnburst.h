@@ -175,7 +175,7 @@ int nnb_keep_freed_memory(int64_t mmap_threshold, int64_t trim_threshold);
 struct nnb_window_shape {
     int64_t batches, in_h, in_w, in_c;
     int64_t filter_h, filter_w, stride_h, stride_w, dilation_h, dilation_w;
-    int64_t pad_top, pad_bottom, pad_left, pad_right; /* implicit zeros (not pooling) */
+    int64_t pad_top, pad_bottom, pad_left, pad_right; /* implicit zeros (CONV_2D only) */
     int64_t out_h, out_w, out_c;
 };
 
@@ -198,17 +198,16 @@ int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const fl
                  int64_t weight_cols, const float *bias, float lo, float hi, float *out,
                  int path);
 /* Depthwise 2-D convolution on float32 NHWC (kernels.c): out[b, y, x, c] =
- * bias[c] + sum over i, j of in[b, y*stride_h + i*dilation_h - pad_top,
- * x*stride_w + j*dilation_w - pad_left, c] * weights[i, j, c], clamped to
- * [lo, hi], for c below out_c; the input reads as zero outside its rows and
- * columns (the shape's pads, each at most 2^30).  in has in_c channels, at
- * least out_c and at least 16 (a narrower input is padded with zero
- * channels), so that every load reads a whole 16-channel tile; weights is
+ * bias[c] + sum over i, j of in[b, y*stride_h + i*dilation_h, x*stride_w +
+ * j*dilation_w, c] * weights[i, j, c], clamped to [lo, hi], for c below
+ * out_c.  The input is already padded (the shape's pads are 0).  in has
+ * in_c channels, at least out_c and at least 16 (a narrower input is padded
+ * with zero channels), so that every load reads a whole 16-channel tile;
+ * weights is
  * [filter_h, filter_w, weight_c] and bias [weight_c], weight_c a multiple
  * of 16 and at least out_c (zeros past it); out has out_c channels.  All
  * arrays are C-contiguous.  -EINVAL for a shape whose windows would reach
- * outside the padded input, -ENOMEM when the row of zeros cannot be had;
- * path as for nnb_conv_f32. */
+ * outside the input; path as for nnb_conv_f32. */
 int nnb_depthwise_conv_f32(const float *in, const struct nnb_window_shape *shape,
                            const float *weights, int64_t weight_c, const float *bias, float lo,
                            float hi, float *out, int path);

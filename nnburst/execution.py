@@ -242,7 +242,7 @@ class Execution:
         self._state = _PREPARATION
         #: set by the first computation, when the bindings become final: whether an
         #: input is a Memory (checked for data each time) and whether no output is
-        #: a device memory (none to mark): the fast paths of _begin and _complete.
+        #: a device memory (none to mark), which _begin and _complete then skip.
         self._input_memories = True
         self._plain_outputs = False
         self._status: ErrorStatus | None = None
@@ -657,37 +657,28 @@ class Execution:
         status, shapes, timing = result
         if type(status) is not ErrorStatus:  # the enum call costs more than the check
             status = ErrorStatus(status)
-        if status is _NONE and self._plain_outputs and len(shapes) == len(self._outputs):
-            with self._lock:  # the common success: no device memory to mark, nothing to drop
-                self._status = status
-                self._shapes = list(shapes)
-                self._timing = timing if self._measure else NO_TIMING
-                self._state = _COMPLETED
-                if self._reusable and not self._closed:
-                    return
-                direct = self._forget_request()
-            if direct is not None:
-                direct.close()
-            return
+        ok = status is _NONE
         with self._lock:
             self._status = status
-            keep = status in (ErrorStatus.NONE, ErrorStatus.OUTPUT_INSUFFICIENT_SIZE)
+            keep = ok or status is ErrorStatus.OUTPUT_INSUFFICIENT_SIZE
             self._shapes = list(shapes) if keep else []
-            if status == ErrorStatus.NONE and len(self._shapes) != len(self._outputs):
+            if ok and len(self._shapes) != len(self._outputs):
                 self._shapes = [
                     OutputShape(self._declared_shape(i)) for i in range(len(self._outputs))
                 ]
-            self._timing = timing if (status == ErrorStatus.NONE and self._measure) else NO_TIMING
-            for arg in self._outputs:
-                if arg is not None and arg.memory is not None and arg.memory.desc is not None:
-                    # As NNAPI: a failed execution leaves its device-memory outputs without data.
-                    arg.memory.initialized = status == ErrorStatus.NONE
+            self._timing = timing if (ok and self._measure) else NO_TIMING
+            if not self._plain_outputs:
+                for arg in self._outputs:
+                    if arg is not None and arg.memory is not None and arg.memory.desc is not None:
+                        # As NNAPI: a failed execution leaves its device-memory outputs
+                        # without data.
+                        arg.memory.initialized = ok
             self._state = _COMPLETED
             # It cannot compute again: release what the driver holds for it.
             direct = self._forget_request() if self._closed or not self._reusable else None
         if direct is not None:
             direct.close()
-        if status == ErrorStatus.NONE:
+        if ok:
             return
         device = self._compilation.device
         where = f" on {device.name}" if device is not None else ""
@@ -806,10 +797,9 @@ class Execution:
         """
         self._begin("compute")
         try:
-            deadline = self._deadline()
-            direct = self._direct  # the driver's execution of a kept request: one call fewer
-            run = self._execute_directly if direct is None else direct.compute
-            result = tracing.call(_RUNTIME, _EXECUTION, "compute", run, deadline)
+            result = tracing.call(
+                _RUNTIME, _EXECUTION, "compute", self._execute_directly, self._deadline()
+            )
         except BaseException:
             self._abort()
             raise
@@ -914,8 +904,7 @@ class Execution:
             deadline = self._deadline()
             if burst.direct:
                 with burst.using():
-                    direct = self._direct  # as in compute
-                    run = self._execute_directly if direct is None else direct.compute
+                    run = self._execute_directly
                     result = tracing.call(_RUNTIME, _EXECUTION, "burst_compute", run, deadline)
             else:
                 bound = self._bound(deadline)

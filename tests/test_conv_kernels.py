@@ -491,7 +491,7 @@ def test_c_depthwise_kernel_matches_loops(path, channels, stride, dilation, pads
     for y, xx, i, j in itertools.product(range(out_h), range(out_w), range(kh), range(kw)):
         pixel = xp[:, y * stride[0] + i * dilation[0], xx * stride[1] + j * dilation[1]]
         want[:, y, xx] += pixel * filt[i, j]
-    weights = _c_layout(filt, True, np.float32)
+    weights = _c_layout(filt, np.float32)
     try:
         got = depthwise_conv_f32(x, weights, bias, win, -1.5, 2.5, path)
     except ValueError as exc:
@@ -529,7 +529,7 @@ C_CONV_PATHS = {
 def c_conv(x, w, bias, win, lo=-np.inf, hi=np.inf, path=0):
     """``conv_f32`` on an NNAPI-layout filter [O, KH, KW, C]; skips a path this CPU has not got."""
     o, kh, kw, c = w.shape
-    weights = _c_layout(w.transpose(1, 2, 3, 0).reshape(-1, o), False, np.float32)
+    weights = _c_layout(w.transpose(1, 2, 3, 0).reshape(-1, o), np.float32)
     try:
         return conv_f32(x, weights, (kh, kw), bias, win, lo, hi, path)
     except ValueError as exc:
@@ -581,7 +581,7 @@ def test_c_conv_kernel_clamps_and_keeps_nan(path):
 
 def test_c_conv_kernel_refuses_what_does_not_fit():
     x = np.zeros((1, 4, 4, 8), np.float32)
-    weights = _c_layout(np.zeros((72, 8), np.float32), False, np.float32)
+    weights = _c_layout(np.zeros((72, 8), np.float32), np.float32)
     bias = np.zeros(8, np.float32)
     with pytest.raises(ValueError, match="does not fit the input"):  # rows 0..4 of 4
         conv_f32(x, weights, (3, 3), bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 3, 2))

@@ -17,7 +17,6 @@ drifts (a VM's does) slows them alike.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -26,14 +25,13 @@ import threadpoolctl
 
 from ..devices import Device, get_devices
 from ..imported import LoadedModel, Runner, TensorInfo
+from .runtime_bench import ROUNDS, measure
 from .service_process import driver_service
 from .stats import LatencyStats, latency_table
 
 LITERT = "LiteRT in-process"
 ONNXRUNTIME = "onnxruntime in-process"
 DEFAULT_DURATION_S = 2.0
-#: slices per row, the rows taking turns (see :func:`time_in_turns`)
-TURNS = 6
 
 Peer = Callable[..., list[np.ndarray]]
 
@@ -106,24 +104,15 @@ def disagreement(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str |
 
 
 def time_in_turns(
-    calls: list[tuple[str, Callable[[], object]]], seconds: float, turns: int = TURNS
+    calls: list[tuple[str, Callable[[], object]]], seconds: float
 ) -> list[LatencyStats]:
-    """Each call timed for ``seconds`` in all, in ``turns`` slices taken one call
-    after another, so that a machine whose speed drifts slows every row alike."""
-    for _, call in calls:
-        for _ in range(3):  # warm caches and lazily built state
-            call()
-    samples: dict[str, list[int]] = {name: [] for name, _ in calls}
-    for _ in range(turns):
+    """Each call timed for ``seconds`` in all, in :data:`~.runtime_bench.ROUNDS`
+    slices taken one call after another, as ``nnburst bench`` times its rows."""
+    samples: dict[str, list[np.ndarray]] = {name: [] for name, _ in calls}
+    for _ in range(ROUNDS):
         for name, call in calls:
-            end = time.perf_counter() + seconds / turns
-            while True:
-                start = time.perf_counter_ns()
-                call()
-                samples[name].append(time.perf_counter_ns() - start)
-                if time.perf_counter() >= end:
-                    break
-    return [LatencyStats.from_ns(name, samples[name]) for name, _ in calls]
+            samples[name].append(measure(call, None, seconds / ROUNDS))
+    return [LatencyStats.from_ns(name, np.concatenate(samples[name])) for name, _ in calls]
 
 
 def _importer(
@@ -183,7 +172,7 @@ def run(
 def main(path: str | Path, seconds: float = DEFAULT_DURATION_S) -> None:
     rows, notes, peer = run(path, seconds)
     print(
-        f"{Path(path).name}: one execution per call, {seconds:g} s per row in {TURNS} turns"
+        f"{Path(path).name}: one execution per call, {seconds:g} s per row in {ROUNDS} turns"
         f" (the rows take turns), BLAS and {peer} on one thread"
     )
     print(latency_table(rows, baseline=peer if any(r.name == peer for r in rows) else None))

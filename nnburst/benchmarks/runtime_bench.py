@@ -363,19 +363,20 @@ def _measure_group(
                         del calls[mode], samples[mode]
                     seconds[mode] += time.perf_counter() - started
         finally:  # also on Ctrl-C: the turns measured so far make the rows
-            rows += [
-                Row(
-                    mode,
-                    work.name,
-                    LatencyStats.from_ns(mode.name, np.concatenate(parts)),
-                    np.concatenate(parts),
-                    seconds[mode],
-                    work.request_bytes,
-                    work.response_bytes,
-                )
-                for mode, parts in samples.items()
-                if parts
-            ]
+            for mode, parts in samples.items():
+                if parts:
+                    all_ns = np.concatenate(parts)
+                    stats = LatencyStats.from_ns(mode.name, all_ns)
+                    row = Row(
+                        mode,
+                        work.name,
+                        stats,
+                        all_ns,
+                        seconds[mode],
+                        work.request_bytes,
+                        work.response_bytes,
+                    )
+                    rows.append(row)
 
 
 def reference_output(work: Workload) -> np.ndarray:

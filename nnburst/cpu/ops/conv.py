@@ -173,7 +173,7 @@ def _convert_filter(sig: OperationSignature, w: np.ndarray) -> _Filter:
     else:  # [O, fh, fw, C] -> [fh, fw, C, O] flattened, the im2col column order
         wf = w.transpose(1, 2, 3, 0).reshape(-1, depth_out).astype(np.float64)
     if inp.code not in QUANT8_ASYMM_CODES:
-        return _Filter(_c_layout(wf, depthwise, np.float32), fh, fw, depth_out, None)
+        return _Filter(_c_layout(wf, np.float32), fh, fw, depth_out, None)
     if filt.channel_quant is not None:  # TENSOR_QUANT8_SYMM_PER_CHANNEL
         scales = filt.channel_quant.scales
     else:
@@ -184,10 +184,10 @@ def _convert_filter(sig: OperationSignature, w: np.ndarray) -> _Filter:
     pairs = [quantize_multiplier(inp.scale * s / out.scale) for s in scales]
     requant = (np.array([m for m, _ in pairs], np.int64), np.array([s for _, s in pairs], np.int64))
     dtype = exact_dtype(inp, np.abs(wf).reshape(-1, depth_out).sum(axis=0))
-    return _Filter(_c_layout(wf, depthwise, dtype), fh, fw, depth_out, requant)
+    return _Filter(_c_layout(wf, dtype), fh, fw, depth_out, requant)
 
 
-def _c_layout(weights: np.ndarray, depthwise: bool, dtype: Any) -> np.ndarray:
+def _c_layout(weights: np.ndarray, dtype: Any) -> np.ndarray:
     """``weights`` as ``dtype``, contiguous; float32 ones with zeros along the last
     (output channel) axis up to a multiple of :data:`~.native.TILE`, as the C
     loops of :mod:`.native` take them."""
@@ -247,6 +247,8 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     inp, out = sig.inputs[0], sig.outputs[0]
     fuse = int(values["fuse"])
     zero_point = inp.zero_point if filt.requant is not None else 0
+    if depthwise and mult > 1:  # output channel c·mult + m reads input channel c
+        x = np.repeat(x, mult, axis=3)
     if not depthwise and _pointwise(filt, win):
         # A matrix product as it stands: BLAS beats the C loop at it (3x at 24
         # channels), and there is no im2col copy to save.
@@ -261,8 +263,6 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
             source = np.subtract(x, zero_point, dtype=np.float32)
             addend = np.zeros(filt.depth_out, np.float32)
         if depthwise:
-            if mult > 1:  # output channel c·mult + m reads input channel c
-                source = np.repeat(source, mult, axis=3)
             acc = depthwise_conv_f32(source, filt.weights, addend, win, lo, hi)
         else:
             acc = conv_f32(
@@ -273,8 +273,6 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     else:  # float64 sums: numpy
         padded = pad_nhwc(x, win, filt.weights.dtype, offset=zero_point)
         if depthwise:
-            if mult > 1:
-                padded = np.repeat(padded, mult, axis=3)
             view = windows(padded, win, filt.filter_h, filt.filter_w)
             acc = np.einsum("nhwijc,ijc->nhwc", view, filt.weights)
         else:

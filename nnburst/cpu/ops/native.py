@@ -2,8 +2,9 @@
 
 Each wrapper checks what C cannot (dtypes, contiguity, that the arrays'
 sizes agree) and hands the rest to C, which checks that every window lies
-inside the input before it reads.  Inputs are already padded: padding is
-policy (zeros, the zero point, -inf) and stays with the operations.
+inside the (padded) input before it reads.  CONV_2D pads with zeros inside
+its loop; the depthwise wrapper makes a padded copy (see window_loops.h
+for why); pools take an input their operation padded (with -inf or 0).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from ..._bindings import ffi, lib
 from .common import Window2D
+from .windows import pad_nhwc
 
 #: Output channels per vector in the C convolution: its weights have a
 #: multiple of this many columns (zeros past the last channel).
@@ -122,10 +124,10 @@ def depthwise_conv_f32(
     hi: float = np.inf,
     path: int = 0,
 ) -> np.ndarray:
-    """DEPTHWISE_CONV_2D (depth multiplier 1): ``x`` [N, H, W, C] (unpadded: C
-    reads zeros for ``win``'s padding), ``weights`` [FH, FW, columns] with
-    columns a multiple of :data:`TILE` (zeros past C), ``bias`` [C] -> [N, OH,
-    OW, C], clamped to [lo, hi].  ``path`` as for :func:`conv_f32`."""
+    """DEPTHWISE_CONV_2D (depth multiplier 1): ``x`` [N, H, W, C] (unpadded:
+    this pads it with zeros as ``win`` says), ``weights`` [FH, FW, columns]
+    with columns a multiple of :data:`TILE` (zeros past C), ``bias`` [C] ->
+    [N, OH, OW, C], clamped to [lo, hi].  ``path`` as for :func:`conv_f32`."""
     n, in_h, in_w, depth = x.shape
     if (
         weights.dtype != np.float32
@@ -137,10 +139,10 @@ def depthwise_conv_f32(
     weights = np.ascontiguousarray(weights)
     filter_h, filter_w, columns = weights.shape
     if depth < TILE:  # C loads whole 16-channel tiles: a narrow input gets zero channels
-        source = np.zeros((n, in_h, in_w, TILE), np.float32)
-        source[..., :depth] = x
-    else:
-        source = np.ascontiguousarray(x, dtype=np.float32)
+        wide = np.zeros((n, in_h, in_w, TILE), np.float32)
+        wide[..., :depth] = x
+        x = wide
+    source = np.ascontiguousarray(pad_nhwc(x, win, np.float32))
     padded_bias = np.zeros(columns, np.float32)
     padded_bias[:depth] = bias
     out = np.empty((n, win.out_h, win.out_w, depth), np.float32)
@@ -148,7 +150,7 @@ def depthwise_conv_f32(
         return out
     rc = lib.nnb_depthwise_conv_f32(
         _floats(source),
-        _window_shape(source, (filter_h, filter_w), win, depth, padded=True),
+        _window_shape(source, (filter_h, filter_w), win, depth),
         _floats(weights),
         columns,
         _floats(padded_bias),

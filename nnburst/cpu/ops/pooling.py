@@ -3,7 +3,8 @@
 Float32 windows (max, and the float32 sums of average and L2 pools) are
 reduced by a C loop that reads each window once (csrc/kernels.c); other
 dtypes tap by tap, rows then columns (``windows.reduce_windows``): a few
-whole-array passes, no Python loop over pixels or channels.  As in the NNAPI reference, padding never counts:
+whole-array passes, no Python loop over pixels or channels.  As in the
+NNAPI reference, padding never counts:
 average and L2 pools divide by the number of real input elements under the
 window, and max pools pad with the lowest value of the type.  Float sums
 are formed in float32 like the reference's.  Quantized pools work on the
