@@ -903,9 +903,9 @@ class Execution:
         try:
             deadline = self._deadline()
             if burst.direct:
-                with burst.using():
-                    run = self._execute_directly
-                    result = tracing.call(_RUNTIME, _EXECUTION, "burst_compute", run, deadline)
+                run = burst.run_directly
+                execute = self._execute_directly
+                result = tracing.call(_RUNTIME, _EXECUTION, "burst_compute", run, execute, deadline)
             else:
                 bound = self._bound(deadline)
                 result = tracing.call(_RUNTIME, _EXECUTION, "burst_compute", burst.run, bound)

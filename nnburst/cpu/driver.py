@@ -432,7 +432,9 @@ class CpuExecution(IExecution):
 
 
 def _write_outputs(
-    outputs: Sequence[RequestArgument], views: list[memoryview | None], results: list[np.ndarray]
+    outputs: Sequence[RequestArgument],
+    views: list[memoryview | None],
+    results: Sequence[np.ndarray],
 ) -> tuple[ErrorStatus, list[OutputShape]]:
     """Copy each result into its output's location, or say which ones do not fit."""
     shapes: list[OutputShape] = []

@@ -11,6 +11,7 @@ between operand slots.
 from __future__ import annotations
 
 import contextvars
+import operator
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -121,10 +122,19 @@ class PreparedSubgraph:
             )
         self._input_indexes = list(subgraph.input_indexes)
         self._output_indexes = list(subgraph.output_indexes)
-        #: (operation, kernel, input slots, output infos, slots to release) per
-        #: operation, in order: what the hot loop of :meth:`_run_operations` unpacks.
+        self._gather_outputs = _gatherer(tuple(self._output_indexes))
+        #: (operation, kernel, input gatherer, single output, slots to release)
+        #: per operation, in order: what the hot loop of :meth:`_run_operations`
+        #: unpacks.  The single output is (slot, dtype, dimensions) for the
+        #: usual one-output operation, None for the others.
         self._steps = [
-            (op, op.kernel, op.inputs, op.output_infos, release)
+            (
+                op,
+                op.kernel,
+                _gatherer(op.inputs),
+                op.output_infos[0][:1] + op.output_infos[0][2:] if len(op.outputs) == 1 else None,
+                release,
+            )
             for op, release in zip(self.operations, self._releases())
         ]
         #: operand slots at the start of every execution: constants filled in.
@@ -157,7 +167,7 @@ class PreparedSubgraph:
         inputs: Sequence[np.ndarray | None],
         loop_deadline_ns: int | None = None,
         deadline_ns: int | None = None,
-    ) -> list[np.ndarray]:
+    ) -> Sequence[np.ndarray]:
         """Execute with one array per subgraph input; returns one per output.
 
         ``deadline_ns`` (absolute ``time.monotonic_ns()``) is checked before
@@ -170,11 +180,12 @@ class PreparedSubgraph:
             values[index] = value
         # Float overflow to inf/nan is defined behaviour here, not a warning.
         run_quietly(self._run_operations, values, loop_deadline_ns, deadline_ns)
-        outputs = [values[index] for index in self._output_indexes]
-        for index, value in zip(self._output_indexes, outputs):
+        outputs = self._gather_outputs(values)
+        for value in outputs:
             if value is None:
-                raise NNError(f"model output operand {index} was never written")
-        return outputs  # type: ignore[return-value]  # no None: checked just above
+                unwritten = [i for i in self._output_indexes if values[i] is None]
+                raise NNError(f"model output operands {unwritten} were never written")
+        return outputs
 
     def _run_operations(
         self, values: list[Any], loop_deadline_ns: int | None, deadline_ns: int | None
@@ -186,13 +197,13 @@ class PreparedSubgraph:
         op = None
         check_deadline = deadline_ns is not None
         try:
-            for op, kernel, inputs, output_infos, release in self._steps:
+            for op, kernel, gather, single, release in self._steps:
                 if check_deadline and time.monotonic_ns() > deadline_ns:  # type: ignore[operator]
                     raise NNError(
                         f"the execution missed its deadline before {op.signature.code.name}",
                         ResultCode.MISSED_DEADLINE_TRANSIENT,
                     )
-                arguments = [values[i] for i in inputs]
+                arguments = gather(values)
                 if kernel is not None:
                     results = kernel(arguments)
                 else:
@@ -201,19 +212,18 @@ class PreparedSubgraph:
                             op.signature, arguments, op.state, loop_deadline_ns, self.owner
                         )
                     )
-                if len(results) != len(output_infos):
-                    raise NNError(
-                        f"{op.signature.code.name} produced {len(results)} outputs, "
-                        f"expected {len(output_infos)}"
-                    )
-                for (index, info, dtype, dimensions), result in zip(output_infos, results):
+                if single is not None and len(results) == 1:
+                    index, dtype, dimensions = single
+                    result = results[0]
                     if (
                         type(result) is not np.ndarray
                         or result.dtype is not dtype  # numpy's builtin dtypes are singletons
                         or result.shape != dimensions
                     ):
-                        result = _checked_output(op.signature.code, info, result)
+                        result = _checked_output(op.signature.code, op.output_infos[0][1], result)
                     values[index] = result
+                else:
+                    _store_results(op, results, values)
                 for index in release:
                     values[index] = None
         except NNError:
@@ -221,6 +231,34 @@ class PreparedSubgraph:
         except (ValueError, IndexError, FloatingPointError, OverflowError) as exc:
             assert op is not None
             raise NNError(f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED) from exc
+
+
+def _gatherer(indexes: tuple[int, ...]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """A function picking an operation's arguments out of the operand slots:
+    ``operator.itemgetter`` does it in C, half the cost of a comprehension."""
+    if len(indexes) >= 2:
+        return operator.itemgetter(*indexes)
+    if len(indexes) == 1:
+        index = indexes[0]
+        return lambda values: (values[index],)
+    return lambda values: ()
+
+
+def _store_results(op: _PreparedOperation, results: Sequence[Any], values: list[Any]) -> None:
+    """Check and store the results of an operation with several outputs."""
+    if len(results) != len(op.output_infos):
+        raise NNError(
+            f"{op.signature.code.name} produced {len(results)} outputs, "
+            f"expected {len(op.output_infos)}"
+        )
+    for (index, info, dtype, dimensions), result in zip(op.output_infos, results):
+        if (
+            type(result) is not np.ndarray
+            or result.dtype is not dtype
+            or result.shape != dimensions
+        ):
+            result = _checked_output(op.signature.code, info, result)
+        values[index] = result
 
 
 #: True only inside the per-thread contexts of :func:`run_quietly`.
@@ -311,5 +349,5 @@ class PreparedModel:
         inputs: Sequence[np.ndarray | None],
         loop_deadline_ns: int | None = None,
         deadline_ns: int | None = None,
-    ) -> list[np.ndarray]:
+    ) -> Sequence[np.ndarray]:
         return self.main.run(inputs, loop_deadline_ns, deadline_ns)

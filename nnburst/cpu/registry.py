@@ -68,7 +68,7 @@ class ExecutionContext:
 
     signature: OperationSignature
     #: one array per input (0-d for scalars); ``None`` for an omitted input.
-    inputs: list[np.ndarray | None]
+    inputs: Sequence[np.ndarray | None]
     #: what ``prepare`` returned for this operation in this prepared model.
     state: Any = None
     #: absolute ``time.monotonic_ns()`` deadline for loops, or ``None``.
@@ -106,7 +106,7 @@ class ExecutionContext:
 Validate = Callable[[OperationSignature], None]
 Prepare = Callable[[OperationSignature], Any]
 Execute = Callable[[ExecutionContext], Sequence[np.ndarray]]
-Kernel = Callable[[list[np.ndarray | None]], Sequence[np.ndarray]]
+Kernel = Callable[[Sequence[np.ndarray | None]], Sequence[np.ndarray]]
 Bind = Callable[[OperationSignature, Any], Kernel | None]
 
 

@@ -73,20 +73,24 @@ class BurstGuard:
     never queued (as ``ANeuralNetworksExecution_burstCompute``).  The runtime's
     ``Burst`` and the controller share this one rule and message."""
 
+    IN_USE = "the burst is in use by another execution"
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        #: the lock itself, for a hot path that takes it without a frame per
+        #: step (``Burst.using``): acquire without blocking, raise ``IN_USE``.
+        self.lock = threading.Lock()
 
     def __enter__(self) -> None:
-        if not self._lock.acquire(blocking=False):
-            raise BadStateError("the burst is in use by another execution")
+        if not self.lock.acquire(blocking=False):
+            raise BadStateError(self.IN_USE)
 
     def __exit__(self, *exc: object) -> None:
-        self._lock.release()
+        self.lock.release()
 
     @contextmanager
     def idle(self) -> Iterator[None]:
         """Wait until no execution uses the burst, and keep it so (for teardown)."""
-        with self._lock:
+        with self.lock:
             yield
 
 

@@ -12,7 +12,7 @@ C int32, and DIV floors (0 where the divisor is 0).  Broadcasting is numpy's rul
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -207,7 +207,7 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
     ufunc, code, dtype = _FLOAT_OPS[sig.code], sig.code, sig.outputs[0].dtype
     if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32:
 
-        def kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+        def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
             a, b = _present(sig, inputs)
             _check_broadcast(code, a, b)
             return [_float_binary(ufunc, fuse, dtype, a, b)]
@@ -215,7 +215,7 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
         return kernel
     lo, hi = FLOAT_ACTIVATION_BOUNDS[fuse]
 
-    def float32_kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+    def float32_kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         a, b = inputs[0], inputs[1]
         if a is None or b is None:
             a, b = _present(sig, inputs)  # raises
@@ -226,7 +226,7 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
     if fuse == FuseCode.NONE:
         return float32_kernel
 
-    def clamped_float32_kernel(inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+    def clamped_float32_kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         result = float32_kernel(inputs)[0]
         np.maximum(result, lo, out=result)
         if hi != np.inf:  # RELU1, RELU6
@@ -237,7 +237,7 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
 
 
 def _present(
-    sig: OperationSignature, inputs: list[np.ndarray | None]
+    sig: OperationSignature, inputs: Sequence[np.ndarray | None]
 ) -> tuple[np.ndarray, np.ndarray]:
     a, b = inputs[0], inputs[1]
     if a is None or b is None:
