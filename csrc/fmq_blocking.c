@@ -174,25 +174,25 @@ int64_t nnb_fmq_read_available_blocking(nnb_fmq_t *q, void *dst, uint64_t max_n,
     return rc;
 }
 
-int64_t nnb_fmq_write_then_read(nnb_fmq_t *wq, const void *src, uint64_t src_capacity,
-                                nnb_fmq_t *rq, void *dst, uint64_t dst_capacity, int64_t spin_ns,
-                                int *wrote, uint64_t n, int64_t deadline_ns) {
-    *wrote = 0;
-    if (n > src_capacity) return -EINVAL;
-    int64_t rc = nnb_enter(wq);
+int64_t nnb_fmq_round_trip(nnb_round_trip_t *rt, uint64_t n, int64_t deadline_ns,
+                           int64_t spin_ns) {
+    rt->wrote = 0;
+    if (n > rt->request_capacity) return -EINVAL;
+    int64_t rc = nnb_enter(rt->requests);
     if (rc) return rc;
-    rc = nnb_enter(rq);
+    rc = nnb_enter(rt->replies);
     if (rc) {
-        nnb_leave(wq);
+        nnb_leave(rt->requests);
         return rc;
     }
-    rc = write_blocking(wq, src, n, NNB_EF_NOT_FULL, NNB_EF_NOT_EMPTY, deadline_ns, spin_ns);
+    rc = write_blocking(rt->requests, rt->request, n, NNB_EF_NOT_FULL, NNB_EF_NOT_EMPTY,
+                        deadline_ns, spin_ns);
     if (rc == 0) {
-        *wrote = 1;
-        rc = read_available_blocking(rq, dst, dst_capacity, NNB_EF_NOT_FULL, NNB_EF_NOT_EMPTY,
-                                     deadline_ns, spin_ns);
+        rt->wrote = 1;
+        rc = read_available_blocking(rt->replies, rt->reply, rt->reply_capacity, NNB_EF_NOT_FULL,
+                                     NNB_EF_NOT_EMPTY, deadline_ns, spin_ns);
     }
-    nnb_leave(rq);
-    nnb_leave(wq);
+    nnb_leave(rt->replies);
+    nnb_leave(rt->requests);
     return rc;
 }

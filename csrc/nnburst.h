@@ -126,17 +126,27 @@ int64_t nnb_fmq_read_available_blocking(nnb_fmq_t *q, void *dst, uint64_t max_n,
                                         uint32_t write_notification,
                                         int64_t deadline_ns, int64_t spin_ns);
 
-/* One round trip in one call: write src[0..n) to wq (blocking, waking its
- * reader), then wait for and read everything available on rq into dst (up
- * to dst_capacity), both with the default bits (a writer waits NOT_FULL and
- * wakes NOT_EMPTY).  n > src_capacity is -EINVAL.  *wrote is set to 1 once
- * the write went through.  Returns the count read, or a negative errno.
- * The arguments that change per call come last so a caller can bind the
- * rest once.  This is the hot path of a request/response peer: one
- * crossing from Python per round trip. */
-int64_t nnb_fmq_write_then_read(nnb_fmq_t *wq, const void *src, uint64_t src_capacity,
-                                nnb_fmq_t *rq, void *dst, uint64_t dst_capacity, int64_t spin_ns,
-                                int *wrote, uint64_t n, int64_t deadline_ns);
+/* One round trip in one call: write request[0..n) to `requests` (blocking,
+ * waking its reader), then wait for and read everything available on
+ * `replies` into `reply` (up to reply_capacity), both with the default bits
+ * (a writer waits NOT_FULL and wakes NOT_EMPTY).  n > request_capacity is
+ * -EINVAL.  `wrote` is set to 1 once the request went out.  Returns the
+ * count read, or a negative errno.  What does not change between round
+ * trips lives in the struct, filled once, so a call passes four arguments:
+ * this is the hot path of a request/response peer, one crossing from Python
+ * per round trip. */
+typedef struct {
+    nnb_fmq_t *requests;
+    const void *request;
+    uint64_t request_capacity;
+    nnb_fmq_t *replies;
+    void *reply;
+    uint64_t reply_capacity;
+    int wrote;
+} nnb_round_trip_t;
+
+int64_t nnb_fmq_round_trip(nnb_round_trip_t *rt, uint64_t n, int64_t deadline_ns,
+                           int64_t spin_ns);
 
 /* Closing from another thread: after nnb_fmq_shutdown every new call on the
  * handle returns -EBADF at once; the owner waits until nnb_fmq_calls_inside

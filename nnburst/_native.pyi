@@ -121,19 +121,7 @@ class _Lib:
         deadline_ns: int,
         spin_ns: int,
     ) -> int: ...
-    def nnb_fmq_write_then_read(
-        self,
-        wq: CData,
-        src: CData,
-        src_capacity: int,
-        rq: CData,
-        dst: CData,
-        dst_capacity: int,
-        spin_ns: int,
-        wrote: CData,
-        n: int,
-        deadline_ns: int,
-    ) -> int: ...
+    def nnb_fmq_round_trip(self, rt: CData, n: int, deadline_ns: int, spin_ns: int) -> int: ...
     def nnb_fmq_shutdown(self, q: CData) -> None: ...
     def nnb_fmq_calls_inside(self, q: CData) -> int: ...
     def nnb_fmq_set_read_hook(self, q: CData, hook: CData, ctx: CData) -> None: ...
