@@ -261,6 +261,12 @@ class Runner:
             np.copyto(buffer, variable.initial.reshape(buffer.shape))
 
     @property
+    def state(self) -> list[np.ndarray]:
+        """The variables' values now (copies, in ``loaded.state`` order): what the
+        next call starts from."""
+        return [buffer.copy() for buffer in self._state_in]
+
+    @property
     def inputs(self) -> list[TensorInfo]:
         return self.loaded.inputs
 

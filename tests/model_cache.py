@@ -15,7 +15,10 @@ each may download, but a reader only ever sees a whole file.
 Members known to the tests:
 
 * ``mediapipe`` 0.10.14: ``mediapipe/modules/face_detection/face_detection_short_range.tflite``
+* ``mediapipe`` 0.10.14: more of ``mediapipe/modules/`` (landmarks, palms, poses)
 * ``openwakeword`` 0.5.1: ``openwakeword/resources/models/hey_jarvis_v0.1.tflite``
+* ``pymicro-wakeword`` 1.0.0: ``pymicro_wakeword/models/{okay_nabu,hey_jarvis,alexa,hey_mycroft}.tflite``
+  (int8, per-channel weights, streaming state in resource variables)
 """
 
 from __future__ import annotations

@@ -689,17 +689,18 @@ def test_while_loops_like_litert() -> None:
         np.testing.assert_array_equal(run(x)[0], x * 32)
 
 
-def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
-    """A streaming accumulator: CALL_ONCE zeroes a variable, each call adds its
-    input to it and returns the sum.  The runner must agree with one LiteRT
-    interpreter over several calls, and start over after reset()."""
-    from ai_edge_litert.interpreter import Interpreter
-
+def accumulator(like: Tensor, initial: np.ndarray) -> bytes:
+    """A streaming accumulator: CALL_ONCE sets variable ``total`` to ``initial``,
+    and each call adds its input to it and returns the sum (every value tensor
+    shaped, typed and quantized like ``like``)."""
     from .tflite_builder import RESOURCE, subgraphs
+
+    def value(data: np.ndarray | None = None) -> Tensor:
+        return Tensor(like.shape, like.dtype, data, like.scale, like.zero_point)
 
     handle = options(schema.VarHandleOptionsT, sharedName="total")
     main = (
-        [Tensor((), RESOURCE), Tensor((1, 4), F32), Tensor((1, 4), F32), Tensor((1, 4), F32)],
+        [Tensor((), RESOURCE), value(), value(), value()],
         [
             ("CALL_ONCE", [], [], options(schema.CallOnceOptionsT, initSubgraphIndex=1)),
             ("VAR_HANDLE", [], [0], handle),
@@ -711,12 +712,20 @@ def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
         [3],
     )
     init = (
-        [Tensor((), RESOURCE), Tensor((1, 4), F32, np.zeros((1, 4), F32))],
+        [Tensor((), RESOURCE), value(initial)],
         [("VAR_HANDLE", [], [0], handle), ("ASSIGN_VARIABLE", [0, 1], [], None)],
         [],
         [],
     )
-    model = subgraphs([main, init])
+    return subgraphs([main, init])
+
+
+def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
+    """The runner must agree with one LiteRT interpreter over several calls, and
+    start over after reset()."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    model = accumulator(Tensor((1, 4), F32), np.zeros((1, 4), F32))
     loaded = tflite.load(model)
     assert [v.name for v in loaded.state] == ["total"] and len(loaded.inputs) == 1
     reference = Interpreter(model_content=model, num_threads=1)
@@ -729,9 +738,43 @@ def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
             want = reference.get_tensor(reference.get_output_details()[0]["index"])
             (got,) = run(step)
             np.testing.assert_allclose(got, want, rtol=1e-6)
+            np.testing.assert_allclose(run.state[0], want, rtol=1e-6)
         np.testing.assert_allclose(got, sum(steps), rtol=1e-5)
         run.reset()
         np.testing.assert_allclose(run(steps[0])[0], steps[0], rtol=1e-6)
+
+
+def test_a_quantized_variable_takes_its_initial_values_quantization() -> None:
+    """The initial value (a constant of the init subgraph) carries the variable's
+    scale and zero point, as in microWakeWord's int8 streaming models."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    like = Tensor((1, 4), np.int8, scale=0.1, zero_point=-5)
+    model = accumulator(like, np.full((1, 4), -5, np.int8))
+    reference = Interpreter(model_content=model, num_threads=1)
+    reference.allocate_tensors()
+    with tflite.Runner(model, cache_dir=None) as run:
+        for _ in range(3):
+            step = RNG.integers(-20, 20, (1, 4), dtype=np.int8)
+            reference.set_tensor(reference.get_input_details()[0]["index"], step)
+            reference.invoke()
+            want = reference.get_tensor(reference.get_output_details()[0]["index"])
+            assert np.abs(run(step)[0].astype(int) - want.astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize(
+    "out",
+    [
+        Tensor((2, 8), np.uint8, scale=0.02, zero_point=128),
+        Tensor((2, 8), np.int8, scale=0.05, zero_point=3),
+    ],
+    ids=["int8 to uint8", "int8 rescaled"],
+)
+def test_a_quantize_of_quantized_values_requantizes(out: Tensor) -> None:
+    """microWakeWord ends on one (int8 → uint8); NNAPI's QUANTIZE takes floats only."""
+    x = Tensor((2, 8), np.int8, scale=0.02, zero_point=0)
+    model = single_op("QUANTIZE", [x], [out], None)
+    compare(model, [RNG.integers(-128, 128, (2, 8), dtype=np.int8)], quantized=True)
 
 
 def test_a_reduction_to_a_scalar_keeps_the_scalar_shape() -> None:

@@ -62,6 +62,8 @@ class Converter(ModelBuilder):
         #: resource variables by name, and the variable each resource tensor names
         self.variables: dict[str, Variable] = {}
         self._resources: dict[int, Variable] = {}
+        #: each variable's initial-value tensor: its type and quantization are the variable's
+        self._initial_tensors: dict[str, Tensor] = {}
 
     # -- operands --------------------------------------------------------------------------
     def tensor(self, index: int) -> Tensor:
@@ -224,8 +226,7 @@ class Converter(ModelBuilder):
         return self.copy(variable.current, self._variable_type(variable))
 
     def _variable_type(self, variable: Variable) -> OperandType:
-        like = Tensor(-1, variable.name, variable.initial.shape, "", variable.initial.dtype, None)
-        return self.operand_type(like)
+        return self.operand_type(self._initial_tensors[variable.name])
 
     def declare_variables(self) -> None:
         """Find the variables CALL_ONCE initializes: their names and initial values."""
@@ -240,10 +241,11 @@ class Converter(ModelBuilder):
                 if o.name != "ASSIGN_VARIABLE":
                     continue
                 name = handles.get(o.inputs[0])
-                value = init.tensors[o.inputs[1]].data
-                if name is None or value is None:
+                initial = init.tensors[o.inputs[1]]
+                if name is None or initial.data is None:
                     raise _Unsupported("a variable initialized by a computation, not a constant")
-                self.variables[name] = Variable(name, np.array(value))
+                self.variables[name] = Variable(name, np.array(initial.data))
+                self._initial_tensors[name] = initial
 
     def used_variables(self) -> list[Variable]:
         """The variables the main subgraph reads or assigns, in a fixed order."""
@@ -451,11 +453,24 @@ for _name, _code in (
     ("LOG", OperationCode.LOG), ("SQRT", OperationCode.SQRT), ("RSQRT", OperationCode.RSQRT),
     ("ABS", OperationCode.ABS), ("NEG", OperationCode.NEG), ("FLOOR", OperationCode.FLOOR),
     ("SIN", OperationCode.SIN), ("HARD_SWISH", OperationCode.HARD_SWISH),
-    ("LOGICAL_NOT", OperationCode.LOGICAL_NOT), ("QUANTIZE", OperationCode.QUANTIZE),
+    ("LOGICAL_NOT", OperationCode.LOGICAL_NOT),
     ("DEQUANTIZE", OperationCode.DEQUANTIZE), ("CAST", OperationCode.CAST),
     ("L2_NORMALIZATION", OperationCode.L2_NORMALIZATION),
 ):  # fmt: skip
     maps(_name)(_unary(_code))
+
+
+@maps("QUANTIZE")
+def _quantize(c: Converter, op: Operator) -> None:
+    """A QUANTIZE of quantized values requantizes (int8 → uint8, a new scale); NNAPI's
+    QUANTIZE takes floats only, so it goes through float32 with a DEQUANTIZE."""
+    x = c.tensor(op.inputs[0])
+    source = c.operand(op.inputs[0])
+    if x.dtype not in (np.float32, np.float16):
+        floats = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, x.shape or (1,)))
+        c.add(OperationCode.DEQUANTIZE, [source], [floats])
+        source = floats
+    c.add(OperationCode.QUANTIZE, [source], [c.operand(op.outputs[0])])
 
 
 def _plain_binary(code: OperationCode) -> Mapper:
