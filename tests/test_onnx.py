@@ -187,7 +187,7 @@ def test_real_models_match_onnxruntime(
 # -- ONNX's backend node tests --------------------------------------------------------------------
 
 #: Node tests that pass today (onnx 1.22.0's data; see docs/onnx-node-tests.md).
-MIN_PASSING = 689
+MIN_PASSING = 690
 #: One node test per mapping that composes NNAPI operations or transposes a computed
 #: operand: each must pass, not merely be refused.
 MUST_PASS = [
@@ -224,6 +224,7 @@ MUST_PASS = [
     "test_group_normalization_example",
     "test_matmul_bcast",
     "test_matmul_1d_3d",
+    "test_causal_conv_with_state_b1_c1_degenerate_expanded",  # a 1-D Conv over a height of 1
 ]
 
 
@@ -456,3 +457,41 @@ def test_silero_vad_carries_its_lstm_state_and_takes_either_rate_branch_like_onn
                 for g, w in zip(got, want):
                     np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
                 state, want_state = got[1], want[1]
+
+
+@pytest.mark.parametrize(
+    ("axis", "exclusive", "reverse"), [(0, 0, 0), (1, 1, 0), (-1, 0, 1), (2, 1, 1)]
+)
+def test_cumsum_along_a_constant_axis_matches_onnxruntime_infinities_included(
+    axis: int, exclusive: int, reverse: int
+) -> None:
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    x[0, 1, 2] = np.inf  # a triangle-of-ones MATMUL would make NaNs of it
+    model = make_model(
+        [helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive, reverse=reverse)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
+        {"axis": np.array(axis, np.int64)},
+    )
+    against_onnxruntime(model, {"x": x})
+
+
+@pytest.mark.parametrize(("axis", "constant_values"), [(-1, True), (0, False), (1, True)])
+def test_one_hot_with_a_constant_depth_matches_onnxruntime(
+    axis: int, constant_values: bool
+) -> None:
+    """Negative indices count from the end; out-of-range ones give the off value."""
+    values = np.array([-2.5, 7], np.float32)
+    out = [2, 3]
+    out.insert(axis % 3, 4)
+    inputs = [helper.make_tensor_value_info("i", TensorProto.INT64, [2, 3])]
+    if not constant_values:
+        inputs.append(helper.make_tensor_value_info("v", TensorProto.FLOAT, [2]))
+    model = make_model(
+        [helper.make_node("OneHot", ["i", "depth", "v"], ["y"], axis=axis)],
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+        {"depth": np.array(4, np.int64), **({"v": values} if constant_values else {})},
+    )
+    feeds = {"i": np.array([[1, -1, 0], [3, 9, -5]], np.int64)}
+    against_onnxruntime(model, feeds if constant_values else {**feeds, "v": values})

@@ -2135,6 +2135,79 @@ def _center_crop_pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> N
         c.add(OperationCode.PAD, [x, paddings], [_out(c, node)])
 
 
+#: The most steps CumSum unrolls into (one SLICE and one ADD each).
+_MAX_CUMSUM_STEPS = 256
+
+
+@maps("CumSum")
+def _cum_sum(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Running sums along a constant axis, one ADD per step (each position SLICE'd,
+    the sums laid back together by CONCATENATION).  Exact where a MATMUL with a
+    triangle of ones is not: its zeros turn an infinity into NaN."""
+    name = node.input[0]
+    shape, dtype = c.shape(name), c.dtype(name)
+    axis = int(c.value(node.input[1], "axis").reshape(-1)[0]) % len(shape)
+    length = shape[axis]
+    if dtype not in (np.float32, np.float16):
+        raise _Unsupported(f"{dtype} data (NNAPI's CONCATENATION takes floats)")
+    if length > _MAX_CUMSUM_STEPS:
+        raise _Unsupported(f"an axis of more than {_MAX_CUMSUM_STEPS} elements")
+    piece = (*shape[:axis], 1, *shape[axis + 1 :])
+    exclusive, total = a.get("exclusive", 0), None
+    sums: dict[int, int] = {}
+    for k in reversed(range(length)) if a.get("reverse", 0) else range(length):
+        if exclusive:
+            sums[k] = _full(c, dtype, piece, 0) if total is None else total
+        begin = [k if axis_ == axis else 0 for axis_ in range(len(shape))]
+        step = _apply(
+            c, OperationCode.SLICE, [c.operand(name), c.ints(begin), c.ints(piece)], dtype, piece
+        )
+        total = step if total is None else _apply(c, OperationCode.ADD, [total, step], dtype, piece)
+        sums.setdefault(k, total)
+    pieces = [sums[k] for k in range(length)]
+    if length == 1:  # a copy: the output must be computed
+        pieces.append(_full(c, dtype, piece, -0.0))  # x + (-0.0) keeps every x
+        _apply(c, OperationCode.ADD, pieces, dtype, piece, _out(c, node))
+        return
+    c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [_out(c, node)])
+
+
+@maps("OneHot")
+def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """A constant depth: EQUAL of the indices (negatives counted from the end)
+    against 0 … depth − 1 on a new first axis, SELECT of the on and off values,
+    then a TRANSPOSE moving that axis where ONNX wants it."""
+    indices, values = node.input[0], node.input[2]
+    if c.dtype(indices).kind not in "iu":
+        raise _Unsupported(f"{c.dtype(indices)} indices (integers map)")
+    depth = int(c.value(node.input[1], "depth").reshape(-1)[0])
+    shape, out, dtype = c.shape(indices), c.shape(node.output[0]), c.dtype(node.output[0])
+    axis = a.get("axis", -1) % len(out)
+    first = (depth, *shape)  # the new axis first: EQUAL broadcasts over leading axes
+    boolean, int32 = np.dtype(np.bool_), np.dtype(np.int32)
+    where = c.operand(indices)
+    negative = _apply(c, OperationCode.LESS, [where, c.ints([0])], boolean, shape)
+    shifted = _apply(c, OperationCode.ADD, [where, c.ints([depth])], int32, shape)
+    where = _apply(c, OperationCode.SELECT, [negative, shifted, where], int32, shape)
+    positions = np.arange(depth, dtype=np.int32).reshape(depth, *[1] * len(shape))
+    hot = _apply(c, OperationCode.EQUAL, [where, _int_tensor(c, positions)], boolean, first)
+    choices = []
+    for k in (1, 0):  # on, off: one element each, broadcast to the whole
+        if values in c.constants:
+            choices.append(_full(c, dtype, first, c.constants[values].reshape(-1)[k]))
+            continue
+        inputs = [c.operand(values), c.ints([k]), c.ints([1])]
+        element = _apply(c, OperationCode.SLICE, inputs, dtype, (1,))
+        filler = _full(c, dtype, first, -0.0)  # x + (-0.0) keeps every x
+        choices.append(_apply(c, OperationCode.ADD, [element, filler], dtype, first))
+    if axis == 0:
+        c.add(OperationCode.SELECT, [hot, *choices], [_out(c, node)])
+        return
+    chosen = _apply(c, OperationCode.SELECT, [hot, *choices], dtype, first)
+    perm = [*range(1, axis + 1), 0, *range(axis + 1, len(out))]
+    c.add(OperationCode.TRANSPOSE, [chosen, c.ints(perm)], [_out(c, node)])
+
+
 def _outer_names(graph: onnx.GraphProto) -> set[str]:
     """The names a subgraph reads from the scopes around it."""
     produced = {i.name for i in graph.input} | {t.name for t in graph.initializer}
