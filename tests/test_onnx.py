@@ -187,7 +187,7 @@ def test_real_models_match_onnxruntime(
 # -- ONNX's backend node tests --------------------------------------------------------------------
 
 #: Node tests that pass today (onnx 1.22.0's data; see docs/onnx-node-tests.md).
-MIN_PASSING = 689
+MIN_PASSING = 690
 #: One node test per mapping that composes NNAPI operations or transposes a computed
 #: operand: each must pass, not merely be refused.
 MUST_PASS = [
@@ -224,6 +224,7 @@ MUST_PASS = [
     "test_group_normalization_example",
     "test_matmul_bcast",
     "test_matmul_1d_3d",
+    "test_causal_conv_with_state_b1_c1_degenerate_expanded",  # a 1-D Conv over a height of 1
 ]
 
 
@@ -329,3 +330,168 @@ def test_resize_maps_only_what_nnapi_computes_the_same(
             nn_onnx.load(model)
         return
     against_onnxruntime(model, {"x": RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)})
+
+
+def _loop_body(nodes: list[Any], carried: list[Any], outputs: list[Any]) -> Any:
+    """A Loop body: (iteration, condition, *carried) → (condition, *outputs)."""
+    return helper.make_graph(
+        nodes,
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+            *carried,
+        ],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), *outputs],
+    )
+
+
+def test_a_for_loop_with_a_scan_output_becomes_a_while_like_onnxruntime() -> None:
+    """A constant trip count and no condition: the scan output's length is known, each
+    row written by the body; the body reads an outer input and gathers by iteration."""
+    f32 = TensorProto.FLOAT
+    body = _loop_body(
+        [
+            helper.make_node("Identity", ["c_in"], ["c_out"]),
+            helper.make_node("Gather", ["table", "i"], ["row"], axis=0),
+            helper.make_node("Mul", ["y_in", "w"], ["m"]),
+            helper.make_node("Add", ["m", "row"], ["y_out"]),
+            helper.make_node("Relu", ["y_out"], ["scan"]),
+        ],
+        [helper.make_tensor_value_info("y_in", f32, [3])],
+        [
+            helper.make_tensor_value_info("y_out", f32, [3]),
+            helper.make_tensor_value_info("scan", f32, [3]),
+        ],
+    )
+    model = make_model(
+        [helper.make_node("Loop", ["n", "", "y0"], ["y", "ys"], body=body)],
+        [helper.make_tensor_value_info(n, f32, [3]) for n in ("y0", "w")],
+        [
+            helper.make_tensor_value_info("y", f32, [3]),
+            helper.make_tensor_value_info("ys", f32, [4, 3]),
+        ],
+        {"n": np.array(4, np.int64), "table": RNG.standard_normal((4, 3)).astype(np.float32)},
+    )
+    loaded = nn_onnx.load(model)
+    assert [op.code.name for op in loaded.model.hal_model.main.operations] == ["WHILE"]
+    feeds = {"y0": np.array([1, -2, 3], np.float32), "w": np.array([0.5, 1.5, -1], np.float32)}
+    against_onnxruntime(model, feeds)
+
+
+@pytest.mark.parametrize(("limit", "trips"), [(100.0, 50), (100.0, 3), (-1.0, 50)])
+def test_a_while_loop_stops_on_its_condition_or_trip_count_like_onnxruntime(
+    limit: float, trips: int
+) -> None:
+    """Double x while its sum stays under a limit, at most ``trips`` times (both inputs
+    at run time), counting the iterations in an int64."""
+    f32, i64 = TensorProto.FLOAT, TensorProto.INT64
+    body = _loop_body(
+        [
+            helper.make_node("Mul", ["x_in", "two"], ["x_out"]),
+            helper.make_node("ReduceSum", ["x_out"], ["s"], keepdims=0),
+            helper.make_node("Less", ["s", "limit"], ["c_out"]),
+            helper.make_node("Add", ["k_in", "i"], ["k_out"]),
+        ],
+        [helper.make_tensor_value_info("x_in", f32, [2, 2]), helper.make_tensor_value_info("k_in", i64, [])],
+        [helper.make_tensor_value_info("x_out", f32, [2, 2]), helper.make_tensor_value_info("k_out", i64, [])],
+    )  # fmt: skip
+    model = make_model(
+        [
+            helper.make_node("ReduceSum", ["x0"], ["s0"], keepdims=0),
+            helper.make_node("Less", ["s0", "limit"], ["c0"]),
+            helper.make_node("Loop", ["n", "c0", "x0", "k0"], ["x", "k"], body=body),
+        ],
+        [
+            helper.make_tensor_value_info("x0", f32, [2, 2]),
+            helper.make_tensor_value_info("limit", f32, []),
+            helper.make_tensor_value_info("n", i64, []),
+        ],
+        [
+            helper.make_tensor_value_info("x", f32, [2, 2]),
+            helper.make_tensor_value_info("k", i64, []),
+        ],
+        {"two": np.array(2, np.float32), "k0": np.array(0, np.int64)},
+    )
+    feeds = {
+        "x0": np.array([[1, 2], [0.5, 0.25]], np.float32),
+        "limit": np.array(limit, np.float32),
+        "n": np.array(trips, np.int64),
+    }
+    against_onnxruntime(model, feeds)
+
+
+def test_a_loop_whose_scan_length_depends_on_the_input_is_unsupported() -> None:
+    body = _loop_body(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Identity", ["y_in"], ["y_out"])],
+        [helper.make_tensor_value_info("y_in", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y_out", TensorProto.FLOAT, [1])] * 2,
+    )  # fmt: skip
+    model = make_model(
+        [helper.make_node("Loop", ["n", "", "y0"], ["y", "ys"], body=body)],
+        [helper.make_tensor_value_info("y0", TensorProto.FLOAT, [1]), helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1]), helper.make_tensor_value_info("ys", TensorProto.FLOAT, [3, 1])],
+        {},
+    )  # fmt: skip
+    with pytest.raises(nn_onnx.UnsupportedModelError, match="scan outputs whose length depends"):
+        nn_onnx.load(model)
+
+
+def test_silero_vad_carries_its_lstm_state_and_takes_either_rate_branch_like_onnxruntime() -> None:
+    """Silero VAD (op18, its LSTM unrolled): an If on the sample rate at run time
+    (both branches taken), 1-D convolutions, and the state fed back call after call."""
+    path = wheel_member("silero-vad", "6.2.3", "silero_vad/data/silero_vad_op18_ifless.onnx")
+    model = onnx.load(str(path))
+    loaded = nn_onnx.load(model, {"input": (1, 512), "state": (2, 1, 128)})
+    assert "IF" in [op.code.name for op in loaded.model.hal_model.main.operations]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    t = np.arange(512 * 4) / 16000
+    audio = np.sin(2 * np.pi * 220 * t) * (t > 0.05) + 0.1 * RNG.standard_normal(t.size)
+    with nn_onnx.Runner(loaded, cache_dir=None) as run:
+        for rate in (16000, 8000):
+            state = want_state = np.zeros((2, 1, 128), np.float32)
+            for chunk in audio.astype(np.float32).reshape(4, 1, 512):
+                sr = np.array(rate, np.int64)
+                got = run(chunk, sr, state)
+                want = session.run(None, {"input": chunk, "sr": sr, "state": want_state})
+                for g, w in zip(got, want):
+                    np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+                state, want_state = got[1], want[1]
+
+
+@pytest.mark.parametrize(
+    ("axis", "exclusive", "reverse"), [(0, 0, 0), (1, 1, 0), (-1, 0, 1), (2, 1, 1)]
+)
+def test_cumsum_along_a_constant_axis_matches_onnxruntime_infinities_included(
+    axis: int, exclusive: int, reverse: int
+) -> None:
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    x[0, 1, 2] = np.inf  # a triangle-of-ones MATMUL would make NaNs of it
+    model = make_model(
+        [helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive, reverse=reverse)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
+        {"axis": np.array(axis, np.int64)},
+    )
+    against_onnxruntime(model, {"x": x})
+
+
+@pytest.mark.parametrize(("axis", "constant_values"), [(-1, True), (0, False), (1, True)])
+def test_one_hot_with_a_constant_depth_matches_onnxruntime(
+    axis: int, constant_values: bool
+) -> None:
+    """Negative indices count from the end; out-of-range ones give the off value."""
+    values = np.array([-2.5, 7], np.float32)
+    out = [2, 3]
+    out.insert(axis % 3, 4)
+    inputs = [helper.make_tensor_value_info("i", TensorProto.INT64, [2, 3])]
+    if not constant_values:
+        inputs.append(helper.make_tensor_value_info("v", TensorProto.FLOAT, [2]))
+    model = make_model(
+        [helper.make_node("OneHot", ["i", "depth", "v"], ["y"], axis=axis)],
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+        {"depth": np.array(4, np.int64), **({"v": values} if constant_values else {})},
+    )
+    feeds = {"i": np.array([[1, -1, 0], [3, 9, -5]], np.int64)}
+    against_onnxruntime(model, feeds if constant_values else {**feeds, "v": values})

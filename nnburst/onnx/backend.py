@@ -22,10 +22,11 @@ from . import Runner, UnsupportedModelError, load
 
 class NnburstRep(BackendRep):
     """A prepared model, converted when it first runs: NNAPI shapes are static,
-    so the conversion uses the shapes of the inputs it is given, and an int64
-    input (what feeds shapes, axes and indices in ONNX graphs) becomes a
-    constant of the value given, so the shape arithmetic it drives folds at
-    load.  New shapes or int64 values convert it again."""
+    so the conversion uses the shapes of the inputs it is given; an int64
+    input (what feeds shapes, axes and indices in ONNX graphs) and a one-element
+    boolean (a Loop's or If's condition, which can decide an output's length)
+    become constants of the values given, so what they drive is known at load.
+    New shapes or such values convert it again."""
 
     def __init__(self, model: onnx.ModelProto) -> None:
         self.model = model
@@ -38,8 +39,8 @@ class NnburstRep(BackendRep):
         if any(not i.type.HasField("tensor_type") for i in self._inputs):
             raise UnsupportedModelError(Counter({"sequence, map or optional inputs": 1}))
         values = [np.asarray(v) for v in (inputs.values() if isinstance(inputs, dict) else inputs)]
-        frozen = {i.name: v for i, v in zip(self._inputs, values) if v.dtype == np.int64}
-        fed = [v for v in values if v.dtype != np.int64]
+        frozen = {i.name: v for i, v in zip(self._inputs, values) if _frozen(v)}
+        fed = [v for v in values if not _frozen(v)]
         key = (
             tuple(v.shape for v in values),
             tuple((n, v.tobytes()) for n, v in frozen.items()),
@@ -62,6 +63,10 @@ class NnburstRep(BackendRep):
         model.graph.input.extend(kept)
         shapes = {i.name: v.shape for i, v in zip(self._inputs, values) if i.name not in frozen}
         self.runner = Runner(load(model, shapes), "nnburst-reference", cache_dir=None)
+
+
+def _frozen(value: np.ndarray) -> bool:
+    return value.dtype == np.int64 or value.dtype == np.bool_ and value.size == 1
 
 
 class NnburstBackend(Backend):

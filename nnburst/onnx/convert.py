@@ -76,8 +76,12 @@ class Converter(ModelBuilder):
             t.name: numpy_helper.to_array(t) for t in self.graph.initializer
         }
         self.types: dict[str, tuple[np.dtype[Any] | None, tuple[int, ...] | None]] = {}
+        #: sequences, maps and optionals: refused by name
+        self.containers: set[str] = set()
         for info in (*self.graph.input, *self.graph.value_info, *self.graph.output):
             self.types[info.name] = _type_of(info)
+            if info.type.WhichOneof("value") not in ("tensor_type", None):
+                self.containers.add(info.name)
         self._operands: dict[str, int] = {}
 
     # -- tensors ---------------------------------------------------------------------------
@@ -93,6 +97,8 @@ class Converter(ModelBuilder):
         if name in self.constants:
             return self.constants[name].dtype
         dtype = self.types.get(name, (None, None))[0]
+        if name in self.containers:
+            raise _Unsupported(f"{name!r} is a sequence, map or optional, not a tensor")
         if dtype is None:
             raise _Unsupported(f"tensor {name!r} has a type nnburst cannot hold")
         return dtype
@@ -167,7 +173,8 @@ class Converter(ModelBuilder):
         """A computed operand for each output: an input, a constant or an operand
         already returned is copied."""
         operand = self.operand(name)
-        if name not in self.constants and operand not in inputs and operand not in taken:
+        constant = any(self._operands.get(n) == operand for n in self.constants)
+        if not constant and operand not in inputs and operand not in taken:
             taken.add(operand)
             return operand
         return self.copy(operand, self.operand_type(name))
@@ -259,6 +266,10 @@ def _fix_input_shapes(model: onnx.ModelProto, shapes: dict[str, Sequence[int]]) 
         for d, value in zip(dims, wanted):
             d.Clear()
             d.dim_value = value
+    for info in (*model.graph.value_info, *model.graph.output):  # -1 (as Paddle writes): unknown
+        for d in info.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value < 0:
+                d.Clear()
     return model
 
 
@@ -269,7 +280,7 @@ def _type_of(info: onnx.ValueInfoProto) -> tuple[np.dtype[Any] | None, tuple[int
         return dtype, None
     dims = []
     for d in t.shape.dim:
-        if not d.HasField("dim_value"):
+        if not d.HasField("dim_value") or d.dim_value < 0:  # unknown (or an inference slip)
             return dtype, None
         dims.append(int(d.dim_value))
     return dtype, tuple(dims)
@@ -310,6 +321,8 @@ def _check(c: Converter, node: onnx.NodeProto) -> str | None:
     for position, name in enumerate((*node.input, *node.output)):
         if not name or node.op_type == "Resize" and position in (1, 2) and name in c.constants:
             continue  # Resize's roi and scales may be empty constants: placeholders
+        if node.op_type == "If" and position >= len(node.input):
+            continue  # typed from the converted branches
         try:
             c.operand_type(name)
             if 0 in c.shape(name):
@@ -650,6 +663,9 @@ def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     A constant filter is laid out once; a computed one (a graph input, or a value
     computed in the graph) is TRANSPOSE'd at every execution, ungrouped only."""
     w_shape = c.shape(node.input[1])
+    if len(w_shape) == 3 and c.dtype(node.input[0]) == np.float32:
+        _conv_1d(c, node, a)
+        return
     if len(w_shape) != 4 or c.dtype(node.input[0]) != np.float32:
         raise _Unsupported("a convolution that is not 2-D float32")
     out_channels, per_group, kh, kw = w_shape
@@ -688,6 +704,28 @@ def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         filt = c.floats(w.transpose(0, 2, 3, 1))
         inputs = [x, filt, bias, *window, c.i32(group), none, nchw]
         c.add(OperationCode.GROUPED_CONV_2D, inputs, [out])
+
+
+def _conv_1d(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """A 1-D convolution is a 2-D one over a height of 1: its input, filter and
+    output get that axis (a reshape each), the attributes their height's values."""
+    tall = []
+    for name in (*node.input[:2], node.output[0]):
+        shape = c.shape(name)
+        tall_name, tall_shape = f"{name}/2d", (*shape[:2], 1, *shape[2:])
+        c.types[tall_name] = (c.dtype(name), tall_shape)
+        if name in c.constants:
+            c.constants[tall_name] = c.constants[name].reshape(tall_shape)
+        elif name != node.output[0]:
+            _reshaped(c, c.operand(name), c.dtype(name), shape, tall_shape, tall_name)
+        tall.append(tall_name)
+    x, w, y = tall
+    flat = {"kernel_shape": 1, "strides": 1, "dilations": 1}
+    attributes = {k: [flat[k], *v] if k in flat else v for k, v in a.items()}
+    if "pads" in a:
+        attributes["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
+    _conv(c, helper.make_node("Conv", [x, w, *node.input[2:]], [y]), attributes)
+    _reshaped(c, c.operand(y), c.dtype(y), c.shape(y), c.shape(node.output[0]), node.output[0])
 
 
 def _transposed(c: Converter, source: int, shape: Sequence[int], perm: Sequence[int]) -> int:
@@ -959,14 +997,38 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 @maps("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 def _reshape(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """Shapes are static: the target is the inferred output shape."""
-    shape = c.shape(node.output[0]) or (1,)
-    if len(shape) > 4 or len(c.shape(node.input[0])) > 4:
+    name = node.input[0]
+    _reshaped(
+        c, c.operand(name), c.dtype(name), c.shape(name), c.shape(node.output[0]), node.output[0]
+    )
+
+
+def _reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int, ...],
+              target: tuple[int, ...], name: str | None = None) -> int:  # fmt: skip
+    """``source`` with the ``target`` shape, into tensor ``name`` (a new operand if
+    None): the same operand where NNAPI's shapes agree (a scalar is [1]), RESHAPE for
+    floats, an ADD broadcasting zeros for integers when only leading ones are added."""
+    target = target or (1,)
+    if len(shape) > 4 or len(target) > 4:
         raise _Unsupported("a tensor of rank over 4")
-    if c.dtype(node.input[0]) not in (np.float32, np.float16):
-        raise _Unsupported(
-            f"{c.dtype(node.input[0])} tensors (NNAPI's RESHAPE takes floats and quantized)"
-        )
-    c.add(OperationCode.RESHAPE, [c.operand(node.input[0]), c.ints(shape)], [_out(c, node)])
+    if (shape or (1,)) == target:
+        if name is not None:
+            c.alias(name, source)
+        return source
+    out = c.operand(name) if name is not None else c.temporary(dtype, target)
+    trimmed = shape or (1,)
+    if dtype in (np.float32, np.float16):
+        c.add(OperationCode.RESHAPE, [source, c.ints(target)], [out])
+    elif (
+        dtype.kind in "iu"
+        and target[len(target) - len(trimmed) :] == trimmed
+        and all(d == 1 for d in target[: len(target) - len(trimmed)])
+    ):
+        zeros = c.constant(OperandCode.TENSOR_INT32, np.zeros(target, np.int32), target)
+        c.add(OperationCode.ADD, [source, zeros, c.i32(FuseCode.NONE)], [out])
+    else:
+        raise _Unsupported(f"{dtype} tensors (NNAPI's RESHAPE takes floats and quantized)")
+    return out
 
 
 @maps("Transpose")
@@ -1206,7 +1268,15 @@ def _gather(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
             OperationCode.ADD, [c.operand(indices), c.ints([size]), c.i32(FuseCode.NONE)], [shifted]
         )
         c.add(OperationCode.SELECT, [negative, shifted, c.operand(indices)], [where])
-    c.add(OperationCode.GATHER, [c.operand(node.input[0]), axis, where], [_out(c, node)])
+    data, out = c.operand(node.input[0]), c.shape(node.output[0])
+    if c.shape(indices):
+        c.add(OperationCode.GATHER, [data, axis, where], [_out(c, node)])
+        return
+    # A scalar index drops the axis; NNAPI's (a [1] tensor) keeps it, of length 1.
+    kept = (*out[: a.get("axis", 0) % rank], 1, *out[a.get("axis", 0) % rank :])
+    dtype = c.dtype(node.output[0])
+    gathered = _apply(c, OperationCode.GATHER, [data, axis, where], dtype, kept)
+    _reshaped(c, gathered, dtype, kept, out, node.output[0])
 
 
 @maps("Slice")
@@ -2065,6 +2135,79 @@ def _center_crop_pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> N
         c.add(OperationCode.PAD, [x, paddings], [_out(c, node)])
 
 
+#: The most steps CumSum unrolls into (one SLICE and one ADD each).
+_MAX_CUMSUM_STEPS = 256
+
+
+@maps("CumSum")
+def _cum_sum(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Running sums along a constant axis, one ADD per step (each position SLICE'd,
+    the sums laid back together by CONCATENATION).  Exact where a MATMUL with a
+    triangle of ones is not: its zeros turn an infinity into NaN."""
+    name = node.input[0]
+    shape, dtype = c.shape(name), c.dtype(name)
+    axis = int(c.value(node.input[1], "axis").reshape(-1)[0]) % len(shape)
+    length = shape[axis]
+    if dtype not in (np.float32, np.float16):
+        raise _Unsupported(f"{dtype} data (NNAPI's CONCATENATION takes floats)")
+    if length > _MAX_CUMSUM_STEPS:
+        raise _Unsupported(f"an axis of more than {_MAX_CUMSUM_STEPS} elements")
+    piece = (*shape[:axis], 1, *shape[axis + 1 :])
+    exclusive, total = a.get("exclusive", 0), None
+    sums: dict[int, int] = {}
+    for k in reversed(range(length)) if a.get("reverse", 0) else range(length):
+        if exclusive:
+            sums[k] = _full(c, dtype, piece, 0) if total is None else total
+        begin = [k if axis_ == axis else 0 for axis_ in range(len(shape))]
+        step = _apply(
+            c, OperationCode.SLICE, [c.operand(name), c.ints(begin), c.ints(piece)], dtype, piece
+        )
+        total = step if total is None else _apply(c, OperationCode.ADD, [total, step], dtype, piece)
+        sums.setdefault(k, total)
+    pieces = [sums[k] for k in range(length)]
+    if length == 1:  # a copy: the output must be computed
+        pieces.append(_full(c, dtype, piece, -0.0))  # x + (-0.0) keeps every x
+        _apply(c, OperationCode.ADD, pieces, dtype, piece, _out(c, node))
+        return
+    c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [_out(c, node)])
+
+
+@maps("OneHot")
+def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """A constant depth: EQUAL of the indices (negatives counted from the end)
+    against 0 … depth − 1 on a new first axis, SELECT of the on and off values,
+    then a TRANSPOSE moving that axis where ONNX wants it."""
+    indices, values = node.input[0], node.input[2]
+    if c.dtype(indices).kind not in "iu":
+        raise _Unsupported(f"{c.dtype(indices)} indices (integers map)")
+    depth = int(c.value(node.input[1], "depth").reshape(-1)[0])
+    shape, out, dtype = c.shape(indices), c.shape(node.output[0]), c.dtype(node.output[0])
+    axis = a.get("axis", -1) % len(out)
+    first = (depth, *shape)  # the new axis first: EQUAL broadcasts over leading axes
+    boolean, int32 = np.dtype(np.bool_), np.dtype(np.int32)
+    where = c.operand(indices)
+    negative = _apply(c, OperationCode.LESS, [where, c.ints([0])], boolean, shape)
+    shifted = _apply(c, OperationCode.ADD, [where, c.ints([depth])], int32, shape)
+    where = _apply(c, OperationCode.SELECT, [negative, shifted, where], int32, shape)
+    positions = np.arange(depth, dtype=np.int32).reshape(depth, *[1] * len(shape))
+    hot = _apply(c, OperationCode.EQUAL, [where, _int_tensor(c, positions)], boolean, first)
+    choices = []
+    for k in (1, 0):  # on, off: one element each, broadcast to the whole
+        if values in c.constants:
+            choices.append(_full(c, dtype, first, c.constants[values].reshape(-1)[k]))
+            continue
+        inputs = [c.operand(values), c.ints([k]), c.ints([1])]
+        element = _apply(c, OperationCode.SLICE, inputs, dtype, (1,))
+        filler = _full(c, dtype, first, -0.0)  # x + (-0.0) keeps every x
+        choices.append(_apply(c, OperationCode.ADD, [element, filler], dtype, first))
+    if axis == 0:
+        c.add(OperationCode.SELECT, [hot, *choices], [_out(c, node)])
+        return
+    chosen = _apply(c, OperationCode.SELECT, [hot, *choices], dtype, first)
+    perm = [*range(1, axis + 1), 0, *range(axis + 1, len(out))]
+    c.add(OperationCode.TRANSPOSE, [chosen, c.ints(perm)], [_out(c, node)])
+
+
 def _outer_names(graph: onnx.GraphProto) -> set[str]:
     """The names a subgraph reads from the scopes around it."""
     produced = {i.name for i in graph.input} | {t.name for t in graph.initializer}
@@ -2079,27 +2222,41 @@ def _outer_names(graph: onnx.GraphProto) -> set[str]:
     return used - produced
 
 
-def _branch(c: Converter, graph: onnx.GraphProto, captured: Sequence[str]) -> int:
-    """A MODEL operand for an If branch: its outer-scope constants become its own
-    initializers, the other values it reads become its inputs (``captured``, in order)."""
-    inputs = [
-        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(c.dtype(n)), c.shape(n))
-        for n in captured
-    ]
+def _value_info(c: Converter, name: str, as_name: str | None = None) -> onnx.ValueInfoProto:
+    """A typed subgraph input for the outer value ``name`` (called ``as_name`` there)."""
+    dtype = helper.np_dtype_to_tensor_dtype(c.dtype(name))
+    return helper.make_tensor_value_info(as_name or name, dtype, c.shape(name))
+
+
+def _referenced(
+    c: Converter,
+    graph: onnx.GraphProto,
+    inputs: Sequence[onnx.ValueInfoProto],
+    nodes: Sequence[onnx.NodeProto] = (),
+    outputs: Sequence[onnx.ValueInfoProto] | None = None,
+) -> tuple[int, list[tuple[np.dtype[Any], tuple[int, ...]]]]:
+    """A MODEL operand for a subgraph (an If branch, a Loop body) taking ``inputs``,
+    with ``nodes`` after its own and ``outputs`` in place of its own: the outer-scope
+    constants it reads become its initializers."""
     constants = [
         numpy_helper.from_array(np.asarray(c.constants[n]), n)
         for n in sorted(_outer_names(graph))
         if n in c.constants
     ]
     sub = helper.make_graph(
-        list(graph.node), graph.name or "branch", inputs, list(graph.output),
+        [*graph.node, *nodes], graph.name or "subgraph", list(inputs),
+        list(graph.output if outputs is None else outputs),
         [*graph.initializer, *constants], value_info=list(graph.value_info),
     )  # fmt: skip
     model = helper.make_model(sub, opset_imports=list(c.onnx.opset_import))
     model.ir_version = c.onnx.ir_version
-    operand = c.model.add_operand(OperandType(OperandCode.MODEL))
-    c.model.set_operand_value_from_model(operand, Converter(model).convert())
-    return operand
+    operand, converter = c.model.add_operand(OperandType(OperandCode.MODEL)), Converter(model)
+    try:
+        c.model.set_operand_value_from_model(operand, converter.convert())
+    except UnsupportedModelError as exc:  # listed under the If or Loop node
+        listed = "; ".join(f"{what} ×{count}" for what, count in sorted(exc.unsupported.items()))
+        raise _Unsupported(f"a subgraph using {listed}") from None
+    return operand, [(converter.dtype(o.name), converter.shape(o.name)) for o in sub.output]
 
 
 @maps("If")
@@ -2108,9 +2265,17 @@ def _if(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     the ONNX branches read from around them."""
     then_branch, else_branch = a["then_branch"], a["else_branch"]
     outer = _outer_names(then_branch) | _outer_names(else_branch)
-    captured = sorted(n for n in outer if n not in c.constants)
-    branches = [_branch(c, then_branch, captured), _branch(c, else_branch, captured)]
-    inputs = [_condition(c, node.input[0]), *branches, *(c.operand(n) for n in captured)]
+    captured = [_value_info(c, n) for n in sorted(outer) if n not in c.constants]
+    (then_model, types), (else_model, others) = (
+        _referenced(c, then_branch, captured), _referenced(c, else_branch, captured),
+    )  # fmt: skip
+    for name, kind, other in zip(node.output, types, others):
+        if kind != other:
+            raise _Unsupported("branches whose outputs differ in type or shape")
+        if c.types.get(name, (None, None))[1] is None:  # ONNX could not merge the branches'
+            c.types[name] = kind
+    inputs = [_condition(c, node.input[0]), then_model, else_model]
+    inputs += [c.operand(v.name) for v in captured]
     c.add(OperationCode.IF, inputs, [c.operand(o) for o in node.output])
 
 
@@ -2122,6 +2287,105 @@ def _condition(c: Converter, name: str) -> int:
     if len(shape) <= 1:
         return c.operand(name)
     return c.reshape_boolean(c.operand(name), shape, (1,))
+
+
+@maps("Loop")
+def _loop(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """NNAPI's WHILE, whose condition is a model of its own.  The loop values are the
+    carried values and a buffer per scan output (WHILE's outputs), the iteration
+    number and the condition (carried, not returned), then the trip count and the
+    values the body reads from around it (read only).  The condition model is
+    ``i < trip count and cond``; the body model is ONNX's body plus ``i + 1`` and,
+    per scan output, a SELECT writing its row ``i``."""
+    body = a["body"]
+    trip, cond = (*node.input, "", "")[:2]
+    if trip in c.constants and int(c.constants[trip].reshape(-1)[0]) >= 2**31 - 1:
+        trip = ""  # "no limit": the loop timeout ends a loop long before
+    if not trip and not cond:
+        raise _Unsupported("no trip count and no condition (a loop that never ends)")
+    carried, prefix = list(node.input[2:]), f"{node.output[0]}/loop."
+    iteration, flag = (i.name for i in body.input[:2])
+    rows = [o.name for o in body.output[1 + len(carried) :]]
+    scans = list(node.output[len(carried) :])
+    count = _iterations(c, node, body) if scans else 0
+    buffers = [f"{prefix}scan{k}" for k in range(len(scans))]
+    inputs = [
+        *(_value_info(c, n, v.name) for n, v in zip(carried, body.input[2:])),
+        *(_value_info(c, n, b) for n, b in zip(scans, buffers)),
+        helper.make_tensor_value_info(iteration, onnx.TensorProto.INT64, []),
+        helper.make_tensor_value_info(flag, onnx.TensorProto.BOOL, []),
+        *([_value_info(c, trip, f"{prefix}trip")] if trip else []),
+        *(_value_info(c, n) for n in sorted(_outer_names(body)) if n not in c.constants),
+    ]
+    for scan in scans:
+        if c.shape(scan)[0] != count:
+            raise _Unsupported(f"scan output {scan!r} longer or shorter than the loop")
+    # The body, then i + 1 and each scan buffer with row i written.
+    one, following = f"{prefix}one", f"{prefix}next"
+    extra = [
+        helper.make_node("Constant", [], [one], value=numpy_helper.from_array(np.array(1, np.int64))),
+        helper.make_node("Add", [iteration, one], [following]),
+    ]  # fmt: skip
+    for scan, row, buffer in zip(scans, rows, buffers):
+        shape = c.shape(scan)
+        positions = np.arange(count, dtype=np.int64).reshape(count, *[1] * (len(shape) - 1))
+        extra += [
+            helper.make_node("Constant", [], [f"{buffer}.at"], value=numpy_helper.from_array(positions)),
+            helper.make_node("Equal", [f"{buffer}.at", iteration], [f"{buffer}.here"]),
+            helper.make_node("Where", [f"{buffer}.here", row, buffer], [f"{buffer}.next"]),
+        ]  # fmt: skip
+    named = onnx.ValueInfoProto
+    outputs = [
+        *body.output[1 : 1 + len(carried)],
+        *(named(name=f"{b}.next") for b in buffers),
+        named(name=following),
+        body.output[0],
+    ]
+    body_model, _ = _referenced(c, body, inputs, extra, outputs)
+    # The condition: i < trip count, and the carried condition when there is one.
+    tests = [f"{prefix}below"] if trip else []
+    checks = [helper.make_node("Less", [iteration, f"{prefix}trip"], tests)] if trip else []
+    if cond and trip:
+        checks.append(helper.make_node("And", [tests[0], flag], [f"{prefix}go"]))
+    result = checks[-1].output[0] if checks else flag
+    condition, _ = _referenced(
+        c, onnx.GraphProto(name="condition"), inputs, checks,
+        [helper.make_tensor_value_info(result, onnx.TensorProto.BOOL, [])],
+    )  # fmt: skip
+    true = c.constant(OperandCode.TENSOR_BOOL8, np.ones(1, np.bool_), (1,))
+    values = [c.operand(n) for n in carried]
+    values += [_full(c, c.dtype(s), c.shape(s), 0) for s in scans]
+    values += [c.ints([0]), _condition(c, cond) if cond else true]
+    values += [c.operand(trip)] if trip else []
+    values += [c.operand(v.name) for v in inputs[len(values) :]]  # what the body reads
+    results = [
+        c.operand(o) if o else c.temporary(c.dtype(n), c.shape(n))
+        for o, n in zip(node.output, [*carried, *scans])
+    ]
+    c.add(OperationCode.WHILE, [condition, body_model, *values], results)
+
+
+def _iterations(c: Converter, node: onnx.NodeProto, body: onnx.GraphProto) -> int:
+    """How often a loop with scan outputs runs, which must be known at load: a
+    constant trip count, and a condition that starts true and stays so (none, or
+    the body passing it on unchanged or setting it to a constant true)."""
+    trip, cond = (*node.input, "", "")[:2]
+    if trip not in c.constants or cond and cond not in c.constants:
+        raise _Unsupported("scan outputs whose length depends on the input's values")
+    if cond:
+        made = {o: n for n in body.node for o in n.output}
+        name = body.output[0].name
+        while name in made and made[name].op_type == "Identity":
+            name = made[name].input[0]
+        constant = made.get(name)
+        stays = name == body.input[1].name or (
+            constant is not None
+            and constant.op_type == "Constant"
+            and bool(_fold_constant(c, constant, _attributes(constant))[0].all())
+        )
+        if not stays or not bool(c.constants[cond].reshape(-1)[0]):
+            raise _Unsupported("scan outputs of a loop that may stop early")
+    return int(c.constants[trip].reshape(-1)[0])
 
 
 # -- the model's face -------------------------------------------------------------------------
