@@ -274,3 +274,28 @@ int nnb_pool_f32(const float *in, const struct nnb_window_shape *shape, int kind
     pool(in, &s, kind, out);
     return 0;
 }
+
+/* A comparison, not fmaxf/fminf: a NaN sum fails both tests and is kept. */
+static inline float clamp_keep_nan(float v, float lo, float hi) {
+    v = v < lo ? lo : v;
+    return v > hi ? hi : v;
+}
+
+MACHINE_CLONES
+static void add_padded_channels(const float *a, const float *x, uint64_t pixels, uint32_t channels,
+                                uint32_t x_channels, float lo, float hi, float *out) {
+    for (uint64_t p = 0; p < pixels; p++) {
+        const float *ap = a + p * channels, *xp = x + p * x_channels;
+        float *op = out + p * channels;
+        for (uint32_t c = 0; c < x_channels; c++) op[c] = clamp_keep_nan(ap[c] + xp[c], lo, hi);
+        for (uint32_t c = x_channels; c < channels; c++) op[c] = clamp_keep_nan(ap[c], lo, hi);
+    }
+}
+
+int nnb_add_padded_channels_f32(const float *a, const float *x, uint64_t pixels,
+                                uint32_t channels, uint32_t x_channels, float lo, float hi,
+                                float *out) {
+    if (a == NULL || x == NULL || out == NULL || x_channels > channels) return -EINVAL;
+    add_padded_channels(a, x, pixels, channels, x_channels, lo, hi, out);
+    return 0;
+}

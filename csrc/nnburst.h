@@ -231,6 +231,16 @@ int nnb_depthwise_conv_f32(const float *in, const struct nnb_window_shape *shape
 #define NNB_POOL_MAX 1
 #define NNB_POOL_SUM 2
 int nnb_pool_f32(const float *in, const struct nnb_window_shape *shape, int kind, float *out);
+/* ADD of a tensor and a zero-padded copy of another, in one pass, as the
+ * residual blocks of MobileNet-style detectors write it (PAD of the last
+ * axis, then ADD with a fused activation): for every pixel p and channel
+ * c < channels, out[p, c] = clamp(a[p, c] + (c < x_channels ? x[p, c] : 0),
+ * lo, hi), where a and out hold `channels` and x holds `x_channels` floats
+ * per pixel.  The clamp keeps NaN, as np.maximum/np.minimum do.  -EINVAL
+ * for null pointers or x_channels > channels. */
+int nnb_add_padded_channels_f32(const float *a, const float *x, uint64_t pixels,
+                                uint32_t channels, uint32_t x_channels, float lo, float hi,
+                                float *out);
 /* cffi cdef end */
 
 #endif /* NNBURST_H */

@@ -156,6 +156,17 @@ class _Lib:
         out: CData,
         path: int,
     ) -> int: ...
+    def nnb_add_padded_channels_f32(
+        self,
+        a: CData,
+        x: CData,
+        pixels: int,
+        channels: int,
+        x_channels: int,
+        lo: float,
+        hi: float,
+        out: CData,
+    ) -> int: ...
     def nnb_pool_f32(self, in_: CData, shape: CData, kind: int, out: CData) -> int: ...
 
 ffi: _FFI

@@ -24,6 +24,7 @@ from ..codes import OperationCode, ResultCode
 from ..errors import BadDataError, NNError
 from ..hal.model import HalModel, Lifetime, Subgraph, execution_order
 from ..operands import OperandInfo
+from .fusion import fuse
 from .registry import (
     ExecutionContext,
     Kernel,
@@ -123,6 +124,11 @@ class PreparedSubgraph:
         self._input_indexes = list(subgraph.input_indexes)
         self._output_indexes = list(subgraph.output_indexes)
         self._gather_outputs = _gatherer(tuple(self._output_indexes))
+        written = {index for op in self.operations for index in op.outputs}
+        #: what runs: the operations, with the pairs of :mod:`.fusion` as one.
+        self._plan: list[_PreparedOperation] = fuse(
+            self.operations, written - set(self._output_indexes)
+        )
         #: (operation, kernel, input gatherer, single output, slots to release)
         #: per operation, in order: what the hot loop of :meth:`_run_operations`
         #: unpacks.  The single output is (slot, dtype, dimensions) for the
@@ -135,7 +141,7 @@ class PreparedSubgraph:
                 op.output_infos[0][:1] + op.output_infos[0][2:] if len(op.outputs) == 1 else None,
                 release,
             )
-            for op, release in zip(self.operations, self._releases())
+            for op, release in zip(self._plan, self._releases())
         ]
         #: operand slots at the start of every execution: constants filled in.
         self.initial_values: list[np.ndarray | None] = [
@@ -151,12 +157,12 @@ class PreparedSubgraph:
         (holding every intermediate to the end made face_detection's operations
         1.7x slower in a run than alone) and a run's footprint is its widest point."""
         last_read: dict[int, int] = {}
-        for position, op in enumerate(self.operations):
+        for position, op in enumerate(self._plan):
             for index in op.inputs:
                 last_read[index] = position
         kept = set(self._output_indexes)
-        releases: list[list[int]] = [[] for _ in self.operations]
-        for position, op in enumerate(self.operations):
+        releases: list[list[int]] = [[] for _ in self._plan]
+        for position, op in enumerate(self._plan):
             for index in op.outputs:
                 if index not in kept:
                     releases[max(last_read.get(index, position), position)].append(index)

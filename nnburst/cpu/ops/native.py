@@ -179,3 +179,22 @@ def pool_f32(
     if rc:
         raise ValueError(f"pool window {win} (kind {kind}) does not fit the input {padded.shape}")
     return out
+
+
+def add_padded_channels_f32(a: np.ndarray, x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``clamp(a + x zero-padded after its last axis to a's, lo, hi)`` in one pass:
+    PAD then ADD without the padded copy (see ``nnburst/cpu/fusion.py``)."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if a.ndim == 0 or a.shape[:-1] != x.shape[:-1] or x.shape[-1] > a.shape[-1]:
+        raise ValueError(f"cannot add {x.shape} padded on its last axis to {a.shape}")
+    out = np.empty_like(a)
+    channels = a.shape[-1]
+    if out.size == 0:
+        return out
+    rc = lib.nnb_add_padded_channels_f32(
+        _floats(a), _floats(x), a.size // channels, channels, x.shape[-1], lo, hi, _floats(out)
+    )
+    if rc:
+        raise ValueError(f"cannot add {x.shape} padded on its last axis to {a.shape}")
+    return out
