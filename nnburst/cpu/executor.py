@@ -138,7 +138,7 @@ class PreparedSubgraph:
                 op,
                 op.kernel,
                 _gatherer(op.inputs),
-                op.output_infos[0][:1] + op.output_infos[0][2:] if len(op.outputs) == 1 else None,
+                _single_output(op),
                 release,
             )
             for op, release in zip(self._plan, self._releases())
@@ -237,6 +237,14 @@ class PreparedSubgraph:
         except (ValueError, IndexError, FloatingPointError, OverflowError) as exc:
             assert op is not None
             raise NNError(f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED) from exc
+
+
+def _single_output(op: _PreparedOperation) -> tuple[int, np.dtype, Any] | None:
+    """(slot, dtype, dimensions) of an operation's only output; None if it has several."""
+    if len(op.output_infos) != 1:
+        return None
+    index, _, dtype, dimensions = op.output_infos[0]
+    return index, dtype, dimensions
 
 
 def _gatherer(indexes: tuple[int, ...]) -> Callable[[list[Any]], tuple[Any, ...]]:
