@@ -62,7 +62,7 @@ class _InUse:
         self._burst._hold()
 
     def __exit__(self, *exc: object) -> None:
-        self._burst._held.release()
+        self._burst._guard.lock.release()
 
 
 def _forget_closed_memory(memory: MappedMemory, ref: weakref.ref[Burst]) -> None:
@@ -99,7 +99,6 @@ class Burst:
         device = compilation.device
         self._in_process = device is not None and device.hal.location == IN_PROCESS
         self._in_use = _InUse(self)
-        self._held = self._guard.lock  # taken by _hold, released after the execution
         self._controller = self.make_controller(polling_window_us(compilation.preference))
 
     def make_controller(self, polling_window_us: int) -> ExecutionBurstController | None:
@@ -160,17 +159,18 @@ class Burst:
         try:
             return execute(deadline_ns)
         finally:
-            self._held.release()
+            self._guard.lock.release()
 
     def _hold(self) -> None:
         """Take the burst's guard for one execution, or raise ``BAD_STATE``.
 
         The guard's lock is taken here rather than through ``with guard``:
         each Python frame costs a tenth of an in-process execution."""
-        if not self._held.acquire(blocking=False):
+        lock = self._guard.lock
+        if not lock.acquire(blocking=False):
             raise BadStateError(BurstGuard.IN_USE)
         if self._closed:
-            self._held.release()
+            lock.release()
             raise BadStateError("burst_compute: the burst is closed")
 
     def run(self, bound: BoundRequest) -> ExecutionResult:

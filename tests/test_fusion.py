@@ -7,6 +7,7 @@ import pytest
 
 from nnburst.codes import FuseCode, OperandCode, OperationCode
 from nnburst.cpu.executor import PreparedModel
+from nnburst.cpu.ops.native import add_padded_channels_f32
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
 from nnburst.operands import OperandInfo
 
@@ -90,3 +91,10 @@ def test_pairs_the_loop_cannot_take_run_as_two_steps(pad_before: int, pad_is_out
     x, b = inputs(7)
     got = model.run([x, b])
     np.testing.assert_array_equal(got[0], expected(x, b, FuseCode.RELU, pad_before))
+
+
+def test_the_c_pass_refuses_shapes_it_cannot_pad() -> None:
+    a = np.zeros((1, 2, 2, 4), np.float32)
+    for x in (np.zeros((1, 2, 2, 5), np.float32), np.zeros((1, 2, 3, 2), np.float32)):
+        with pytest.raises(ValueError, match="padded on its last axis"):
+            add_padded_channels_f32(a, x, -np.inf, np.inf)

@@ -187,14 +187,15 @@ def add_padded_channels_f32(a: np.ndarray, x: np.ndarray, lo: float, hi: float) 
     a = np.ascontiguousarray(a, dtype=np.float32)
     x = np.ascontiguousarray(x, dtype=np.float32)
     if a.ndim == 0 or a.shape[:-1] != x.shape[:-1] or x.shape[-1] > a.shape[-1]:
-        raise ValueError(f"cannot add {x.shape} padded on its last axis to {a.shape}")
+        raise _unpaddable(a, x)
     out = np.empty_like(a)
     channels = a.shape[-1]
-    if out.size == 0:
-        return out
-    rc = lib.nnb_add_padded_channels_f32(
+    if out.size and lib.nnb_add_padded_channels_f32(
         _floats(a), _floats(x), a.size // channels, channels, x.shape[-1], lo, hi, _floats(out)
-    )
-    if rc:
-        raise ValueError(f"cannot add {x.shape} padded on its last axis to {a.shape}")
+    ):
+        raise _unpaddable(a, x)
     return out
+
+
+def _unpaddable(a: np.ndarray, x: np.ndarray) -> ValueError:
+    return ValueError(f"cannot add {x.shape} padded on its last axis to {a.shape}")
