@@ -495,3 +495,25 @@ def test_one_hot_with_a_constant_depth_matches_onnxruntime(
     )
     feeds = {"i": np.array([[1, -1, 0], [3, 9, -5]], np.int64)}
     against_onnxruntime(model, feeds if constant_values else {**feeds, "v": values})
+
+
+def test_two_1d_convolutions_of_one_input_match_onnxruntime() -> None:
+    """Both reshape the input to a height of 1: one reshaped operand serves them."""
+    f32 = np.float32
+    model = make_model(
+        [
+            helper.make_node("Conv", ["x", "W1"], ["a"], pads=[1, 1]),
+            helper.make_node("Conv", ["x", "W2", "B2"], ["b"], strides=[2]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8])],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 8]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 2, 4]),
+        ],
+        {
+            "W1": RNG.standard_normal((4, 3, 3)).astype(f32),
+            "W2": RNG.standard_normal((2, 3, 1)).astype(f32),
+            "B2": RNG.standard_normal(2).astype(f32),
+        },
+    )
+    against_onnxruntime(model, {"x": RNG.standard_normal((1, 3, 8)).astype(f32)})

@@ -708,17 +708,21 @@ def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 def _conv_1d(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """A 1-D convolution is a 2-D one over a height of 1: its input, filter and
-    output get that axis (a reshape each), the attributes their height's values."""
+    output get that axis (a reshape each), the attributes their height's values.
+    Another 1-D convolution of the same input reuses its reshape (an operand has
+    one writer)."""
     tall = []
     for name in (*node.input[:2], node.output[0]):
         shape = c.shape(name)
         tall_name, tall_shape = f"{name}/2d", (*shape[:2], 1, *shape[2:])
+        tall.append(tall_name)
+        if tall_name in c.types:
+            continue
         c.types[tall_name] = (c.dtype(name), tall_shape)
         if name in c.constants:
             c.constants[tall_name] = c.constants[name].reshape(tall_shape)
         elif name != node.output[0]:
             _reshaped(c, c.operand(name), c.dtype(name), shape, tall_shape, tall_name)
-        tall.append(tall_name)
     x, w, y = tall
     flat = {"kernel_shape": 1, "strides": 1, "dilations": 1}
     attributes = {k: [flat[k], *v] if k in flat else v for k, v in a.items()}
