@@ -517,3 +517,25 @@ def test_two_1d_convolutions_of_one_input_match_onnxruntime() -> None:
         },
     )
     against_onnxruntime(model, {"x": RNG.standard_normal((1, 3, 8)).astype(f32)})
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"),
+    [((2, 3, 4), (2, 4, 5)), ((4,), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 2)), ((3, 4), (4,))],
+)
+def test_matmul_by_constant_stacks_lays_them_out_at_load_like_onnxruntime(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...]
+) -> None:
+    """A constant right-hand side needs no TRANSPOSE (nor SLICE) at run time."""
+    a = RNG.standard_normal(a_shape).astype(np.float32)
+    b = RNG.standard_normal(b_shape).astype(np.float32)
+    out = np.matmul(a, b).shape
+    model = make_model(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, a_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+        {"b": b},
+    )
+    codes = {op.code.name for op in nn_onnx.load(model).model.hal_model.main.operations}
+    assert "TRANSPOSE" not in codes
+    against_onnxruntime(model, {"a": a})

@@ -915,8 +915,9 @@ def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 def _batched_matmul(c: Converter, node: onnx.NodeProto) -> None:
     """Vectors and stacks of matrices (broadcast over the leading axes), one
     FULLY_CONNECTED per pair of matrices (NNAPI 1.3 has no BATCH_MATMUL): each side
-    flattened to rows, each matrix a SLICE of them, the right one TRANSPOSE'd to
-    [N, K]; the products CONCATENATED and reshaped to the output."""
+    flattened to rows, each matrix a SLICE of them (the left side unsliced when it is
+    one matrix), the right one TRANSPOSE'd to [N, K] (laid out at load when it is a
+    constant); the products CONCATENATED and reshaped to the output."""
     f32 = np.dtype(np.float32)
     a_shape, b_shape = c.shape(node.input[0]), c.shape(node.input[1])
     if len(a_shape) > 4 or len(b_shape) > 4:
@@ -928,34 +929,34 @@ def _batched_matmul(c: Converter, node: onnx.NodeProto) -> None:
     pairs = list(np.ndindex(*batch))
     if len(pairs) > 64:
         raise _Unsupported(f"{len(pairs)} matrix products")
-    a_ids = np.broadcast_to(np.arange(int(np.prod(a_mats[:-2]))).reshape(a_mats[:-2]), batch)
-    b_ids = np.broadcast_to(np.arange(int(np.prod(b_mats[:-2]))).reshape(b_mats[:-2]), batch)
+    a_count, b_count = int(np.prod(a_mats[:-2])), int(np.prod(b_mats[:-2]))
+    a_ids = np.broadcast_to(np.arange(a_count).reshape(a_mats[:-2]), batch)
+    b_ids = np.broadcast_to(np.arange(b_count).reshape(b_mats[:-2]), batch)
 
     def rows(name: str, mats: tuple[int, ...]) -> int:
         flat = (int(np.prod(mats[:-1])), mats[-1])
         return _apply(c, OperationCode.RESHAPE, [c.operand(name), c.ints(flat)], f32, flat)
 
-    a_rows, b_rows = rows(node.input[0], a_mats), rows(node.input[1], b_mats)
+    def matrix(source: int, i: int, size: tuple[int, int]) -> int:
+        begin = c.ints([i * size[0], 0])
+        return _apply(c, OperationCode.SLICE, [source, begin, c.ints(size)], f32, size)
+
+    a_rows = rows(node.input[0], a_mats)
+    if node.input[1] in c.constants:  # each matrix as FULLY_CONNECTED's [N, K], once
+        b = c.value(node.input[1], "right-hand side").reshape(-1, k, n)
+        weights = [c.floats(b[j].T) for j in range(b_count)]
+    else:
+        b_rows = rows(node.input[1], b_mats)
+        weights = [
+            _transposed(c, matrix(b_rows, j, (k, n)), (k, n), [1, 0]) for j in range(b_count)
+        ]
     zeros = c.floats(np.zeros(n, np.float32))
     products = []
     for index in pairs:
         i, j = int(a_ids[index]), int(b_ids[index])
-        left = _apply(
-            c, OperationCode.SLICE, [a_rows, c.ints([i * m, 0]), c.ints([m, k])], f32, (m, k)
-        )
-        right = _apply(
-            c, OperationCode.SLICE, [b_rows, c.ints([j * k, 0]), c.ints([k, n])], f32, (k, n)
-        )
-        weights = _transposed(c, right, (k, n), [1, 0])
-        products.append(
-            _apply(
-                c,
-                OperationCode.FULLY_CONNECTED,
-                [left, weights, zeros, c.i32(FuseCode.NONE)],
-                f32,
-                (m, n),
-            )
-        )
+        left = a_rows if a_count == 1 else matrix(a_rows, i, (m, k))
+        inputs = [left, weights[j], zeros, c.i32(FuseCode.NONE)]
+        products.append(_apply(c, OperationCode.FULLY_CONNECTED, inputs, f32, (m, n)))
     stacked = products[0]
     if len(products) > 1:
         stacked = _apply(
