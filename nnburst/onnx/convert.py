@@ -2259,8 +2259,7 @@ def _referenced(
     try:
         c.model.set_operand_value_from_model(operand, converter.convert())
     except UnsupportedModelError as exc:  # listed under the If or Loop node
-        listed = "; ".join(f"{what} ×{count}" for what, count in sorted(exc.unsupported.items()))
-        raise _Unsupported(f"a subgraph using {listed}") from None
+        raise _Unsupported(f"a subgraph using {exc.listed}") from None
     return operand, [(converter.dtype(o.name), converter.shape(o.name)) for o in sub.output]
 
 
