@@ -1320,9 +1320,7 @@ def _cast(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 def _like(c: Converter, name: str, value: float) -> int:
     """A one-element constant of ``name``'s type (broadcast by the operation)."""
-    operand = c.model.add_operand(_operand_type(c.dtype(name), (1,)))
-    c.model.set_operand_value(operand, np.full(1, value, _operand_dtype(c.dtype(name))))
-    return operand
+    return _full(c, c.dtype(name), (1,), value)
 
 
 def _float_input(c: Converter, node: onnx.NodeProto) -> tuple[str, tuple[int, ...]]:
@@ -1343,16 +1341,11 @@ def _broadcast(c: Converter, name: str, shape: tuple[int, ...], out: int | None 
     that shape (which keeps every value, -0.0 and NaN included), x + 0 for integers,
     x OR false for booleans."""
     dtype = c.dtype(name)
-    target = c.temporary(dtype, shape) if out is None else out
     if dtype == np.bool_:
-        falses = c.constant(OperandCode.TENSOR_BOOL8, np.zeros(shape, np.bool_), shape)
-        c.add(OperationCode.LOGICAL_OR, [c.operand(name), falses], [target])
-        return target
-    zeros = c.model.add_operand(_operand_type(dtype, shape))
-    filler = -0.0 if np.issubdtype(dtype, np.floating) else 0
-    c.model.set_operand_value(zeros, np.full(shape, filler, _operand_dtype(dtype)))
-    c.add(OperationCode.ADD, [c.operand(name), zeros, c.i32(FuseCode.NONE)], [target])
-    return target
+        falses = _full(c, dtype, shape, False)
+        return _apply(c, OperationCode.LOGICAL_OR, [c.operand(name), falses], dtype, shape, out)
+    zeros = _full(c, dtype, shape, -0.0 if np.issubdtype(dtype, np.floating) else 0)
+    return _apply(c, OperationCode.ADD, [c.operand(name), zeros], dtype, shape, out)
 
 
 @maps("Reciprocal")
@@ -1555,8 +1548,7 @@ def _trilu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rows, columns = np.indices(shape[-2:])
     keep = columns - rows >= k if a.get("upper", 1) else columns - rows <= k
     mask = np.broadcast_to(keep, shape)
-    zeros = c.model.add_operand(_operand_type(dtype, shape))
-    c.model.set_operand_value(zeros, np.zeros(shape, _operand_dtype(dtype)))
+    zeros = _full(c, dtype, shape, 0)
     selector = c.constant(OperandCode.TENSOR_BOOL8, np.ascontiguousarray(mask), shape)
     c.add(OperationCode.SELECT, [selector, c.operand(name), zeros], [_out(c, node)])
 
