@@ -1112,17 +1112,15 @@ def _composed_reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -
     if c.dtype(node.input[0]) != np.float32:
         raise _Unsupported(f"{c.dtype(node.input[0])} tensors")
     before, code, after = _COMPOSED_REDUCTIONS[node.op_type]
-    source = c.operand(node.input[0])
+    source, f32 = c.operand(node.input[0]), np.dtype(np.float32)
     if before is not None:
-        each = c.temporary(np.dtype(np.float32), c.shape(node.input[0]))
-        extra = [source, c.i32(FuseCode.NONE)] if before == OperationCode.MUL else []
-        c.add(before, [source, *extra], [each])
-        source = each
+        inputs = [source, source] if before == OperationCode.MUL else [source]
+        source = _apply(c, before, inputs, f32, c.shape(node.input[0]))
     out = _out(c, node)
     if after is None:
         _reduction(c, node, a, code, source, out)
         return
-    total = c.temporary(np.dtype(np.float32), c.shape(node.output[0]))
+    total = c.temporary(f32, c.shape(node.output[0]))
     _reduction(c, node, a, code, source, total)
     c.add(after, [total], [out])
 
