@@ -562,38 +562,42 @@ def _clamp(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[in
     if code is not None and dtype == np.float32:
         c.add(code, [x], [out])
         return
-    if lo is not None:
-        low = c.floats(np.array([lo])) if dtype == np.float32 else c.ints([int(lo)])
-        target = out if hi is None else c.temporary(dtype, shape)
+
+    def bound(value: float | None) -> int | None:
+        if value is None:
+            return None
+        return c.floats(np.array([value])) if dtype == np.float32 else c.ints([int(value)])
+
+    _bounded(c, x, out, dtype, shape, bound(lo), bound(hi))
+
+
+def _bounded(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[int, ...],
+             low: int | None, high: int | None) -> None:  # fmt: skip
+    """``out = min(max(x, low), high)`` with bound operands (which broadcast): a
+    MAXIMUM, then a MINIMUM, for the bounds given (a copy for none)."""
+    if low is not None:
+        target = out if high is None else c.temporary(dtype, shape)
         c.add(OperationCode.MAXIMUM, [x, low], [target])
         x = target
-    if hi is not None:
-        high = c.floats(np.array([hi])) if dtype == np.float32 else c.ints([int(hi)])
+    if high is not None:
         c.add(OperationCode.MINIMUM, [x, high], [out])
-    elif lo is None:
+    elif low is None:
         c.add(OperationCode.RESHAPE, [x, c.ints(shape or (1,))], [out])
 
 
 @maps("Clip")
 def _clip(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    """Constant bounds fold into _clamp; computed ones (one-element tensors) are a
-    MAXIMUM then a MINIMUM with the bound operands, which broadcast."""
+    """Constant bounds fold into _clamp; computed ones (one-element tensors) are
+    _bounded by the bound operands."""
     name = node.input[0]
     given = [node.input[i] if len(node.input) > i else "" for i in (1, 2)]
     if any(n and n not in c.constants for n in given):
         shape, dtype = c.shape(name), c.dtype(name)
-        x = c.operand(name)
-        for i, (bound, code) in enumerate(
-            zip(given, (OperationCode.MAXIMUM, OperationCode.MINIMUM))
-        ):
-            if not bound:
-                continue
-            if c.dtype(bound) != dtype or int(np.prod(c.shape(bound))) != 1:
+        for bound in given:
+            if bound and (c.dtype(bound) != dtype or int(np.prod(c.shape(bound))) != 1):
                 raise _Unsupported("a computed bound that is not one element of the input's type")
-            last = i == 1 or not given[1]
-            target = _out(c, node) if last else c.temporary(dtype, shape)
-            c.add(code, [x, c.operand(bound)], [target])
-            x = target
+        low, high = (c.operand(bound) if bound else None for bound in given)
+        _bounded(c, c.operand(name), _out(c, node), dtype, shape, low, high)
         return
     bounds = [a.get("min"), a.get("max")]
     for i, bound in enumerate(given):
