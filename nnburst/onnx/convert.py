@@ -1140,33 +1140,19 @@ def _normalization(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> Non
         raise _Unsupported(f"{c.dtype(name)} tensors")
     rank = len(shape)
     axes = list(range(a.get("axis", -1) % rank, rank))
-    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
-    none = c.i32(FuseCode.NONE)
-    x = c.operand(name)
-    centred = x
-    if node.op_type == "LayerNormalization":
-        has_mean = len(node.output) > 1 and node.output[1]
-        mean = _out(c, node, 1) if has_mean else c.temporary(f32, kept)
-        c.add(OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], [mean])
-        centred = c.temporary(f32, shape)
-        c.add(OperationCode.SUB, [x, mean, none], [centred])
-    squares = c.temporary(f32, shape)
-    c.add(OperationCode.MUL, [centred, centred, none], [squares])
-    variance = c.temporary(f32, kept)
-    c.add(OperationCode.MEAN, [squares, c.ints(axes), c.i32(1)], [variance])
-    shifted = c.temporary(f32, kept)
-    epsilon = c.floats(np.array([a.get("epsilon", 1e-5)], np.float32))
-    c.add(OperationCode.ADD, [variance, epsilon, none], [shifted])
-    wants_inverse = node.op_type == "LayerNormalization" and len(node.output) > 2 and node.output[2]
-    inverse = _out(c, node, 2) if wants_inverse else c.temporary(f32, kept)
-    c.add(OperationCode.RSQRT, [shifted], [inverse])
-    normalized = c.temporary(f32, shape)
-    c.add(OperationCode.MUL, [centred, inverse, none], [normalized])
-    has_bias = node.op_type == "LayerNormalization" and len(node.input) > 2 and node.input[2]
-    scaled = c.temporary(f32, shape) if has_bias else _out(c, node)
-    c.add(OperationCode.MUL, [normalized, c.operand(node.input[1]), none], [scaled])
+    layer = node.op_type == "LayerNormalization"
+    mean = _out(c, node, 1) if layer and len(node.output) > 1 and node.output[1] else None
+    inverse = _out(c, node, 2) if layer and len(node.output) > 2 and node.output[2] else None
+    normalized = _standardized(
+        c, c.operand(name), shape, axes, a.get("epsilon", 1e-5), layer, mean, inverse
+    )
+    has_bias = layer and len(node.input) > 2 and node.input[2]
+    scaled = _apply(
+        c, OperationCode.MUL, [normalized, c.operand(node.input[1])], f32, shape,
+        None if has_bias else _out(c, node),
+    )  # fmt: skip
     if has_bias:
-        c.add(OperationCode.ADD, [scaled, c.operand(node.input[2]), none], [_out(c, node)])
+        _apply(c, OperationCode.ADD, [scaled, c.operand(node.input[2])], f32, shape, _out(c, node))
 
 
 @maps("Pad")
@@ -1950,17 +1936,32 @@ def _reverse_sequence(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> 
     _gathered(c, node, node.input[:1], positions, _out(c, node))
 
 
-def _standardized(c: Converter, x: int, shape: tuple[int, ...], axes: Sequence[int],
-                  epsilon: float) -> int:  # fmt: skip
-    """(x − mean)·rsqrt(mean((x − mean)²) + ε) over ``axes`` (float32)."""
+def _moments(c: Converter, x: int, shape: tuple[int, ...], axes: Sequence[int],
+             centre: bool = True, mean: int | None = None) -> tuple[int, int]:  # fmt: skip
+    """x − mean(x) (x itself unless ``centre``) and the mean of its squares over
+    ``axes``, kept (float32); the mean goes into ``mean`` when given."""
     f32 = np.dtype(np.float32)
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
-    mean = _apply(c, OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], f32, kept)
-    centred = _apply(c, OperationCode.SUB, [x, mean], f32, shape)
+    centred = x
+    if centre:
+        mean = _apply(c, OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], f32, kept, mean)
+        centred = _apply(c, OperationCode.SUB, [x, mean], f32, shape)
     squares = _apply(c, OperationCode.MUL, [centred, centred], f32, shape)
     variance = _apply(c, OperationCode.MEAN, [squares, c.ints(axes), c.i32(1)], f32, kept)
+    return centred, variance
+
+
+def _standardized(c: Converter, x: int, shape: tuple[int, ...], axes: Sequence[int],
+                  epsilon: float, centre: bool = True, mean: int | None = None,
+                  inverse: int | None = None) -> int:  # fmt: skip
+    """(x − mean)·rsqrt(mean((x − mean)²) + ε) over ``axes`` (float32), through
+    _moments; the rsqrt goes into ``inverse`` when given (LayerNormalization's
+    outputs)."""
+    f32 = np.dtype(np.float32)
+    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    centred, variance = _moments(c, x, shape, axes, centre, mean)
     shifted = _apply(c, OperationCode.ADD, [variance, c.floats(np.array([epsilon]))], f32, kept)
-    inverse = _apply(c, OperationCode.RSQRT, [shifted], f32, kept)
+    inverse = _apply(c, OperationCode.RSQRT, [shifted], f32, kept, inverse)
     return _apply(c, OperationCode.MUL, [centred, inverse], f32, shape)
 
 
@@ -2018,11 +2019,7 @@ def _mean_variance_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -
     f32 = np.dtype(np.float32)
     axes = sorted({int(x) % len(shape) for x in a.get("axes", [0, 2, 3])})
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
-    x = c.operand(name)
-    mean = _apply(c, OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], f32, kept)
-    centred = _apply(c, OperationCode.SUB, [x, mean], f32, shape)
-    squares = _apply(c, OperationCode.MUL, [centred, centred], f32, shape)
-    variance = _apply(c, OperationCode.MEAN, [squares, c.ints(axes), c.i32(1)], f32, kept)
+    centred, variance = _moments(c, c.operand(name), shape, axes)
     deviation = _apply(c, OperationCode.SQRT, [variance], f32, kept)
     shifted = _apply(c, OperationCode.ADD, [deviation, c.floats(np.array([1e-9]))], f32, kept)
     _apply(c, OperationCode.DIV, [centred, shifted], f32, shape, _out(c, node))
