@@ -539,3 +539,15 @@ def test_matmul_by_constant_stacks_lays_them_out_at_load_like_onnxruntime(
     codes = {op.code.name for op in nn_onnx.load(model).model.hal_model.main.operations}
     assert "TRANSPOSE" not in codes
     against_onnxruntime(model, {"a": a})
+
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+def test_cumsum_along_an_axis_of_one_element_matches_onnxruntime(exclusive: int) -> None:
+    """One piece: a CONCATENATION of one tensor."""
+    model = make_model(
+        [helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1, 3])],
+        {"axis": np.array(1, np.int64)},
+    )
+    against_onnxruntime(model, {"x": RNG.standard_normal((2, 1, 3)).astype(np.float32)})

@@ -2161,10 +2161,6 @@ def _cum_sum(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         total = step if total is None else _apply(c, OperationCode.ADD, [total, step], dtype, piece)
         sums.setdefault(k, total)
     pieces = [sums[k] for k in range(length)]
-    if length == 1:  # a copy: the output must be computed
-        pieces.append(_full(c, dtype, piece, -0.0))  # x + (-0.0) keeps every x
-        _apply(c, OperationCode.ADD, pieces, dtype, piece, _out(c, node))
-        return
     c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [_out(c, node)])
 
 
