@@ -2298,7 +2298,7 @@ def _loop(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     iteration, flag = (i.name for i in body.input[:2])
     rows = [o.name for o in body.output[1 + len(carried) :]]
     scans = list(node.output[len(carried) :])
-    count = _iterations(c, node, body) if scans else 0
+    count = _iterations(c, trip, cond, body) if scans else 0
     buffers = [f"{prefix}scan{k}" for k in range(len(scans))]
     inputs = [
         *(_value_info(c, n, v.name) for n, v in zip(carried, body.input[2:])),
@@ -2356,11 +2356,11 @@ def _loop(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.WHILE, [condition, body_model, *values], results)
 
 
-def _iterations(c: Converter, node: onnx.NodeProto, body: onnx.GraphProto) -> int:
+def _iterations(c: Converter, trip: str, cond: str, body: onnx.GraphProto) -> int:
     """How often a loop with scan outputs runs, which must be known at load: a
-    constant trip count, and a condition that starts true and stays so (none, or
-    the body passing it on unchanged or setting it to a constant true)."""
-    trip, cond = (*node.input, "", "")[:2]
+    constant trip count (as _loop took it: none when it means "no limit"), and a
+    condition that starts true and stays so (none, or the body passing it on
+    unchanged or setting it to a constant true)."""
     if trip not in c.constants or cond and cond not in c.constants:
         raise _Unsupported("scan outputs whose length depends on the input's values")
     if cond:
