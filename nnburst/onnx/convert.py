@@ -530,13 +530,19 @@ def _max_min(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if len(names) == 1:
         names = names * 2
     code = OperationCode.MAXIMUM if node.op_type == "Max" else OperationCode.MINIMUM
-    dtype, shape = c.dtype(node.output[0]), c.shape(names[0])
-    total = c.operand(names[0])
+    _chain(c, code, names, c.dtype(node.output[0]), _out(c, node))
+
+
+def _chain(c: Converter, code: OperationCode, names: Sequence[str], dtype: np.dtype[Any],
+           out: int | None = None) -> int:  # fmt: skip
+    """``code`` over ``names`` left to right, each step of the shape its operands
+    broadcast to, the last into ``out`` (one name: its operand as it is)."""
+    total, shape = c.operand(names[0]), c.shape(names[0])
     for i, name in enumerate(names[1:], start=2):
         shape = tuple(np.broadcast_shapes(shape, c.shape(name)))
-        target = _out(c, node) if i == len(names) else c.temporary(dtype, shape)
-        c.add(code, [total, c.operand(name)], [target])
-        total = target
+        target = out if i == len(names) else None
+        total = _apply(c, code, [total, c.operand(name)], dtype, shape, target)
+    return total
 
 
 @maps("Identity", "Dropout")
@@ -1401,23 +1407,15 @@ def _sum(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     dtype = c.dtype(names[0])
     if node.op_type == "Mean" and dtype != np.float32:
         raise _Unsupported(f"{dtype} operands")
-    total = c.operand(names[0])
-    last = len(names) - 1
-    for i, name in enumerate(names[1:], start=1):
-        final = i == last and node.op_type == "Sum"
-        target = _out(c, node) if final else c.temporary(dtype, out)
-        c.add(OperationCode.ADD, [total, c.operand(name), c.i32(FuseCode.NONE)], [target])
-        total = target
     if node.op_type == "Mean":
-        c.add(
-            OperationCode.MUL,
-            [total, _like(c, names[0], 1.0 / len(names)), c.i32(FuseCode.NONE)],
-            [_out(c, node)],
-        )
-    elif last == 0:
-        c.add(
-            OperationCode.ADD, [total, _like(c, names[0], 0), c.i32(FuseCode.NONE)], [_out(c, node)]
-        )
+        total = _chain(c, OperationCode.ADD, names, dtype)
+        factor = _like(c, names[0], 1.0 / len(names))
+        _apply(c, OperationCode.MUL, [total, factor], dtype, out, _out(c, node))
+    elif len(names) > 1:
+        _chain(c, OperationCode.ADD, names, dtype, _out(c, node))
+    else:  # one input: + 0, a copy (the output must be computed)
+        zero = _like(c, names[0], 0)
+        _apply(c, OperationCode.ADD, [c.operand(names[0]), zero], dtype, out, _out(c, node))
 
 
 @maps("Tile")
