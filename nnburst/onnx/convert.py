@@ -1454,19 +1454,27 @@ def _arg(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     reduced_shape = tuple(d for i, d in enumerate(shape) if i != axis) or (1,)
     keep, last = a.get("keepdims", 1), a.get("select_last_index", 0)
     if last:
-        backwards = c.ints(np.arange(shape[axis])[::-1].tolist())
-        x = _apply(
-            c, OperationCode.GATHER, [x, c.i32(axis), backwards], c.dtype(node.input[0]), shape
-        )
+        x = _reversed(c, x, axis, c.dtype(node.input[0]), shape)
     found = _out(c, node) if not keep and not last else c.temporary(int32, reduced_shape)
     c.add(code, [x, c.i32(axis)], [found])
     if last:
         target = _out(c, node) if not keep else None
-        found = _apply(
-            c, OperationCode.SUB, [c.ints([shape[axis] - 1]), found], int32, reduced_shape, target
-        )
+        found = _unreversed(c, found, shape[axis], reduced_shape, target)
     if keep:
         c.add(OperationCode.EXPAND_DIMS, [found, c.i32(axis)], [_out(c, node)])
+
+
+def _reversed(c: Converter, x: int, axis: int, dtype: np.dtype[Any], shape: tuple[int, ...]) -> int:
+    """``x`` with ``axis`` reversed (a GATHER): an operation that picks the first of
+    equal values then picks the last; _unreversed maps its indices back."""
+    backwards = c.ints(np.arange(shape[axis])[::-1].tolist())
+    return _apply(c, OperationCode.GATHER, [x, c.i32(axis), backwards], dtype, shape)
+
+
+def _unreversed(c: Converter, found: int, n: int, shape: tuple[int, ...],
+                out: int | None = None) -> int:  # fmt: skip
+    """Indices ``found`` along an axis of ``n`` reversed, as indices along the axis: n − 1 − i."""
+    return _apply(c, OperationCode.SUB, [c.ints([n - 1]), found], np.dtype(np.int32), shape, out)
 
 
 @maps("DepthToSpace", "SpaceToDepth")
@@ -2081,13 +2089,7 @@ def _top_k(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     k = int(c.value(node.input[1], "k").reshape(-1)[0])
     n, int32 = shape[axis], np.dtype(np.int32)
     out_shape = shape[:-1] + (k,)
-    x = _apply(
-        c,
-        OperationCode.GATHER,
-        [c.operand(name), c.i32(axis), c.ints(np.arange(n)[::-1].tolist())],
-        dtype,
-        shape,
-    )
+    x = _reversed(c, c.operand(name), axis, dtype, shape)
     smallest = not a.get("largest", 1)
     if smallest:
         x = _apply(c, OperationCode.NEG, [x], dtype, shape)
@@ -2098,7 +2100,7 @@ def _top_k(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if smallest and wants_values:
         c.add(OperationCode.NEG, [values], [_out(c, node, 0)])
     if len(node.output) > 1 and node.output[1]:
-        _apply(c, OperationCode.SUB, [c.ints([n - 1]), found], int32, out_shape, _out(c, node, 1))
+        _unreversed(c, found, n, out_shape, _out(c, node, 1))
 
 
 @maps("CenterCropPad")
