@@ -2183,15 +2183,16 @@ def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     where = _apply(c, OperationCode.SELECT, [negative, shifted, where], int32, shape)
     positions = np.arange(depth, dtype=np.int32).reshape(depth, *[1] * len(shape))
     hot = _apply(c, OperationCode.EQUAL, [where, _int_tensor(c, positions)], boolean, first)
-    choices = []
-    for k in (1, 0):  # on, off: one element each, broadcast to the whole
-        if values in c.constants:
-            choices.append(_full(c, dtype, first, c.constants[values].reshape(-1)[k]))
-            continue
-        inputs = [c.operand(values), c.ints([k]), c.ints([1])]
-        element = _apply(c, OperationCode.SLICE, inputs, dtype, (1,))
+    # on, off: one element each, broadcast to the whole
+    if values in c.constants:
+        choices = [_full(c, dtype, first, c.constants[values].reshape(-1)[k]) for k in (1, 0)]
+    else:
         filler = _full(c, dtype, first, -0.0)  # x + (-0.0) keeps every x
-        choices.append(_apply(c, OperationCode.ADD, [element, filler], dtype, first))
+        choices = []
+        for k in (1, 0):
+            inputs = [c.operand(values), c.ints([k]), c.ints([1])]
+            element = _apply(c, OperationCode.SLICE, inputs, dtype, (1,))
+            choices.append(_apply(c, OperationCode.ADD, [element, filler], dtype, first))
     if axis == 0:
         c.add(OperationCode.SELECT, [hot, *choices], [_out(c, node)])
         return
