@@ -551,3 +551,18 @@ def test_cumsum_along_an_axis_of_one_element_matches_onnxruntime(exclusive: int)
         {"axis": np.array(1, np.int64)},
     )
     against_onnxruntime(model, {"x": RNG.standard_normal((2, 1, 3)).astype(np.float32)})
+
+
+def test_edge_padding_of_nothing_is_the_input_itself() -> None:
+    model = make_model(
+        [
+            helper.make_node("Pad", ["x", "pads"], ["p"], mode="edge"),
+            helper.make_node("Relu", ["p"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        {"pads": np.zeros(4, np.int64)},
+    )
+    codes = [op.code.name for op in nn_onnx.load(model).model.hal_model.main.operations]
+    assert codes == ["RELU"]
+    against_onnxruntime(model, {"x": RNG.standard_normal((2, 3)).astype(np.float32)})

@@ -1229,8 +1229,8 @@ def _pad_by_gather(c: Converter, node: onnx.NodeProto, paddings: np.ndarray, mod
         raise _Unsupported("reflect pads as long as the axis")
     x = c.operand(node.input[0])
     padded = [axis for axis in range(len(shape)) if paddings[axis].any()]
-    if not padded:
-        c.add(OperationCode.SLICE, [x, c.ints([0] * len(shape)), c.ints(shape)], [_out(c, node)])
+    if not padded:  # the input itself, as Identity
+        c.alias(node.output[0], x)
         return
     for axis in padded:
         indices = _padded_positions(
