@@ -870,11 +870,13 @@ def _batch_norm_computed(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) 
 
 
 def _fully_connected(c: Converter, source: int, x_shape: tuple[int, ...], weights: int,
-                     bias: int, units: int, out: int, out_shape: tuple[int, ...]) -> None:  # fmt: skip
-    """x [..., K] times ``weights`` [N, K]ᵀ plus ``bias`` (operands), reshaped around
-    FULLY_CONNECTED when needed."""
-    depth = x_shape[-1]
+                     out: int, out_shape: tuple[int, ...], bias: int | None = None) -> None:  # fmt: skip
+    """x [..., K] times ``weights`` [N, K]ᵀ plus ``bias`` (operands; zeros if None),
+    reshaped around FULLY_CONNECTED when needed."""
+    depth, units = x_shape[-1], out_shape[-1]
     rows = int(np.prod(x_shape[:-1]))
+    if bias is None:
+        bias = c.floats(np.zeros(units, np.float32))
     if len(x_shape) != 2:
         flat = c.temporary(np.dtype(np.float32), (rows, depth))
         c.add(OperationCode.RESHAPE, [source, c.ints((rows, depth))], [flat])
@@ -916,10 +918,9 @@ def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if len(c.shape(node.input[0])) < 2 or len(c.shape(node.input[1])) != 2:
         _batched_matmul(c, node)
         return
-    weights, units = _weights_rows(c, node.input[1], transposed=False)
-    bias = c.floats(np.zeros(units, np.float32))
+    weights, _ = _weights_rows(c, node.input[1], transposed=False)
     x, out_shape = node.input[0], c.shape(node.output[0])
-    _fully_connected(c, c.operand(x), c.shape(x), weights, bias, units, _out(c, node), out_shape)
+    _fully_connected(c, c.operand(x), c.shape(x), weights, _out(c, node), out_shape)
 
 
 def _batched_matmul(c: Converter, node: onnx.NodeProto) -> None:
@@ -987,7 +988,7 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         x, x_shape = _transposed(c, x, x_shape, [1, 0]), x_shape[::-1]
     transposed = bool(a.get("transB", 0))
     weights, units = _weights_rows(c, node.input[1], transposed, a.get("alpha", 1.0))
-    bias_row = np.zeros(units, np.float32)
+    bias = None  # zeros
     added = None  # an operand added after the product
     beta = np.float32(a.get("beta", 1.0))
     if len(node.input) > 2 and node.input[2]:
@@ -995,7 +996,7 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         if name in c.constants:
             given = c.value(name, "C").astype(np.float32) * beta
             if given.size in (1, units) and given.ndim <= 1 or given.shape == (1, units):
-                bias_row = np.broadcast_to(given.reshape(-1), (units,)).copy()
+                bias = c.floats(np.broadcast_to(given.reshape(-1), (units,)))
             else:
                 added = c.floats(given)
         elif beta == 1:
@@ -1004,7 +1005,7 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
             added = _scaled(c, c.operand(name), c.shape(name), float(beta))
     out_shape = c.shape(node.output[0])
     target = _out(c, node) if added is None else c.temporary(np.dtype(np.float32), out_shape)
-    _fully_connected(c, x, x_shape, weights, c.floats(bias_row), units, target, out_shape)
+    _fully_connected(c, x, x_shape, weights, target, out_shape, bias)
     if added is not None:
         c.add(OperationCode.ADD, [target, added, c.i32(FuseCode.NONE)], [_out(c, node)])
 
@@ -1023,15 +1024,14 @@ def _reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int,
     """``source`` with the ``target`` shape, into tensor ``name`` (a new operand if
     None): the same operand where NNAPI's shapes agree (a scalar is [1]), RESHAPE for
     floats, an ADD broadcasting zeros for integers when only leading ones are added."""
-    target = target or (1,)
+    target, trimmed = target or (1,), shape or (1,)
     if len(shape) > 4 or len(target) > 4:
         raise _Unsupported("a tensor of rank over 4")
-    if (shape or (1,)) == target:
+    if trimmed == target:
         if name is not None:
             c.alias(name, source)
         return source
     out = c.operand(name) if name is not None else c.temporary(dtype, target)
-    trimmed = shape or (1,)
     if dtype in (np.float32, np.float16):
         c.add(OperationCode.RESHAPE, [source, c.ints(target)], [out])
     elif (
@@ -1848,8 +1848,7 @@ def _gather_elements(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> N
 def _gather_nd(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     shape = c.shape(node.input[0])
     batch = a.get("batch_dims", 0)
-    raw = c.value(node.input[1], "indices")
-    depth = raw.shape[-1]
+    depth = c.shape(node.input[1])[-1]
     where = _indices(c, node.input[1], shape[batch : batch + depth])
     ids = np.arange(int(np.prod(shape))).reshape(shape)
     lead = int(np.prod(shape[:batch]))
@@ -1872,8 +1871,7 @@ def _scatter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     update_ids = np.arange(int(np.prod(c.shape(updates)))).reshape(c.shape(updates))
     targets = np.arange(size).reshape(shape)
     if node.op_type == "ScatterND":
-        where = c.value(node.input[1], "indices")
-        depth = where.shape[-1]
+        depth = c.shape(node.input[1])[-1]
         where = _indices(c, node.input[1], shape[:depth])
         target_of = np.stack([targets[tuple(i)] for i in where.reshape(-1, depth)])
         pairs = zip(target_of.reshape(-1), update_ids.reshape(-1))
