@@ -83,6 +83,8 @@ class Converter(ModelBuilder):
             if info.type.WhichOneof("value") not in ("tensor_type", None):
                 self.containers.add(info.name)
         self._operands: dict[str, int] = {}
+        #: the operands holding named constants' values (an output must be computed)
+        self._constant_operands: set[int] = set()
 
     # -- tensors ---------------------------------------------------------------------------
     def shape(self, name: str) -> tuple[int, ...]:
@@ -115,6 +117,7 @@ class Converter(ModelBuilder):
             if values.dtype == np.float64:
                 values = values.astype(np.float32)
             self.model.set_operand_value(operand, values.reshape(self.shape(name) or (1,)))
+            self._constant_operands.add(operand)
         self._operands[name] = operand
         return operand
 
@@ -173,7 +176,7 @@ class Converter(ModelBuilder):
         """A computed operand for each output: an input, a constant or an operand
         already returned is copied."""
         operand = self.operand(name)
-        constant = any(self._operands.get(n) == operand for n in self.constants)
+        constant = operand in self._constant_operands
         if not constant and operand not in inputs and operand not in taken:
             taken.add(operand)
             return operand
