@@ -566,3 +566,32 @@ def test_edge_padding_of_nothing_is_the_input_itself() -> None:
     codes = [op.code.name for op in nn_onnx.load(model).model.hal_model.main.operations]
     assert codes == ["RELU"]
     against_onnxruntime(model, {"x": RNG.standard_normal((2, 3)).astype(np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("node", "initializers", "why"),
+    [
+        (
+            helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=5),
+            {"s": np.ones(3, np.float32)},
+            "LayerNormalization (axis 5 of a rank-2 tensor)",
+        ),
+        (
+            helper.make_node("CumSum", ["x", "axis"], ["y"]),
+            {"axis": np.array(-3, np.int64)},
+            "CumSum (axis -3 of a rank-2 tensor)",
+        ),
+    ],
+)
+def test_an_axis_out_of_range_is_unsupported_not_wrapped(
+    node: Any, initializers: dict[str, np.ndarray], why: str
+) -> None:
+    model = make_model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        initializers,
+    )
+    with pytest.raises(nn_onnx.UnsupportedModelError) as info:
+        nn_onnx.load(model)
+    assert info.value.unsupported == {why: 1}

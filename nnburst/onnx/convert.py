@@ -57,6 +57,14 @@ def _narrow(values: np.ndarray, name: str) -> np.ndarray:
     return narrowed
 
 
+def _axis(value: int, rank: int) -> int:
+    """An axis (attribute or constant input) as 0 … rank − 1, negatives counted from
+    the end; one outside [-rank, rank) is refused, not wrapped onto another axis."""
+    if not -rank <= int(value) < rank:
+        raise _Unsupported(f"axis {int(value)} of a rank-{rank} tensor")
+    return int(value) % rank
+
+
 class Converter(ModelBuilder):
     """Builds one :class:`~nnburst.model.Model` from an ONNX graph."""
 
@@ -418,7 +426,7 @@ def _fold_unsqueeze(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> li
     axes = a.get("axes", values[1].tolist() if len(values) > 1 else [])
     out = values[0]
     rank = out.ndim + len(axes)
-    for axis in sorted(int(x) % rank for x in axes):
+    for axis in sorted(_axis(x, rank) for x in axes):
         out = np.expand_dims(out, axis)
     return [out]
 
@@ -1060,13 +1068,13 @@ def _transpose(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 def _concat(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rank = len(c.shape(node.output[0]))
     inputs = [c.operand(n) for n in node.input if n]
-    c.add(OperationCode.CONCATENATION, [*inputs, c.i32(a["axis"] % rank)], [_out(c, node)])
+    c.add(OperationCode.CONCATENATION, [*inputs, c.i32(_axis(a["axis"], rank))], [_out(c, node)])
 
 
 @maps("Softmax", "LogSoftmax")
 def _softmax(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rank = len(c.shape(node.input[0]))
-    axis = a.get("axis", -1 if c.opset >= 13 else 1) % rank
+    axis = _axis(a.get("axis", -1 if c.opset >= 13 else 1), rank)
     if c.opset < 13 and axis != rank - 1:
         raise _Unsupported("a pre-13 softmax over more than the last axis")
     code = OperationCode.SOFTMAX if node.op_type == "Softmax" else OperationCode.LOG_SOFTMAX
@@ -1096,7 +1104,7 @@ def _reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any], code: Oper
         if a.get("noop_with_empty_axes", 0):
             raise _Unsupported("noop_with_empty_axes")
         axes = list(range(rank))
-    axes = sorted({int(x) % rank for x in axes})
+    axes = sorted({_axis(x, rank) for x in axes})
     keep = bool(a.get("keepdims", 1))
     target = out
     if not keep and len(axes) == rank:  # a scalar: keep the axes, then reshape to [1]
@@ -1148,7 +1156,7 @@ def _normalization(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> Non
     if c.dtype(name) != np.float32:
         raise _Unsupported(f"{c.dtype(name)} tensors")
     rank = len(shape)
-    axes = list(range(a.get("axis", -1) % rank, rank))
+    axes = list(range(_axis(a.get("axis", -1), rank), rank))
     layer = node.op_type == "LayerNormalization"
     mean = _out(c, node, 1) if layer and len(node.output) > 1 and node.output[1] else None
     inverse = _out(c, node, 2) if layer and len(node.output) > 2 and node.output[2] else None
@@ -1178,7 +1186,7 @@ def _pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     shape = c.shape(node.input[0])
     rank = len(shape)
     if len(node.input) > 3 and node.input[3]:  # pads for these axes only
-        axes = [int(x) % rank for x in c.value(node.input[3], "axes").tolist()]
+        axes = [_axis(x, rank) for x in c.value(node.input[3], "axes").tolist()]
         full = [0] * (2 * rank)
         for i, axis in enumerate(axes):
             full[axis], full[axis + rank] = pads[i], pads[i + len(axes)]
@@ -1254,9 +1262,10 @@ def _pad_by_gather(c: Converter, node: onnx.NodeProto, paddings: np.ndarray, mod
 @maps("Gather")
 def _gather(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rank = len(c.shape(node.input[0]))
-    axis = c.i32(a.get("axis", 0) % rank)
+    along = _axis(a.get("axis", 0), rank)
+    axis = c.i32(along)
     indices = node.input[1]
-    size = c.shape(node.input[0])[a.get("axis", 0) % rank]
+    size = c.shape(node.input[0])[along]
     if indices in c.constants:
         c.constants[indices] = c.constants[indices] % size  # ONNX counts negatives from the end
         where = c.operand(indices)
@@ -1275,7 +1284,7 @@ def _gather(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         c.add(OperationCode.GATHER, [data, axis, where], [_out(c, node)])
         return
     # A scalar index drops the axis; NNAPI's (a [1] tensor) keeps it, of length 1.
-    kept = (*out[: a.get("axis", 0) % rank], 1, *out[a.get("axis", 0) % rank :])
+    kept = (*out[:along], 1, *out[along:])
     dtype = c.dtype(node.output[0])
     gathered = _apply(c, OperationCode.GATHER, [data, axis, where], dtype, kept)
     _reshaped(c, gathered, dtype, kept, out, node.output[0])
@@ -1298,7 +1307,7 @@ def _slice(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     )
     begin, end, stride = [0] * len(shape), list(shape), [1] * len(shape)
     for axis, s, e, step in zip(axes, starts, ends, steps):
-        axis %= len(shape)
+        axis = _axis(axis, len(shape))
         if step <= 0:
             raise _Unsupported("a negative step")
         size = shape[axis]
@@ -1431,7 +1440,7 @@ def _tile(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 def _split(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """One SLICE per output (NNAPI's SPLIT cuts equal parts only, and takes no bool)."""
     shape = c.shape(node.input[0])
-    axis = a.get("axis", 0) % len(shape)
+    axis = _axis(a.get("axis", 0), len(shape))
     start = 0
     for output in node.output:
         size = list(c.shape(output))
@@ -1450,7 +1459,7 @@ def _arg(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """ARGMAX/ARGMIN give the first extreme; select_last_index runs them on the axis
     reversed (a GATHER) and maps each index i back to n − 1 − i."""
     shape = c.shape(node.input[0])
-    axis = a.get("axis", 0) % len(shape)
+    axis = _axis(a.get("axis", 0), len(shape))
     code = OperationCode.ARGMAX if node.op_type == "ArgMax" else OperationCode.ARGMIN
     x = c.operand(node.input[0])
     int32 = np.dtype(np.int32)
@@ -1841,7 +1850,7 @@ def _indices(c: Converter, name: str, size: int | Sequence[int]) -> np.ndarray:
 @maps("GatherElements")
 def _gather_elements(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     shape = c.shape(node.input[0])
-    axis = a.get("axis", 0) % len(shape)
+    axis = _axis(a.get("axis", 0), len(shape))
     where = _indices(c, node.input[1], shape[axis])
     ids = np.arange(int(np.prod(shape))).reshape(shape)
     _gathered(c, node, node.input[:1], np.take_along_axis(ids, where, axis), _out(c, node))
@@ -1879,9 +1888,9 @@ def _scatter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         target_of = np.stack([targets[tuple(i)] for i in where.reshape(-1, depth)])
         pairs = zip(target_of.reshape(-1), update_ids.reshape(-1))
     else:
-        axis = a.get("axis", 0) % len(shape)
+        axis = _axis(a.get("axis", 0), len(shape))
         where = _indices(c, node.input[1], shape[axis])
-        coordinates = list(np.indices(where.shape))
+        coordinates: list[np.ndarray] = list(np.indices(where.shape))
         coordinates[axis] = where
         pairs = zip(targets[tuple(coordinates)].reshape(-1), update_ids.reshape(-1))
     received: list[list[int]] = [[] for _ in range(size)]
@@ -2024,7 +2033,7 @@ def _mean_variance_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -
     function defines it (ε after the root)."""
     name, shape = _float_input(c, node)
     f32 = np.dtype(np.float32)
-    axes = sorted({int(x) % len(shape) for x in a.get("axes", [0, 2, 3])})
+    axes = sorted({_axis(x, len(shape)) for x in a.get("axes", [0, 2, 3])})
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
     centred, variance = _moments(c, c.operand(name), shape, axes)
     deviation = _apply(c, OperationCode.SQRT, [variance], f32, kept)
@@ -2037,7 +2046,7 @@ def _lp_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """x / ‖x‖ₚ along ``axis``: the norm is sum|x| (p = 1) or √(sum x²) (p = 2); a
     zero vector stays zero (its norm is taken as 1)."""
     name, shape = _float_input(c, node)
-    p, axis = a.get("p", 2), a.get("axis", -1) % len(shape)
+    p, axis = a.get("p", 2), _axis(a.get("axis", -1), len(shape))
     if p not in (1, 2):
         raise _Unsupported(f"p = {p}")
     f32, x = np.dtype(np.float32), c.operand(name)
@@ -2059,7 +2068,7 @@ def _hardmax(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     axis's positions, SELECT."""
     name, shape = _float_input(c, node)
     rank = len(shape)
-    axis = a.get("axis", -1 if c.opset >= 13 else 1) % rank
+    axis = _axis(a.get("axis", -1 if c.opset >= 13 else 1), rank)
     if c.opset < 13 and axis != rank - 1:
         raise _Unsupported("a pre-13 hardmax over more than the last axis")
     int32, f32 = np.dtype(np.int32), np.dtype(np.float32)
@@ -2082,7 +2091,7 @@ def _top_k(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     to n − 1 − i; the smallest k are the largest of −x."""
     name = node.input[0]
     shape, dtype = c.shape(name), c.dtype(name)
-    axis = a.get("axis", -1) % len(shape)
+    axis = _axis(a.get("axis", -1), len(shape))
     if axis != len(shape) - 1:
         raise _Unsupported("an axis other than the last")
     if dtype not in (np.float32, np.int32, np.int64):
@@ -2111,7 +2120,7 @@ def _center_crop_pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> N
     shape, dtype = c.shape(node.input[0]), c.dtype(node.input[0])
     rank = len(shape)
     target = [int(t) for t in c.value(node.input[1], "shape").tolist()]
-    axes = [int(x) % rank for x in a.get("axes", range(rank))]
+    axes = [_axis(x, rank) for x in a.get("axes", range(rank))]
     begin, size, pads = [0] * rank, list(shape), np.zeros((rank, 2), np.int32)
     for axis, want in zip(axes, target):
         if shape[axis] > want:
@@ -2143,7 +2152,7 @@ def _cum_sum(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     triangle of ones is not: its zeros turn an infinity into NaN."""
     name = node.input[0]
     shape, dtype = c.shape(name), c.dtype(name)
-    axis = int(c.value(node.input[1], "axis").reshape(-1)[0]) % len(shape)
+    axis = _axis(c.value(node.input[1], "axis").reshape(-1)[0], len(shape))
     length = shape[axis]
     if dtype not in (np.float32, np.float16):
         raise _Unsupported(f"{dtype} data (NNAPI's CONCATENATION takes floats)")
@@ -2175,7 +2184,7 @@ def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         raise _Unsupported(f"{c.dtype(indices)} indices (integers map)")
     depth = int(c.value(node.input[1], "depth").reshape(-1)[0])
     shape, out, dtype = c.shape(indices), c.shape(node.output[0]), c.dtype(node.output[0])
-    axis = a.get("axis", -1) % len(out)
+    axis = _axis(a.get("axis", -1), len(out))
     first = (depth, *shape)  # the new axis first: EQUAL broadcasts over leading axes
     boolean, int32 = np.dtype(np.bool_), np.dtype(np.int32)
     where = c.operand(indices)
