@@ -40,12 +40,13 @@ DEFAULT_CACHE_DIR = "~/.cache/nnburst/compilations"
 
 class UnsupportedModelError(BadDataError):
     """The model uses operators or tensors nnburst cannot run; ``unsupported``
-    maps each reason to how often it occurs."""
+    maps each reason to how often it occurs, ``listed`` spells them out (an ONNX
+    If or Loop quotes its subgraph's)."""
 
     def __init__(self, unsupported: Counter[str]) -> None:
         self.unsupported = unsupported
-        listed = "; ".join(f"{what} ×{count}" for what, count in sorted(unsupported.items()))
-        super().__init__(f"the model uses what nnburst cannot run: {listed}")
+        self.listed = "; ".join(f"{what} ×{count}" for what, count in sorted(unsupported.items()))
+        super().__init__(f"the model uses what nnburst cannot run: {self.listed}")
 
 
 @dataclass

@@ -495,3 +495,103 @@ def test_one_hot_with_a_constant_depth_matches_onnxruntime(
     )
     feeds = {"i": np.array([[1, -1, 0], [3, 9, -5]], np.int64)}
     against_onnxruntime(model, feeds if constant_values else {**feeds, "v": values})
+
+
+def test_two_1d_convolutions_of_one_input_match_onnxruntime() -> None:
+    """Both reshape the input to a height of 1: one reshaped operand serves them."""
+    f32 = np.float32
+    model = make_model(
+        [
+            helper.make_node("Conv", ["x", "W1"], ["a"], pads=[1, 1]),
+            helper.make_node("Conv", ["x", "W2", "B2"], ["b"], strides=[2]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8])],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 8]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 2, 4]),
+        ],
+        {
+            "W1": RNG.standard_normal((4, 3, 3)).astype(f32),
+            "W2": RNG.standard_normal((2, 3, 1)).astype(f32),
+            "B2": RNG.standard_normal(2).astype(f32),
+        },
+    )
+    against_onnxruntime(model, {"x": RNG.standard_normal((1, 3, 8)).astype(f32)})
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"),
+    [((2, 3, 4), (2, 4, 5)), ((4,), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 2)), ((3, 4), (4,))],
+)
+def test_matmul_by_constant_stacks_lays_them_out_at_load_like_onnxruntime(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...]
+) -> None:
+    """A constant right-hand side needs no TRANSPOSE (nor SLICE) at run time."""
+    a = RNG.standard_normal(a_shape).astype(np.float32)
+    b = RNG.standard_normal(b_shape).astype(np.float32)
+    out = np.matmul(a, b).shape
+    model = make_model(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, a_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+        {"b": b},
+    )
+    codes = {op.code.name for op in nn_onnx.load(model).model.hal_model.main.operations}
+    assert "TRANSPOSE" not in codes
+    against_onnxruntime(model, {"a": a})
+
+
+@pytest.mark.parametrize("exclusive", [0, 1])
+def test_cumsum_along_an_axis_of_one_element_matches_onnxruntime(exclusive: int) -> None:
+    """One piece: a CONCATENATION of one tensor."""
+    model = make_model(
+        [helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=exclusive)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1, 3])],
+        {"axis": np.array(1, np.int64)},
+    )
+    against_onnxruntime(model, {"x": RNG.standard_normal((2, 1, 3)).astype(np.float32)})
+
+
+def test_edge_padding_of_nothing_is_the_input_itself() -> None:
+    model = make_model(
+        [
+            helper.make_node("Pad", ["x", "pads"], ["p"], mode="edge"),
+            helper.make_node("Relu", ["p"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        {"pads": np.zeros(4, np.int64)},
+    )
+    codes = [op.code.name for op in nn_onnx.load(model).model.hal_model.main.operations]
+    assert codes == ["RELU"]
+    against_onnxruntime(model, {"x": RNG.standard_normal((2, 3)).astype(np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("node", "initializers", "why"),
+    [
+        (
+            helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=5),
+            {"s": np.ones(3, np.float32)},
+            "LayerNormalization (axis 5 of a rank-2 tensor)",
+        ),
+        (
+            helper.make_node("CumSum", ["x", "axis"], ["y"]),
+            {"axis": np.array(-3, np.int64)},
+            "CumSum (axis -3 of a rank-2 tensor)",
+        ),
+    ],
+)
+def test_an_axis_out_of_range_is_unsupported_not_wrapped(
+    node: Any, initializers: dict[str, np.ndarray], why: str
+) -> None:
+    model = make_model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        initializers,
+    )
+    with pytest.raises(nn_onnx.UnsupportedModelError) as info:
+        nn_onnx.load(model)
+    assert info.value.unsupported == {why: 1}

@@ -57,6 +57,14 @@ def _narrow(values: np.ndarray, name: str) -> np.ndarray:
     return narrowed
 
 
+def _axis(value: int, rank: int) -> int:
+    """An axis (attribute or constant input) as 0 … rank − 1, negatives counted from
+    the end; one outside [-rank, rank) is refused, not wrapped onto another axis."""
+    if not -rank <= int(value) < rank:
+        raise _Unsupported(f"axis {int(value)} of a rank-{rank} tensor")
+    return int(value) % rank
+
+
 class Converter(ModelBuilder):
     """Builds one :class:`~nnburst.model.Model` from an ONNX graph."""
 
@@ -83,6 +91,8 @@ class Converter(ModelBuilder):
             if info.type.WhichOneof("value") not in ("tensor_type", None):
                 self.containers.add(info.name)
         self._operands: dict[str, int] = {}
+        #: the operands holding named constants' values (an output must be computed)
+        self._constant_operands: set[int] = set()
 
     # -- tensors ---------------------------------------------------------------------------
     def shape(self, name: str) -> tuple[int, ...]:
@@ -115,6 +125,7 @@ class Converter(ModelBuilder):
             if values.dtype == np.float64:
                 values = values.astype(np.float32)
             self.model.set_operand_value(operand, values.reshape(self.shape(name) or (1,)))
+            self._constant_operands.add(operand)
         self._operands[name] = operand
         return operand
 
@@ -173,7 +184,7 @@ class Converter(ModelBuilder):
         """A computed operand for each output: an input, a constant or an operand
         already returned is copied."""
         operand = self.operand(name)
-        constant = any(self._operands.get(n) == operand for n in self.constants)
+        constant = operand in self._constant_operands
         if not constant and operand not in inputs and operand not in taken:
             taken.add(operand)
             return operand
@@ -415,7 +426,7 @@ def _fold_unsqueeze(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> li
     axes = a.get("axes", values[1].tolist() if len(values) > 1 else [])
     out = values[0]
     rank = out.ndim + len(axes)
-    for axis in sorted(int(x) % rank for x in axes):
+    for axis in sorted(_axis(x, rank) for x in axes):
         out = np.expand_dims(out, axis)
     return [out]
 
@@ -530,13 +541,19 @@ def _max_min(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if len(names) == 1:
         names = names * 2
     code = OperationCode.MAXIMUM if node.op_type == "Max" else OperationCode.MINIMUM
-    dtype, shape = c.dtype(node.output[0]), c.shape(names[0])
-    total = c.operand(names[0])
+    _chain(c, code, names, c.dtype(node.output[0]), _out(c, node))
+
+
+def _chain(c: Converter, code: OperationCode, names: Sequence[str], dtype: np.dtype[Any],
+           out: int | None = None) -> int:  # fmt: skip
+    """``code`` over ``names`` left to right, each step of the shape its operands
+    broadcast to, the last into ``out`` (one name: its operand as it is)."""
+    total, shape = c.operand(names[0]), c.shape(names[0])
     for i, name in enumerate(names[1:], start=2):
         shape = tuple(np.broadcast_shapes(shape, c.shape(name)))
-        target = _out(c, node) if i == len(names) else c.temporary(dtype, shape)
-        c.add(code, [total, c.operand(name)], [target])
-        total = target
+        target = out if i == len(names) else None
+        total = _apply(c, code, [total, c.operand(name)], dtype, shape, target)
+    return total
 
 
 @maps("Identity", "Dropout")
@@ -562,38 +579,42 @@ def _clamp(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[in
     if code is not None and dtype == np.float32:
         c.add(code, [x], [out])
         return
-    if lo is not None:
-        low = c.floats(np.array([lo])) if dtype == np.float32 else c.ints([int(lo)])
-        target = out if hi is None else c.temporary(dtype, shape)
+
+    def bound(value: float | None) -> int | None:
+        if value is None:
+            return None
+        return c.floats(np.array([value])) if dtype == np.float32 else c.ints([int(value)])
+
+    _bounded(c, x, out, dtype, shape, bound(lo), bound(hi))
+
+
+def _bounded(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[int, ...],
+             low: int | None, high: int | None) -> None:  # fmt: skip
+    """``out = min(max(x, low), high)`` with bound operands (which broadcast): a
+    MAXIMUM, then a MINIMUM, for the bounds given (a copy for none)."""
+    if low is not None:
+        target = out if high is None else c.temporary(dtype, shape)
         c.add(OperationCode.MAXIMUM, [x, low], [target])
         x = target
-    if hi is not None:
-        high = c.floats(np.array([hi])) if dtype == np.float32 else c.ints([int(hi)])
+    if high is not None:
         c.add(OperationCode.MINIMUM, [x, high], [out])
-    elif lo is None:
+    elif low is None:
         c.add(OperationCode.RESHAPE, [x, c.ints(shape or (1,))], [out])
 
 
 @maps("Clip")
 def _clip(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    """Constant bounds fold into _clamp; computed ones (one-element tensors) are a
-    MAXIMUM then a MINIMUM with the bound operands, which broadcast."""
+    """Constant bounds fold into _clamp; computed ones (one-element tensors) are
+    _bounded by the bound operands."""
     name = node.input[0]
     given = [node.input[i] if len(node.input) > i else "" for i in (1, 2)]
     if any(n and n not in c.constants for n in given):
         shape, dtype = c.shape(name), c.dtype(name)
-        x = c.operand(name)
-        for i, (bound, code) in enumerate(
-            zip(given, (OperationCode.MAXIMUM, OperationCode.MINIMUM))
-        ):
-            if not bound:
-                continue
-            if c.dtype(bound) != dtype or int(np.prod(c.shape(bound))) != 1:
+        for bound in given:
+            if bound and (c.dtype(bound) != dtype or int(np.prod(c.shape(bound))) != 1):
                 raise _Unsupported("a computed bound that is not one element of the input's type")
-            last = i == 1 or not given[1]
-            target = _out(c, node) if last else c.temporary(dtype, shape)
-            c.add(code, [x, c.operand(bound)], [target])
-            x = target
+        low, high = (c.operand(bound) if bound else None for bound in given)
+        _bounded(c, c.operand(name), _out(c, node), dtype, shape, low, high)
         return
     bounds = [a.get("min"), a.get("max")]
     for i, bound in enumerate(given):
@@ -708,17 +729,21 @@ def _conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 def _conv_1d(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """A 1-D convolution is a 2-D one over a height of 1: its input, filter and
-    output get that axis (a reshape each), the attributes their height's values."""
+    output get that axis (a reshape each), the attributes their height's values.
+    Another 1-D convolution of the same input reuses its reshape (an operand has
+    one writer)."""
     tall = []
     for name in (*node.input[:2], node.output[0]):
         shape = c.shape(name)
         tall_name, tall_shape = f"{name}/2d", (*shape[:2], 1, *shape[2:])
+        tall.append(tall_name)
+        if tall_name in c.types:
+            continue
         c.types[tall_name] = (c.dtype(name), tall_shape)
         if name in c.constants:
             c.constants[tall_name] = c.constants[name].reshape(tall_shape)
         elif name != node.output[0]:
             _reshaped(c, c.operand(name), c.dtype(name), shape, tall_shape, tall_name)
-        tall.append(tall_name)
     x, w, y = tall
     flat = {"kernel_shape": 1, "strides": 1, "dilations": 1}
     attributes = {k: [flat[k], *v] if k in flat else v for k, v in a.items()}
@@ -856,11 +881,13 @@ def _batch_norm_computed(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) 
 
 
 def _fully_connected(c: Converter, source: int, x_shape: tuple[int, ...], weights: int,
-                     bias: int, units: int, out: int, out_shape: tuple[int, ...]) -> None:  # fmt: skip
-    """x [..., K] times ``weights`` [N, K]ᵀ plus ``bias`` (operands), reshaped around
-    FULLY_CONNECTED when needed."""
-    depth = x_shape[-1]
+                     out: int, out_shape: tuple[int, ...], bias: int | None = None) -> None:  # fmt: skip
+    """x [..., K] times ``weights`` [N, K]ᵀ plus ``bias`` (operands; zeros if None),
+    reshaped around FULLY_CONNECTED when needed."""
+    depth, units = x_shape[-1], out_shape[-1]
     rows = int(np.prod(x_shape[:-1]))
+    if bias is None:
+        bias = c.floats(np.zeros(units, np.float32))
     if len(x_shape) != 2:
         flat = c.temporary(np.dtype(np.float32), (rows, depth))
         c.add(OperationCode.RESHAPE, [source, c.ints((rows, depth))], [flat])
@@ -902,17 +929,17 @@ def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if len(c.shape(node.input[0])) < 2 or len(c.shape(node.input[1])) != 2:
         _batched_matmul(c, node)
         return
-    weights, units = _weights_rows(c, node.input[1], transposed=False)
-    bias = c.floats(np.zeros(units, np.float32))
+    weights, _ = _weights_rows(c, node.input[1], transposed=False)
     x, out_shape = node.input[0], c.shape(node.output[0])
-    _fully_connected(c, c.operand(x), c.shape(x), weights, bias, units, _out(c, node), out_shape)
+    _fully_connected(c, c.operand(x), c.shape(x), weights, _out(c, node), out_shape)
 
 
 def _batched_matmul(c: Converter, node: onnx.NodeProto) -> None:
     """Vectors and stacks of matrices (broadcast over the leading axes), one
     FULLY_CONNECTED per pair of matrices (NNAPI 1.3 has no BATCH_MATMUL): each side
-    flattened to rows, each matrix a SLICE of them, the right one TRANSPOSE'd to
-    [N, K]; the products CONCATENATED and reshaped to the output."""
+    flattened to rows, each matrix a SLICE of them (the left side unsliced when it is
+    one matrix), the right one TRANSPOSE'd to [N, K] (laid out at load when it is a
+    constant); the products CONCATENATED and reshaped to the output."""
     f32 = np.dtype(np.float32)
     a_shape, b_shape = c.shape(node.input[0]), c.shape(node.input[1])
     if len(a_shape) > 4 or len(b_shape) > 4:
@@ -924,34 +951,34 @@ def _batched_matmul(c: Converter, node: onnx.NodeProto) -> None:
     pairs = list(np.ndindex(*batch))
     if len(pairs) > 64:
         raise _Unsupported(f"{len(pairs)} matrix products")
-    a_ids = np.broadcast_to(np.arange(int(np.prod(a_mats[:-2]))).reshape(a_mats[:-2]), batch)
-    b_ids = np.broadcast_to(np.arange(int(np.prod(b_mats[:-2]))).reshape(b_mats[:-2]), batch)
+    a_count, b_count = int(np.prod(a_mats[:-2])), int(np.prod(b_mats[:-2]))
+    a_ids = np.broadcast_to(np.arange(a_count).reshape(a_mats[:-2]), batch)
+    b_ids = np.broadcast_to(np.arange(b_count).reshape(b_mats[:-2]), batch)
 
     def rows(name: str, mats: tuple[int, ...]) -> int:
         flat = (int(np.prod(mats[:-1])), mats[-1])
         return _apply(c, OperationCode.RESHAPE, [c.operand(name), c.ints(flat)], f32, flat)
 
-    a_rows, b_rows = rows(node.input[0], a_mats), rows(node.input[1], b_mats)
+    def matrix(source: int, i: int, size: tuple[int, int]) -> int:
+        begin = c.ints([i * size[0], 0])
+        return _apply(c, OperationCode.SLICE, [source, begin, c.ints(size)], f32, size)
+
+    a_rows = rows(node.input[0], a_mats)
+    if node.input[1] in c.constants:  # each matrix as FULLY_CONNECTED's [N, K], once
+        b = c.value(node.input[1], "right-hand side").reshape(-1, k, n)
+        weights = [c.floats(b[j].T) for j in range(b_count)]
+    else:
+        b_rows = rows(node.input[1], b_mats)
+        weights = [
+            _transposed(c, matrix(b_rows, j, (k, n)), (k, n), [1, 0]) for j in range(b_count)
+        ]
     zeros = c.floats(np.zeros(n, np.float32))
     products = []
     for index in pairs:
         i, j = int(a_ids[index]), int(b_ids[index])
-        left = _apply(
-            c, OperationCode.SLICE, [a_rows, c.ints([i * m, 0]), c.ints([m, k])], f32, (m, k)
-        )
-        right = _apply(
-            c, OperationCode.SLICE, [b_rows, c.ints([j * k, 0]), c.ints([k, n])], f32, (k, n)
-        )
-        weights = _transposed(c, right, (k, n), [1, 0])
-        products.append(
-            _apply(
-                c,
-                OperationCode.FULLY_CONNECTED,
-                [left, weights, zeros, c.i32(FuseCode.NONE)],
-                f32,
-                (m, n),
-            )
-        )
+        left = a_rows if a_count == 1 else matrix(a_rows, i, (m, k))
+        inputs = [left, weights[j], zeros, c.i32(FuseCode.NONE)]
+        products.append(_apply(c, OperationCode.FULLY_CONNECTED, inputs, f32, (m, n)))
     stacked = products[0]
     if len(products) > 1:
         stacked = _apply(
@@ -972,7 +999,7 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         x, x_shape = _transposed(c, x, x_shape, [1, 0]), x_shape[::-1]
     transposed = bool(a.get("transB", 0))
     weights, units = _weights_rows(c, node.input[1], transposed, a.get("alpha", 1.0))
-    bias_row = np.zeros(units, np.float32)
+    bias = None  # zeros
     added = None  # an operand added after the product
     beta = np.float32(a.get("beta", 1.0))
     if len(node.input) > 2 and node.input[2]:
@@ -980,7 +1007,7 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         if name in c.constants:
             given = c.value(name, "C").astype(np.float32) * beta
             if given.size in (1, units) and given.ndim <= 1 or given.shape == (1, units):
-                bias_row = np.broadcast_to(given.reshape(-1), (units,)).copy()
+                bias = c.floats(np.broadcast_to(given.reshape(-1), (units,)))
             else:
                 added = c.floats(given)
         elif beta == 1:
@@ -989,7 +1016,7 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
             added = _scaled(c, c.operand(name), c.shape(name), float(beta))
     out_shape = c.shape(node.output[0])
     target = _out(c, node) if added is None else c.temporary(np.dtype(np.float32), out_shape)
-    _fully_connected(c, x, x_shape, weights, c.floats(bias_row), units, target, out_shape)
+    _fully_connected(c, x, x_shape, weights, target, out_shape, bias)
     if added is not None:
         c.add(OperationCode.ADD, [target, added, c.i32(FuseCode.NONE)], [_out(c, node)])
 
@@ -1008,15 +1035,14 @@ def _reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int,
     """``source`` with the ``target`` shape, into tensor ``name`` (a new operand if
     None): the same operand where NNAPI's shapes agree (a scalar is [1]), RESHAPE for
     floats, an ADD broadcasting zeros for integers when only leading ones are added."""
-    target = target or (1,)
+    target, trimmed = target or (1,), shape or (1,)
     if len(shape) > 4 or len(target) > 4:
         raise _Unsupported("a tensor of rank over 4")
-    if (shape or (1,)) == target:
+    if trimmed == target:
         if name is not None:
             c.alias(name, source)
         return source
     out = c.operand(name) if name is not None else c.temporary(dtype, target)
-    trimmed = shape or (1,)
     if dtype in (np.float32, np.float16):
         c.add(OperationCode.RESHAPE, [source, c.ints(target)], [out])
     elif (
@@ -1042,13 +1068,13 @@ def _transpose(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 def _concat(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rank = len(c.shape(node.output[0]))
     inputs = [c.operand(n) for n in node.input if n]
-    c.add(OperationCode.CONCATENATION, [*inputs, c.i32(a["axis"] % rank)], [_out(c, node)])
+    c.add(OperationCode.CONCATENATION, [*inputs, c.i32(_axis(a["axis"], rank))], [_out(c, node)])
 
 
 @maps("Softmax", "LogSoftmax")
 def _softmax(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rank = len(c.shape(node.input[0]))
-    axis = a.get("axis", -1 if c.opset >= 13 else 1) % rank
+    axis = _axis(a.get("axis", -1 if c.opset >= 13 else 1), rank)
     if c.opset < 13 and axis != rank - 1:
         raise _Unsupported("a pre-13 softmax over more than the last axis")
     code = OperationCode.SOFTMAX if node.op_type == "Softmax" else OperationCode.LOG_SOFTMAX
@@ -1078,7 +1104,7 @@ def _reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any], code: Oper
         if a.get("noop_with_empty_axes", 0):
             raise _Unsupported("noop_with_empty_axes")
         axes = list(range(rank))
-    axes = sorted({int(x) % rank for x in axes})
+    axes = sorted({_axis(x, rank) for x in axes})
     keep = bool(a.get("keepdims", 1))
     target = out
     if not keep and len(axes) == rank:  # a scalar: keep the axes, then reshape to [1]
@@ -1107,17 +1133,15 @@ def _composed_reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -
     if c.dtype(node.input[0]) != np.float32:
         raise _Unsupported(f"{c.dtype(node.input[0])} tensors")
     before, code, after = _COMPOSED_REDUCTIONS[node.op_type]
-    source = c.operand(node.input[0])
+    source, f32 = c.operand(node.input[0]), np.dtype(np.float32)
     if before is not None:
-        each = c.temporary(np.dtype(np.float32), c.shape(node.input[0]))
-        extra = [source, c.i32(FuseCode.NONE)] if before == OperationCode.MUL else []
-        c.add(before, [source, *extra], [each])
-        source = each
+        inputs = [source, source] if before == OperationCode.MUL else [source]
+        source = _apply(c, before, inputs, f32, c.shape(node.input[0]))
     out = _out(c, node)
     if after is None:
         _reduction(c, node, a, code, source, out)
         return
-    total = c.temporary(np.dtype(np.float32), c.shape(node.output[0]))
+    total = c.temporary(f32, c.shape(node.output[0]))
     _reduction(c, node, a, code, source, total)
     c.add(after, [total], [out])
 
@@ -1132,34 +1156,20 @@ def _normalization(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> Non
     if c.dtype(name) != np.float32:
         raise _Unsupported(f"{c.dtype(name)} tensors")
     rank = len(shape)
-    axes = list(range(a.get("axis", -1) % rank, rank))
-    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
-    none = c.i32(FuseCode.NONE)
-    x = c.operand(name)
-    centred = x
-    if node.op_type == "LayerNormalization":
-        has_mean = len(node.output) > 1 and node.output[1]
-        mean = _out(c, node, 1) if has_mean else c.temporary(f32, kept)
-        c.add(OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], [mean])
-        centred = c.temporary(f32, shape)
-        c.add(OperationCode.SUB, [x, mean, none], [centred])
-    squares = c.temporary(f32, shape)
-    c.add(OperationCode.MUL, [centred, centred, none], [squares])
-    variance = c.temporary(f32, kept)
-    c.add(OperationCode.MEAN, [squares, c.ints(axes), c.i32(1)], [variance])
-    shifted = c.temporary(f32, kept)
-    epsilon = c.floats(np.array([a.get("epsilon", 1e-5)], np.float32))
-    c.add(OperationCode.ADD, [variance, epsilon, none], [shifted])
-    wants_inverse = node.op_type == "LayerNormalization" and len(node.output) > 2 and node.output[2]
-    inverse = _out(c, node, 2) if wants_inverse else c.temporary(f32, kept)
-    c.add(OperationCode.RSQRT, [shifted], [inverse])
-    normalized = c.temporary(f32, shape)
-    c.add(OperationCode.MUL, [centred, inverse, none], [normalized])
-    has_bias = node.op_type == "LayerNormalization" and len(node.input) > 2 and node.input[2]
-    scaled = c.temporary(f32, shape) if has_bias else _out(c, node)
-    c.add(OperationCode.MUL, [normalized, c.operand(node.input[1]), none], [scaled])
+    axes = list(range(_axis(a.get("axis", -1), rank), rank))
+    layer = node.op_type == "LayerNormalization"
+    mean = _out(c, node, 1) if layer and len(node.output) > 1 and node.output[1] else None
+    inverse = _out(c, node, 2) if layer and len(node.output) > 2 and node.output[2] else None
+    normalized = _standardized(
+        c, c.operand(name), shape, axes, a.get("epsilon", 1e-5), layer, mean, inverse
+    )
+    has_bias = layer and len(node.input) > 2 and node.input[2]
+    scaled = _apply(
+        c, OperationCode.MUL, [normalized, c.operand(node.input[1])], f32, shape,
+        None if has_bias else _out(c, node),
+    )  # fmt: skip
     if has_bias:
-        c.add(OperationCode.ADD, [scaled, c.operand(node.input[2]), none], [_out(c, node)])
+        _apply(c, OperationCode.ADD, [scaled, c.operand(node.input[2])], f32, shape, _out(c, node))
 
 
 @maps("Pad")
@@ -1176,7 +1186,7 @@ def _pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     shape = c.shape(node.input[0])
     rank = len(shape)
     if len(node.input) > 3 and node.input[3]:  # pads for these axes only
-        axes = [int(x) % rank for x in c.value(node.input[3], "axes").tolist()]
+        axes = [_axis(x, rank) for x in c.value(node.input[3], "axes").tolist()]
         full = [0] * (2 * rank)
         for i, axis in enumerate(axes):
             full[axis], full[axis + rank] = pads[i], pads[i + len(axes)]
@@ -1230,8 +1240,8 @@ def _pad_by_gather(c: Converter, node: onnx.NodeProto, paddings: np.ndarray, mod
         raise _Unsupported("reflect pads as long as the axis")
     x = c.operand(node.input[0])
     padded = [axis for axis in range(len(shape)) if paddings[axis].any()]
-    if not padded:
-        c.add(OperationCode.SLICE, [x, c.ints([0] * len(shape)), c.ints(shape)], [_out(c, node)])
+    if not padded:  # the input itself, as Identity
+        c.alias(node.output[0], x)
         return
     for axis in padded:
         indices = _padded_positions(
@@ -1252,9 +1262,10 @@ def _pad_by_gather(c: Converter, node: onnx.NodeProto, paddings: np.ndarray, mod
 @maps("Gather")
 def _gather(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rank = len(c.shape(node.input[0]))
-    axis = c.i32(a.get("axis", 0) % rank)
+    along = _axis(a.get("axis", 0), rank)
+    axis = c.i32(along)
     indices = node.input[1]
-    size = c.shape(node.input[0])[a.get("axis", 0) % rank]
+    size = c.shape(node.input[0])[along]
     if indices in c.constants:
         c.constants[indices] = c.constants[indices] % size  # ONNX counts negatives from the end
         where = c.operand(indices)
@@ -1273,7 +1284,7 @@ def _gather(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         c.add(OperationCode.GATHER, [data, axis, where], [_out(c, node)])
         return
     # A scalar index drops the axis; NNAPI's (a [1] tensor) keeps it, of length 1.
-    kept = (*out[: a.get("axis", 0) % rank], 1, *out[a.get("axis", 0) % rank :])
+    kept = (*out[:along], 1, *out[along:])
     dtype = c.dtype(node.output[0])
     gathered = _apply(c, OperationCode.GATHER, [data, axis, where], dtype, kept)
     _reshaped(c, gathered, dtype, kept, out, node.output[0])
@@ -1296,7 +1307,7 @@ def _slice(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     )
     begin, end, stride = [0] * len(shape), list(shape), [1] * len(shape)
     for axis, s, e, step in zip(axes, starts, ends, steps):
-        axis %= len(shape)
+        axis = _axis(axis, len(shape))
         if step <= 0:
             raise _Unsupported("a negative step")
         size = shape[axis]
@@ -1315,9 +1326,7 @@ def _cast(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 def _like(c: Converter, name: str, value: float) -> int:
     """A one-element constant of ``name``'s type (broadcast by the operation)."""
-    operand = c.model.add_operand(_operand_type(c.dtype(name), (1,)))
-    c.model.set_operand_value(operand, np.full(1, value, _operand_dtype(c.dtype(name))))
-    return operand
+    return _full(c, c.dtype(name), (1,), value)
 
 
 def _float_input(c: Converter, node: onnx.NodeProto) -> tuple[str, tuple[int, ...]]:
@@ -1338,16 +1347,11 @@ def _broadcast(c: Converter, name: str, shape: tuple[int, ...], out: int | None 
     that shape (which keeps every value, -0.0 and NaN included), x + 0 for integers,
     x OR false for booleans."""
     dtype = c.dtype(name)
-    target = c.temporary(dtype, shape) if out is None else out
     if dtype == np.bool_:
-        falses = c.constant(OperandCode.TENSOR_BOOL8, np.zeros(shape, np.bool_), shape)
-        c.add(OperationCode.LOGICAL_OR, [c.operand(name), falses], [target])
-        return target
-    zeros = c.model.add_operand(_operand_type(dtype, shape))
-    filler = -0.0 if np.issubdtype(dtype, np.floating) else 0
-    c.model.set_operand_value(zeros, np.full(shape, filler, _operand_dtype(dtype)))
-    c.add(OperationCode.ADD, [c.operand(name), zeros, c.i32(FuseCode.NONE)], [target])
-    return target
+        falses = _full(c, dtype, shape, False)
+        return _apply(c, OperationCode.LOGICAL_OR, [c.operand(name), falses], dtype, shape, out)
+    zeros = _full(c, dtype, shape, -0.0 if np.issubdtype(dtype, np.floating) else 0)
+    return _apply(c, OperationCode.ADD, [c.operand(name), zeros], dtype, shape, out)
 
 
 @maps("Reciprocal")
@@ -1415,23 +1419,15 @@ def _sum(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     dtype = c.dtype(names[0])
     if node.op_type == "Mean" and dtype != np.float32:
         raise _Unsupported(f"{dtype} operands")
-    total = c.operand(names[0])
-    last = len(names) - 1
-    for i, name in enumerate(names[1:], start=1):
-        final = i == last and node.op_type == "Sum"
-        target = _out(c, node) if final else c.temporary(dtype, out)
-        c.add(OperationCode.ADD, [total, c.operand(name), c.i32(FuseCode.NONE)], [target])
-        total = target
     if node.op_type == "Mean":
-        c.add(
-            OperationCode.MUL,
-            [total, _like(c, names[0], 1.0 / len(names)), c.i32(FuseCode.NONE)],
-            [_out(c, node)],
-        )
-    elif last == 0:
-        c.add(
-            OperationCode.ADD, [total, _like(c, names[0], 0), c.i32(FuseCode.NONE)], [_out(c, node)]
-        )
+        total = _chain(c, OperationCode.ADD, names, dtype)
+        factor = _like(c, names[0], 1.0 / len(names))
+        _apply(c, OperationCode.MUL, [total, factor], dtype, out, _out(c, node))
+    elif len(names) > 1:
+        _chain(c, OperationCode.ADD, names, dtype, _out(c, node))
+    else:  # one input: + 0, a copy (the output must be computed)
+        zero = _like(c, names[0], 0)
+        _apply(c, OperationCode.ADD, [c.operand(names[0]), zero], dtype, out, _out(c, node))
 
 
 @maps("Tile")
@@ -1444,7 +1440,7 @@ def _tile(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 def _split(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """One SLICE per output (NNAPI's SPLIT cuts equal parts only, and takes no bool)."""
     shape = c.shape(node.input[0])
-    axis = a.get("axis", 0) % len(shape)
+    axis = _axis(a.get("axis", 0), len(shape))
     start = 0
     for output in node.output:
         size = list(c.shape(output))
@@ -1463,26 +1459,34 @@ def _arg(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """ARGMAX/ARGMIN give the first extreme; select_last_index runs them on the axis
     reversed (a GATHER) and maps each index i back to n − 1 − i."""
     shape = c.shape(node.input[0])
-    axis = a.get("axis", 0) % len(shape)
+    axis = _axis(a.get("axis", 0), len(shape))
     code = OperationCode.ARGMAX if node.op_type == "ArgMax" else OperationCode.ARGMIN
     x = c.operand(node.input[0])
     int32 = np.dtype(np.int32)
     reduced_shape = tuple(d for i, d in enumerate(shape) if i != axis) or (1,)
     keep, last = a.get("keepdims", 1), a.get("select_last_index", 0)
     if last:
-        backwards = c.ints(np.arange(shape[axis])[::-1].tolist())
-        x = _apply(
-            c, OperationCode.GATHER, [x, c.i32(axis), backwards], c.dtype(node.input[0]), shape
-        )
+        x = _reversed(c, x, axis, c.dtype(node.input[0]), shape)
     found = _out(c, node) if not keep and not last else c.temporary(int32, reduced_shape)
     c.add(code, [x, c.i32(axis)], [found])
     if last:
         target = _out(c, node) if not keep else None
-        found = _apply(
-            c, OperationCode.SUB, [c.ints([shape[axis] - 1]), found], int32, reduced_shape, target
-        )
+        found = _unreversed(c, found, shape[axis], reduced_shape, target)
     if keep:
         c.add(OperationCode.EXPAND_DIMS, [found, c.i32(axis)], [_out(c, node)])
+
+
+def _reversed(c: Converter, x: int, axis: int, dtype: np.dtype[Any], shape: tuple[int, ...]) -> int:
+    """``x`` with ``axis`` reversed (a GATHER): an operation that picks the first of
+    equal values then picks the last; _unreversed maps its indices back."""
+    backwards = c.ints(np.arange(shape[axis])[::-1].tolist())
+    return _apply(c, OperationCode.GATHER, [x, c.i32(axis), backwards], dtype, shape)
+
+
+def _unreversed(c: Converter, found: int, n: int, shape: tuple[int, ...],
+                out: int | None = None) -> int:  # fmt: skip
+    """Indices ``found`` along an axis of ``n`` reversed, as indices along the axis: n − 1 − i."""
+    return _apply(c, OperationCode.SUB, [c.ints([n - 1]), found], np.dtype(np.int32), shape, out)
 
 
 @maps("DepthToSpace", "SpaceToDepth")
@@ -1550,8 +1554,7 @@ def _trilu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rows, columns = np.indices(shape[-2:])
     keep = columns - rows >= k if a.get("upper", 1) else columns - rows <= k
     mask = np.broadcast_to(keep, shape)
-    zeros = c.model.add_operand(_operand_type(dtype, shape))
-    c.model.set_operand_value(zeros, np.zeros(shape, _operand_dtype(dtype)))
+    zeros = _full(c, dtype, shape, 0)
     selector = c.constant(OperandCode.TENSOR_BOOL8, np.ascontiguousarray(mask), shape)
     c.add(OperationCode.SELECT, [selector, c.operand(name), zeros], [_out(c, node)])
 
@@ -1847,7 +1850,7 @@ def _indices(c: Converter, name: str, size: int | Sequence[int]) -> np.ndarray:
 @maps("GatherElements")
 def _gather_elements(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     shape = c.shape(node.input[0])
-    axis = a.get("axis", 0) % len(shape)
+    axis = _axis(a.get("axis", 0), len(shape))
     where = _indices(c, node.input[1], shape[axis])
     ids = np.arange(int(np.prod(shape))).reshape(shape)
     _gathered(c, node, node.input[:1], np.take_along_axis(ids, where, axis), _out(c, node))
@@ -1857,8 +1860,7 @@ def _gather_elements(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> N
 def _gather_nd(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     shape = c.shape(node.input[0])
     batch = a.get("batch_dims", 0)
-    raw = c.value(node.input[1], "indices")
-    depth = raw.shape[-1]
+    depth = c.shape(node.input[1])[-1]
     where = _indices(c, node.input[1], shape[batch : batch + depth])
     ids = np.arange(int(np.prod(shape))).reshape(shape)
     lead = int(np.prod(shape[:batch]))
@@ -1881,15 +1883,14 @@ def _scatter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     update_ids = np.arange(int(np.prod(c.shape(updates)))).reshape(c.shape(updates))
     targets = np.arange(size).reshape(shape)
     if node.op_type == "ScatterND":
-        where = c.value(node.input[1], "indices")
-        depth = where.shape[-1]
+        depth = c.shape(node.input[1])[-1]
         where = _indices(c, node.input[1], shape[:depth])
         target_of = np.stack([targets[tuple(i)] for i in where.reshape(-1, depth)])
         pairs = zip(target_of.reshape(-1), update_ids.reshape(-1))
     else:
-        axis = a.get("axis", 0) % len(shape)
+        axis = _axis(a.get("axis", 0), len(shape))
         where = _indices(c, node.input[1], shape[axis])
-        coordinates = list(np.indices(where.shape))
+        coordinates: list[np.ndarray] = list(np.indices(where.shape))
         coordinates[axis] = where
         pairs = zip(targets[tuple(coordinates)].reshape(-1), update_ids.reshape(-1))
     received: list[list[int]] = [[] for _ in range(size)]
@@ -1951,17 +1952,32 @@ def _reverse_sequence(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> 
     _gathered(c, node, node.input[:1], positions, _out(c, node))
 
 
-def _standardized(c: Converter, x: int, shape: tuple[int, ...], axes: Sequence[int],
-                  epsilon: float) -> int:  # fmt: skip
-    """(x − mean)·rsqrt(mean((x − mean)²) + ε) over ``axes`` (float32)."""
+def _moments(c: Converter, x: int, shape: tuple[int, ...], axes: Sequence[int],
+             centre: bool = True, mean: int | None = None) -> tuple[int, int]:  # fmt: skip
+    """x − mean(x) (x itself unless ``centre``) and the mean of its squares over
+    ``axes``, kept (float32); the mean goes into ``mean`` when given."""
     f32 = np.dtype(np.float32)
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
-    mean = _apply(c, OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], f32, kept)
-    centred = _apply(c, OperationCode.SUB, [x, mean], f32, shape)
+    centred = x
+    if centre:
+        mean = _apply(c, OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], f32, kept, mean)
+        centred = _apply(c, OperationCode.SUB, [x, mean], f32, shape)
     squares = _apply(c, OperationCode.MUL, [centred, centred], f32, shape)
     variance = _apply(c, OperationCode.MEAN, [squares, c.ints(axes), c.i32(1)], f32, kept)
+    return centred, variance
+
+
+def _standardized(c: Converter, x: int, shape: tuple[int, ...], axes: Sequence[int],
+                  epsilon: float, centre: bool = True, mean: int | None = None,
+                  inverse: int | None = None) -> int:  # fmt: skip
+    """(x − mean)·rsqrt(mean((x − mean)²) + ε) over ``axes`` (float32), through
+    _moments; the rsqrt goes into ``inverse`` when given (LayerNormalization's
+    outputs)."""
+    f32 = np.dtype(np.float32)
+    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    centred, variance = _moments(c, x, shape, axes, centre, mean)
     shifted = _apply(c, OperationCode.ADD, [variance, c.floats(np.array([epsilon]))], f32, kept)
-    inverse = _apply(c, OperationCode.RSQRT, [shifted], f32, kept)
+    inverse = _apply(c, OperationCode.RSQRT, [shifted], f32, kept, inverse)
     return _apply(c, OperationCode.MUL, [centred, inverse], f32, shape)
 
 
@@ -2017,13 +2033,9 @@ def _mean_variance_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -
     function defines it (ε after the root)."""
     name, shape = _float_input(c, node)
     f32 = np.dtype(np.float32)
-    axes = sorted({int(x) % len(shape) for x in a.get("axes", [0, 2, 3])})
+    axes = sorted({_axis(x, len(shape)) for x in a.get("axes", [0, 2, 3])})
     kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
-    x = c.operand(name)
-    mean = _apply(c, OperationCode.MEAN, [x, c.ints(axes), c.i32(1)], f32, kept)
-    centred = _apply(c, OperationCode.SUB, [x, mean], f32, shape)
-    squares = _apply(c, OperationCode.MUL, [centred, centred], f32, shape)
-    variance = _apply(c, OperationCode.MEAN, [squares, c.ints(axes), c.i32(1)], f32, kept)
+    centred, variance = _moments(c, c.operand(name), shape, axes)
     deviation = _apply(c, OperationCode.SQRT, [variance], f32, kept)
     shifted = _apply(c, OperationCode.ADD, [deviation, c.floats(np.array([1e-9]))], f32, kept)
     _apply(c, OperationCode.DIV, [centred, shifted], f32, shape, _out(c, node))
@@ -2034,7 +2046,7 @@ def _lp_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """x / ‖x‖ₚ along ``axis``: the norm is sum|x| (p = 1) or √(sum x²) (p = 2); a
     zero vector stays zero (its norm is taken as 1)."""
     name, shape = _float_input(c, node)
-    p, axis = a.get("p", 2), a.get("axis", -1) % len(shape)
+    p, axis = a.get("p", 2), _axis(a.get("axis", -1), len(shape))
     if p not in (1, 2):
         raise _Unsupported(f"p = {p}")
     f32, x = np.dtype(np.float32), c.operand(name)
@@ -2056,7 +2068,7 @@ def _hardmax(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     axis's positions, SELECT."""
     name, shape = _float_input(c, node)
     rank = len(shape)
-    axis = a.get("axis", -1 if c.opset >= 13 else 1) % rank
+    axis = _axis(a.get("axis", -1 if c.opset >= 13 else 1), rank)
     if c.opset < 13 and axis != rank - 1:
         raise _Unsupported("a pre-13 hardmax over more than the last axis")
     int32, f32 = np.dtype(np.int32), np.dtype(np.float32)
@@ -2079,7 +2091,7 @@ def _top_k(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     to n − 1 − i; the smallest k are the largest of −x."""
     name = node.input[0]
     shape, dtype = c.shape(name), c.dtype(name)
-    axis = a.get("axis", -1) % len(shape)
+    axis = _axis(a.get("axis", -1), len(shape))
     if axis != len(shape) - 1:
         raise _Unsupported("an axis other than the last")
     if dtype not in (np.float32, np.int32, np.int64):
@@ -2087,13 +2099,7 @@ def _top_k(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     k = int(c.value(node.input[1], "k").reshape(-1)[0])
     n, int32 = shape[axis], np.dtype(np.int32)
     out_shape = shape[:-1] + (k,)
-    x = _apply(
-        c,
-        OperationCode.GATHER,
-        [c.operand(name), c.i32(axis), c.ints(np.arange(n)[::-1].tolist())],
-        dtype,
-        shape,
-    )
+    x = _reversed(c, c.operand(name), axis, dtype, shape)
     smallest = not a.get("largest", 1)
     if smallest:
         x = _apply(c, OperationCode.NEG, [x], dtype, shape)
@@ -2104,7 +2110,7 @@ def _top_k(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if smallest and wants_values:
         c.add(OperationCode.NEG, [values], [_out(c, node, 0)])
     if len(node.output) > 1 and node.output[1]:
-        _apply(c, OperationCode.SUB, [c.ints([n - 1]), found], int32, out_shape, _out(c, node, 1))
+        _unreversed(c, found, n, out_shape, _out(c, node, 1))
 
 
 @maps("CenterCropPad")
@@ -2114,7 +2120,7 @@ def _center_crop_pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> N
     shape, dtype = c.shape(node.input[0]), c.dtype(node.input[0])
     rank = len(shape)
     target = [int(t) for t in c.value(node.input[1], "shape").tolist()]
-    axes = [int(x) % rank for x in a.get("axes", range(rank))]
+    axes = [_axis(x, rank) for x in a.get("axes", range(rank))]
     begin, size, pads = [0] * rank, list(shape), np.zeros((rank, 2), np.int32)
     for axis, want in zip(axes, target):
         if shape[axis] > want:
@@ -2146,7 +2152,7 @@ def _cum_sum(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     triangle of ones is not: its zeros turn an infinity into NaN."""
     name = node.input[0]
     shape, dtype = c.shape(name), c.dtype(name)
-    axis = int(c.value(node.input[1], "axis").reshape(-1)[0]) % len(shape)
+    axis = _axis(c.value(node.input[1], "axis").reshape(-1)[0], len(shape))
     length = shape[axis]
     if dtype not in (np.float32, np.float16):
         raise _Unsupported(f"{dtype} data (NNAPI's CONCATENATION takes floats)")
@@ -2165,10 +2171,6 @@ def _cum_sum(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         total = step if total is None else _apply(c, OperationCode.ADD, [total, step], dtype, piece)
         sums.setdefault(k, total)
     pieces = [sums[k] for k in range(length)]
-    if length == 1:  # a copy: the output must be computed
-        pieces.append(_full(c, dtype, piece, -0.0))  # x + (-0.0) keeps every x
-        _apply(c, OperationCode.ADD, pieces, dtype, piece, _out(c, node))
-        return
     c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [_out(c, node)])
 
 
@@ -2182,7 +2184,7 @@ def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         raise _Unsupported(f"{c.dtype(indices)} indices (integers map)")
     depth = int(c.value(node.input[1], "depth").reshape(-1)[0])
     shape, out, dtype = c.shape(indices), c.shape(node.output[0]), c.dtype(node.output[0])
-    axis = a.get("axis", -1) % len(out)
+    axis = _axis(a.get("axis", -1), len(out))
     first = (depth, *shape)  # the new axis first: EQUAL broadcasts over leading axes
     boolean, int32 = np.dtype(np.bool_), np.dtype(np.int32)
     where = c.operand(indices)
@@ -2191,15 +2193,16 @@ def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     where = _apply(c, OperationCode.SELECT, [negative, shifted, where], int32, shape)
     positions = np.arange(depth, dtype=np.int32).reshape(depth, *[1] * len(shape))
     hot = _apply(c, OperationCode.EQUAL, [where, _int_tensor(c, positions)], boolean, first)
-    choices = []
-    for k in (1, 0):  # on, off: one element each, broadcast to the whole
-        if values in c.constants:
-            choices.append(_full(c, dtype, first, c.constants[values].reshape(-1)[k]))
-            continue
-        inputs = [c.operand(values), c.ints([k]), c.ints([1])]
-        element = _apply(c, OperationCode.SLICE, inputs, dtype, (1,))
+    # on, off: one element each, broadcast to the whole
+    if values in c.constants:
+        choices = [_full(c, dtype, first, c.constants[values].reshape(-1)[k]) for k in (1, 0)]
+    else:
         filler = _full(c, dtype, first, -0.0)  # x + (-0.0) keeps every x
-        choices.append(_apply(c, OperationCode.ADD, [element, filler], dtype, first))
+        choices = []
+        for k in (1, 0):
+            inputs = [c.operand(values), c.ints([k]), c.ints([1])]
+            element = _apply(c, OperationCode.SLICE, inputs, dtype, (1,))
+            choices.append(_apply(c, OperationCode.ADD, [element, filler], dtype, first))
     if axis == 0:
         c.add(OperationCode.SELECT, [hot, *choices], [_out(c, node)])
         return
@@ -2254,8 +2257,7 @@ def _referenced(
     try:
         c.model.set_operand_value_from_model(operand, converter.convert())
     except UnsupportedModelError as exc:  # listed under the If or Loop node
-        listed = "; ".join(f"{what} ×{count}" for what, count in sorted(exc.unsupported.items()))
-        raise _Unsupported(f"a subgraph using {listed}") from None
+        raise _Unsupported(f"a subgraph using {exc.listed}") from None
     return operand, [(converter.dtype(o.name), converter.shape(o.name)) for o in sub.output]
 
 
@@ -2307,7 +2309,7 @@ def _loop(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     iteration, flag = (i.name for i in body.input[:2])
     rows = [o.name for o in body.output[1 + len(carried) :]]
     scans = list(node.output[len(carried) :])
-    count = _iterations(c, node, body) if scans else 0
+    count = _iterations(c, trip, cond, body) if scans else 0
     buffers = [f"{prefix}scan{k}" for k in range(len(scans))]
     inputs = [
         *(_value_info(c, n, v.name) for n, v in zip(carried, body.input[2:])),
@@ -2365,11 +2367,11 @@ def _loop(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.WHILE, [condition, body_model, *values], results)
 
 
-def _iterations(c: Converter, node: onnx.NodeProto, body: onnx.GraphProto) -> int:
+def _iterations(c: Converter, trip: str, cond: str, body: onnx.GraphProto) -> int:
     """How often a loop with scan outputs runs, which must be known at load: a
-    constant trip count, and a condition that starts true and stays so (none, or
-    the body passing it on unchanged or setting it to a constant true)."""
-    trip, cond = (*node.input, "", "")[:2]
+    constant trip count (as _loop took it: none when it means "no limit"), and a
+    condition that starts true and stays so (none, or the body passing it on
+    unchanged or setting it to a constant true)."""
     if trip not in c.constants or cond and cond not in c.constants:
         raise _Unsupported("scan outputs whose length depends on the input's values")
     if cond:

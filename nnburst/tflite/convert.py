@@ -62,8 +62,8 @@ class Converter(ModelBuilder):
         #: resource variables by name, and the variable each resource tensor names
         self.variables: dict[str, Variable] = {}
         self._resources: dict[int, Variable] = {}
-        #: each variable's initial-value tensor: its type and quantization are the variable's
-        self._initial_tensors: dict[str, Tensor] = {}
+        #: each variable's operand type: its initial value's (quantization included)
+        self._variable_types: dict[str, OperandType] = {}
 
     # -- operands --------------------------------------------------------------------------
     def tensor(self, index: int) -> Tensor:
@@ -223,10 +223,7 @@ class Converter(ModelBuilder):
         or assigned it a value that is already a model output."""
         if variable.current != variable.input and variable.current not in outputs:
             return variable.current
-        return self.copy(variable.current, self._variable_type(variable))
-
-    def _variable_type(self, variable: Variable) -> OperandType:
-        return self.operand_type(self._initial_tensors[variable.name])
+        return self.copy(variable.current, self._variable_types[variable.name])
 
     def declare_variables(self) -> None:
         """Find the variables CALL_ONCE initializes: their names and initial values."""
@@ -245,7 +242,7 @@ class Converter(ModelBuilder):
                 if name is None or initial.data is None:
                     raise _Unsupported("a variable initialized by a computation, not a constant")
                 self.variables[name] = Variable(name, np.array(initial.data))
-                self._initial_tensors[name] = initial
+                self._variable_types[name] = self.operand_type(initial)
 
     def used_variables(self) -> list[Variable]:
         """The variables the main subgraph reads or assigns, in a fixed order."""
@@ -257,7 +254,7 @@ class Converter(ModelBuilder):
             raise _Unsupported("a resource that no VAR_HANDLE of the main subgraph names")
         if variable.input < 0:
             variable.input = variable.current = self.model.add_operand(
-                self._variable_type(variable)
+                self._variable_types[variable.name]
             )
         return variable
 
@@ -467,7 +464,7 @@ def _quantize(c: Converter, op: Operator) -> None:
     x = c.tensor(op.inputs[0])
     source = c.operand(op.inputs[0])
     if x.dtype not in (np.float32, np.float16):
-        floats = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, x.shape or (1,)))
+        floats = c.model.add_operand(c.operand_type(x, np.dtype(np.float32)))
         c.add(OperationCode.DEQUANTIZE, [source], [floats])
         source = floats
     c.add(OperationCode.QUANTIZE, [source], [c.operand(op.outputs[0])])
