@@ -59,14 +59,39 @@ def _floats(array: np.ndarray) -> Any:
     return ffi.from_buffer("float[]", array)
 
 
-def _check(what: str, rc: int, path: int, win: Window2D, shape: tuple[int, ...]) -> None:
-    """Raise for a C convolution's error code."""
+def _run_loop(
+    loop: Any,
+    what: str,
+    source: np.ndarray,
+    shape: Any,
+    weights: np.ndarray,
+    bias: np.ndarray,
+    bounds: tuple[float, float],
+    out: np.ndarray,
+    path: int,
+    win: Window2D,
+) -> np.ndarray:
+    """``out`` filled by one of the C convolution loops (``nnb_conv_f32``,
+    ``nnb_depthwise_conv_f32``: the same arguments), or the error its code means."""
+    if out.size == 0:
+        return out
+    rc = loop(
+        _floats(source),
+        shape,
+        _floats(weights),
+        weights.shape[-1],
+        _floats(bias),
+        *bounds,
+        _floats(out),
+        path,
+    )
     if rc == -errno.ENOTSUP:
         raise ValueError(f"{what} path {path} is not built or not supported by this CPU")
     if rc == -errno.ENOMEM:
         raise MemoryError(f"{what}: no memory for the row of zeros its padding reads")
     if rc:
-        raise ValueError(f"{what} window {win} does not fit the input {shape}")
+        raise ValueError(f"{what} window {win} does not fit the input {source.shape}")
+    return out
 
 
 def conv_f32(
@@ -97,22 +122,9 @@ def conv_f32(
         or weights.shape[1] % TILE
     ):
         raise ValueError(f"conv weights {weights.shape} do not fit {depth_in} -> {depth_out}")
+    shape = _window_shape(x, filter_hw, win, depth_out, padded=True)
     out = np.empty((n, win.out_h, win.out_w, depth_out), np.float32)
-    if out.size == 0:
-        return out
-    rc = lib.nnb_conv_f32(
-        _floats(x),
-        _window_shape(x, filter_hw, win, depth_out, padded=True),
-        _floats(weights),
-        weights.shape[1],
-        _floats(bias),
-        lo,
-        hi,
-        _floats(out),
-        path,
-    )
-    _check("conv", rc, path, win, x.shape)
-    return out
+    return _run_loop(lib.nnb_conv_f32, "conv", x, shape, weights, bias, (lo, hi), out, path, win)
 
 
 def depthwise_conv_f32(
@@ -145,22 +157,12 @@ def depthwise_conv_f32(
     source = np.ascontiguousarray(pad_nhwc(x, win, np.float32))
     padded_bias = np.zeros(columns, np.float32)
     padded_bias[:depth] = bias
+    shape = _window_shape(source, (filter_h, filter_w), win, depth)
     out = np.empty((n, win.out_h, win.out_w, depth), np.float32)
-    if out.size == 0:
-        return out
-    rc = lib.nnb_depthwise_conv_f32(
-        _floats(source),
-        _window_shape(source, (filter_h, filter_w), win, depth),
-        _floats(weights),
-        columns,
-        _floats(padded_bias),
-        lo,
-        hi,
-        _floats(out),
-        path,
+    loop = lib.nnb_depthwise_conv_f32
+    return _run_loop(
+        loop, "depthwise", source, shape, weights, padded_bias, (lo, hi), out, path, win
     )
-    _check("depthwise", rc, path, win, x.shape)
-    return out
 
 
 def pool_f32(
