@@ -24,7 +24,13 @@ from nnburst.cpu.driver import cpu_device
 from nnburst.hal.burst_controller import ExecutionBurstController
 from nnburst.hal.burst_server import ExecutionBurstServer
 from nnburst.hal.interfaces import ExecutionResult, IBurstExecutorWithCache
-from nnburst.hal.spin import FIRST_PAUSE, MISSES, PROBE_FACTOR, SpinPolicy
+from nnburst.hal.spin import (
+    FIRST_PAUSE,
+    MISSES,
+    PROBE_FACTOR,
+    SLEEP_SAMPLE_EVERY,
+    SpinPolicy,
+)
 from nnburst.hal.types import NO_TIMING, MeasureTiming, Request
 from nnburst.stress import FmqBurst  # FMQs even on the in-process device
 
@@ -209,10 +215,37 @@ def test_an_fmq_burst_of_one_request_builds_its_packet_once(monkeypatch):
 # -- the spin policy ------------------------------------------------------------------------------
 def test_spin_policy_keeps_spinning_while_answers_come_within_the_window():
     policy = SpinPolicy(50_000)
-    for _ in range(100):
+    windows = []
+    for _ in range(1000):
+        windows.append(policy.next_window())
+        policy.record(windows[-1], 10_000 if windows[-1] else 60_000)  # sleeping is slower
+    assert policy.spinning
+    assert windows.count(0) == 1000 // SLEEP_SAMPLE_EVERY  # the samples of sleeping, only
+    assert windows.count(50_000) == 1000 - windows.count(0)
+    assert policy.spun_ns == 10_000 and policy.slept_ns == 60_000
+
+
+def test_spin_policy_closes_when_spinning_catches_answers_later_than_sleeping_would():
+    # A busy machine: the spin catches every answer, at 80 us, while a
+    # sleeping wait gets its answer in 40 us (the load preempted the peer).
+    policy = SpinPolicy(200_000)
+    windows = []
+    for _ in range(5000):
+        windows.append(policy.next_window())
+        policy.record(windows[-1], 80_000 if windows[-1] else 40_000)
+    first_sample = windows.index(0)
+    assert first_sample == SLEEP_SAMPLE_EVERY - 1  # spins until it knows what sleeping costs
+    assert windows[first_sample + 1 : first_sample + 1 + MISSES] == [200_000] * MISSES
+    assert windows[first_sample + 1 + MISSES] == 0  # then closed
+    later = windows[first_sample + 1 + MISSES :]
+    assert sum(w > 0 for w in later) < 0.01 * len(later)  # only the probes spin
+    assert set(later) == {0, PROBE_FACTOR * 200_000}
+    assert not policy.spinning
+
+    # The load goes: spinning answers in 10 us, sleeping still in 40 us.
+    for _ in range(3000):
         window = policy.next_window()
-        assert window == 50_000
-        policy.record(window, 10_000)
+        policy.record(window, 10_000 if window else 40_000)
     assert policy.spinning
 
 

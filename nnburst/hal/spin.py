@@ -7,15 +7,23 @@ between executions, or a machine whose cores are all busy) the window is
 pure loss: the waiter burns its CPU, then sleeps anyway, and on a loaded
 machine the burned CPU is taken from the very peer it waits for.
 
-The policy sees only how long each wait took.  A wait longer than the window
-is a miss: the spin did not catch the answer.  After ``MISSES`` misses in a
-row the window closes (the waiter sleeps at once); it reopens for one probe
-wait after a pause of ``FIRST_PAUSE`` waits, doubled after every failed
-probe up to ``LONGEST_PAUSE``, and a hit reopens it for good.  A probe spins
-``PROBE_FACTOR`` times the window: the peer may have closed its own window
-and be asleep, and a probe that only ever met a sleeping peer would keep both
-ends closed for good.  C owns the
-spinning; this module only chooses the window for the next wait.
+The policy sees only how long each wait took, and judges spinning two ways:
+
+* A wait longer than the window is a miss: the spin did not catch the answer.
+* A wait that spun is also a miss while spinning waits take longer, on
+  average, than sleeping ones.  On a busy machine a spin can "catch" every
+  answer and still lose: the peer was preempted by the load, and sleeping
+  would have let the scheduler run it sooner.  So the policy keeps a running
+  average of both kinds of wait, and takes one sleeping wait every
+  ``SLEEP_SAMPLE_EVERY`` waits to keep the sleeping average current.
+
+After ``MISSES`` misses in a row the window closes (the waiter sleeps at
+once); it reopens for one probe wait after a pause of ``FIRST_PAUSE`` waits,
+doubled after every failed probe up to ``LONGEST_PAUSE``, and a probe that
+pays reopens it (its wait replaces the spinning average, stale by then).  A probe spins ``PROBE_FACTOR`` times the window: the peer
+may have closed its own window and be asleep, and a probe that only ever met
+a sleeping peer would keep both ends closed for good.  C owns the spinning;
+this module only chooses the window for the next wait.
 """
 
 from __future__ import annotations
@@ -27,6 +35,13 @@ FIRST_PAUSE = 16
 LONGEST_PAUSE = 1024
 #: How much longer than the window a probe spins (room for waking a sleeping peer).
 PROBE_FACTOR = 4
+#: While the window is open, one wait in this many sleeps, to measure sleeping.
+SLEEP_SAMPLE_EVERY = 256
+#: Each wait moves its running average by 1/AVERAGE_WEIGHT of the difference;
+#: a wait counts as at most OUTLIER_FACTOR times the average (a preemption of
+#: several milliseconds says little about the next wait).
+AVERAGE_WEIGHT = 8
+OUTLIER_FACTOR = 4
 
 
 class SpinPolicy:
@@ -35,7 +50,16 @@ class SpinPolicy:
     Not thread-safe: one per waiting thread (a burst's client or worker).
     """
 
-    __slots__ = ("window_ns", "_misses", "_pause", "_closed_for", "_probe_next")
+    __slots__ = (
+        "window_ns",
+        "_misses",
+        "_pause",
+        "_closed_for",
+        "_probe_next",
+        "_until_sample",
+        "spun_ns",
+        "slept_ns",
+    )
 
     def __init__(self, window_ns: int) -> None:
         self.window_ns = max(0, int(window_ns))
@@ -43,6 +67,10 @@ class SpinPolicy:
         self._pause = FIRST_PAUSE
         self._closed_for = 0  # waits left before the next probe
         self._probe_next = False
+        self._until_sample = SLEEP_SAMPLE_EVERY
+        #: Running averages of the waits that spun and of those that slept (0: none yet).
+        self.spun_ns = 0
+        self.slept_ns = 0
 
     def next_window(self) -> int:
         """The spin window, in ns, for the coming wait."""
@@ -51,14 +79,23 @@ class SpinPolicy:
             return 0
         if self._probe_next:
             self._probe_next = False
+            self.spun_ns = 0  # stale after the pause: the probe's wait replaces it
             return PROBE_FACTOR * self.window_ns
+        self._until_sample -= 1
+        if self._until_sample <= 0:
+            self._until_sample = SLEEP_SAMPLE_EVERY
+            return 0
         return self.window_ns
 
     def record(self, spin_ns: int, waited_ns: int) -> None:
         """Account a wait that spun for up to ``spin_ns`` and took ``waited_ns`` in all."""
+        if self.window_ns == 0:
+            return  # never spins: nothing to learn
         if spin_ns == 0:
-            return  # the window was closed: this wait says nothing about spinning
-        if waited_ns <= spin_ns:
+            self.slept_ns = _averaged(self.slept_ns, waited_ns)
+            return
+        self.spun_ns = _averaged(self.spun_ns, waited_ns)
+        if waited_ns <= spin_ns and not self.spun_ns > self.slept_ns > 0:
             self._misses = 0
             self._pause = FIRST_PAUSE
             return
@@ -73,3 +110,11 @@ class SpinPolicy:
     def spinning(self) -> bool:
         """True while the window is open."""
         return self.window_ns > 0 and self._closed_for == 0
+
+
+def _averaged(average: int, sample: int) -> int:
+    """The running ``average`` moved toward ``sample`` (clipped: see OUTLIER_FACTOR)."""
+    if average == 0:
+        return sample
+    sample = min(sample, OUTLIER_FACTOR * average)
+    return average + (sample - average) // AVERAGE_WEIGHT
