@@ -140,7 +140,7 @@ _TABLE: dict[Op, Arity] = {
     Op.TOPK_V2: Arity((2,), (2,)),
     Op.TRANSPOSE_CONV_2D: Arity((9, 11)),
     Op.UNIDIRECTIONAL_SEQUENCE_LSTM: Arity((24, 28), (1, 3)),
-    Op.UNIDIRECTIONAL_SEQUENCE_RNN: Arity((6,), (1, 2)),
+    Op.UNIDIRECTIONAL_SEQUENCE_RNN: Arity((7,), (1, 2)),
     Op.RESIZE_NEAREST_NEIGHBOR: Arity((3, 4, 5, 6)),
     Op.QUANTIZED_LSTM: Arity((32,), (3,)),
     Op.IF: Arity((3,), (1,), inputs_open_ended=True, outputs_open_ended=True),

@@ -62,8 +62,9 @@ class TensorInfo:
 
 @dataclass
 class Variable:
-    """A resource variable of a stateful model, carried as an extra model input
-    (its value before the call) and output (its value after)."""
+    """A variable of a stateful model (a resource variable, or a TFLite variable
+    tensor such as an LSTM's state), carried as an extra model input (its value
+    before the call) and output (its value after)."""
 
     name: str
     initial: np.ndarray
@@ -75,10 +76,11 @@ class Variable:
 class LoadedModel:
     """A converted model: ``model`` is finished; ``inputs``/``outputs`` in its order.
 
-    A stateful model (resource variables, as streaming models keep) has one
-    more model input and output per entry of ``state``, after the file's own:
-    the variable's value before and after a call.  :class:`Runner` carries
-    them from call to call, starting from ``state[i].initial``.
+    A stateful model (resource variables, as streaming models keep, or the
+    variable tensors of a recurrent layer) has one more model input and output
+    per entry of ``state``, after the file's own: the variable's value before
+    and after a call.  :class:`Runner` carries them from call to call,
+    starting from ``state[i].initial``.
     """
 
     model: Model

@@ -11,7 +11,9 @@ reference answer.
 * ``single_op(op, inputs, outputs, options)``: one operator, the usual case;
 * ``graph(tensors, operators, inputs, outputs)``: several operators over one
   list of tensors;
-* ``run_litert(model, inputs)``: LiteRT's outputs for those inputs.
+* ``run_litert(model, inputs)``: LiteRT's outputs for those inputs;
+* ``run_litert_calls(model, calls)``: one interpreter invoked once per list of
+  inputs, so variable tensors carry their state from call to call.
 
 The layout follows what the TFLite converter writes, because an importer may
 rely on it: buffer 0 is the empty sentinel, every constant has its own buffer
@@ -37,6 +39,7 @@ __all__ = [
     "graph",
     "options_type",
     "run_litert",
+    "run_litert_calls",
     "schema",
     "single_op",
     "sparse",
@@ -94,6 +97,9 @@ class Tensor:
     name: str = ""
     #: TFLite's sparse format (see ``sparse``): ``data`` then holds the stored values only.
     sparsity: Any = None
+    #: a variable tensor (``is_variable``): state an operator updates in place, as
+    #: a sequence LSTM's; not a model input, zero when the interpreter starts
+    variable: bool = False
 
 
 def options_type(options: object) -> tuple[str, int]:
@@ -139,7 +145,11 @@ def single_op(
     op_inputs = [OPTIONAL if t is None else index(t) for t in inputs]
     op_outputs = [index(t) for t in outputs]
     model_inputs = list(
-        dict.fromkeys(i for i in op_inputs if i != OPTIONAL and tensors[i].data is None)
+        dict.fromkeys(
+            i
+            for i in op_inputs
+            if i != OPTIONAL and tensors[i].data is None and not tensors[i].variable
+        )
     )
     for t in outputs:
         if t.data is not None:
@@ -191,21 +201,36 @@ def run_litert(model: bytes, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """LiteRT's outputs (copies, in model output order) for ``inputs`` (in
     model input order), single-threaded so results do not vary by machine.
     An input whose shape differs from the model's resizes that input first."""
+    return run_litert_calls(model, [inputs])[0]
+
+
+def run_litert_calls(
+    model: bytes, calls: Sequence[Sequence[np.ndarray]], tensors: Sequence[int] = ()
+) -> list[list[np.ndarray]]:
+    """``run_litert`` for several calls on one interpreter (shapes from the
+    first): each call starts from the variable tensors the previous one left.
+    Each call's outputs are followed by the values of ``tensors`` (indices of
+    the main subgraph's tensors, such as its variables) after it."""
     from ai_edge_litert.interpreter import Interpreter
 
     interpreter = Interpreter(model_content=bytes(model), num_threads=1)
     details = interpreter.get_input_details()
-    if len(details) != len(inputs):
-        raise ValueError(f"the model has {len(details)} inputs, got {len(inputs)}")
-    arrays = [np.asarray(x) for x in inputs]
-    for detail, x in zip(details, arrays):
-        if tuple(detail["shape"]) != x.shape:
-            interpreter.resize_tensor_input(detail["index"], list(x.shape))
-    interpreter.allocate_tensors()
-    for detail, x in zip(details, arrays):
-        interpreter.set_tensor(detail["index"], x)
-    interpreter.invoke()
-    return [np.array(interpreter.get_tensor(d["index"])) for d in interpreter.get_output_details()]
+    results = []
+    for number, inputs in enumerate(calls):
+        if len(details) != len(inputs):
+            raise ValueError(f"the model has {len(details)} inputs, got {len(inputs)}")
+        arrays = [np.asarray(x) for x in inputs]
+        if number == 0:
+            for detail, x in zip(details, arrays):
+                if tuple(detail["shape"]) != x.shape:
+                    interpreter.resize_tensor_input(detail["index"], list(x.shape))
+            interpreter.allocate_tensors()
+        for detail, x in zip(details, arrays):
+            interpreter.set_tensor(detail["index"], x)
+        interpreter.invoke()
+        indices = [d["index"] for d in interpreter.get_output_details()] + list(tensors)
+        results.append([np.array(interpreter.get_tensor(i)) for i in indices])
+    return results
 
 
 # --------------------------------------------------------------------------- internals
@@ -365,6 +390,7 @@ def _models(
             )
             tt.name = t.name or f"t{i}"
             tt.quantization = _quantization(t)
+            tt.isVariable = t.variable
             if t.sparsity is not None:
                 tt.sparsity = t.sparsity
                 tt.buffer = len(buffers)

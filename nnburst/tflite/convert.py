@@ -64,6 +64,8 @@ class Converter(ModelBuilder):
         self._resources: dict[int, Variable] = {}
         #: each variable's operand type: its initial value's (quantization included)
         self._variable_types: dict[str, OperandType] = {}
+        #: variable tensors (a sequence LSTM's or RNN's state) by tensor index
+        self._tensor_variables: dict[int, Variable] = {}
 
     # -- operands --------------------------------------------------------------------------
     def tensor(self, index: int) -> Tensor:
@@ -99,6 +101,8 @@ class Converter(ModelBuilder):
         if index in self._operands:
             return self._operands[index]
         t = self.tensor(index)
+        if t.variable:
+            return self._variable_tensor(index)
         values = self._folded.get(index, t.data)
         if values is not None and values.dtype == np.int64:
             narrowed = values.astype(np.int32)
@@ -118,6 +122,39 @@ class Converter(ModelBuilder):
             self.model.set_operand_value(operand, values.reshape(operand_type.dimensions or (1,)))
         self._operands[index] = operand
         return operand
+
+    def optional(self, index: int) -> int:
+        """The operand for an optional input: an omitted one (-1) is NNAPI's omitted
+        operand (no value)."""
+        if index >= 0:
+            return self.operand(index)
+        operand = self.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, ()))
+        self.model.set_operand_value(operand, None)
+        return operand
+
+    def _variable_tensor(self, index: int) -> int:
+        """A variable tensor is state an operator updates in place, kept by LiteRT
+        from one Invoke to the next and zero at first: here a variable carried by
+        the runner, an extra model input (its value before the call)."""
+        t = self.tensor(index)
+        if t.dtype != np.float32:
+            raise _Unsupported(f"a {t.type_name} variable tensor (float32 state only)")
+        name = t.name or f"tensor {index}"
+        if name in self.variables:
+            name = f"{name} (tensor {index})"
+        operand_type = self.operand_type(t)
+        operand = self.model.add_operand(operand_type)
+        variable = Variable(name, np.zeros(t.shape, np.float32), operand, operand)
+        self.variables[name] = self._tensor_variables[index] = variable
+        self._variable_types[name] = operand_type
+        self._operands[index] = operand
+        return operand
+
+    def assign(self, index: int, operand: int) -> None:
+        """Variable tensor ``index`` holds ``operand`` from here on (an in-place update):
+        operators after this one read it, and it is the variable's value after the call."""
+        self.operand(index)
+        self._tensor_variables[index].current = self._operands[index] = operand
 
     def values(self, index: int, what: str) -> np.ndarray:
         """A constant input's values; a non-constant one is an unsupported use."""
@@ -182,7 +219,9 @@ class Converter(ModelBuilder):
     def convert(self) -> Model:
         # The main subgraph checks every subgraph, so one error lists everything.
         if self.graph is self.flat.subgraphs[0]:
-            unsupported = sum((_unsupported(g) for g in self.flat.subgraphs), Counter())
+            unsupported = sum(
+                (_unsupported(g, g is self.graph) for g in self.flat.subgraphs), Counter()
+            )
             if unsupported:
                 raise UnsupportedModelError(unsupported)
         if self.graph is self.flat.subgraphs[0]:
@@ -208,10 +247,13 @@ class Converter(ModelBuilder):
                 unmapped[f"{op.name} ({exc})"] += 1
         if unmapped:
             raise UnsupportedModelError(unmapped)
-        inputs = [self.operand(i) for i in self.graph.inputs]
-        outputs: list[int] = []
-        for i in self.graph.outputs:
-            outputs.append(self._output(i, outputs))
+        try:
+            inputs = [self.operand(i) for i in self.graph.inputs]
+            outputs: list[int] = []
+            for i in self.graph.outputs:
+                outputs.append(self._output(i, outputs))
+        except _Unsupported as exc:  # a model output that is a non-float32 variable tensor
+            raise UnsupportedModelError(Counter({str(exc): 1})) from None
         for variable in self.used_variables():
             inputs.append(variable.input)
             outputs.append(self._state_output(variable, outputs))
@@ -285,8 +327,8 @@ class Converter(ModelBuilder):
                 self._folded[op.outputs[0]] = values.astype(np.float32)
 
 
-def _unsupported(graph: Subgraph) -> Counter[str]:
-    """What in ``graph`` cannot be converted, and how often."""
+def _unsupported(graph: Subgraph, main: bool) -> Counter[str]:
+    """What in ``graph`` (the main subgraph or not) cannot be converted, and how often."""
     found: Counter[str] = Counter()
     for op in graph.operators:
         if op.name not in MAPPERS:
@@ -305,6 +347,10 @@ def _unsupported(graph: Subgraph) -> Counter[str]:
     for t in graph.tensors:
         if t.dtype is None and t.type_name != "RESOURCE":
             found[f"{t.type_name} tensors"] += 1
+        if t.variable and (not main or t.data is not None or t.index in graph.inputs):
+            found[
+                "a variable tensor that is an input, has data or is not in the main subgraph"
+            ] += 1
     return found
 
 
@@ -825,6 +871,133 @@ def _read_variable(c: Converter, op: Operator) -> None:
 @maps("ASSIGN_VARIABLE")
 def _assign_variable(c: Converter, op: Operator) -> None:
     c.variable(op.inputs[0]).current = c.operand(op.inputs[1])
+
+
+# -- recurrent layers: NNAPI's sequence operations, state in variable tensors ----------------
+
+#: TFLite activations an LSTM cell takes; NNAPI's LSTM codes are TFLite's own (1 relu,
+#: 2 relu1, 3 relu6, 4 tanh).  SIGN_BIT (5) has no NNAPI equivalent, and with NONE (0)
+#: LiteRT's kernel leaves the cell's output activation unwritten (a stale scratch buffer).
+_LSTM_ACTIVATIONS = frozenset({1, 2, 3, 4})
+_NONE, _TANH = 0, 4
+
+
+def _float_layer(c: Converter, op: Operator, what: str) -> Any:
+    """The options of a float32 recurrent layer.  A hybrid layer (int8 weights,
+    float input) or an integer one computes with quantized arithmetic that NNAPI's
+    float sequence operations do not reproduce, so those are refused."""
+    for i in op.inputs:
+        if i >= 0 and c.tensor(i).dtype != np.float32:
+            raise _Unsupported(f"{c.tensor(i).type_name} tensors (a hybrid or integer {what})")
+    if op.options is None:
+        raise _Unsupported("no options table")
+    return op.options
+
+
+def _padded(op: Operator, count: int) -> list[int]:
+    """The operator's inputs, trailing optional ones (-1) added up to ``count``."""
+    return op.inputs + [-1] * (count - len(op.inputs))
+
+
+def _states(c: Converter, indices: Sequence[int]) -> list[int]:
+    """A new operand for each state input's value after the call; LiteRT keeps
+    state only in variable tensors."""
+    for i in indices:
+        if i < 0 or not c.tensor(i).variable:
+            raise _Unsupported("a state input that is not a variable tensor")
+    return [c.model.add_operand(c.operand_type(c.tensor(i))) for i in indices]
+
+
+def _lstm_options(c: Converter, o: Any) -> list[int]:
+    """Activation, cell clip and projection clip; LiteRT clips only above 0, NNAPI
+    wants 0 for no clipping."""
+    code = o.FusedActivationFunction()
+    if code == _NONE:
+        raise _Unsupported("activation NONE (LiteRT's LSTM computes no defined result with it)")
+    if code not in _LSTM_ACTIVATIONS:
+        raise _Unsupported(f"fused activation {code}")
+    clips = [c.f32(max(0.0, o.CellClip())), c.f32(max(0.0, o.ProjClip()))]
+    return [c.i32(code), *clips]
+
+
+@maps("UNIDIRECTIONAL_SEQUENCE_LSTM")
+def _sequence_lstm(c: Converter, op: Operator) -> None:
+    """TFLite's 24 inputs are NNAPI's 28 less the four scalars, which come from the
+    options (the layer-norm coefficients come last in both).  The two state
+    outputs are the variable tensors' new values."""
+    o = _float_layer(c, op, "LSTM")
+    if hasattr(o, "DiagonalRecurrentTensors") and o.DiagonalRecurrentTensors():
+        raise _Unsupported("diagonal recurrent weights")
+    inputs = _padded(op, 24)
+    states = _states(c, inputs[18:20])
+    operands = [c.optional(i) for i in inputs[:20]]
+    operands += [*_lstm_options(c, o), c.boolean(bool(o.TimeMajor()))]
+    operands += [c.optional(i) for i in inputs[20:24]]
+    outputs = [c.operand(op.outputs[0]), *states]
+    c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, operands, outputs)
+    for index, state in zip(inputs[18:20], states):
+        c.assign(index, state)
+
+
+@maps("BIDIRECTIONAL_SEQUENCE_LSTM")
+def _bidirectional_lstm(c: Converter, op: Operator) -> None:
+    """TFLite's 48 inputs are NNAPI's first 48 (no layer norm: its 8 coefficients
+    are omitted); the four state outputs follow the one or two sequence outputs."""
+    o = _float_layer(c, op, "LSTM")
+    if o.MergeOutputs() and not o.TimeMajor():
+        # Seen on LiteRT 2.3: every batch after the first gets other rows than
+        # the same layer computes with separate outputs.
+        raise _Unsupported("merged outputs of batch-major sequences (LiteRT's differ)")
+    inputs = _padded(op, 48)
+    states = _states(c, inputs[35:39])
+    operands = [c.optional(i) for i in inputs]
+    operands += [*_lstm_options(c, o), c.boolean(bool(o.MergeOutputs()))]
+    operands += [c.boolean(bool(o.TimeMajor())), *(c.optional(-1) for _ in range(8))]
+    outputs = [c.operand(i) for i in op.outputs[: 1 if o.MergeOutputs() else 2]]
+    c.add(OperationCode.BIDIRECTIONAL_SEQUENCE_LSTM, operands, outputs + states)
+    for index, state in zip(inputs[35:39], states):
+        c.assign(index, state)
+
+
+def _rnn_activation(c: Converter, o: Any) -> int:
+    """LiteRT's RNN kernels apply a TANH (the usual one); NNAPI's sequence RNNs take
+    a FuseCode, which has none."""
+    if o.FusedActivationFunction() == _TANH:
+        raise _Unsupported("TANH activation (NNAPI's sequence RNNs take NONE or a RELU)")
+    return c.activation(o)
+
+
+@maps("UNIDIRECTIONAL_SEQUENCE_RNN")
+def _sequence_rnn(c: Converter, op: Operator) -> None:
+    o = _float_layer(c, op, "RNN")
+    states = _states(c, op.inputs[4:5])
+    operands = [c.operand(i) for i in op.inputs[:5]]
+    operands += [_rnn_activation(c, o), c.i32(int(o.TimeMajor()))]
+    c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_RNN, operands, [c.operand(op.outputs[0]), *states])
+    c.assign(op.inputs[4], states[0])
+
+
+@maps("BIDIRECTIONAL_SEQUENCE_RNN")
+def _bidirectional_rnn(c: Converter, op: Operator) -> None:
+    """TFLite's 12 inputs are NNAPI's first 12."""
+    o = _float_layer(c, op, "RNN")
+    inputs = _padded(op, 12)
+    if inputs[9] >= 0 and inputs[10] < 0 and not o.TimeMajor():
+        # Seen on LiteRT 2.3: its backward cell reads the input there, not the aux input.
+        raise _Unsupported("an aux input without aux weights over batch-major sequences")
+    if inputs[10] >= 0 and o.TimeMajor():
+        features = c.tensor(inputs[0]).shape[-1:], c.tensor(inputs[9]).shape[-1:]
+        if features[0] != features[1]:
+            # Seen on LiteRT 2.3: it steps through the aux input by the input's size.
+            raise _Unsupported("aux weights over time-major sequences of another size")
+    states = _states(c, (inputs[4], inputs[8]))
+    operands = [c.optional(i) for i in inputs]
+    operands += [_rnn_activation(c, o), c.boolean(bool(o.TimeMajor()))]
+    operands.append(c.boolean(bool(o.MergeOutputs())))
+    outputs = [c.operand(i) for i in op.outputs[: 1 if o.MergeOutputs() else 2]]
+    c.add(OperationCode.BIDIRECTIONAL_SEQUENCE_RNN, operands, outputs + states)
+    for index, state in zip((inputs[4], inputs[8]), states):
+        c.assign(index, state)
 
 
 @maps("LOCAL_RESPONSE_NORMALIZATION")

@@ -52,6 +52,8 @@ class Tensor:
     zero_points: np.ndarray | None = None
     quantized_dimension: int = 0
     sparse: bool = False
+    #: a variable tensor: state an operator (a sequence LSTM or RNN) updates in place
+    variable: bool = False
 
     @property
     def per_channel(self) -> bool:
@@ -132,6 +134,7 @@ def _tensor(model: Any, data: bytes, index: int, t: Any) -> Tensor:
         dtype,
         values,
         sparse=sparsity is not None,
+        variable=bool(t.IsVariable()),
     )
     q = t.Quantization()
     if q is not None and q.ScaleLength():
