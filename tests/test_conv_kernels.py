@@ -20,13 +20,21 @@ from nnburst._bindings import lib
 from nnburst.codes import FuseCode, PaddingCode
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
+from nnburst.cpu.executor import PreparedModel
 from nnburst.cpu.ops import common
 from nnburst.cpu.ops.common import Window2D
 from nnburst.cpu.ops.conv import _c_layout
-from nnburst.cpu.ops.native import POOL_MAX, POOL_SUM, conv_f32, depthwise_conv_f32, pool_f32
+from nnburst.cpu.ops.native import (
+    POOL_MAX,
+    POOL_SUM,
+    ConvLoop,
+    conv_f32,
+    depthwise_conv_f32,
+    pool_f32,
+)
 from nnburst.operands import ChannelQuant, OperandInfo
 
-from .op_models import run
+from .op_models import model, run
 
 # --------------------------------------------------------------- references
 
@@ -275,6 +283,30 @@ def test_conv_kernels_match_loops(code, kind, scheme, nchw):
     (got,) = run(code, ins, [out_info], to_layout(x, nchw))
     if nchw:
         got = got.transpose(0, 2, 3, 1)
+    check(got, acc, kind, pairs, out, fuse)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("h", "w", "c", "depth_out"),
+    [
+        (32, 32, 24, 28),  # many pixels, few channels: the C loop
+        (8, 8, 24, 28),  # few pixels: BLAS
+        (32, 32, 72, 16),  # many input channels: BLAS
+    ],
+)
+def test_pointwise_conv_matches_loops_on_both_sides_of_the_blas_threshold(kind, h, w, c, depth_out):
+    rng = np.random.default_rng([KINDS.index(kind), h, c])
+    (x_info, x, w_info, wv), (b_info, b) = tensors(
+        rng, kind, (1, h, w, c), (depth_out, 1, 1, c), 0, depth_out
+    )
+    fuse = FuseCode.RELU6
+    acc = ref_conv(offset(x, x_info), offset(wv, w_info), (1, 1), (1, 1), (0, 0, 0, 0), 1)
+    acc = acc + offset(b, b_info)
+    out = output_info(kind, x_info, acc.shape, 0.5 * 0.25 * 8)
+    pairs = multipliers(w_info, x_info, out, False) if kind not in ("float32", "float16") else []
+    scalars = [scalar(PaddingCode.VALID), scalar(1), scalar(1), scalar(fuse), flag(False)]
+    (got,) = run(Op.CONV_2D, [x_info, (w_info, wv), (b_info, b), *scalars], [out], x)
     check(got, acc, kind, pairs, out, fuse)
 
 
@@ -597,6 +629,71 @@ def test_c_conv_kernel_refuses_what_does_not_fit():
         conv_f32(x, weights, (3, 3), bias, Window2D(-1, 1, 0, 0, 1, 1, 1, 1, 2, 2))
     with pytest.raises(ValueError, match="not built or not supported"):
         conv_f32(x, weights, (3, 3), bias, Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2), path=99)
+
+
+def test_a_prepared_c_loop_refuses_an_input_of_another_shape_or_dtype():
+    weights = _c_layout(np.zeros((72, 8), np.float32), np.float32)
+    loop = ConvLoop(
+        False,
+        (1, 4, 4, 8),
+        weights,
+        (3, 3),
+        np.zeros(8, np.float32),
+        Window2D(*[0] * 4, *[1] * 4, 2, 2),
+    )
+    assert loop(np.ones((1, 4, 4, 8), np.float32)).shape == (1, 2, 2, 8)
+    for x in (
+        np.ones((1, 5, 4, 8), np.float32),  # C would read past its end
+        np.ones((1, 4, 4, 8), np.float64),
+        np.ones((1, 4, 8, 8), np.float32)[:, :, ::2],  # not contiguous
+    ):
+        with pytest.raises(ValueError, match=r"prepared for \(1, 4, 4, 8\) float32"):
+            loop(x)
+
+
+@pytest.mark.parametrize(
+    ("code", "w_shape", "pads"),
+    [
+        (Op.CONV_2D, (8, 3, 3, 5), (1, 1, 1, 1)),  # C pads as it reads
+        (Op.DEPTHWISE_CONV_2D, (1, 3, 3, 5), (1, 1, 1, 1)),  # a padded copy
+        (Op.DEPTHWISE_CONV_2D, (1, 3, 3, 5), (0, 0, 0, 0)),  # the input itself
+        (Op.CONV_2D, (8, 1, 1, 5), (0, 0, 0, 0)),  # 1x1 over 32x32 pixels: C
+    ],
+)
+def test_a_float32_convolution_runs_a_kernel_bound_at_prepare_time(code, w_shape, pads):
+    rng = np.random.default_rng(len(w_shape) + w_shape[1] + sum(pads))
+    x = rng.standard_normal((1, 32, 32, 5), np.float32)
+    w = rng.standard_normal(w_shape, np.float32)
+    b = rng.standard_normal(w_shape[0] * w_shape[3] if code == Op.DEPTHWISE_CONV_2D else w_shape[0])
+    b = b.astype(np.float32)
+    depth_out = b.shape[0]
+    oh = 32 + pads[0] + pads[1] - w_shape[1] + 1
+    out = OperandInfo(T.TENSOR_FLOAT32, (1, oh, oh, depth_out))
+    scalars = [scalar(p) for p in (pads[2], pads[3], pads[0], pads[1])] + [scalar(1), scalar(1)]
+    if code == Op.DEPTHWISE_CONV_2D:
+        scalars.append(scalar(1))
+    scalars += [scalar(FuseCode.RELU), flag(False)]
+    inputs = [
+        OperandInfo(T.TENSOR_FLOAT32, x.shape),
+        (OperandInfo(T.TENSOR_FLOAT32, w.shape), w),
+        (OperandInfo(T.TENSOR_FLOAT32, b.shape), b),
+        *scalars,
+    ]
+    prepared = PreparedModel(model(code, inputs, [out]))
+    (operation,) = prepared.main.operations
+    assert operation.kernel is not None
+    (got,) = prepared.run([x])
+    filt = w.astype(np.float64)
+    if code == Op.DEPTHWISE_CONV_2D:
+        filt = filt[0].transpose(2, 0, 1)[..., None]
+    acc = ref_conv(
+        x.astype(np.float64), filt, (1, 1), (1, 1), pads, 5 if code == Op.DEPTHWISE_CONV_2D else 1
+    )
+    check(got, acc + b, "float32", [], out, FuseCode.RELU)
+    # An input the kernel was not prepared for (here: not contiguous) takes
+    # the unbound path, to the same result.
+    strided = np.repeat(x, 2, axis=2)[:, :, ::2]
+    np.testing.assert_array_equal(operation.kernel([strided, w, b]), [got])
 
 
 # ---------------------------------------------------------- the C pool kernel

@@ -11,7 +11,8 @@ fixed-point multiplier.
 
 Everything that depends only on constants (filter layout and dtype, bias,
 multipliers, padding, the fused clamp) is worked out in ``prepare``.
-A 1x1 CONV_2D over every pixel is one BLAS matrix product.  Other float32
+A 1x1 CONV_2D over every pixel is one BLAS matrix product, unless it has
+many pixels and few channels (see ``_blas_wins``).  Other float32
 sums (float models, and quantized ones whose sums are exact in float32) run
 C loops over the pixels with the channels innermost (csrc/kernels.c):
 CONV_2D reads its windows in place, with no im2col copy, about 1.8x faster
@@ -22,13 +23,14 @@ im2col matmul and einsum.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...codes import OperandCode, OperationCode
-from ..registry import ExecutionContext, OperationSignature, register
+from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .common import (
     FLOAT_ACTIVATION_BOUNDS,
     FLOAT_TENSOR_CODES,
@@ -49,7 +51,7 @@ from .common import (
     window_args,
     window_values,
 )
-from .native import TILE, conv_f32, depthwise_conv_f32
+from .native import TILE, ConvLoop, conv_f32, depthwise_conv_f32
 from .windows import (
     WindowPlan,
     constant_plan,
@@ -249,9 +251,8 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     zero_point = inp.zero_point if filt.requant is not None else 0
     if depthwise and mult > 1:  # output channel c·mult + m reads input channel c
         x = np.repeat(x, mult, axis=3)
-    if not depthwise and _pointwise(filt, win):
-        # A matrix product as it stands: BLAS beats the C loop at it (3x at 24
-        # channels), and there is no im2col copy to save.
+    if not depthwise and _pointwise(filt, win) and _blas_wins(x.shape, filt):
+        # A matrix product as it stands, and no im2col copy to save.
         rows = np.subtract(x, zero_point, dtype=filt.weights.dtype) if zero_point else x
         acc = rows.reshape(-1, rows.shape[3]) @ filt.weights[:, : filt.depth_out]
     elif filt.weights.dtype == np.float32:  # the C loops: float, or exact integer sums
@@ -289,6 +290,26 @@ def _pointwise(filt: _Filter, win: Any) -> bool:
     )
 
 
+#: A 1x1 convolution with at least this many pixels and at most this many
+#: input channels runs in the C loop: it adds the bias and clamps as it
+#: stores, where BLAS needs another pass over the output (numpy's broadcast
+#: add over rows of 28 floats took as long as half the matrix product).  The
+#: C loop took 0.6x BLAS's time at 64x64 pixels, 24 -> 28 channels, 0.8x at
+#: 32x32, 36 -> 42; BLAS won at 8x8 pixels (0.5x) and at 128 channels and up.
+C_LOOP_MIN_PIXELS = 1024
+C_LOOP_MAX_DEPTH_IN = 64
+
+
+def _blas_wins(in_shape: tuple[int, ...], filt: _Filter) -> bool:
+    """Whether a 1x1 convolution of an NHWC input runs faster as one BLAS matrix product."""
+    n, h, w, depth_in = in_shape
+    return (
+        filt.weights.dtype != np.float32
+        or n * h * w < C_LOOP_MIN_PIXELS
+        or depth_in > C_LOOP_MAX_DEPTH_IN
+    )
+
+
 def _check_and_convert(ctx: ExecutionContext) -> _Filter:
     w = ctx.input(1)
     if w.ndim != 4:
@@ -298,5 +319,53 @@ def _check_and_convert(ctx: ExecutionContext) -> _Filter:
     return _convert_filter(ctx.signature, w)
 
 
-register(OperationCode.CONV_2D, validate=_validate, execute=_execute, prepare=_prepare)
-register(OperationCode.DEPTHWISE_CONV_2D, validate=_validate, execute=_execute, prepare=_prepare)
+def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
+    """The C loop prepared once (:class:`~.native.ConvLoop`) for a float32 NHWC
+    convolution whose filter, bias, parameters and input shape are all known:
+    a run checks the input and calls C.  Anything else runs ``_execute``."""
+    filt, plan = state.filter, state.plan
+    if (
+        filt is None
+        or state.bias is None
+        or plan is None
+        or plan.window is None
+        or plan.values["nchw"]
+        or filt.requant is not None
+        or filt.weights.dtype != np.float32
+        or sig.inputs[0].code != OperandCode.TENSOR_FLOAT32
+    ):
+        return None
+    in_shape = tuple(sig.inputs[0].dimensions or ())
+    if len(in_shape) != 4 or 0 in in_shape or state.bias.shape != (filt.depth_out,):
+        return None
+    depth_in = in_shape[3]
+    depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
+    if depthwise and (plan.values["depth_multiplier"] != 1 or depth_in != filt.depth_out):
+        return None
+    if not depthwise and filt.weights.shape[0] != depth_in * filt.filter_h * filt.filter_w:
+        return None
+    if not depthwise and _pointwise(filt, plan.window) and _blas_wins(in_shape, filt):
+        return None
+    lo, hi = FLOAT_ACTIVATION_BOUNDS[int(plan.values["fuse"])]
+    loop = ConvLoop(
+        depthwise,
+        in_shape,
+        filt.weights,
+        (filt.filter_h, filt.filter_w),
+        state.bias,
+        plan.window,
+        lo,
+        hi,
+    )
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if type(x) is np.ndarray and loop.fits(x):
+            return [loop(x)]
+        return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+
+    return kernel
+
+
+for _code in (OperationCode.CONV_2D, OperationCode.DEPTHWISE_CONV_2D):
+    register(_code, validate=_validate, execute=_execute, prepare=_prepare, bind=_bind)

@@ -10,13 +10,13 @@ for why); pools take an input their operation padded (with -inf or 0).
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..._bindings import ffi, lib
-from .common import Window2D
-from .windows import pad_nhwc
+from .common import Window2D, bordered
 
 #: Output channels per vector in the C convolution: its weights have a
 #: multiple of this many columns (zeros past the last channel).
@@ -26,11 +26,15 @@ POOL_SUM = lib.NNB_POOL_SUM
 
 
 def _window_shape(
-    x: np.ndarray, filter_hw: tuple[int, int], win: Window2D, out_c: int, padded: bool = False
+    in_shape: tuple[int, ...],
+    filter_hw: tuple[int, int],
+    win: Window2D,
+    out_c: int,
+    padded: bool = False,
 ) -> Any:
-    """The C struct for ``x`` [N, H, W, C]; ``padded``: C adds ``win``'s zero padding
-    (otherwise its pads are 0: ``x`` has them already)."""
-    n, in_h, in_w, in_c = x.shape
+    """The C struct for an [N, H, W, C] input; ``padded``: C adds ``win``'s zero
+    padding (otherwise its pads are 0: the input has them already)."""
+    n, in_h, in_w, in_c = in_shape
     return ffi.new(
         "struct nnb_window_shape *",
         {
@@ -59,39 +63,147 @@ def _floats(array: np.ndarray) -> Any:
     return ffi.from_buffer("float[]", array)
 
 
-def _run_loop(
-    loop: Any,
-    what: str,
-    source: np.ndarray,
-    shape: Any,
-    weights: np.ndarray,
-    bias: np.ndarray,
-    bounds: tuple[float, float],
-    out: np.ndarray,
-    path: int,
-    win: Window2D,
-) -> np.ndarray:
-    """``out`` filled by one of the C convolution loops (``nnb_conv_f32``,
-    ``nnb_depthwise_conv_f32``: the same arguments), or the error its code means."""
-    if out.size == 0:
-        return out
-    rc = loop(
-        _floats(source),
-        shape,
-        _floats(weights),
-        weights.shape[-1],
-        _floats(bias),
-        *bounds,
-        _floats(out),
-        path,
+class ConvLoop:
+    """One of the C convolution loops (``nnb_conv_f32``, ``nnb_depthwise_conv_f32``)
+    with everything but the input fixed: the input's shape, weights, bias,
+    window and clamp.  A model's convolution builds one when it is prepared,
+    so a run only checks the input and calls C (re-deriving the arguments
+    at every call cost 10-15 us, several times the C loop of a small layer).
+
+    Safe to call from several threads: calls share only read-only buffers.
+    """
+
+    __slots__ = (
+        "in_shape",
+        "out_shape",
+        "_loop",
+        "_what",
+        "_win",
+        "_path",
+        "_shape",
+        "_source_shape",
+        "_inner",
+        "_weights",
+        "_bias",
+        "_pointers",
     )
-    if rc == -errno.ENOTSUP:
-        raise ValueError(f"{what} path {path} is not built or not supported by this CPU")
-    if rc == -errno.ENOMEM:
-        raise MemoryError(f"{what}: no memory for the row of zeros its padding reads")
-    if rc:
-        raise ValueError(f"{what} window {win} does not fit the input {source.shape}")
-    return out
+
+    def __init__(
+        self,
+        depthwise: bool,
+        in_shape: tuple[int, ...],
+        weights: np.ndarray,
+        filter_hw: tuple[int, int],
+        bias: np.ndarray,
+        win: Window2D,
+        lo: float = -np.inf,
+        hi: float = np.inf,
+        path: int = 0,
+    ) -> None:
+        """``weights``: [FH*FW*C, columns] (CONV_2D) or [FH, FW, columns]
+        (depthwise), float32, with columns a multiple of :data:`TILE` (zeros
+        past the last output channel); ``bias`` [depth_out]."""
+        n, in_h, in_w, depth_in = in_shape
+        depth_out = bias.shape[0]
+        self.in_shape = tuple(in_shape)
+        self.out_shape = (n, win.out_h, win.out_w, depth_out)
+        self._inner: tuple[slice, ...] | None = None  # where the input goes in a padded copy
+        self._source_shape: tuple[int, ...] = self.in_shape
+        self._win, self._path = win, path
+        self._loop: Callable[..., int]
+        self._weights = np.ascontiguousarray(weights)
+        columns = weights.shape[-1]
+        if depthwise:
+            if (
+                weights.dtype != np.float32
+                or weights.shape != (*filter_hw, columns)
+                or columns < depth_in
+                or columns % TILE
+                or depth_out != depth_in
+            ):
+                raise ValueError(
+                    f"depthwise weights {weights.shape} do not fit {depth_in} channels"
+                )
+            # C reads whole 16-channel tiles of a copy padded as win says
+            # (a narrow input gets zero channels): see window_loops.h.
+            self._loop, self._what = lib.nnb_depthwise_conv_f32, "depthwise"
+            self._source_shape = (
+                n,
+                in_h + win.pad_top + win.pad_bottom,
+                in_w + win.pad_left + win.pad_right,
+                max(depth_in, TILE),
+            )
+            self._inner = (
+                slice(0, n),
+                slice(win.pad_top, win.pad_top + in_h),
+                slice(win.pad_left, win.pad_left + in_w),
+                slice(0, depth_in),
+            )
+            if self._source_shape == self.in_shape:
+                self._inner = None  # nothing to pad: C reads the input itself
+            self._bias = np.zeros(columns, np.float32)
+            self._bias[:depth_out] = bias
+            self._shape = _window_shape(self._source_shape, filter_hw, win, depth_out)
+        else:
+            if (
+                weights.dtype != np.float32
+                or weights.ndim != 2
+                or weights.shape[0] != filter_hw[0] * filter_hw[1] * depth_in
+                or columns < depth_out
+                or columns % TILE
+            ):
+                raise ValueError(
+                    f"conv weights {weights.shape} do not fit {depth_in} -> {depth_out}"
+                )
+            self._loop, self._what = lib.nnb_conv_f32, "conv"  # C pads as it reads
+            self._bias = np.ascontiguousarray(bias, dtype=np.float32)
+            self._shape = _window_shape(self.in_shape, filter_hw, win, depth_out, padded=True)
+        self._pointers = (
+            self._shape,
+            _floats(self._weights),
+            columns,
+            _floats(self._bias),
+            float(lo),
+            float(hi),
+        )
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """The output for ``x``, a C-contiguous float32 array of ``in_shape``
+        (checked here: C trusts the sizes fixed at creation)."""
+        if not self.fits(x):
+            raise ValueError(f"{self._what} prepared for {self.in_shape} float32, got {x!r:.80}")
+        out = np.empty(self.out_shape, np.float32)
+        if out.size == 0:
+            return out
+        source = x
+        if self._inner is not None:
+            source = bordered(self._source_shape, self._inner, 0, np.float32)
+            source[self._inner] = x
+        shape, weights, columns, bias, lo, hi = self._pointers
+        rc = self._loop(
+            _floats(source), shape, weights, columns, bias, lo, hi, _floats(out), self._path
+        )
+        if rc:
+            raise self._error(rc)
+        return out
+
+    def fits(self, x: np.ndarray) -> bool:
+        """Whether ``x`` is an input this loop can take as it is."""
+        return (
+            type(x) is np.ndarray
+            and x.shape == self.in_shape
+            and x.dtype == np.float32
+            and x.flags.c_contiguous
+        )
+
+    def _error(self, rc: int) -> Exception:
+        if rc == -errno.ENOTSUP:
+            return ValueError(
+                f"{self._what} path {self._path} is not built or not supported by this CPU"
+            )
+        if rc == -errno.ENOMEM:
+            return MemoryError(f"{self._what}: no memory for the row of zeros its padding reads")
+        return ValueError(f"{self._what} window {self._win} does not fit the input {self.in_shape}")
 
 
 def conv_f32(
@@ -110,21 +222,7 @@ def conv_f32(
     [lo, hi].  ``path`` 0 runs the fastest loop this CPU has; tests pick each
     one (``lib.NNB_CONV_*``)."""
     x = np.ascontiguousarray(x, dtype=np.float32)
-    bias = np.ascontiguousarray(bias, dtype=np.float32)
-    n, in_h, in_w, depth_in = x.shape
-    depth_out = bias.shape[0]
-    if (
-        weights.dtype != np.float32
-        or weights.ndim != 2
-        or not weights.flags.c_contiguous
-        or weights.shape[0] != filter_hw[0] * filter_hw[1] * depth_in
-        or weights.shape[1] < depth_out
-        or weights.shape[1] % TILE
-    ):
-        raise ValueError(f"conv weights {weights.shape} do not fit {depth_in} -> {depth_out}")
-    shape = _window_shape(x, filter_hw, win, depth_out, padded=True)
-    out = np.empty((n, win.out_h, win.out_w, depth_out), np.float32)
-    return _run_loop(lib.nnb_conv_f32, "conv", x, shape, weights, bias, (lo, hi), out, path, win)
+    return ConvLoop(False, x.shape, weights, filter_hw, bias, win, lo, hi, path)(x)
 
 
 def depthwise_conv_f32(
@@ -140,29 +238,11 @@ def depthwise_conv_f32(
     this pads it with zeros as ``win`` says), ``weights`` [FH, FW, columns]
     with columns a multiple of :data:`TILE` (zeros past C), ``bias`` [C] ->
     [N, OH, OW, C], clamped to [lo, hi].  ``path`` as for :func:`conv_f32`."""
-    n, in_h, in_w, depth = x.shape
-    if (
-        weights.dtype != np.float32
-        or weights.ndim != 3
-        or weights.shape[2] < depth
-        or weights.shape[2] % TILE
-    ):
-        raise ValueError(f"depthwise weights {weights.shape} do not fit {depth} channels")
-    weights = np.ascontiguousarray(weights)
-    filter_h, filter_w, columns = weights.shape
-    if depth < TILE:  # C loads whole 16-channel tiles: a narrow input gets zero channels
-        wide = np.zeros((n, in_h, in_w, TILE), np.float32)
-        wide[..., :depth] = x
-        x = wide
-    source = np.ascontiguousarray(pad_nhwc(x, win, np.float32))
-    padded_bias = np.zeros(columns, np.float32)
-    padded_bias[:depth] = bias
-    shape = _window_shape(source, (filter_h, filter_w), win, depth)
-    out = np.empty((n, win.out_h, win.out_w, depth), np.float32)
-    loop = lib.nnb_depthwise_conv_f32
-    return _run_loop(
-        loop, "depthwise", source, shape, weights, padded_bias, (lo, hi), out, path, win
-    )
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if weights.ndim != 3:
+        raise ValueError(f"depthwise weights {weights.shape} do not fit {x.shape[-1]} channels")
+    filter_hw = (weights.shape[0], weights.shape[1])
+    return ConvLoop(True, x.shape, weights, filter_hw, bias, win, lo, hi, path)(x)
 
 
 def pool_f32(
@@ -176,7 +256,7 @@ def pool_f32(
     if out.size == 0:
         return out
     rc = lib.nnb_pool_f32(
-        _floats(padded), _window_shape(padded, filter_hw, win, channels), kind, _floats(out)
+        _floats(padded), _window_shape(padded.shape, filter_hw, win, channels), kind, _floats(out)
     )
     if rc:
         raise ValueError(f"pool window {win} (kind {kind}) does not fit the input {padded.shape}")
