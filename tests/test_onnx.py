@@ -603,3 +603,150 @@ def test_an_axis_out_of_range_is_unsupported_not_wrapped(
     with pytest.raises(nn_onnx.UnsupportedModelError) as info:
         nn_onnx.load(model)
     assert info.value.unsupported == {why: 1}
+
+
+#: LSTM test sizes: time steps, batch, input features, hidden units.
+_STEPS, _BATCH, _FEATURES, _UNITS = 4, 2, 3, 5
+
+
+def _lstm_model(
+    rng: np.random.Generator,
+    direction: str,
+    outputs: tuple[str, ...] = ("Y", "Y_h", "Y_c"),
+    *,
+    layout: int = 0,
+    constant: bool = True,
+    extras: bool = True,
+    values: dict[str, np.ndarray] | None = None,
+    **attributes: Any,
+) -> tuple[Any, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """An LSTM node, its weights initializers (``constant``) or inputs, with B,
+    initial_h, initial_c and P when ``extras``; the model, its feeds and the
+    weights and states (random unless ``values`` gives them)."""
+    directions = 2 if direction == "bidirectional" else 1
+    batch_first = (_BATCH, _STEPS) if layout else (_STEPS, _BATCH)
+    state = [_BATCH, directions, _UNITS] if layout else [directions, _BATCH, _UNITS]
+    shapes = {
+        "W": [directions, 4 * _UNITS, _FEATURES], "R": [directions, 4 * _UNITS, _UNITS],
+        "B": [directions, 8 * _UNITS], "initial_h": state, "initial_c": state,
+        "P": [directions, 3 * _UNITS],
+    }  # fmt: skip
+    names = ["W", "R", "B", "initial_h", "initial_c", "P"] if extras else ["W", "R"]
+    if values is None:
+        values = {n: rng.uniform(-1, 1, shapes[n]).astype(np.float32) for n in names}
+    node = helper.make_node(
+        "LSTM",
+        ["x", "W", "R", *(["B", "", "initial_h", "initial_c", "P"] if extras else [])],
+        list(outputs),
+        hidden_size=_UNITS,
+        direction=direction,
+        **({"layout": 1} if layout else {}),
+        **attributes,
+    )
+    y = [*batch_first, directions, _UNITS] if layout else [_STEPS, directions, _BATCH, _UNITS]
+    out_shapes = {"Y": y, "Y_h": state, "Y_c": state}
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [*batch_first, _FEATURES])]
+    feeds = {"x": rng.standard_normal((*batch_first, _FEATURES)).astype(np.float32)}
+    if not constant:
+        inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for n in names]
+        feeds.update((n, values[n]) for n in names)
+    model = make_model(
+        [node],
+        inputs,
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, out_shapes[o]) for o in outputs if o],
+        values if constant else {},
+        opset=14,
+    )
+    return model, feeds, values
+
+
+@pytest.mark.parametrize(
+    ("direction", "constant", "extras", "outputs", "activations"),
+    [
+        ("forward", True, True, ("Y", "Y_h", "Y_c"), None),
+        ("forward", False, False, ("", "Y_h"), None),
+        ("forward", True, False, ("Y", "", "Y_c"), ["Sigmoid", "Relu", "Relu"]),
+        ("reverse", True, True, ("Y",), None),
+        ("reverse", False, True, ("Y", "Y_h", "Y_c"), ["Sigmoid", "Sigmoid", "Sigmoid"]),
+        ("bidirectional", True, False, ("Y", "Y_h", "Y_c"), None),
+        ("bidirectional", False, True, ("Y", "Y_h", "Y_c"), None),
+        ("bidirectional", True, True, ("", "", "Y_c"), ["Sigmoid", "Tanh", "Tanh"] * 2),
+    ],
+)
+def test_lstm_matches_onnxruntime(
+    direction: str,
+    constant: bool,
+    extras: bool,
+    outputs: tuple[str, ...],
+    activations: list[str] | None,
+) -> None:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM per direction: gates reordered, biases summed,
+    peepholes and initial states cut per direction, the reverse one run on the
+    input reversed in time; weights constant or computed (graph inputs)."""
+    rng = np.random.default_rng(14)
+    model, feeds, _ = _lstm_model(
+        rng,
+        direction,
+        outputs,
+        constant=constant,
+        extras=extras,
+        **({"activations": activations} if activations else {}),
+    )
+    against_onnxruntime(model, feeds)
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_a_batch_first_lstm_matches_onnxruntime_on_its_time_major_twin(direction: str) -> None:
+    """layout 1 (onnxruntime refuses it): the same weights in a layout-0 model run
+    by onnxruntime on the transposed input and states, its outputs transposed back."""
+    rng = np.random.default_rng(15)
+    model, feeds, values = _lstm_model(rng, direction, layout=1)
+    twin_values = dict(values)
+    for name in ("initial_h", "initial_c"):
+        twin_values[name] = np.ascontiguousarray(values[name].transpose(1, 0, 2))
+    twin, _, _ = _lstm_model(rng, direction, values=twin_values)
+    x = np.ascontiguousarray(feeds["x"].transpose(1, 0, 2))
+    session = ort.InferenceSession(twin.SerializeToString(), providers=["CPUExecutionProvider"])
+    y, y_h, y_c = session.run(None, {"x": x})
+    want = [y.transpose(2, 0, 1, 3), y_h.transpose(1, 0, 2), y_c.transpose(1, 0, 2)]
+    with nn_onnx.Runner(nn_onnx.load(model), cache_dir=None) as run:
+        got = run(feeds["x"])
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "lengths", "why"),
+    [
+        ({"clip": 1.0}, None, "clip or input_forget"),
+        ({"input_forget": 1}, None, "clip or input_forget"),
+        (
+            {"activations": ["Sigmoid", "Tanh", "Relu"]},
+            None,
+            "activations Sigmoid, Tanh, Relu (Sigmoid and one of Tanh, Relu, Sigmoid twice map)",
+        ),
+        (
+            {"activations": ["HardSigmoid", "Tanh", "Tanh"], "activation_alpha": [0.2]},
+            None,
+            "activations with parameters, or not three per direction",
+        ),
+        ({}, np.array([_STEPS, _STEPS - 1], np.int32), "sequence_lens shorter than the sequence"),
+        ({}, "computed", "a computed sequence_lens (only a constant one maps)"),
+    ],
+)
+def test_an_lstm_nnapi_would_compute_otherwise_is_unsupported(
+    attributes: dict[str, Any], lengths: Any, why: str
+) -> None:
+    rng = np.random.default_rng(16)
+    model, _, _ = _lstm_model(rng, "forward", ("Y",), extras=False, **attributes)
+    if lengths is not None:
+        model.graph.node[0].input.extend(["", "lengths"])
+        if isinstance(lengths, str):
+            info = helper.make_tensor_value_info("lengths", TensorProto.INT32, [_BATCH])
+            model.graph.input.append(info)
+        else:
+            model.graph.initializer.append(numpy_helper.from_array(lengths, "lengths"))
+    with pytest.raises(nn_onnx.UnsupportedModelError) as info:
+        nn_onnx.load(model)
+    assert info.value.unsupported == {f"LSTM ({why})": 1}

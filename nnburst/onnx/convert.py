@@ -2211,6 +2211,154 @@ def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.TRANSPOSE, [chosen, c.ints(perm)], [_out(c, node)])
 
 
+# -- recurrent layers -------------------------------------------------------------------------
+
+#: ONNX activation names → the LSTM operation's activation codes (TFLite's).  NNAPI
+#: takes one activation for the cell input and the output, and its gates are sigmoids.
+_LSTM_ACTIVATIONS = {"Tanh": 4, "Relu": 1, "Sigmoid": 6}
+#: The ONNX gate block (i, o, f, c order) of each of NNAPI's input, forget, cell, output.
+_LSTM_GATES = (0, 2, 3, 1)
+#: The ONNX peephole block (i, o, f order) of each of NNAPI's input, forget, output.
+_LSTM_PEEPHOLES = (0, 2, 1)
+
+
+@maps("LSTM")
+def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """One UNIDIRECTIONAL_SEQUENCE_LSTM per direction, its weights cut per gate
+    (at load from constants, by SLICE otherwise) and its two biases summed.  The
+    reverse direction runs forward over the input reversed in time (a GATHER) and
+    its output is reversed back; ``layout`` 1 (batch first) is time_major false.
+    The directions' outputs are stacked into Y, Y_h and Y_c."""
+    x, w, r, b, lengths, h0, c0, p = (*node.input, *[""] * 8)[:8]
+    direction = _text(a.get("direction"), "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise _Unsupported(f"direction {direction!r}")
+    directions = 2 if direction == "bidirectional" else 1
+    codes = _lstm_activations(a, directions)
+    if a.get("clip") is not None or a.get("input_forget", 0):
+        raise _Unsupported("clip or input_forget")
+    layout = a.get("layout", 0)
+    if layout not in (0, 1) or c.dtype(x) != np.float32:
+        raise _Unsupported(f"layout {layout} or {c.dtype(x)} tensors")
+    x_shape = c.shape(x)
+    (steps, batch), size = x_shape[:2] if layout == 0 else x_shape[1::-1], x_shape[2]
+    hidden = c.shape(r)[-1]
+    if lengths and (c.value(lengths, "sequence_lens") != steps).any():
+        raise _Unsupported("sequence_lens shorter than the sequence")
+    f32, time = np.dtype(np.float32), layout  # the time axis: 0, or 1 batch first
+    sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
+    wants_states = any(node.output[1:3])
+    results: list[list[int]] = [[], [], []]  # Y, Y_h, Y_c per direction
+    for d in range(directions):
+        backward = direction == "reverse" or d == 1
+        source = c.operand(x)
+        if backward:
+            source = _reversed(c, source, time, f32, x_shape)
+        weights = [_piece(c, w, (d, g * hidden, 0), (1, hidden, size)) for g in _LSTM_GATES]
+        recurrent = [_piece(c, r, (d, g * hidden, 0), (1, hidden, hidden)) for g in _LSTM_GATES]
+        if p:
+            peepholes = [_piece(c, p, (d, g * hidden), (1, hidden)) for g in _LSTM_PEEPHOLES]
+        else:
+            peepholes = [_omitted(c, 1) for _ in range(3)]
+        biases = [_lstm_bias(c, b, d, g, hidden) for g in _LSTM_GATES]
+        states = [_lstm_state(c, s, d, layout, (batch, hidden)) for s in (h0, c0)]
+        inputs = [
+            source, *weights, *recurrent, *peepholes, *biases, _omitted(c, 2), _omitted(c, 1),
+            *states, c.i32(codes[d]), c.f32(0.0), c.f32(0.0), c.boolean(layout == 0),
+            *[_omitted(c, 1) for _ in range(4)],
+        ]  # fmt: skip
+        outputs = [c.temporary(f32, sequence)]
+        if wants_states:
+            outputs += [c.temporary(f32, (batch, hidden)) for _ in range(2)]
+        c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, inputs, outputs)
+        if backward:
+            outputs[0] = _reversed(c, outputs[0], time, f32, sequence)
+        for k, operand in enumerate(outputs):
+            results[k].append(operand)
+    for k, name in enumerate(node.output[:3]):
+        if name:
+            shape = sequence if k == 0 else (batch, hidden)
+            axis = 1 + layout if k == 0 else layout
+            _stacked(c, results[k], shape, axis, name)
+
+
+def _lstm_activations(a: dict[str, Any], directions: int) -> list[int]:
+    """The LSTM operation's activation code per direction: ONNX's f must be
+    Sigmoid and its g and h one activation NNAPI has, without parameters."""
+    names = [_text(n, "") for n in a.get("activations", [])]
+    if not names:
+        return [_LSTM_ACTIVATIONS["Tanh"]] * directions
+    if "activation_alpha" in a or "activation_beta" in a or len(names) != 3 * directions:
+        raise _Unsupported("activations with parameters, or not three per direction")
+    codes = []
+    for f, g, h in zip(names[::3], names[1::3], names[2::3]):
+        if f != "Sigmoid" or g != h or g not in _LSTM_ACTIVATIONS:
+            raise _Unsupported(
+                f"activations {f}, {g}, {h} (Sigmoid and one of Tanh, Relu, Sigmoid twice map)"
+            )
+        codes.append(_LSTM_ACTIVATIONS[g])
+    return codes
+
+
+def _piece(c: Converter, name: str, begin: Sequence[int], size: Sequence[int],
+           shape: tuple[int, ...] | None = None) -> int:  # fmt: skip
+    """The block of float32 tensor ``name`` at ``begin`` of ``size``, as ``shape``
+    (default: without its leading axis): cut at load from a constant, SLICE'd and
+    reshaped at every run otherwise."""
+    f32, sliced_shape = np.dtype(np.float32), tuple(size)
+    shape = sliced_shape[1:] if shape is None else shape
+    if name in c.constants:
+        block = c.constants[name][tuple(slice(i, i + n) for i, n in zip(begin, size))]
+        return c.floats(block.reshape(shape))
+    if c.dtype(name) != np.float32:
+        raise _Unsupported(f"{c.dtype(name)} weights or states")
+    inputs = [c.operand(name), c.ints(begin), c.ints(size)]
+    sliced = _apply(c, OperationCode.SLICE, inputs, f32, sliced_shape)
+    return _reshaped(c, sliced, f32, sliced_shape, shape)
+
+
+def _lstm_bias(c: Converter, b: str, d: int, gate: int, hidden: int) -> int:
+    """A gate's bias, ONNX's Wb + Rb (zeros without B): summed at load from a constant."""
+    f32 = np.dtype(np.float32)
+    if not b:
+        return _full(c, f32, (hidden,), 0)
+    if b in c.constants:
+        rows = c.constants[b][d].astype(np.float32)
+        both = [rows[k * hidden : (k + 1) * hidden] for k in (gate, gate + 4)]
+        return c.floats(both[0] + both[1])
+    parts = [_piece(c, b, (d, k * hidden), (1, hidden)) for k in (gate, gate + 4)]
+    return _apply(c, OperationCode.ADD, parts, f32, (hidden,))
+
+
+def _lstm_state(c: Converter, name: str, d: int, layout: int, shape: tuple[int, int]) -> int:
+    """Direction ``d``'s initial state (``shape``, [batch, hidden]) from ``name``
+    ([directions, batch, hidden], batch first for layout 1); zeros without it."""
+    if not name:
+        return _full(c, np.dtype(np.float32), shape, 0)
+    batch, hidden = shape
+    if layout == 0:
+        return _piece(c, name, (d, 0, 0), (1, batch, hidden), shape)
+    return _piece(c, name, (0, d, 0), (batch, 1, hidden), shape)
+
+
+def _omitted(c: Converter, rank: int) -> int:
+    """An optional float32 operand left out (NO_VALUE)."""
+    operand = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (0,) * rank))
+    c.model.set_operand_value(operand, None)
+    return operand
+
+
+def _stacked(c: Converter, parts: Sequence[int], shape: tuple[int, ...], axis: int,
+             name: str) -> None:  # fmt: skip
+    """Float32 ``parts`` of ``shape`` stacked on a new ``axis``, into tensor ``name``."""
+    f32, one = np.dtype(np.float32), (*shape[:axis], 1, *shape[axis:])
+    if len(parts) == 1:
+        _reshaped(c, parts[0], f32, shape, one, name)
+        return
+    pieces = [_reshaped(c, part, f32, shape, one) for part in parts]
+    c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [c.operand(name)])
+
+
 def _outer_names(graph: onnx.GraphProto) -> set[str]:
     """The names a subgraph reads from the scopes around it."""
     produced = {i.name for i in graph.input} | {t.name for t in graph.initializer}
