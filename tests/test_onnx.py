@@ -187,7 +187,7 @@ def test_real_models_match_onnxruntime(
 # -- ONNX's backend node tests --------------------------------------------------------------------
 
 #: Node tests that pass today (onnx 1.22.0's data; see docs/onnx-node-tests.md).
-MIN_PASSING = 690
+MIN_PASSING = 698
 #: One node test per mapping that composes NNAPI operations or transposes a computed
 #: operand: each must pass, not merely be refused.
 MUST_PASS = [
@@ -224,6 +224,8 @@ MUST_PASS = [
     "test_group_normalization_example",
     "test_matmul_bcast",
     "test_matmul_1d_3d",
+    "test_lstm_with_initial_bias",  # weights and biases cut per gate by SLICE (graph inputs)
+    "test_lstm_batchwise",
     "test_causal_conv_with_state_b1_c1_degenerate_expanded",  # a 1-D Conv over a height of 1
 ]
 
