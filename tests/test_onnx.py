@@ -117,6 +117,22 @@ def test_shape_arithmetic_is_folded_at_load() -> None:
     against_onnxruntime(model, {"x": RNG.standard_normal((2, 3, 4)).astype(np.float32)})
 
 
+def test_pad_amounts_reordered_by_a_transpose_are_folded_at_load() -> None:
+    """PyTorch's padding: a [begin, end] row per axis, transposed and flattened into
+    ONNX's order; Pad takes only constant amounts, so the Transpose must fold."""
+    model = make_model(
+        [
+            helper.make_node("Transpose", ["table"], ["by_side"]),
+            helper.make_node("Reshape", ["by_side", "flat"], ["pads"]),
+            helper.make_node("Pad", ["x", "pads"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 8])],
+        {"table": np.array([[0, 1], [2, 3]], np.int64), "flat": np.array([-1], np.int64)},
+    )
+    against_onnxruntime(model, {"x": RNG.standard_normal((2, 3)).astype(np.float32)})
+
+
 def test_unsupported_operators_are_listed_with_counts() -> None:
     """Every operator and attribute value nnburst cannot run, in one error, with counts."""
     nodes = [

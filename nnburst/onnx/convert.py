@@ -454,6 +454,12 @@ def _fold_reshape(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list
     return [x.reshape(dims)]
 
 
+@folds("Transpose")
+def _fold_transpose(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    """Pad amounts exported from PyTorch are reordered by one (a [n, 2] table to [2, n])."""
+    return [np.transpose(_known(c, node)[0], a.get("perm"))]
+
+
 @folds("Range")
 def _fold_range(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
     start, limit, delta = _known(c, node)
