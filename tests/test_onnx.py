@@ -316,6 +316,67 @@ def test_if_branches_become_referenced_models_like_onnxruntime() -> None:
     assert min(scores) < 0.01 and max(scores) > 0.9  # both branches taken
 
 
+def _branches(
+    then: list[Any], then_shape: list[Any], other: list[Any], other_shape: list[Any], out: str
+) -> dict[str, Any]:
+    """An If's two branches, each ending in ``out`` + "_then" or "_else"."""
+    return {
+        f"{side}_branch": helper.make_graph(
+            nodes,
+            side,
+            [],
+            [helper.make_tensor_value_info(f"{out}_{side}", TensorProto.FLOAT, shape)],
+        )
+        for side, nodes, shape in (("then", then, then_shape), ("else", other, other_shape))
+    }
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (2, 3), (3,)])
+def test_an_if_on_shapes_alone_is_replaced_by_its_taken_branch_like_onnxruntime(
+    shape: tuple[int, ...],
+) -> None:
+    """PyTorch's "squeeze if axis 0 is 1" and "unsqueeze unless rank 2" (a Not): the
+    branches give different shapes, which no NNAPI IF can, but the condition is known
+    at load.  Every branch names a value "t": each inlined one must stay its own."""
+    f32 = TensorProto.FLOAT
+    squeeze = _branches(
+        [helper.make_node("Squeeze", ["x", "zero"], ["t"]), helper.make_node("Neg", ["t"], ["a_then"])],
+        [3],
+        [helper.make_node("Identity", ["x"], ["t"]), helper.make_node("Neg", ["t"], ["a_else"])],
+        [None] * len(shape),
+        "a",
+    )  # fmt: skip
+    unsqueeze = _branches(
+        [helper.make_node("Unsqueeze", ["x", "zero"], ["t"]), helper.make_node("Abs", ["t"], ["b_then"])],
+        [1, 3],
+        [helper.make_node("Identity", ["x"], ["t"]), helper.make_node("Abs", ["t"], ["b_else"])],
+        [None] * len(shape),
+        "b",
+    )  # fmt: skip
+    model = make_model(
+        [
+            helper.make_node("Shape", ["x"], ["dims"]),
+            helper.make_node("Gather", ["dims", "zero"], ["first"]),
+            helper.make_node("Equal", ["first", "one"], ["single"]),
+            helper.make_node("If", ["single"], ["a"], **squeeze),
+            helper.make_node("Size", ["dims"], ["rank"]),
+            helper.make_node("Equal", ["rank", "two"], ["matrix"]),
+            helper.make_node("Not", ["matrix"], ["not_matrix"]),
+            helper.make_node("If", ["not_matrix"], ["b"], **unsqueeze),
+            helper.make_node("Add", ["a", "b"], ["y"]),
+        ],
+        # Dimensions named, not given: onnxruntime refuses a Squeeze of 3 even untaken.
+        [helper.make_tensor_value_info("x", f32, [f"d{i}" for i in range(len(shape))])],
+        [helper.make_tensor_value_info("y", f32, [None, 3])],
+        {"zero": np.array([0], np.int64), "one": np.array([1], np.int64), "two": np.array(2, np.int64)},
+    )  # fmt: skip
+    loaded = nn_onnx.load(model, {"x": shape})
+    assert "IF" not in [op.code.name for op in loaded.model.hal_model.main.operations]
+    against_onnxruntime(
+        model, {"x": RNG.standard_normal(shape).astype(np.float32)}, input_shapes={"x": shape}
+    )
+
+
 @pytest.mark.parametrize(
     ("attributes", "supported"),
     [

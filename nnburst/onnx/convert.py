@@ -4,7 +4,8 @@ ONNX convolutions and pools are NCHW; NNAPI's have a layout flag, so they
 run on NCHW tensors as they are (filters are transposed once, at load).
 Shapes are static: ONNX's shape inference gives every intermediate its
 shape, and nodes whose inputs are all known at load (shape arithmetic,
-``Constant``) are evaluated then, so only real computation reaches the model.
+``Constant``) are evaluated then, so only real computation reaches the model; an
+``If`` whose condition is so evaluated becomes the branch it takes.
 int64 tensors become int32 when their values fit.
 
 As for TFLite, conversion is all or nothing: every node is checked first,
@@ -39,8 +40,9 @@ _DTYPES: dict[int, np.dtype[Any]] = {
 }
 
 
-#: Rounds of folding and shape inference (each round can only add constants).
-_FOLD_ROUNDS = 4
+#: Rounds of folding and shape inference (each round can only add constants, or
+#: inline If branches: an If on shapes the branch of another gives takes a round).
+_FOLD_ROUNDS = 16  # Silero VAD takes 7
 
 
 class _Unsupported(Exception):
@@ -144,8 +146,9 @@ class Converter(ModelBuilder):
     def convert(self) -> Model:
         for _ in range(_FOLD_ROUNDS):  # folding a shape can type more tensors, which can fold
             before = len(self.constants)
+            inlined = self._inline_decided_ifs()  # before folding: a branch's Constants fold
             self._fold_constants()
-            if len(self.constants) == before:
+            if len(self.constants) == before and not inlined:
                 break
             self._infer_again()
         unsupported: Counter[str] = Counter()
@@ -232,6 +235,74 @@ class Converter(ModelBuilder):
                 continue
             for name, value in zip(node.output, results):
                 self.constants[name] = np.asarray(value)
+
+    def _inline_decided_ifs(self) -> bool:
+        """Put the taken branch of each If whose condition folded (one on shapes, say
+        "squeeze if this axis is 1") in its place: its branches may give different
+        shapes, which an NNAPI IF cannot.  Branch names that another part of the
+        graph uses are renamed, so the branch's values do not capture them."""
+        given = list(self.graph.node)
+        if not any(n.op_type == "If" and n.input[0] in self.constants for n in given):
+            return False
+        nodes: list[onnx.NodeProto] = []
+        for i, node in enumerate(given):
+            if node.op_type != "If" or node.input[0] not in self.constants:
+                nodes.append(node)
+                continue
+            taken = bool(self.constants[node.input[0]].reshape(-1)[0])
+            branch = _attributes(node)["then_branch" if taken else "else_branch"]
+            used = _names([*nodes, *given[i + 1 :]]) | set(self.constants)
+            used |= {v.name for v in (*self.graph.input, *self.graph.output)}
+            renames: dict[str, str] = {}
+            for name in sorted(_local_names(branch) & used):
+                renames[name] = f"{name}/{node.output[0]}"
+                while renames[name] in used:
+                    renames[name] += "'"
+            branch = _renamed(branch, renames)
+            for t in branch.initializer:
+                self.constants[t.name] = numpy_helper.to_array(t)
+            outputs = [helper.make_node("Identity", [b.name], [o])
+                       for b, o in zip(branch.output, node.output)]  # fmt: skip
+            nodes += [*branch.node, *outputs]
+        del self.graph.node[:]
+        self.graph.node.extend(nodes)
+        return True
+
+
+def _local_names(graph: onnx.GraphProto) -> set[str]:
+    """The values a graph defines itself (not those of its subgraphs)."""
+    names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    return names | {o for n in graph.node for o in n.output if o}
+
+
+def _names(nodes: Sequence[onnx.NodeProto]) -> set[str]:
+    """Every value name the nodes and their subgraphs define or read."""
+    names: set[str] = set()
+    for node in nodes:
+        names.update((*node.input, *node.output))
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                names |= _local_names(attribute.g) | {o.name for o in attribute.g.output}
+                names |= _names(attribute.g.node)
+    return names - {""}
+
+
+def _renamed(graph: onnx.GraphProto, renames: Mapping[str, str]) -> onnx.GraphProto:
+    """A copy of ``graph`` with values renamed, in its subgraphs too unless one
+    defines a value of that name itself."""
+    if not renames:
+        return graph
+    graph = onnx.GraphProto.FromString(graph.SerializeToString())
+    for value in (*graph.input, *graph.output, *graph.initializer, *graph.value_info):
+        value.name = renames.get(value.name, value.name)
+    for node in graph.node:
+        node.input[:] = [renames.get(n, n) for n in node.input]
+        node.output[:] = [renames.get(n, n) for n in node.output]
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                inner = {k: v for k, v in renames.items() if k not in _local_names(attribute.g)}
+                attribute.g.CopyFrom(_renamed(attribute.g, inner))
+    return graph
 
 
 def _fix_input_shapes(model: onnx.ModelProto, shapes: dict[str, Sequence[int]]) -> onnx.ModelProto:
@@ -382,6 +453,7 @@ for _name, _function in (
     ("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Neg", np.negative),
     ("Equal", np.equal), ("Less", np.less), ("Greater", np.greater), ("Where", np.where),
     ("Min", np.minimum), ("Max", np.maximum), ("Abs", np.abs), ("Sqrt", np.sqrt),
+    ("Not", np.logical_not),
 ):  # fmt: skip
     folds(_name)(_fold_with(_function))
 
