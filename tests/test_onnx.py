@@ -546,6 +546,32 @@ def test_silero_vad_carries_its_lstm_state_and_takes_either_rate_branch_like_onn
                 state = want[1]
 
 
+def test_silero_vad_with_its_if_on_the_rate_and_ifs_on_shapes_matches_onnxruntime() -> None:
+    """Silero VAD's own model (opset 16): an If on the sample rate given at run time
+    (an NNAPI IF, both branches taken), and inside each branch Ifs on shapes alone
+    (replaced by the branch they take at load).  256 samples a call: the 8 kHz
+    branch fails on 512 (in onnxruntime too), and an IF needs both branches."""
+    path = wheel_member("silero-vad", "6.2.3", "silero_vad/data/silero_vad.onnx")
+    model = onnx.load(str(path))
+    loaded = nn_onnx.load(model, {"input": (1, 256), "state": (2, 1, 128)})
+    assert [op.code.name for op in loaded.model.hal_model.main.operations] == ["EQUAL", "IF"]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(12)
+    with nn_onnx.Runner(loaded, cache_dir=None) as run:
+        for rate in (16000, 8000):
+            t = np.arange(256 * 4) / rate
+            audio = np.sin(2 * np.pi * 220 * t) * (t > 0.02) + 0.1 * rng.standard_normal(t.size)
+            state = np.zeros((2, 1, 128), np.float32)
+            for chunk in audio.astype(np.float32).reshape(4, 1, 256):
+                feeds = {"input": chunk, "state": state, "sr": np.array(rate, np.int64)}
+                got = run(*(feeds[i.name] for i in loaded.inputs))
+                want = session.run(None, feeds)
+                for g, w in zip(got, want):  # the tolerance of the op18 model's test above
+                    assert g.shape == w.shape
+                    np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-5)
+                state = want[1]  # each call checked from onnxruntime's state
+
+
 @pytest.mark.parametrize(
     ("axis", "exclusive", "reverse"), [(0, 0, 0), (1, 1, 0), (-1, 0, 1), (2, 1, 1)]
 )

@@ -2497,11 +2497,17 @@ def _if(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     (then_model, types), (else_model, others) = (
         _referenced(c, then_branch, captured), _referenced(c, else_branch, captured),
     )  # fmt: skip
+    untyped = [n for n in node.output if c.types.get(n, (None, None))[1] is None]
     for name, kind, other in zip(node.output, types, others):
         if kind != other:
             raise _Unsupported("branches whose outputs differ in type or shape")
-        if c.types.get(name, (None, None))[1] is None:  # ONNX could not merge the branches'
+        if name in untyped:  # ONNX could not merge the branches' shapes
             c.types[name] = kind
+    if untyped:  # so the nodes after the If are typed too
+        kept = [v for v in c.graph.value_info if v.name not in untyped]
+        del c.graph.value_info[:]
+        c.graph.value_info.extend([*kept, *(_value_info(c, n) for n in untyped)])
+        c._infer_again()
     inputs = [_condition(c, node.input[0]), then_model, else_model]
     inputs += [c.operand(v.name) for v in captured]
     c.add(OperationCode.IF, inputs, [c.operand(o) for o in node.output])
