@@ -4,7 +4,8 @@ ONNX convolutions and pools are NCHW; NNAPI's have a layout flag, so they
 run on NCHW tensors as they are (filters are transposed once, at load).
 Shapes are static: ONNX's shape inference gives every intermediate its
 shape, and nodes whose inputs are all known at load (shape arithmetic,
-``Constant``) are evaluated then, so only real computation reaches the model.
+``Constant``) are evaluated then, so only real computation reaches the model; an
+``If`` whose condition is so evaluated becomes the branch it takes.
 int64 tensors become int32 when their values fit.
 
 As for TFLite, conversion is all or nothing: every node is checked first,
@@ -39,8 +40,9 @@ _DTYPES: dict[int, np.dtype[Any]] = {
 }
 
 
-#: Rounds of folding and shape inference (each round can only add constants).
-_FOLD_ROUNDS = 4
+#: Rounds of folding and shape inference (each round can only add constants, or
+#: inline If branches: an If on shapes the branch of another gives takes a round).
+_FOLD_ROUNDS = 16  # Silero VAD takes 7
 
 
 class _Unsupported(Exception):
@@ -144,8 +146,9 @@ class Converter(ModelBuilder):
     def convert(self) -> Model:
         for _ in range(_FOLD_ROUNDS):  # folding a shape can type more tensors, which can fold
             before = len(self.constants)
+            inlined = self._inline_decided_ifs()  # before folding: a branch's Constants fold
             self._fold_constants()
-            if len(self.constants) == before:
+            if len(self.constants) == before and not inlined:
                 break
             self._infer_again()
         unsupported: Counter[str] = Counter()
@@ -232,6 +235,74 @@ class Converter(ModelBuilder):
                 continue
             for name, value in zip(node.output, results):
                 self.constants[name] = np.asarray(value)
+
+    def _inline_decided_ifs(self) -> bool:
+        """Put the taken branch of each If whose condition folded (one on shapes, say
+        "squeeze if this axis is 1") in its place: its branches may give different
+        shapes, which an NNAPI IF cannot.  Branch names that another part of the
+        graph uses are renamed, so the branch's values do not capture them."""
+        given = list(self.graph.node)
+        if not any(n.op_type == "If" and n.input[0] in self.constants for n in given):
+            return False
+        nodes: list[onnx.NodeProto] = []
+        for i, node in enumerate(given):
+            if node.op_type != "If" or node.input[0] not in self.constants:
+                nodes.append(node)
+                continue
+            taken = bool(self.constants[node.input[0]].reshape(-1)[0])
+            branch = _attributes(node)["then_branch" if taken else "else_branch"]
+            used = _names([*nodes, *given[i + 1 :]]) | set(self.constants)
+            used |= {v.name for v in (*self.graph.input, *self.graph.output)}
+            renames: dict[str, str] = {}
+            for name in sorted(_local_names(branch) & used):
+                renames[name] = f"{name}/{node.output[0]}"
+                while renames[name] in used:
+                    renames[name] += "'"
+            branch = _renamed(branch, renames)
+            for t in branch.initializer:
+                self.constants[t.name] = numpy_helper.to_array(t)
+            outputs = [helper.make_node("Identity", [b.name], [o])
+                       for b, o in zip(branch.output, node.output)]  # fmt: skip
+            nodes += [*branch.node, *outputs]
+        del self.graph.node[:]
+        self.graph.node.extend(nodes)
+        return True
+
+
+def _local_names(graph: onnx.GraphProto) -> set[str]:
+    """The values a graph defines itself (not those of its subgraphs)."""
+    names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    return names | {o for n in graph.node for o in n.output if o}
+
+
+def _names(nodes: Sequence[onnx.NodeProto]) -> set[str]:
+    """Every value name the nodes and their subgraphs define or read."""
+    names: set[str] = set()
+    for node in nodes:
+        names.update((*node.input, *node.output))
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                names |= _local_names(attribute.g) | {o.name for o in attribute.g.output}
+                names |= _names(attribute.g.node)
+    return names - {""}
+
+
+def _renamed(graph: onnx.GraphProto, renames: Mapping[str, str]) -> onnx.GraphProto:
+    """A copy of ``graph`` with values renamed, in its subgraphs too unless one
+    defines a value of that name itself."""
+    if not renames:
+        return graph
+    graph = onnx.GraphProto.FromString(graph.SerializeToString())
+    for value in (*graph.input, *graph.output, *graph.initializer, *graph.value_info):
+        value.name = renames.get(value.name, value.name)
+    for node in graph.node:
+        node.input[:] = [renames.get(n, n) for n in node.input]
+        node.output[:] = [renames.get(n, n) for n in node.output]
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                inner = {k: v for k, v in renames.items() if k not in _local_names(attribute.g)}
+                attribute.g.CopyFrom(_renamed(attribute.g, inner))
+    return graph
 
 
 def _fix_input_shapes(model: onnx.ModelProto, shapes: dict[str, Sequence[int]]) -> onnx.ModelProto:
@@ -382,6 +453,7 @@ for _name, _function in (
     ("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply), ("Neg", np.negative),
     ("Equal", np.equal), ("Less", np.less), ("Greater", np.greater), ("Where", np.where),
     ("Min", np.minimum), ("Max", np.maximum), ("Abs", np.abs), ("Sqrt", np.sqrt),
+    ("Not", np.logical_not),
 ):  # fmt: skip
     folds(_name)(_fold_with(_function))
 
@@ -452,6 +524,12 @@ def _fold_reshape(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list
         for i, d in enumerate(shape.tolist())
     ]
     return [x.reshape(dims)]
+
+
+@folds("Transpose")
+def _fold_transpose(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    """Pad amounts exported from PyTorch are reordered by one (a [n, 2] table to [2, n])."""
+    return [np.transpose(_known(c, node)[0], a.get("perm"))]
 
 
 @folds("Range")
@@ -2211,6 +2289,154 @@ def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.TRANSPOSE, [chosen, c.ints(perm)], [_out(c, node)])
 
 
+# -- recurrent layers -------------------------------------------------------------------------
+
+#: ONNX activation names → the LSTM operation's activation codes (TFLite's).  NNAPI
+#: takes one activation for the cell input and the output, and its gates are sigmoids.
+_LSTM_ACTIVATIONS = {"Tanh": 4, "Relu": 1, "Sigmoid": 6}
+#: The ONNX gate block (i, o, f, c order) of each of NNAPI's input, forget, cell, output.
+_LSTM_GATES = (0, 2, 3, 1)
+#: The ONNX peephole block (i, o, f order) of each of NNAPI's input, forget, output.
+_LSTM_PEEPHOLES = (0, 2, 1)
+
+
+@maps("LSTM")
+def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """One UNIDIRECTIONAL_SEQUENCE_LSTM per direction, its weights cut per gate
+    (at load from constants, by SLICE otherwise) and its two biases summed.  The
+    reverse direction runs forward over the input reversed in time (a GATHER) and
+    its output is reversed back; ``layout`` 1 (batch first) is time_major false.
+    The directions' outputs are stacked into Y, Y_h and Y_c."""
+    x, w, r, b, lengths, h0, c0, p = (*node.input, *[""] * 8)[:8]
+    direction = _text(a.get("direction"), "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise _Unsupported(f"direction {direction!r}")
+    directions = 2 if direction == "bidirectional" else 1
+    codes = _lstm_activations(a, directions)
+    if a.get("clip") is not None or a.get("input_forget", 0):
+        raise _Unsupported("clip or input_forget")
+    layout = a.get("layout", 0)
+    if layout not in (0, 1) or c.dtype(x) != np.float32:
+        raise _Unsupported(f"layout {layout} or {c.dtype(x)} tensors")
+    x_shape = c.shape(x)
+    (steps, batch), size = x_shape[:2] if layout == 0 else x_shape[1::-1], x_shape[2]
+    hidden = c.shape(r)[-1]
+    if lengths and (c.value(lengths, "sequence_lens") != steps).any():
+        raise _Unsupported("sequence_lens shorter than the sequence")
+    f32, time = np.dtype(np.float32), layout  # the time axis: 0, or 1 batch first
+    sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
+    wants_states = any(node.output[1:3])
+    results: list[list[int]] = [[], [], []]  # Y, Y_h, Y_c per direction
+    for d in range(directions):
+        backward = direction == "reverse" or d == 1
+        source = c.operand(x)
+        if backward:
+            source = _reversed(c, source, time, f32, x_shape)
+        weights = [_piece(c, w, (d, g * hidden, 0), (1, hidden, size)) for g in _LSTM_GATES]
+        recurrent = [_piece(c, r, (d, g * hidden, 0), (1, hidden, hidden)) for g in _LSTM_GATES]
+        if p:
+            peepholes = [_piece(c, p, (d, g * hidden), (1, hidden)) for g in _LSTM_PEEPHOLES]
+        else:
+            peepholes = [_omitted(c, 1) for _ in range(3)]
+        biases = [_lstm_bias(c, b, d, g, hidden) for g in _LSTM_GATES]
+        states = [_lstm_state(c, s, d, layout, (batch, hidden)) for s in (h0, c0)]
+        inputs = [
+            source, *weights, *recurrent, *peepholes, *biases, _omitted(c, 2), _omitted(c, 1),
+            *states, c.i32(codes[d]), c.f32(0.0), c.f32(0.0), c.boolean(layout == 0),
+            *[_omitted(c, 1) for _ in range(4)],
+        ]  # fmt: skip
+        outputs = [c.temporary(f32, sequence)]
+        if wants_states:
+            outputs += [c.temporary(f32, (batch, hidden)) for _ in range(2)]
+        c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, inputs, outputs)
+        if backward:
+            outputs[0] = _reversed(c, outputs[0], time, f32, sequence)
+        for k, operand in enumerate(outputs):
+            results[k].append(operand)
+    for k, name in enumerate(node.output[:3]):
+        if name:
+            shape = sequence if k == 0 else (batch, hidden)
+            axis = 1 + layout if k == 0 else layout
+            _stacked(c, results[k], shape, axis, name)
+
+
+def _lstm_activations(a: dict[str, Any], directions: int) -> list[int]:
+    """The LSTM operation's activation code per direction: ONNX's f must be
+    Sigmoid and its g and h one activation NNAPI has, without parameters."""
+    names = [_text(n, "") for n in a.get("activations", [])]
+    if not names:
+        return [_LSTM_ACTIVATIONS["Tanh"]] * directions
+    if "activation_alpha" in a or "activation_beta" in a or len(names) != 3 * directions:
+        raise _Unsupported("activations with parameters, or not three per direction")
+    codes = []
+    for f, g, h in zip(names[::3], names[1::3], names[2::3]):
+        if f != "Sigmoid" or g != h or g not in _LSTM_ACTIVATIONS:
+            raise _Unsupported(
+                f"activations {f}, {g}, {h} (Sigmoid and one of Tanh, Relu, Sigmoid twice map)"
+            )
+        codes.append(_LSTM_ACTIVATIONS[g])
+    return codes
+
+
+def _piece(c: Converter, name: str, begin: Sequence[int], size: Sequence[int],
+           shape: tuple[int, ...] | None = None) -> int:  # fmt: skip
+    """The block of float32 tensor ``name`` at ``begin`` of ``size``, as ``shape``
+    (default: without its leading axis): cut at load from a constant, SLICE'd and
+    reshaped at every run otherwise."""
+    f32, sliced_shape = np.dtype(np.float32), tuple(size)
+    shape = sliced_shape[1:] if shape is None else shape
+    if name in c.constants:
+        block = c.constants[name][tuple(slice(i, i + n) for i, n in zip(begin, size))]
+        return c.floats(block.reshape(shape))
+    if c.dtype(name) != np.float32:
+        raise _Unsupported(f"{c.dtype(name)} weights or states")
+    inputs = [c.operand(name), c.ints(begin), c.ints(size)]
+    sliced = _apply(c, OperationCode.SLICE, inputs, f32, sliced_shape)
+    return _reshaped(c, sliced, f32, sliced_shape, shape)
+
+
+def _lstm_bias(c: Converter, b: str, d: int, gate: int, hidden: int) -> int:
+    """A gate's bias, ONNX's Wb + Rb (zeros without B): summed at load from a constant."""
+    f32 = np.dtype(np.float32)
+    if not b:
+        return _full(c, f32, (hidden,), 0)
+    if b in c.constants:
+        rows = c.constants[b][d].astype(np.float32)
+        both = [rows[k * hidden : (k + 1) * hidden] for k in (gate, gate + 4)]
+        return c.floats(both[0] + both[1])
+    parts = [_piece(c, b, (d, k * hidden), (1, hidden)) for k in (gate, gate + 4)]
+    return _apply(c, OperationCode.ADD, parts, f32, (hidden,))
+
+
+def _lstm_state(c: Converter, name: str, d: int, layout: int, shape: tuple[int, int]) -> int:
+    """Direction ``d``'s initial state (``shape``, [batch, hidden]) from ``name``
+    ([directions, batch, hidden], batch first for layout 1); zeros without it."""
+    if not name:
+        return _full(c, np.dtype(np.float32), shape, 0)
+    batch, hidden = shape
+    if layout == 0:
+        return _piece(c, name, (d, 0, 0), (1, batch, hidden), shape)
+    return _piece(c, name, (0, d, 0), (batch, 1, hidden), shape)
+
+
+def _omitted(c: Converter, rank: int) -> int:
+    """An optional float32 operand left out (NO_VALUE)."""
+    operand = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (0,) * rank))
+    c.model.set_operand_value(operand, None)
+    return operand
+
+
+def _stacked(c: Converter, parts: Sequence[int], shape: tuple[int, ...], axis: int,
+             name: str) -> None:  # fmt: skip
+    """Float32 ``parts`` of ``shape`` stacked on a new ``axis``, into tensor ``name``."""
+    f32, one = np.dtype(np.float32), (*shape[:axis], 1, *shape[axis:])
+    if len(parts) == 1:
+        _reshaped(c, parts[0], f32, shape, one, name)
+        return
+    pieces = [_reshaped(c, part, f32, shape, one) for part in parts]
+    c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [c.operand(name)])
+
+
 def _outer_names(graph: onnx.GraphProto) -> set[str]:
     """The names a subgraph reads from the scopes around it."""
     produced = {i.name for i in graph.input} | {t.name for t in graph.initializer}
@@ -2271,11 +2497,17 @@ def _if(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     (then_model, types), (else_model, others) = (
         _referenced(c, then_branch, captured), _referenced(c, else_branch, captured),
     )  # fmt: skip
+    untyped = [n for n in node.output if c.types.get(n, (None, None))[1] is None]
     for name, kind, other in zip(node.output, types, others):
         if kind != other:
             raise _Unsupported("branches whose outputs differ in type or shape")
-        if c.types.get(name, (None, None))[1] is None:  # ONNX could not merge the branches'
+        if name in untyped:  # ONNX could not merge the branches' shapes
             c.types[name] = kind
+    if untyped:  # so the nodes after the If are typed too
+        kept = [v for v in c.graph.value_info if v.name not in untyped]
+        del c.graph.value_info[:]
+        c.graph.value_info.extend([*kept, *(_value_info(c, n) for n in untyped)])
+        c._infer_again()
     inputs = [_condition(c, node.input[0]), then_model, else_model]
     inputs += [c.operand(v.name) for v in captured]
     c.add(OperationCode.IF, inputs, [c.operand(o) for o in node.output])
