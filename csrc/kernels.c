@@ -7,7 +7,8 @@
  * in vector registers across every filter tap: each weight vector loaded
  * feeds every pixel of the block, each input value broadcast feeds every
  * tile (a 3x3 layer, 32x32x16 to 32 channels: 64 us against 117 us for
- * im2col and matmul).  A 1x1 layer is a plain matrix product, left to BLAS.
+ * im2col and matmul).  A 1x1 layer with few pixels or many channels is a
+ * plain matrix product, left to BLAS (conv.py's _blas_wins).
  *
  * Depthwise convolution: every output channel reads only its own input
  * channel, so it is no matrix product and BLAS cannot help; numpy's einsum
@@ -183,18 +184,27 @@ int nnb_depthwise_conv_f32(const float *in, const struct nnb_window_shape *shape
         return -EINVAL;
     const struct nnb_window_shape s = *shape;
     if (s.batches < 1 || s.out_c < 1 || s.in_c < TILE || s.in_c < s.out_c ||
-        weight_c < s.out_c || weight_c % TILE != 0 || !unpadded(&s) || !windows_fit(&s))
+        weight_c < s.out_c || weight_c % TILE != 0 || !windows_fit(&s))
         return -EINVAL;
     path = machine_path(path);
     if (path < 0) return path;
+    /* The output columns whose windows read no padding column: x * stride_w
+     * - pad_left >= 0, and that plus (filter_w - 1) * dilation_w < in_w.
+     * windows_fit showed reach < in_w + pads, each pad at most 2^30, so
+     * nothing here overflows. */
+    const int64_t reach = (s.filter_w - 1) * s.dilation_w;
+    const int64_t inner_lo = s.pad_left / s.stride_w + (s.pad_left % s.stride_w != 0);
+    const int64_t last = s.in_w - 1 - reach + s.pad_left; /* the last inner x times stride_w */
+    int64_t inner_hi = last < 0 ? -1 : last / s.stride_w;
+    if (inner_hi > s.out_w - 1) inner_hi = s.out_w - 1;
 #ifdef CONV_DISPATCH
     if (path == NNB_CONV_AVX512)
-        depthwise_avx512(in, &s, weights, weight_c, bias, lo, hi, out);
+        depthwise_avx512(in, &s, weights, weight_c, bias, lo, hi, out, inner_lo, inner_hi);
     else if (path == NNB_CONV_AVX2)
-        depthwise_avx2(in, &s, weights, weight_c, bias, lo, hi, out);
+        depthwise_avx2(in, &s, weights, weight_c, bias, lo, hi, out, inner_lo, inner_hi);
     else
 #endif
-        depthwise_portable(in, &s, weights, weight_c, bias, lo, hi, out);
+        depthwise_portable(in, &s, weights, weight_c, bias, lo, hi, out, inner_lo, inner_hi);
     return 0;
 }
 

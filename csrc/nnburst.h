@@ -210,9 +210,10 @@ int nnb_conv_f32(const float *in, const struct nnb_window_shape *shape, const fl
 /* Depthwise 2-D convolution on float32 NHWC (kernels.c): out[b, y, x, c] =
  * bias[c] + sum over i, j of in[b, y*stride_h + i*dilation_h, x*stride_w +
  * j*dilation_w, c] * weights[i, j, c], clamped to [lo, hi], for c below
- * out_c.  The input is already padded (the shape's pads are 0).  in has
- * in_c channels, at least out_c and at least 16 (a narrower input is padded
- * with zero channels), so that every load reads a whole 16-channel tile;
+ * out_c, reading zeros for the shape's padding (rows y*stride_h - pad_top
+ * + ..., columns likewise).  in has in_c channels, at least out_c and at
+ * least 16 (a narrower input is padded with zero channels), so that every
+ * load reads a whole 16-channel tile;
  * weights is
  * [filter_h, filter_w, weight_c] and bias [weight_c], weight_c a multiple
  * of 16 and at least out_c (zeros past it); out has out_c channels.  All

@@ -193,14 +193,16 @@ TARGET static void NAME(conv)(const float *in, const struct nnb_window_shape *s,
 
 /* Depthwise: PIXELS consecutive output pixels of row y, channels c0 to
  * c0 + 15.  Every channel reads only itself, so each weight tile loaded
- * feeds every pixel of the block.  The input is already padded: with a
- * few FMAs per tap, the table of per-pixel sources implicit padding needs
- * (as conv_block keeps) cost more than the caller's copy (face_detection's
- * 16 depthwise layers: 0.62 ms with it, 0.55 ms with the copy). */
+ * feeds every pixel of the block.  Padding is implicit: a tap row above or
+ * below the input is skipped; with EDGE (a block of one pixel whose window
+ * reaches left or right of the input) so is each tap column outside it.
+ * The blocks inside the input check nothing per tap: a per-pixel table of
+ * sources, as conv_block keeps, cost more than a padded copy here, with
+ * only a few FMAs per tap. */
 static inline __attribute__((always_inline)) void NAME(depthwise_block)(
     const float *restrict in, const struct nnb_window_shape *s, const float *restrict weights,
     int64_t weight_c, const float *restrict bias, float lo, float hi, float *restrict out,
-    int64_t b, int64_t y, int64_t x, int64_t c0, const int PIXELS) {
+    int64_t b, int64_t y, int64_t x, int64_t c0, const int PIXELS, const int EDGE) {
     VEC acc[MAX_PIXELS][PARTS];
 #pragma GCC unroll 4
     for (int k = 0; k < PARTS; k++) {
@@ -210,11 +212,15 @@ static inline __attribute__((always_inline)) void NAME(depthwise_block)(
         for (int p = 0; p < PIXELS; p++) acc[p][k] = start;
     }
     const int64_t c_in = s->in_c, pixel_step = s->stride_w * c_in;
+    const int64_t top = y * s->stride_h - s->pad_top, left = x * s->stride_w - s->pad_left;
     for (int64_t i = 0; i < s->filter_h; i++) {
-        const float *row = in + ((b * s->in_h + y * s->stride_h + i * s->dilation_h) * s->in_w +
-                                 x * s->stride_w) * c_in + c0;
+        const int64_t in_y = top + i * s->dilation_h;
+        if (in_y < 0 || in_y >= s->in_h) continue;
+        const float *row = in + (b * s->in_h + in_y) * s->in_w * c_in + c0;
         for (int64_t j = 0; j < s->filter_w; j++) {
-            const float *first = row + j * s->dilation_w * c_in;
+            const int64_t in_x = left + j * s->dilation_w;
+            if (EDGE && (in_x < 0 || in_x >= s->in_w)) continue;
+            const float *first = row + in_x * c_in;
             const float *w = weights + (i * s->filter_w + j) * weight_c + c0;
 #pragma GCC unroll 4
             for (int k = 0; k < PARTS; k++) {
@@ -239,27 +245,38 @@ static inline __attribute__((always_inline)) void NAME(depthwise_block)(
     }
 }
 
-/* Every output pixel, DEPTHWISE_PIXELS at a time along each row (the last
- * block overlapping, as conv_row's), a channel tile at a time. */
+/* Every output pixel of every row, a channel tile at a time: the pixels
+ * whose windows lie inside the input's columns, [inner_lo, inner_hi],
+ * DEPTHWISE_PIXELS at a time (the last block overlapping, as conv_row's),
+ * and those on either side one at a time with their columns checked. */
 TARGET static void NAME(depthwise)(const float *in, const struct nnb_window_shape *s,
                                    const float *weights, int64_t weight_c, const float *bias,
-                                   float lo, float hi, float *out) {
-    const int64_t width = s->out_w;
+                                   float lo, float hi, float *out, int64_t inner_lo,
+                                   int64_t inner_hi) {
+    const int64_t inner = inner_hi - inner_lo + 1; /* may be 0 or less: no inner pixel */
     for (int64_t b = 0; b < s->batches; b++)
         for (int64_t y = 0; y < s->out_h; y++)
             for (int64_t c = 0; c < s->out_c; c += TILE) {
                 /* A last tile past the last channel ends at it (see conv_block). */
                 const int64_t c0 = s->out_c >= TILE && c + TILE > s->out_c ? s->out_c - TILE : c;
-                if (width < DEPTHWISE_PIXELS) {
-                    for (int64_t x = 0; x < width; x++)
+                for (int64_t x = 0; x < s->out_w; x++) {
+                    if (x == inner_lo && inner >= DEPTHWISE_PIXELS) {
+                        for (; x + DEPTHWISE_PIXELS <= inner_hi + 1; x += DEPTHWISE_PIXELS)
+                            NAME(depthwise_block)(in, s, weights, weight_c, bias, lo, hi, out,
+                                                  b, y, x, c0, DEPTHWISE_PIXELS, 0);
+                        if (x <= inner_hi)
+                            NAME(depthwise_block)(in, s, weights, weight_c, bias, lo, hi, out,
+                                                  b, y, inner_hi + 1 - DEPTHWISE_PIXELS, c0,
+                                                  DEPTHWISE_PIXELS, 0);
+                        x = inner_hi;
+                    } else if (x >= inner_lo && x <= inner_hi) {
                         NAME(depthwise_block)(in, s, weights, weight_c, bias, lo, hi, out, b, y,
-                                              x, c0, 1);
-                    continue;
+                                              x, c0, 1, 0);
+                    } else {
+                        NAME(depthwise_block)(in, s, weights, weight_c, bias, lo, hi, out, b, y,
+                                              x, c0, 1, 1);
+                    }
                 }
-                for (int64_t x = 0; x < width; x += DEPTHWISE_PIXELS)
-                    NAME(depthwise_block)(in, s, weights, weight_c, bias, lo, hi, out, b, y,
-                                          x + DEPTHWISE_PIXELS <= width ? x : width - DEPTHWISE_PIXELS,
-                                          c0, DEPTHWISE_PIXELS);
             }
 }
 

@@ -503,12 +503,15 @@ def test_per_channel_multiply_matches_the_scalar_helper():
         ((1, 1), (1, 1), (0, 0, 0, 0)),
         ((2, 1), (1, 2), (1, 0, 2, 1)),
         ((1, 3), (2, 1), (0, 2, 1, 0)),
+        ((2, 2), (1, 1), (1, 1, 1, 1)),
+        ((1, 1), (1, 1), (3, 3, 4, 4)),  # windows wholly in the padding: the bias alone
     ],
 )
 def test_c_depthwise_kernel_matches_loops(path, channels, stride, dilation, pads):
-    """Channel counts under a tile, one tile, a tile and a tail, tiles and a
-    tail; rows of 8-pixel blocks, an overlapped last block and short rows;
-    padding on each side; every built path."""
+    """Channel counts under a tile, one tile, a tail, tiles and a tail; rows
+    of 8-pixel blocks inside the input, an overlapped last block, short
+    rows, and the pixels whose windows reach into the padding (which C
+    reads as zeros, without a padded copy); every built path."""
     rng = np.random.default_rng([channels, *stride, *dilation, *pads])
     n, h, w, kh, kw = 2, 9, 11, 3, 2
     x = rng.standard_normal((n, h, w, channels)).astype(np.float32)

@@ -2,9 +2,9 @@
 
 Each wrapper checks what C cannot (dtypes, contiguity, that the arrays'
 sizes agree) and hands the rest to C, which checks that every window lies
-inside the (padded) input before it reads.  CONV_2D pads with zeros inside
-its loop; the depthwise wrapper makes a padded copy (see window_loops.h
-for why); pools take an input their operation padded (with -inf or 0).
+inside the (padded) input before it reads.  The convolutions pad with zeros
+inside their loops (a depthwise input of under 16 channels is copied wider);
+pools take an input their operation padded (with -inf or 0).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class ConvLoop:
         depth_out = bias.shape[0]
         self.in_shape = tuple(in_shape)
         self.out_shape = (n, win.out_h, win.out_w, depth_out)
-        self._inner: tuple[slice, ...] | None = None  # where the input goes in a padded copy
+        self._inner: tuple[slice, ...] | None = None  # where the input goes in a wider copy
         self._source_shape: tuple[int, ...] = self.in_shape
         self._win, self._path = win, path
         self._loop: Callable[..., int]
@@ -124,26 +124,14 @@ class ConvLoop:
                 raise ValueError(
                     f"depthwise weights {weights.shape} do not fit {depth_in} channels"
                 )
-            # C reads whole 16-channel tiles of a copy padded as win says
-            # (a narrow input gets zero channels): see window_loops.h.
+            # C reads whole 16-channel tiles: a narrow input gets zero channels.
             self._loop, self._what = lib.nnb_depthwise_conv_f32, "depthwise"
-            self._source_shape = (
-                n,
-                in_h + win.pad_top + win.pad_bottom,
-                in_w + win.pad_left + win.pad_right,
-                max(depth_in, TILE),
-            )
-            self._inner = (
-                slice(0, n),
-                slice(win.pad_top, win.pad_top + in_h),
-                slice(win.pad_left, win.pad_left + in_w),
-                slice(0, depth_in),
-            )
-            if self._source_shape == self.in_shape:
-                self._inner = None  # nothing to pad: C reads the input itself
+            if depth_in < TILE:
+                self._source_shape = (n, in_h, in_w, TILE)
+                self._inner = (slice(0, n), slice(0, in_h), slice(0, in_w), slice(0, depth_in))
             self._bias = np.zeros(columns, np.float32)
             self._bias[:depth_out] = bias
-            self._shape = _window_shape(self._source_shape, filter_hw, win, depth_out)
+            self._shape = _window_shape(self._source_shape, filter_hw, win, depth_out, padded=True)
         else:
             if (
                 weights.dtype != np.float32

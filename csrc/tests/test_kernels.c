@@ -1,0 +1,119 @@
+/* The convolution loops under ASan and UBSan: random shapes, strides,
+ * dilations and paddings (including windows wholly in the padding), every
+ * buffer allocated at exactly the size the shape promises, on every path
+ * this CPU runs.  With all inputs and weights 1 and no bias, each output is
+ * the number of the window's taps inside the input (times the input
+ * channels for CONV_2D): so the padding is checked too, not only the
+ * bounds.  Usage: test_kernels [SHAPES]. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nnburst.h"
+
+static int64_t between(int64_t lo, int64_t hi) { return lo + rand() % (hi - lo + 1); }
+
+static float *ones(int64_t n) {
+    float *p = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) p[i] = 1;
+    return p;
+}
+
+/* A random shape whose windows fit its padded input; 0 if the draw does not fit. */
+static int random_shape(struct nnb_window_shape *s, int64_t *channels) {
+    memset(s, 0, sizeof *s);
+    s->batches = between(1, 2);
+    s->in_h = between(1, 12);
+    s->in_w = between(1, 40);
+    s->filter_h = between(1, 4);
+    s->filter_w = between(1, 4);
+    s->stride_h = between(1, 3);
+    s->stride_w = between(1, 3);
+    s->dilation_h = between(1, 2);
+    s->dilation_w = between(1, 2);
+    s->pad_top = between(0, 4);
+    s->pad_bottom = between(0, 4);
+    s->pad_left = between(0, 5);
+    s->pad_right = between(0, 5);
+    *channels = between(1, 40);
+    const int64_t high = s->in_h + s->pad_top + s->pad_bottom;
+    const int64_t wide = s->in_w + s->pad_left + s->pad_right;
+    const int64_t reach_h = (s->filter_h - 1) * s->dilation_h + 1;
+    const int64_t reach_w = (s->filter_w - 1) * s->dilation_w + 1;
+    if (high < reach_h || wide < reach_w) return 0;
+    s->out_h = (high - reach_h) / s->stride_h + 1;
+    s->out_w = (wide - reach_w) / s->stride_w + 1;
+    return 1;
+}
+
+static int taps_inside(const struct nnb_window_shape *s, int64_t y, int64_t x) {
+    int n = 0;
+    for (int64_t i = 0; i < s->filter_h; i++)
+        for (int64_t j = 0; j < s->filter_w; j++) {
+            const int64_t in_y = y * s->stride_h - s->pad_top + i * s->dilation_h;
+            const int64_t in_x = x * s->stride_w - s->pad_left + j * s->dilation_w;
+            n += in_y >= 0 && in_y < s->in_h && in_x >= 0 && in_x < s->in_w;
+        }
+    return n;
+}
+
+static int check(const char *what, const struct nnb_window_shape *s, const float *out,
+                 float per_tap) {
+    for (int64_t b = 0; b < s->batches; b++)
+        for (int64_t y = 0; y < s->out_h; y++)
+            for (int64_t x = 0; x < s->out_w; x++)
+                for (int64_t c = 0; c < s->out_c; c++) {
+                    const float want = per_tap * (float)taps_inside(s, y, x);
+                    const float got = out[((b * s->out_h + y) * s->out_w + x) * s->out_c + c];
+                    if (got != want) {
+                        fprintf(stderr, "%s: pixel (%lld, %lld) channel %lld: %g, want %g\n", what,
+                                (long long)y, (long long)x, (long long)c, got, want);
+                        return 1;
+                    }
+                }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const long shapes = argc > 1 ? atol(argv[1]) : 2000;
+    long runs = 0;
+    srand(1);
+    for (long k = 0; k < shapes; k++) {
+        struct nnb_window_shape s;
+        int64_t channels;
+        if (!random_shape(&s, &channels)) continue;
+        const int64_t columns = (channels + 15) / 16 * 16;
+        const int64_t taps = s.filter_h * s.filter_w;
+        const int64_t pixels = s.batches * s.in_h * s.in_w;
+        float *bias = calloc((size_t)columns, sizeof(float));
+        float *out = malloc(sizeof(float) * (size_t)(s.batches * s.out_h * s.out_w * channels));
+        for (int path = NNB_CONV_PORTABLE; path <= NNB_CONV_AVX512; path++) {
+            /* Depthwise: at least 16 input channels (the caller widens a narrow input). */
+            struct nnb_window_shape d = s;
+            d.in_c = channels < 16 ? 16 : channels;
+            d.out_c = channels;
+            float *in = ones(pixels * d.in_c), *weights = ones(taps * columns);
+            int rc = nnb_depthwise_conv_f32(in, &d, weights, columns, bias, -1e30f, 1e30f, out,
+                                            path);
+            free(in);
+            free(weights);
+            if (rc == -ENOTSUP) continue; /* a path this CPU has not got */
+            if (rc || check("depthwise", &d, out, 1)) return 1;
+            /* CONV_2D, channels in and out. */
+            struct nnb_window_shape c = s;
+            c.in_c = c.out_c = channels;
+            in = ones(pixels * channels);
+            weights = ones(taps * channels * columns);
+            rc = nnb_conv_f32(in, &c, weights, columns, bias, -1e30f, 1e30f, out, path);
+            free(in);
+            free(weights);
+            if (rc || check("conv", &c, out, (float)channels)) return 1;
+            runs += 2;
+        }
+        free(bias);
+        free(out);
+    }
+    printf("%ld convolutions checked\n", runs);
+    return 0;
+}
