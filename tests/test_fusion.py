@@ -98,3 +98,19 @@ def test_the_c_pass_refuses_shapes_it_cannot_pad() -> None:
     for x in (np.zeros((1, 2, 2, 5), np.float32), np.zeros((1, 2, 3, 2), np.float32)):
         with pytest.raises(ValueError, match="padded on its last axis"):
             add_padded_channels_f32(a, x, -np.inf, np.inf)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4, 7, 8, 15, 16, 17, 24, 28, 33, 96])
+def test_the_c_pass_matches_numpy_for_every_channel_count(channels: int) -> None:
+    """x of no channels, one, half, all but one and all of a's (C vectorises
+    whatever it can of each), NaN in either, with and without a clamp."""
+    rng = np.random.default_rng(channels)
+    for x_channels in sorted({0, 1, channels // 2, channels - 1, channels}):
+        a = rng.uniform(-8, 8, (3, 5, channels)).astype(np.float32)
+        x = rng.uniform(-8, 8, (3, 5, x_channels)).astype(np.float32)
+        a.flat[::7] = np.nan
+        x.flat[::5] = np.nan
+        padded = np.pad(x, [(0, 0), (0, 0), (0, channels - x_channels)])
+        for lo, hi in ((-np.inf, np.inf), (0.0, 6.0)):
+            want = np.minimum(np.maximum(a + padded, lo), hi)
+            np.testing.assert_array_equal(add_padded_channels_f32(a, x, lo, hi), want)

@@ -1,10 +1,10 @@
-/* The convolution loops under ASan and UBSan: random shapes, strides,
- * dilations and paddings (including windows wholly in the padding), every
- * buffer allocated at exactly the size the shape promises, on every path
- * this CPU runs.  With all inputs and weights 1 and no bias, each output is
- * the number of the window's taps inside the input (times the input
- * channels for CONV_2D): so the padding is checked too, not only the
- * bounds.  Usage: test_kernels [SHAPES]. */
+/* The convolution loops and the padded add under ASan and UBSan: random
+ * shapes, strides, dilations and paddings (including windows wholly in the
+ * padding), every buffer allocated at exactly the size the shape promises,
+ * on every path this CPU runs.  With all inputs and weights 1 and no bias,
+ * each convolution output is the number of the window's taps inside the
+ * input (times the input channels for CONV_2D): so the padding is checked
+ * too, not only the bounds.  Usage: test_kernels [SHAPES]. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +75,32 @@ static int check(const char *what, const struct nnb_window_shape *s, const float
     return 0;
 }
 
+/* a + x zero-padded to a's channels, x's values distinct so a misplaced
+ * load shows; pixels * channels floats in a and out, exactly. */
+static int check_padded_add(void) {
+    const int64_t pixels = between(1, 9), channels = between(1, 70);
+    const int64_t x_channels = between(0, channels);
+    float *a = ones(pixels * channels), *out = malloc(sizeof(float) * (size_t)(pixels * channels));
+    float *x = malloc(sizeof(float) * (size_t)(pixels * x_channels + 1)); /* +1: never 0 bytes */
+    for (int64_t i = 0; i < pixels * x_channels; i++) x[i] = (float)(i + 1);
+    int rc = nnb_add_padded_channels_f32(a, x, (uint64_t)pixels, (uint32_t)channels,
+                                         (uint32_t)x_channels, -1e30f, 1e30f, out);
+    for (int64_t p = 0; rc == 0 && p < pixels; p++)
+        for (int64_t c = 0; c < channels; c++) {
+            const float want = 1 + (c < x_channels ? x[p * x_channels + c] : 0);
+            if (out[p * channels + c] != want) {
+                fprintf(stderr, "padded add: pixel %lld channel %lld: %g, want %g\n",
+                        (long long)p, (long long)c, out[p * channels + c], want);
+                rc = 1;
+                break;
+            }
+        }
+    free(a);
+    free(x);
+    free(out);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const long shapes = argc > 1 ? atol(argv[1]) : 2000;
     long runs = 0;
@@ -113,7 +139,9 @@ int main(int argc, char **argv) {
         }
         free(bias);
         free(out);
+        if (check_padded_add()) return 1;
+        runs++;
     }
-    printf("%ld convolutions checked\n", runs);
+    printf("%ld convolutions and padded adds checked\n", runs);
     return 0;
 }
