@@ -572,6 +572,86 @@ def test_silero_vad_with_its_if_on_the_rate_and_ifs_on_shapes_matches_onnxruntim
                 state = want[1]  # each call checked from onnxruntime's state
 
 
+def if_on_an_input_model() -> Any:
+    """``y = x if flag else x[:1]``: branches of different shapes, which an NNAPI IF
+    cannot hold, on a boolean input."""
+    then_branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["kept"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("kept", TensorProto.FLOAT, [2, 3])],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Gather", ["x", "zero"], ["row"], axis=0)],
+        "else",
+        [],
+        [helper.make_tensor_value_info("row", TensorProto.FLOAT, [1, 3])],
+    )
+    return make_model(
+        [helper.make_node("If", ["flag"], ["y"], then_branch=then_branch, else_branch=else_branch)],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("flag", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", 3])],
+        {"zero": np.array([0], np.int64)},
+    )
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_an_input_fixed_at_load_decides_an_if_like_onnxruntime(flag: bool) -> None:
+    model = if_on_an_input_model()
+    with pytest.raises(nn_onnx.UnsupportedModelError, match="If"):
+        nn_onnx.load(model)  # the flag at run time: two branches an IF cannot hold
+    loaded = nn_onnx.load(model, constants={"flag": flag})
+    assert [i.name for i in loaded.inputs] == ["x"]
+    assert "IF" not in [op.code.name for op in loaded.model.hal_model.main.operations]
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, {"x": x, "flag": np.array(flag)})
+    with nn_onnx.Runner(loaded, cache_dir=None) as run:
+        (got,) = run(x)
+    np.testing.assert_array_equal(got, want)
+    other = nn_onnx.load(model, constants={"flag": not flag})
+    assert other.digest != loaded.digest  # a compilation cache must not mix them up
+
+
+def test_constants_that_name_no_input_or_do_not_fit_it_are_refused() -> None:
+    model = if_on_an_input_model()
+    with pytest.raises(BadDataError, match="no input 'flags'.*'x', 'flag'"):
+        nn_onnx.load(model, constants={"flags": True})
+    with pytest.raises(BadDataError, match=r"'flag' is declared with shape \[\]; got \[2\]"):
+        nn_onnx.load(model, constants={"flag": [True, False]})
+    with pytest.raises(BadDataError, match="'x' cannot be 'abc'"):
+        nn_onnx.load(model, constants={"x": "abc"})
+
+
+def test_silero_vad_in_512_sample_chunks_with_its_rate_fixed_at_load_matches_onnxruntime() -> None:
+    """The chunk size silero-vad is used with at 16 kHz.  Its 8 kHz branch cannot
+    take 512 samples (onnxruntime fails in it too), so the rate is fixed at load
+    and only the 16 kHz branch is built."""
+    path = wheel_member("silero-vad", "6.2.3", "silero_vad/data/silero_vad.onnx")
+    model = onnx.load(str(path))
+    shapes = {"input": (1, 512), "state": (2, 1, 128)}
+    with pytest.raises(nn_onnx.UnsupportedModelError):
+        nn_onnx.load(model, shapes)
+    loaded = nn_onnx.load(model, shapes, constants={"sr": 16000})
+    assert [i.name for i in loaded.inputs] == ["input", "state"]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(13)
+    t = np.arange(512 * 4) / 16000
+    audio = np.sin(2 * np.pi * 220 * t) * (t > 0.02) + 0.1 * rng.standard_normal(t.size)
+    state = np.zeros((2, 1, 128), np.float32)
+    with nn_onnx.Runner(loaded, cache_dir=None) as run:
+        for chunk in audio.astype(np.float32).reshape(4, 1, 512):
+            got = run(chunk, state)
+            want = session.run(None, {"input": chunk, "state": state, "sr": np.array(16000)})
+            for g, w in zip(got, want):  # the tolerance of the silero tests above
+                assert g.shape == w.shape
+                np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-5)
+            state = want[1]
+
+
 @pytest.mark.parametrize(
     ("axis", "exclusive", "reverse"), [(0, 0, 0), (1, 1, 0), (-1, 0, 1), (2, 1, 1)]
 )
