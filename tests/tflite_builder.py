@@ -13,7 +13,9 @@ reference answer.
   list of tensors;
 * ``run_litert(model, inputs)``: LiteRT's outputs for those inputs;
 * ``run_litert_calls(model, calls)``: one interpreter invoked once per list of
-  inputs, so variable tensors carry their state from call to call.
+  inputs, so variable tensors carry their state from call to call;
+* ``with_outputs(model, tensors)``: a real model with some intermediate
+  tensors as extra outputs, to compare a value inside it.
 
 The layout follows what the TFLite converter writes, because an importer may
 rely on it: buffer 0 is the empty sentinel, every constant has its own buffer
@@ -44,6 +46,7 @@ __all__ = [
     "single_op",
     "sparse",
     "subgraphs",
+    "with_outputs",
 ]
 
 #: ``Tensor.dtype`` of a resource-variable handle.
@@ -231,6 +234,23 @@ def run_litert_calls(
         indices = [d["index"] for d in interpreter.get_output_details()] + list(tensors)
         results.append([np.array(interpreter.get_tensor(i)) for i in indices])
     return results
+
+
+def with_outputs(model: bytes, tensors: Sequence[int]) -> bytes:
+    """``model`` with main-subgraph ``tensors`` appended to its outputs, so a
+    test can compare an intermediate value (a classifier's logits before its
+    softmax) where the final output would magnify a small difference."""
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    main = parsed.subgraphs[0]
+    main.outputs = [*(int(i) for i in main.outputs), *(int(i) for i in tensors)]
+    # Re-packed constants keep the converter's alignment (see _AlignedBufferT).
+    parsed.buffers = [
+        _AlignedBufferT(bytes(b.data)) if b.data is not None and len(b.data) else b
+        for b in parsed.buffers
+    ]
+    builder = flatbuffers.Builder(len(model) + 1024)
+    builder.Finish(parsed.Pack(builder), FILE_IDENTIFIER)
+    return bytes(builder.Output())
 
 
 # --------------------------------------------------------------------------- internals
