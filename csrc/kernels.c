@@ -309,3 +309,67 @@ int nnb_add_padded_channels_f32(const float *a, const float *x, uint64_t pixels,
     add_padded_channels(a, x, pixels, channels, x_channels, lo, hi, out);
     return 0;
 }
+
+/* The integer steps of nnb_requantize_f32 (nnburst.h), on int64 so that no
+ * step overflows; each returns what the int32 reference computes. */
+static inline int64_t saturate_int32(int64_t v) {
+    return v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v;
+}
+
+/* gemmlowp's SaturatingRoundingDoublingHighMul: (a * b * 2 + 2^31) / 2^32,
+ * rounding half away from zero, truncating the division toward zero. */
+static inline int64_t doubling_high_mul(int64_t a, int64_t b) {
+    if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;
+    const int64_t ab = a * b;
+    const int64_t nudged = ab + (ab >= 0 ? (1LL << 30) : 1 - (1LL << 30));
+    return nudged >= 0 ? nudged >> 31 : -((-nudged) >> 31);
+}
+
+/* RoundingDivideByPOT: an arithmetic right shift rounding half away from zero. */
+static inline int64_t rounding_divide_by_pot(int64_t v, int64_t exponent) {
+    const int64_t mask = (1LL << exponent) - 1;
+    const int64_t threshold = (mask >> 1) + (v < 0);
+    return (v >> exponent) + ((v & mask) > threshold);
+}
+
+/* acc: an exact integer sum, below 2^24 in magnitude (float32 holds it); bias
+ * any int64; shift in [-31, 30]. */
+static inline int32_t requantized(float acc, int64_t bias, int64_t multiplier, int64_t shift,
+                                  int32_t zero_point, int32_t lo, int32_t hi) {
+    const int64_t total = (int64_t)acc + bias;
+    /* total * 2^max(shift, 0), saturated to int32: a total outside int32
+     * saturates as it is; one inside times at most 2^30 fits int64. */
+    int64_t x = saturate_int32(total);
+    if (x == total && shift > 0) x = saturate_int32(total * (1LL << shift));
+    int64_t v = rounding_divide_by_pot(doubling_high_mul(x, multiplier), shift < 0 ? -shift : 0);
+    v += zero_point;
+    return (int32_t)(v < lo ? lo : v > hi ? hi : v);
+}
+
+int nnb_requantize_f32(const float *acc, uint64_t rows, uint32_t channels, const int64_t *bias,
+                       const int64_t *multipliers, const int64_t *shifts, int per_channel,
+                       int32_t zero_point, int32_t lo, int32_t hi, int out_type, void *out) {
+    if (acc == NULL || bias == NULL || multipliers == NULL || shifts == NULL || out == NULL)
+        return -EINVAL;
+    const int32_t type_lo = out_type == NNB_OUT_UINT8 ? 0 : -128;
+    const int32_t type_hi = out_type == NNB_OUT_UINT8 ? 255 : 127;
+    if ((out_type != NNB_OUT_UINT8 && out_type != NNB_OUT_INT8) || lo < type_lo || hi > type_hi ||
+        lo > hi)
+        return -EINVAL;
+    const uint32_t kinds = per_channel ? channels : 1;
+    for (uint32_t c = 0; c < kinds; c++)
+        if (shifts[c] < -31 || shifts[c] > 30 || multipliers[c] < INT32_MIN ||
+            multipliers[c] > INT32_MAX)
+            return -EINVAL;
+    for (uint64_t p = 0; p < rows; p++)
+        for (uint32_t c = 0; c < channels; c++) {
+            const uint32_t k = per_channel ? c : 0;
+            const int32_t v = requantized(acc[p * channels + c], bias[c], multipliers[k],
+                                          shifts[k], zero_point, lo, hi);
+            if (out_type == NNB_OUT_UINT8)
+                ((uint8_t *)out)[p * channels + c] = (uint8_t)v;
+            else
+                ((int8_t *)out)[p * channels + c] = (int8_t)v;
+        }
+    return 0;
+}

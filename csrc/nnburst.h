@@ -242,6 +242,22 @@ int nnb_pool_f32(const float *in, const struct nnb_window_shape *shape, int kind
 int nnb_add_padded_channels_f32(const float *a, const float *x, uint64_t pixels,
                                 uint32_t channels, uint32_t x_channels, float lo, float hi,
                                 float *out);
+/* The requantization of a quantized convolution or fully connected layer,
+ * as NNAPI's reference does it, in one pass: for every row p and channel c,
+ * total = acc[p, c] + bias[c], then out[p, c] = clamp(zero_point +
+ * MultiplyByQuantizedMultiplier(total, multipliers[c], shifts[c]), lo, hi):
+ * a saturating left shift by max(shift, 0) to int32, gemmlowp's
+ * SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT by
+ * max(-shift, 0).  acc holds exact integers in float32 (a loop of this file
+ * summed them); multipliers and shifts have `channels` entries, or one for
+ * all (per_channel 0).  out is uint8 (NNB_OUT_UINT8) or int8
+ * (NNB_OUT_INT8), [rows, channels].  -EINVAL for null pointers, an unknown
+ * out type, bounds outside it, or a shift outside [-31, 30]. */
+#define NNB_OUT_UINT8 1
+#define NNB_OUT_INT8 2
+int nnb_requantize_f32(const float *acc, uint64_t rows, uint32_t channels, const int64_t *bias,
+                       const int64_t *multipliers, const int64_t *shifts, int per_channel,
+                       int32_t zero_point, int32_t lo, int32_t hi, int out_type, void *out);
 /* cffi cdef end */
 
 #endif /* NNBURST_H */

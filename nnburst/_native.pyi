@@ -60,6 +60,8 @@ class _Lib:
     NNB_CONV_AVX512: int
     NNB_POOL_MAX: int
     NNB_POOL_SUM: int
+    NNB_OUT_UINT8: int
+    NNB_OUT_INT8: int
     def nnb_fmq_handle_bytes(self) -> int: ...
     def nnb_fmq_required_bytes(self, quantum: int, count: int) -> int: ...
     def nnb_fmq_create(
@@ -168,6 +170,21 @@ class _Lib:
         out: CData,
     ) -> int: ...
     def nnb_pool_f32(self, in_: CData, shape: CData, kind: int, out: CData) -> int: ...
+    def nnb_requantize_f32(
+        self,
+        acc: CData,
+        rows: int,
+        channels: int,
+        bias: CData,
+        multipliers: CData,
+        shifts: CData,
+        per_channel: int,
+        zero_point: int,
+        lo: int,
+        hi: int,
+        out_type: int,
+        out: CData,
+    ) -> int: ...
 
 ffi: _FFI
 lib: _Lib

@@ -34,7 +34,7 @@ import pytest
 
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
-from nnburst.cpu.ops import common
+from nnburst.cpu.ops import common, native
 from nnburst.operands import OperandInfo
 
 from .op_models import run
@@ -281,6 +281,53 @@ def test_requantize_known_ties_and_activation_clamp():
     acc = np.array([10, -10, 2, -2, 1000, -1000], dtype=np.int64)
     assert common.requantize(acc, m, s, info, 0).tolist() == [103, 97, 101, 99, 255, 0]
     assert common.requantize(acc, m, s, info, 3).tolist() == [103, 100, 101, 100, 106, 100]  # RELU6
+
+
+@pytest.mark.parametrize("dtype, zero_point", [(np.uint8, 100), (np.int8, -3)])
+def test_the_c_requantization_equals_the_reference(dtype, zero_point):
+    """``native.requantize_f32`` (what quantized convolutions and fully connected
+    layers run) against the Python-int reference: ties, saturation of the left
+    shift, bias beyond int32, per-channel and per-tensor multipliers, clamps."""
+    reals = [0.25, 1 / 3, 1.5, 3.0, 2.0**-20, 1000.0]
+    pairs = [common.quantize_multiplier(r) for r in reals]
+    multipliers = np.array([m for m, _ in pairs], np.int64)
+    shifts = np.array([sh for _, sh in pairs], np.int64)
+    sums = list(range(-300, 301, 7)) + [2**23, -(2**23), 2**20 + 2, -(2**20) - 2, 0]
+    acc = np.array([[v] * len(reals) for v in sums], np.float32)
+    bias = np.array([0, 5, -5, 2**31, -(2**31) - 9, 1], np.int64)  # beyond int32 saturates
+    qmin, qmax = np.iinfo(dtype).min, np.iinfo(dtype).max
+    for lo, hi in ((qmin, qmax), (zero_point, qmax), (qmin + 10, qmax - 10)):
+        got = native.requantize_f32(acc, bias, multipliers, shifts, zero_point, (lo, hi), dtype)
+        assert got.dtype == dtype
+        want = [
+            [
+                min(hi, max(lo, zero_point + ref_requantize(int(v) + int(b), r)))
+                for v, b, r in zip(row, bias, reals)
+            ]
+            for row in acc
+        ]
+        assert got.tolist() == want
+    # One multiplier for every channel.
+    m, sh = common.quantize_multiplier(1 / 3)
+    got = native.requantize_f32(acc, bias, np.array([m]), np.array([sh]), 0, (qmin, qmax), dtype)
+    want = [
+        [min(qmax, max(qmin, ref_requantize(int(v) + int(b), 1 / 3))) for v, b in zip(row, bias)]
+        for row in acc
+    ]
+    assert got.tolist() == want
+
+
+def test_the_c_requantization_refuses_what_it_cannot_store():
+    acc, bias = np.zeros((2, 3), np.float32), np.zeros(3, np.int64)
+    one = (np.array([2**30]), np.array([0]))
+    with pytest.raises(ValueError, match="cannot requantize to int16"):
+        native.requantize_f32(acc, bias, *one, 0, (0, 10), np.int16)
+    with pytest.raises(ValueError, match="cannot requantize to uint8 within"):
+        native.requantize_f32(acc, bias, *one, 0, (-1, 10), np.uint8)
+    with pytest.raises(ValueError, match="with shifts"):
+        native.requantize_f32(acc, bias, np.array([2**30]), np.array([31]), 0, (0, 9), np.uint8)
+    with pytest.raises(ValueError, match="2 multipliers and 2 shifts for 3 channels"):
+        native.requantize_f32(acc, bias, np.ones(2), np.zeros(2), 0, (0, 9), np.uint8)
 
 
 # --------------------------------------------------------------- CONV_2D

@@ -1,10 +1,11 @@
-/* The convolution loops and the padded add under ASan and UBSan: random
- * shapes, strides, dilations and paddings (including windows wholly in the
- * padding), every buffer allocated at exactly the size the shape promises,
- * on every path this CPU runs.  With all inputs and weights 1 and no bias,
- * each convolution output is the number of the window's taps inside the
- * input (times the input channels for CONV_2D): so the padding is checked
- * too, not only the bounds.  Usage: test_kernels [SHAPES]. */
+/* The convolution loops, the padded add and the requantization under ASan
+ * and UBSan: random shapes, strides, dilations and paddings (including
+ * windows wholly in the padding), every buffer allocated at exactly the size
+ * the shape promises, on every path this CPU runs.  With all inputs and
+ * weights 1 and no bias, each convolution output is the number of the
+ * window's taps inside the input (times the input channels for CONV_2D): so
+ * the padding is checked too, not only the bounds.  Usage: test_kernels
+ * [SHAPES]. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,32 @@ static int check_padded_add(void) {
     return rc;
 }
 
+/* The requantization with every buffer at its exact size, one multiplier or
+ * one per channel, both output types (its values: tests/test_quant_exact.py). */
+static int check_requantize(void) {
+    const int64_t rows = between(1, 9), channels = between(1, 40);
+    const int per_channel = (int)between(0, 1), kinds = per_channel ? (int)channels : 1;
+    float *acc = ones(rows * channels);
+    int64_t *bias = calloc((size_t)channels, sizeof(int64_t));
+    int64_t *multipliers = malloc(sizeof(int64_t) * (size_t)kinds);
+    int64_t *shifts = malloc(sizeof(int64_t) * (size_t)kinds);
+    for (int k = 0; k < kinds; k++) {
+        multipliers[k] = 1LL << 30; /* one half */
+        shifts[k] = between(-31, 30);
+    }
+    int8_t *out = malloc((size_t)(rows * channels));
+    const int type = between(0, 1) ? NNB_OUT_INT8 : NNB_OUT_UINT8;
+    const int rc = nnb_requantize_f32(acc, (uint64_t)rows, (uint32_t)channels, bias, multipliers,
+                                      shifts, per_channel, 0, 0, 127, type, out);
+    free(acc);
+    free(bias);
+    free(multipliers);
+    free(shifts);
+    free(out);
+    if (rc) fprintf(stderr, "requantize: %d\n", rc);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const long shapes = argc > 1 ? atol(argv[1]) : 2000;
     long runs = 0;
@@ -139,9 +166,9 @@ int main(int argc, char **argv) {
         }
         free(bias);
         free(out);
-        if (check_padded_add()) return 1;
-        runs++;
+        if (check_padded_add() || check_requantize()) return 1;
+        runs += 2;
     }
-    printf("%ld convolutions and padded adds checked\n", runs);
+    printf("%ld convolutions, padded adds and requantizations checked\n", runs);
     return 0;
 }

@@ -269,3 +269,53 @@ def add_padded_channels_f32(a: np.ndarray, x: np.ndarray, lo: float, hi: float) 
 
 def _unpaddable(a: np.ndarray, x: np.ndarray) -> ValueError:
     return ValueError(f"cannot add {x.shape} padded on its last axis to {a.shape}")
+
+
+#: The output types of :func:`requantize_f32`, by numpy dtype.
+_OUT_TYPES = {np.dtype(np.uint8): lib.NNB_OUT_UINT8, np.dtype(np.int8): lib.NNB_OUT_INT8}
+
+
+def requantize_f32(
+    acc: np.ndarray,
+    bias: np.ndarray,
+    multipliers: np.ndarray,
+    shifts: np.ndarray,
+    zero_point: int,
+    bounds: tuple[int, int],
+    dtype: Any,
+) -> np.ndarray:
+    """A quantized layer's output from its float32 sums ``acc`` [..., C] (exact
+    integers) in one C pass: ``bias`` [C] added, NNAPI's fixed-point
+    requantization (``multipliers`` and ``shifts``: one per channel, or one),
+    ``zero_point`` added, clamped to ``bounds``, as uint8 or int8 ``dtype``.
+    The same integers as ``common.multiply_by_quantized_multipliers``, in a
+    fraction of the time (numpy's int64 passes took 70% of an int8 CNN's run)."""
+    dtype = np.dtype(dtype)
+    acc = np.ascontiguousarray(acc, dtype=np.float32)
+    channels = acc.shape[-1] if acc.ndim else 1
+    bias = np.ascontiguousarray(np.broadcast_to(bias, (channels,)), dtype=np.int64)
+    multipliers = np.ascontiguousarray(multipliers, dtype=np.int64).reshape(-1)
+    shifts = np.ascontiguousarray(shifts, dtype=np.int64).reshape(-1)
+    if multipliers.size != shifts.size or multipliers.size not in (1, channels):
+        raise ValueError(
+            f"{multipliers.size} multipliers and {shifts.size} shifts for {channels} channels"
+        )
+    out = np.empty(acc.shape, dtype)
+    if out.size == 0:
+        return out
+    rc = lib.nnb_requantize_f32(
+        _floats(acc),
+        acc.size // channels,
+        channels,
+        ffi.from_buffer("int64_t[]", bias),
+        ffi.from_buffer("int64_t[]", multipliers),
+        ffi.from_buffer("int64_t[]", shifts),
+        int(multipliers.size != 1),
+        zero_point,
+        *bounds,
+        _OUT_TYPES.get(dtype, 0),
+        ffi.from_buffer(out),
+    )
+    if rc:
+        raise ValueError(f"cannot requantize to {dtype} within {bounds} with shifts {shifts}")
+    return out

@@ -39,6 +39,7 @@ from .common import (
     resolve_window,
     window_values,
 )
+from .native import requantize_f32
 
 
 @dataclass
@@ -204,9 +205,11 @@ def conv_output(
         if bias.any():
             acc += bias
         return activate(acc, fuse).astype(out.dtype, copy=False)
+    lo, hi = bounds if bounds is not None else fused_activation_bounds(fuse, out)
+    if acc.dtype == np.float32 and out.dtype in (np.uint8, np.int8):
+        return requantize_f32(acc, bias, *requant, out.zero_point, (lo, hi), out.dtype)
     total = acc.astype(np.int64)  # exact: integer-valued sums (see exact_dtype)
     total += bias
     scaled = multiply_by_quantized_multipliers(total, *requant)
     scaled += out.zero_point
-    lo, hi = bounds if bounds is not None else fused_activation_bounds(fuse, out)
     return np.clip(scaled, lo, hi).astype(out.dtype)
