@@ -855,3 +855,47 @@ def test_an_lstm_nnapi_would_compute_otherwise_is_unsupported(
     with pytest.raises(nn_onnx.UnsupportedModelError) as info:
         nn_onnx.load(model)
     assert info.value.unsupported == {f"LSTM ({why})": 1}
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+def test_losses_with_constant_targets_match_onnxruntime(
+    op: str, weighted: bool, reduction: str
+) -> None:
+    """An ignored target adds nothing, even where x holds -inf."""
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((3, 5, 2, 4)).astype(np.float32)
+    target = rng.integers(0, 5, (3, 2, 4)).astype(np.int64)
+    target[0, 1, 2] = target[2, 0, 0] = -1
+    x[0, 0, 1, 2] = -np.inf
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)]
+    feeds = {"x": x}
+    names = ["x", "target"]
+    if weighted:
+        inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [5]))
+        feeds["w"] = rng.uniform(0.5, 2.0, 5).astype(np.float32)
+        names.append("w")
+    loss_shape = target.shape if reduction == "none" else []
+    outputs = [helper.make_tensor_value_info("loss", TensorProto.FLOAT, loss_shape)]
+    if op == "SoftmaxCrossEntropyLoss":
+        outputs.append(helper.make_tensor_value_info("log_prob", TensorProto.FLOAT, x.shape))
+    node = helper.make_node(
+        op, names, [o.name for o in outputs], reduction=reduction, ignore_index=-1
+    )
+    model = make_model([node], inputs, outputs, {"target": target}, opset=13)
+    against_onnxruntime(model, feeds)
+
+
+def test_a_loss_target_out_of_range_is_unsupported() -> None:
+    node = helper.make_node("NegativeLogLikelihoodLoss", ["x", "target"], ["loss"])
+    model = make_model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        {"target": np.array([0, 3], np.int64)},
+        opset=13,
+    )
+    with pytest.raises(nn_onnx.UnsupportedModelError) as info:
+        nn_onnx.load(model)
+    assert info.value.unsupported == {"NegativeLogLikelihoodLoss (targets out of range)": 1}

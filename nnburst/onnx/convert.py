@@ -2289,6 +2289,81 @@ def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.TRANSPOSE, [chosen, c.ints(perm)], [_out(c, node)])
 
 
+# -- losses -----------------------------------------------------------------------------------
+
+
+@maps("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")
+def _loss(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Constant targets (int64 in ONNX, so known at load) make the picks one GATHER
+    of known positions: −x[n, t, d…] (SoftmaxCrossEntropyLoss: of LOG_SOFTMAX(x) along
+    the classes), times weight[t] (a GATHER too).  An ignored target picks a zero
+    laid after the values instead, so it adds nothing, and weighs nothing in a mean,
+    whatever x holds there.  The mean divides by the summed weights, as ONNX does."""
+    name, target = node.input[:2]
+    weight = node.input[2] if len(node.input) > 2 else ""
+    shape, f32 = c.shape(name), np.dtype(np.float32)
+    if c.dtype(name) != f32 or len(shape) < 2 or len(shape) > 4:
+        raise _Unsupported(f"{c.dtype(name)} scores of rank {len(shape)} (float32, 2 to 4 map)")
+    reduction = _text(a.get("reduction"), "mean")
+    if reduction not in ("none", "sum", "mean"):
+        raise _Unsupported(f"reduction {reduction!r}")
+    labels = np.asarray(c.value(target, "target")).astype(np.int64)
+    batch, classes = shape[:2]
+    inner = int(np.prod(shape[2:]))
+    ignored = labels == a["ignore_index"] if "ignore_index" in a else np.zeros(labels.shape, bool)
+    kept = labels[~ignored]
+    if ((kept < 0) | (kept >= classes)).any():
+        raise _Unsupported("targets out of range")
+    x = c.operand(name)
+    if node.op_type == "SoftmaxCrossEntropyLoss":
+        log_prob = _out(c, node, 1) if len(node.output) > 1 and node.output[1] else None
+        x = _apply(c, OperationCode.LOG_SOFTMAX, [x, c.f32(1.0), c.i32(1)], f32, shape, log_prob)
+    rows = labels.reshape(batch, inner)
+    flat = (np.arange(batch)[:, None] * classes + rows) * inner + np.arange(inner)[None, :]
+    positions = np.where(ignored.reshape(batch, inner), batch * classes * inner, flat)
+    summed = reduction != "none"
+    picks = positions.reshape(-1) if summed else positions.reshape(labels.shape)
+    out = _out(c, node)
+    picked = _or_zero(c, x, shape, picks)
+    weights = None
+    if weight:
+        if c.dtype(weight) != f32:
+            raise _Unsupported(f"{c.dtype(weight)} weights")
+        chosen = np.where(ignored, classes, labels).reshape(picks.shape)
+        weights = _or_zero(c, c.operand(weight), c.shape(weight), chosen)
+    losses = _apply(
+        c, OperationCode.NEG, [picked], f32, picks.shape, None if summed or weights else out
+    )
+    if weights is not None:
+        losses = _apply(
+            c, OperationCode.MUL, [losses, weights], f32, picks.shape, None if summed else out
+        )
+    if not summed:
+        return
+    total_axes, keep = c.ints([0]), c.boolean(True)
+    if reduction == "sum":
+        c.add(OperationCode.REDUCE_SUM, [losses, total_axes, keep], [out])
+        return
+    total = _apply(c, OperationCode.REDUCE_SUM, [losses, total_axes, keep], f32, (1,))
+    if weights is not None:
+        count = _apply(c, OperationCode.REDUCE_SUM, [weights, c.ints([0]), keep], f32, (1,))
+    else:
+        count = c.floats(np.array([np.count_nonzero(~ignored)], np.float32))
+    _apply(c, OperationCode.DIV, [total, count], f32, (1,), out)
+
+
+def _or_zero(c: Converter, source: int, shape: tuple[int, ...], positions: np.ndarray) -> int:
+    """The float32 elements of ``source`` at flat ``positions``, where the position
+    one past the last picks a zero (one GATHER from the values and a zero laid after)."""
+    f32, size = np.dtype(np.float32), int(np.prod(shape))
+    flat = _apply(c, OperationCode.RESHAPE, [source, c.ints([size])], f32, (size,))
+    padded = _apply(
+        c, OperationCode.CONCATENATION, [flat, c.floats(np.zeros(1)), c.i32(0)], f32, (size + 1,)
+    )
+    where = _int_tensor(c, positions if positions.ndim else positions.reshape(1))
+    return _apply(c, OperationCode.GATHER, [padded, c.i32(0), where], f32, positions.shape or (1,))
+
+
 # -- recurrent layers -------------------------------------------------------------------------
 
 #: ONNX activation names → the LSTM operation's activation codes (TFLite's).  NNAPI
