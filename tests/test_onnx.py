@@ -899,3 +899,32 @@ def test_a_loss_target_out_of_range_is_unsupported() -> None:
     with pytest.raises(nn_onnx.UnsupportedModelError) as info:
         nn_onnx.load(model)
     assert info.value.unsupported == {"NegativeLogLikelihoodLoss (targets out of range)": 1}
+
+
+@pytest.mark.parametrize(
+    "op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSum", "ReduceL2"]
+)
+def test_reductions_of_nothing_and_over_empty_axes_match_onnxruntime(op: str) -> None:
+    """An empty constant reduced along its empty axis is the reduction's value over
+    nothing; an empty axes constant reduces every axis."""
+    x = RNG.uniform(0.5, 2.0, (2, 1, 4)).astype(np.float32)
+    nodes = [
+        helper.make_node(op, ["empty", "axis"], ["nothing"], keepdims=1),
+        helper.make_node("Add", ["nothing", "x"], ["y"]),
+        helper.make_node(op, ["x", "no_axes"], ["all"], keepdims=1),
+    ]
+    model = make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape),
+            helper.make_tensor_value_info("all", TensorProto.FLOAT, [1, 1, 1]),
+        ],
+        {
+            "empty": np.zeros((2, 0, 4), np.float32),
+            "axis": np.array([1], np.int64),
+            "no_axes": np.zeros(0, np.int64),
+        },
+        opset=18,
+    )
+    against_onnxruntime(model, {"x": x})

@@ -395,14 +395,24 @@ def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
+#: Inputs that may be empty constants: Resize's roi and scales, a reduction's axes
+#: (none: every axis), CastLike's example of the type.
+_PLACEHOLDERS = {
+    "Resize": (1, 2), "CastLike": (1,),
+    **dict.fromkeys(("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                     "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                     "ReduceLogSumExp"), (1,)),
+}  # fmt: skip
+
+
 def _check(c: Converter, node: onnx.NodeProto) -> str | None:
     if node.domain not in ("", "ai.onnx"):
         return f"{node.domain}.{node.op_type}"
     if node.op_type not in MAPPERS:
         return node.op_type
     for position, name in enumerate((*node.input, *node.output)):
-        if not name or node.op_type == "Resize" and position in (1, 2) and name in c.constants:
-            continue  # Resize's roi and scales may be empty constants: placeholders
+        if not name or position in _PLACEHOLDERS.get(node.op_type, ()) and name in c.constants:
+            continue  # may be an empty constant, read at load (or not at all)
         if node.op_type == "If" and position >= len(node.input):
             continue  # typed from the converted branches
         try:
@@ -555,6 +565,33 @@ def _fold_slice(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[n
     for axis, s, e, step in zip(axes, starts.tolist(), ends.tolist(), steps):
         index[axis] = slice(s, e, step)
     return [x[tuple(index)]]
+
+
+#: What each reduction gives over no elements at all (ONNX's "empty set" rule;
+#: max and min of integers: the type's extremes).
+_EMPTY_REDUCTIONS = {
+    "ReduceSum": 0.0, "ReduceSumSquare": 0.0, "ReduceL1": 0.0, "ReduceL2": 0.0,
+    "ReduceProd": 1.0, "ReduceMax": -np.inf, "ReduceMin": np.inf,
+    "ReduceLogSum": -np.inf, "ReduceLogSumExp": -np.inf,
+}  # fmt: skip
+
+
+@folds(*_EMPTY_REDUCTIONS)
+def _fold_empty_reduction(
+    c: Converter, node: onnx.NodeProto, a: dict[str, Any]
+) -> list[np.ndarray]:
+    """A reduction of an empty tensor along its empty axis is known at load: the
+    reduction's value over nothing (others are computed at run time)."""
+    x, *rest = _known(c, node)
+    axes = a.get("axes", rest[0].tolist() if rest and rest[0].size else None)
+    if x.size or not axes and a.get("noop_with_empty_axes", 0) or x.dtype.kind not in "fi":
+        raise _Unsupported("not an empty reduction")
+    axes = tuple(range(x.ndim)) if not axes else tuple(_axis(i, x.ndim) for i in axes)
+    shape = np.sum(x, axis=axes, keepdims=bool(a.get("keepdims", 1))).shape
+    value = _EMPTY_REDUCTIONS[node.op_type]
+    if x.dtype.kind == "i" and np.isinf(value):
+        value = np.iinfo(x.dtype).min if value < 0 else np.iinfo(x.dtype).max
+    return [np.full(shape, value, x.dtype)]
 
 
 # -- mappers ----------------------------------------------------------------------------------
