@@ -928,3 +928,50 @@ def test_reductions_of_nothing_and_over_empty_axes_match_onnxruntime(op: str) ->
         opset=18,
     )
     against_onnxruntime(model, {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_byte_tensors_compare_and_pick_like_onnxruntime(dtype: type) -> None:
+    """int8 and uint8 run as quantized operands of scale 1: comparisons, Max, Min,
+    Clip, Where and MaxPool give the integers themselves, the type's extremes included."""
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max, (1, 2, 4, 4), endpoint=True).astype(dtype)
+    y = RNG.integers(info.min, info.max, (4,), endpoint=True).astype(dtype)
+    x.flat[:2], y[:2] = [info.min, info.max], [info.max, info.min]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [
+        helper.make_node("Greater", ["x", "y"], ["greater"]),
+        helper.make_node("LessOrEqual", ["x", "y"], ["less_equal"]),
+        helper.make_node("Max", ["x", "y"], ["max"]),
+        helper.make_node("Min", ["x", "y", "x"], ["min"]),
+        helper.make_node("Clip", ["x", "low", "high"], ["clipped"]),
+        helper.make_node("Where", ["greater", "y", "x"], ["picked"]),
+        helper.make_node("MaxPool", ["x"], ["pooled"], kernel_shape=[2, 2], pads=[1, 1, 0, 0]),
+    ]
+    shapes = {"greater": x.shape, "less_equal": x.shape, "max": x.shape, "min": x.shape,
+              "clipped": x.shape, "picked": x.shape, "pooled": (1, 2, 4, 4)}  # fmt: skip
+    outputs = [
+        helper.make_tensor_value_info(
+            n, TensorProto.BOOL if n in ("greater", "less_equal") else elem, s
+        )
+        for n, s in shapes.items()
+    ]
+    model = make_model(
+        nodes,
+        [
+            helper.make_tensor_value_info("x", elem, x.shape),
+            helper.make_tensor_value_info("y", elem, y.shape),
+        ],  # fmt: skip
+        outputs,
+        {"low": np.array(info.min // 2 + 3, dtype), "high": np.array(info.max // 2, dtype)},
+    )
+    against_onnxruntime(model, {"x": x, "y": y})
+
+
+def test_byte_arithmetic_is_unsupported() -> None:
+    """NNAPI's quantized ADD saturates where ONNX's int8 Add wraps around."""
+    node = helper.make_node("Add", ["x", "x"], ["y"])
+    info = [helper.make_tensor_value_info(n, TensorProto.INT8, [4]) for n in "xy"]
+    with pytest.raises(nn_onnx.UnsupportedModelError) as error:
+        nn_onnx.load(make_model([node], info[:1], info[1:], {}))
+    assert error.value.unsupported == {"Add (int8 tensors)": 1}

@@ -379,9 +379,26 @@ def _operand_type(dtype: np.dtype[Any], shape: tuple[int, ...]) -> OperandType:
         np.dtype(np.bool_): OperandCode.TENSOR_BOOL8,
     }
     code = codes.get(np.dtype(dtype))
-    if code is None:
+    if code is not None:
+        return OperandType(code, dims)
+    byte = _BYTES.get(np.dtype(dtype))
+    if byte is None:
         raise _Unsupported(f"{dtype} tensors")
-    return OperandType(code, dims)
+    return OperandType(byte, dims, 1.0, 0)
+
+
+#: int8 and uint8 as quantized operands of scale 1 and zero point 0, whose values
+#: are the integers: only for the operations that give those integers exactly
+#: (comparisons, picks among the values), not for arithmetic (NNAPI's saturates,
+#: ONNX's wraps around).
+_BYTES = {
+    np.dtype(np.int8): OperandCode.TENSOR_QUANT8_ASYMM_SIGNED,
+    np.dtype(np.uint8): OperandCode.TENSOR_QUANT8_ASYMM,
+}
+_BYTE_OPERATORS = frozenset(
+    ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min", "MaxPool",
+     "Clip", "Identity", "Where")
+)  # fmt: skip
 
 
 def _operand_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -416,6 +433,8 @@ def _check(c: Converter, node: onnx.NodeProto) -> str | None:
         if node.op_type == "If" and position >= len(node.input):
             continue  # typed from the converted branches
         try:
+            if c.dtype(name) in _BYTES and node.op_type not in _BYTE_OPERATORS:
+                return f"{node.op_type} ({c.dtype(name)} tensors)"
             c.operand_type(name)
             if 0 in c.shape(name):
                 return f"{node.op_type} (empty tensors)"
@@ -698,7 +717,7 @@ def _clamp(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[in
     def bound(value: float | None) -> int | None:
         if value is None:
             return None
-        return c.floats(np.array([value])) if dtype == np.float32 else c.ints([int(value)])
+        return c.floats(np.array([value])) if dtype == np.float32 else _full(c, dtype, (1,), value)
 
     _bounded(c, x, out, dtype, shape, bound(lo), bound(hi))
 
