@@ -975,3 +975,94 @@ def test_byte_arithmetic_is_unsupported() -> None:
     with pytest.raises(nn_onnx.UnsupportedModelError) as error:
         nn_onnx.load(make_model([node], info[:1], info[1:], {}))
     assert error.value.unsupported == {"Add (int8 tensors)": 1}
+
+
+def _recurrent_model(op: str, attributes: dict[str, Any], values: dict[str, np.ndarray],
+                     fed: list[str], layout: int) -> Any:  # fmt: skip
+    """An RNN or GRU node on ``values`` (x, w, r, b, h0 of time-major shapes), ``fed``
+    as graph inputs and the rest initializers, in ``layout``."""
+    steps, batch, _ = values["x"].shape
+    dirs, _, hidden = values["r"].shape
+    if layout == 1:
+        values = {
+            **values,
+            "x": values["x"].transpose(1, 0, 2),
+            "h0": values["h0"].transpose(1, 0, 2),
+        }
+    y_shape = (steps, dirs, batch, hidden) if layout == 0 else (batch, steps, dirs, hidden)
+    node = helper.make_node(
+        op, ["x", "w", "r", "b", "", "h0"], ["y", "y_h"], hidden_size=hidden, layout=layout,
+        **attributes,
+    )  # fmt: skip
+    return make_model(
+        [node],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, values[n].shape) for n in fed],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape),
+            helper.make_tensor_value_info("y_h", TensorProto.FLOAT, values["h0"].shape),
+        ],
+        {n: v for n, v in values.items() if n not in fed},
+        opset=14,
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "attributes", "layout"),
+    [
+        ("RNN", {}, 0),
+        ("RNN", {"direction": "bidirectional", "activations": ["Relu", "Sigmoid"]}, 0),
+        ("RNN", {"direction": "reverse"}, 1),
+        ("GRU", {}, 0),
+        ("GRU", {"linear_before_reset": 1, "direction": "bidirectional"}, 0),
+        ("GRU", {"linear_before_reset": 1, "activations": ["Sigmoid", "Relu"]}, 1),
+    ],
+)
+@pytest.mark.parametrize("constant", [False, True])
+def test_rnn_and_gru_unrolled_match_onnxruntime(
+    op: str, attributes: dict[str, Any], layout: int, constant: bool
+) -> None:
+    """Each step's gates from FULLY_CONNECTED, with the bias blocks and initial state
+    where ONNX puts them (weights as constants, or as graph inputs).  onnxruntime
+    runs no batch-first layout: there, its time-major twin is the reference."""
+    rng = np.random.default_rng(17)
+    steps, batch, size, hidden = 4, 2, 3, 5
+    gates = 3 if op == "GRU" else 1
+    dirs = 2 if attributes.get("direction") == "bidirectional" else 1
+    values = {
+        "x": rng.standard_normal((steps, batch, size)).astype(np.float32),
+        "w": rng.uniform(-0.6, 0.6, (dirs, gates * hidden, size)).astype(np.float32),
+        "r": rng.uniform(-0.6, 0.6, (dirs, gates * hidden, hidden)).astype(np.float32),
+        "b": rng.uniform(-0.6, 0.6, (dirs, 2 * gates * hidden)).astype(np.float32),
+        "h0": rng.standard_normal((dirs, batch, hidden)).astype(np.float32),
+    }
+    fed = ["x", "h0"] if constant else list(values)
+    twin = _recurrent_model(op, attributes, values, fed, 0)
+    session = ort.InferenceSession(twin.SerializeToString(), providers=["CPUExecutionProvider"])
+    y, y_h = session.run(None, {n: values[n] for n in fed})
+    feeds = {n: values[n].transpose(1, 0, 2) if layout and n in ("x", "h0") else values[n]
+             for n in fed}  # fmt: skip
+    model = _recurrent_model(op, attributes, values, fed, layout)
+    with nn_onnx.Runner(nn_onnx.load(model), cache_dir=None) as run:
+        got = run(*feeds.values())
+    if layout:
+        y, y_h = y.transpose(2, 0, 1, 3), y_h.transpose(1, 0, 2)
+    for g, w in zip(got, (y, y_h)):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_a_gru_with_parameterized_activations_is_unsupported() -> None:
+    node = helper.make_node(
+        "GRU", ["x", "w", "r"], ["y"], hidden_size=2,
+        activations=["HardSigmoid", "Tanh"], activation_alpha=[0.2],
+    )  # fmt: skip
+    model = make_model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 1, 1, 2])],
+        {"w": np.zeros((1, 6, 2), np.float32), "r": np.zeros((1, 6, 2), np.float32)},
+    )
+    with pytest.raises(nn_onnx.UnsupportedModelError) as info:
+        nn_onnx.load(model)
+    why = "GRU (activations with parameters, or not one set per direction)"
+    assert info.value.unsupported == {why: 1}

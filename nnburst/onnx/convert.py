@@ -2491,6 +2491,118 @@ def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
             _stacked(c, results[k], shape, axis, name)
 
 
+#: The most steps RNN and GRU unroll into (some ten operations each).
+_MAX_UNROLLED_STEPS = 256
+#: ONNX activation names → the NNAPI operation each is (without parameters).
+_GATE_ACTIVATIONS = {
+    "Tanh": OperationCode.TANH, "Relu": OperationCode.RELU, "Sigmoid": OperationCode.LOGISTIC,
+}  # fmt: skip
+
+
+@maps("RNN", "GRU")
+def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Unrolled over the (static) sequence, one step after another, per direction:
+    each gate FULLY_CONNECTED on x_t (bias Wb + Rb) plus FULLY_CONNECTED on h, then
+    its activation (NNAPI's RNN takes no Tanh, and has no GRU).  GRU: z, r and h̃
+    gates, h̃ from (r ⊙ h)·Rhᵀ, or with linear_before_reset from r ⊙ (h·Rhᵀ + Rbh);
+    h = (1 − z) ⊙ h̃ + z ⊙ h.  The reverse direction walks the steps backwards."""
+    x, w, r, b, lengths, h0 = (*node.input, *[""] * 6)[:6]
+    gru = node.op_type == "GRU"
+    direction = _text(a.get("direction"), "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise _Unsupported(f"direction {direction!r}")
+    directions = 2 if direction == "bidirectional" else 1
+    names = [_text(n, "") for n in a.get("activations", [])]
+    per = 2 if gru else 1
+    names = names or (["Sigmoid", "Tanh"] if gru else ["Tanh"]) * directions
+    if "activation_alpha" in a or "activation_beta" in a or len(names) != per * directions:
+        raise _Unsupported("activations with parameters, or not one set per direction")
+    if any(n not in _GATE_ACTIVATIONS for n in names) or a.get("clip") is not None:
+        raise _Unsupported(f"clip or activations {', '.join(names)} (Tanh, Relu, Sigmoid map)")
+    layout = a.get("layout", 0)
+    if layout not in (0, 1) or c.dtype(x) != np.float32:
+        raise _Unsupported(f"layout {layout} or {c.dtype(x)} tensors")
+    x_shape = c.shape(x)
+    (steps, batch), size = x_shape[:2] if layout == 0 else x_shape[1::-1], x_shape[2]
+    hidden = c.shape(r)[-1]
+    if lengths and (c.value(lengths, "sequence_lens") != steps).any():
+        raise _Unsupported("sequence_lens shorter than the sequence")
+    if steps > _MAX_UNROLLED_STEPS:
+        raise _Unsupported(f"a sequence of more than {_MAX_UNROLLED_STEPS} steps")
+    reset_first = bool(a.get("linear_before_reset", 0))
+    f32, state = np.dtype(np.float32), (batch, hidden)
+    gates = 3 if gru else 1
+    one = (1, batch, hidden) if layout == 0 else (batch, 1, hidden)
+    sequences, finals = [], []
+    for d in range(directions):
+        acts = [_GATE_ACTIVATIONS[n] for n in names[per * d : per * d + per]]
+        f, g = acts[0], acts[-1]
+        weights = [_piece(c, w, (d, k * hidden, 0), (1, hidden, size)) for k in range(gates)]
+        recurrent = [_piece(c, r, (d, k * hidden, 0), (1, hidden, hidden)) for k in range(gates)]
+        # h̃ with linear_before_reset: Rbh goes with h·Rhᵀ, inside the reset
+        biases = [
+            _gate_bias(c, b, d, (k,) if gru and k == 2 and reset_first else (k, k + gates), hidden)
+            for k in range(gates)
+        ]
+        inner = _gate_bias(c, b, d, (gates + 2,), hidden) if gru and reset_first else None
+        h = _lstm_state(c, h0, d, layout, state)
+        outputs: dict[int, int] = {}
+        backward = direction == "reverse" or d == 1
+        for t in reversed(range(steps)) if backward else range(steps):
+            begin = (t, 0, 0) if layout == 0 else (0, t, 0)
+            cut = (1, batch, size) if layout == 0 else (batch, 1, size)
+            xs = (_piece(c, x, begin, cut, (batch, size)), (batch, size))
+            pre = [
+                _gate(c, xs, state, weights[k], biases[k], h, recurrent[k])
+                for k in range(min(gates, 2))
+            ]
+            if not gru:
+                h = _apply(c, f, pre[:1], f32, state)
+            else:
+                z = _apply(c, f, pre[:1], f32, state)
+                reset = _apply(c, f, pre[1:], f32, state)
+                if reset_first:
+                    own = _gate(c, xs, state, weights[2], biases[2])
+                    carried = _gate(c, (h, state), state, recurrent[2], inner)
+                    gated = _apply(c, OperationCode.MUL, [reset, carried], f32, state)
+                    candidate = _apply(c, OperationCode.ADD, [own, gated], f32, state)
+                else:
+                    reset_h = _apply(c, OperationCode.MUL, [reset, h], f32, state)
+                    candidate = _gate(c, xs, state, weights[2], biases[2], reset_h, recurrent[2])
+                candidate = _apply(c, g, [candidate], f32, state)
+                keep = _apply(c, OperationCode.SUB, [c.floats(np.ones(1)), z], f32, state)
+                new = _apply(c, OperationCode.MUL, [keep, candidate], f32, state)
+                old = _apply(c, OperationCode.MUL, [z, h], f32, state)
+                h = _apply(c, OperationCode.ADD, [new, old], f32, state)
+            outputs[t] = h
+        finals.append(h)
+        if node.output[0]:
+            pieces = [_reshaped(c, outputs[t], f32, state, one) for t in range(steps)]
+            sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
+            stacked = c.temporary(f32, sequence)
+            c.add(OperationCode.CONCATENATION, [*pieces, c.i32(layout)], [stacked])
+            sequences.append(stacked)
+    if node.output[0]:
+        sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
+        _stacked(c, sequences, sequence, 1 + layout, node.output[0])
+    if len(node.output) > 1 and node.output[1]:
+        _stacked(c, finals, state, layout, node.output[1])
+
+
+def _gate(c: Converter, x: tuple[int, tuple[int, int]], state: tuple[int, int], weights: int,
+          bias: int | None, h: int | None = None, recurrent: int | None = None) -> int:  # fmt: skip
+    """x·Wᵀ + bias (``x``: an operand and its [batch, size]), plus h·Rᵀ when given:
+    [batch, hidden] (``state``)."""
+    f32 = np.dtype(np.float32)
+    own = c.temporary(f32, state)
+    _fully_connected(c, x[0], x[1], weights, own, state, bias)
+    if h is None or recurrent is None:
+        return own
+    carried = c.temporary(f32, state)
+    _fully_connected(c, h, state, recurrent, carried, state)
+    return _apply(c, OperationCode.ADD, [own, carried], f32, state)
+
+
 def _lstm_activations(a: dict[str, Any], directions: int) -> list[int]:
     """The LSTM operation's activation code per direction: ONNX's f must be
     Sigmoid and its g and h one activation NNAPI has, without parameters."""
@@ -2527,16 +2639,24 @@ def _piece(c: Converter, name: str, begin: Sequence[int], size: Sequence[int],
 
 
 def _lstm_bias(c: Converter, b: str, d: int, gate: int, hidden: int) -> int:
-    """A gate's bias, ONNX's Wb + Rb (zeros without B): summed at load from a constant."""
+    """A gate's bias, ONNX's Wb + Rb (zeros without B)."""
+    return _gate_bias(c, b, d, (gate, gate + 4), hidden)
+
+
+def _gate_bias(c: Converter, b: str, d: int, blocks: Sequence[int], hidden: int) -> int:
+    """The sum of B's ``blocks`` (of ``hidden`` each) for direction ``d``: summed at
+    load from a constant, ADD'ed at every run otherwise (zeros without B)."""
     f32 = np.dtype(np.float32)
     if not b:
         return _full(c, f32, (hidden,), 0)
     if b in c.constants:
         rows = c.constants[b][d].astype(np.float32)
-        both = [rows[k * hidden : (k + 1) * hidden] for k in (gate, gate + 4)]
-        return c.floats(both[0] + both[1])
-    parts = [_piece(c, b, (d, k * hidden), (1, hidden)) for k in (gate, gate + 4)]
-    return _apply(c, OperationCode.ADD, parts, f32, (hidden,))
+        return c.floats(sum(rows[k * hidden : (k + 1) * hidden] for k in blocks))
+    parts = [_piece(c, b, (d, k * hidden), (1, hidden)) for k in blocks]
+    total = parts[0]
+    for part in parts[1:]:
+        total = _apply(c, OperationCode.ADD, [total, part], f32, (hidden,))
+    return total
 
 
 def _lstm_state(c: Converter, name: str, d: int, layout: int, shape: tuple[int, int]) -> int:
