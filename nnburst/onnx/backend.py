@@ -99,7 +99,8 @@ def run_node_tests(data_dir: str | os.PathLike[str]) -> dict[str, str]:
     """ONNX's backend test runner over the node tests in ``data_dir`` (the
     ``onnx/backend/test/data`` directory of an onnx wheel that ships them, as
     1.22.0 does), nnburst as the backend: each test's outcome by name, ``"pass"``,
-    ``"unsupported"`` (the clear refusal) or ``"wrong: <why>"``.  CUDA variants are left out."""
+    ``"unsupported: <what>"`` (the clear refusal, with what it names) or
+    ``"wrong: <why>"``.  CUDA variants are left out."""
     import onnx.backend.test.loader as loader
     import onnx.backend.test.runner as runner_module
 
@@ -127,8 +128,9 @@ def run_node_tests(data_dir: str | os.PathLike[str]) -> dict[str, str]:
         outcomes.pop(_name(test), None)
     for test, trace in result.errors + result.failures:
         last = trace.strip().splitlines()[-1]
+        refused = "UnsupportedModelError" in trace
         outcomes[_name(test)] = (
-            "unsupported" if "UnsupportedModelError" in trace else f"wrong: {last}"
+            f"unsupported: {last.rsplit('cannot run: ', 1)[-1]}" if refused else f"wrong: {last}"
         )
     return outcomes
 
