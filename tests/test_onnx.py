@@ -203,7 +203,7 @@ def test_real_models_match_onnxruntime(
 # -- ONNX's backend node tests --------------------------------------------------------------------
 
 #: Node tests that pass today (onnx 1.22.0's data; see docs/onnx-node-tests.md).
-MIN_PASSING = 698
+MIN_PASSING = 841
 #: One node test per mapping that composes NNAPI operations or transposes a computed
 #: operand: each must pass, not merely be refused.
 MUST_PASS = [
@@ -243,6 +243,14 @@ MUST_PASS = [
     "test_lstm_with_initial_bias",  # weights and biases cut per gate by SLICE (graph inputs)
     "test_lstm_batchwise",
     "test_causal_conv_with_state_b1_c1_degenerate_expanded",  # a 1-D Conv over a height of 1
+    "test_nllloss_NCd1d2_with_weight_reduction_mean",
+    "test_sce_mean_weight_ii_4d_log_prob",
+    "test_reduce_sum_empty_set",  # an empty input frozen, its reduction folded
+    "test_reduce_l2_default_axes_keepdims_example",  # an empty axes constant
+    "test_less_equal_int8",
+    "test_maxpool_2d_uint8",
+    "test_simple_rnn_bidirectional",
+    "test_gru_batchwise",
 ]
 
 
@@ -935,3 +943,214 @@ def test_an_lstm_nnapi_would_compute_otherwise_is_unsupported(
     with pytest.raises(nn_onnx.UnsupportedModelError) as info:
         nn_onnx.load(model)
     assert info.value.unsupported == {f"LSTM ({why})": 1}
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+def test_losses_with_constant_targets_match_onnxruntime(
+    op: str, weighted: bool, reduction: str
+) -> None:
+    """An ignored target adds nothing, even where x holds -inf."""
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((3, 5, 2, 4)).astype(np.float32)
+    target = rng.integers(0, 5, (3, 2, 4)).astype(np.int64)
+    target[0, 1, 2] = target[2, 0, 0] = -1
+    x[0, 0, 1, 2] = -np.inf
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)]
+    feeds = {"x": x}
+    names = ["x", "target"]
+    if weighted:
+        inputs.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [5]))
+        feeds["w"] = rng.uniform(0.5, 2.0, 5).astype(np.float32)
+        names.append("w")
+    loss_shape = target.shape if reduction == "none" else []
+    outputs = [helper.make_tensor_value_info("loss", TensorProto.FLOAT, loss_shape)]
+    if op == "SoftmaxCrossEntropyLoss":
+        outputs.append(helper.make_tensor_value_info("log_prob", TensorProto.FLOAT, x.shape))
+    node = helper.make_node(
+        op, names, [o.name for o in outputs], reduction=reduction, ignore_index=-1
+    )
+    model = make_model([node], inputs, outputs, {"target": target}, opset=13)
+    against_onnxruntime(model, feeds)
+
+
+def test_a_loss_target_out_of_range_is_unsupported() -> None:
+    node = helper.make_node("NegativeLogLikelihoodLoss", ["x", "target"], ["loss"])
+    model = make_model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        {"target": np.array([0, 3], np.int64)},
+        opset=13,
+    )
+    with pytest.raises(nn_onnx.UnsupportedModelError) as info:
+        nn_onnx.load(model)
+    assert info.value.unsupported == {"NegativeLogLikelihoodLoss (targets out of range)": 1}
+
+
+@pytest.mark.parametrize(
+    "op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceLogSum", "ReduceL2"]
+)
+def test_reductions_of_nothing_and_over_empty_axes_match_onnxruntime(op: str) -> None:
+    """An empty constant reduced along its empty axis is the reduction's value over
+    nothing; an empty axes constant reduces every axis."""
+    x = RNG.uniform(0.5, 2.0, (2, 1, 4)).astype(np.float32)
+    nodes = [
+        helper.make_node(op, ["empty", "axis"], ["nothing"], keepdims=1),
+        helper.make_node("Add", ["nothing", "x"], ["y"]),
+        helper.make_node(op, ["x", "no_axes"], ["all"], keepdims=1),
+    ]
+    model = make_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape),
+            helper.make_tensor_value_info("all", TensorProto.FLOAT, [1, 1, 1]),
+        ],
+        {
+            "empty": np.zeros((2, 0, 4), np.float32),
+            "axis": np.array([1], np.int64),
+            "no_axes": np.zeros(0, np.int64),
+        },
+        opset=18,
+    )
+    against_onnxruntime(model, {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_byte_tensors_compare_and_pick_like_onnxruntime(dtype: type) -> None:
+    """int8 and uint8 run as quantized operands of scale 1: comparisons, Max, Min,
+    Clip, Where and MaxPool give the integers themselves, the type's extremes included."""
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max, (1, 2, 4, 4), endpoint=True).astype(dtype)
+    y = RNG.integers(info.min, info.max, (4,), endpoint=True).astype(dtype)
+    x.flat[:2], y[:2] = [info.min, info.max], [info.max, info.min]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [
+        helper.make_node("Greater", ["x", "y"], ["greater"]),
+        helper.make_node("LessOrEqual", ["x", "y"], ["less_equal"]),
+        helper.make_node("Max", ["x", "y"], ["max"]),
+        helper.make_node("Min", ["x", "y", "x"], ["min"]),
+        helper.make_node("Clip", ["x", "low", "high"], ["clipped"]),
+        helper.make_node("Where", ["greater", "y", "x"], ["picked"]),
+        helper.make_node("MaxPool", ["x"], ["pooled"], kernel_shape=[2, 2], pads=[1, 1, 0, 0]),
+    ]
+    shapes = {"greater": x.shape, "less_equal": x.shape, "max": x.shape, "min": x.shape,
+              "clipped": x.shape, "picked": x.shape, "pooled": (1, 2, 4, 4)}  # fmt: skip
+    outputs = [
+        helper.make_tensor_value_info(
+            n, TensorProto.BOOL if n in ("greater", "less_equal") else elem, s
+        )
+        for n, s in shapes.items()
+    ]
+    model = make_model(
+        nodes,
+        [
+            helper.make_tensor_value_info("x", elem, x.shape),
+            helper.make_tensor_value_info("y", elem, y.shape),
+        ],  # fmt: skip
+        outputs,
+        {"low": np.array(info.min // 2 + 3, dtype), "high": np.array(info.max // 2, dtype)},
+    )
+    against_onnxruntime(model, {"x": x, "y": y})
+
+
+def test_byte_arithmetic_is_unsupported() -> None:
+    """NNAPI's quantized ADD saturates where ONNX's int8 Add wraps around."""
+    node = helper.make_node("Add", ["x", "x"], ["y"])
+    info = [helper.make_tensor_value_info(n, TensorProto.INT8, [4]) for n in "xy"]
+    with pytest.raises(nn_onnx.UnsupportedModelError) as error:
+        nn_onnx.load(make_model([node], info[:1], info[1:], {}))
+    assert error.value.unsupported == {"Add (int8 tensors)": 1}
+
+
+def _recurrent_model(op: str, attributes: dict[str, Any], values: dict[str, np.ndarray],
+                     fed: list[str], layout: int) -> Any:  # fmt: skip
+    """An RNN or GRU node on ``values`` (x, w, r, b, h0 of time-major shapes), ``fed``
+    as graph inputs and the rest initializers, in ``layout``."""
+    steps, batch, _ = values["x"].shape
+    dirs, _, hidden = values["r"].shape
+    if layout == 1:
+        values = {
+            **values,
+            "x": values["x"].transpose(1, 0, 2),
+            "h0": values["h0"].transpose(1, 0, 2),
+        }
+    y_shape = (steps, dirs, batch, hidden) if layout == 0 else (batch, steps, dirs, hidden)
+    node = helper.make_node(
+        op, ["x", "w", "r", "b", "", "h0"], ["y", "y_h"], hidden_size=hidden, layout=layout,
+        **attributes,
+    )  # fmt: skip
+    return make_model(
+        [node],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, values[n].shape) for n in fed],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape),
+            helper.make_tensor_value_info("y_h", TensorProto.FLOAT, values["h0"].shape),
+        ],
+        {n: v for n, v in values.items() if n not in fed},
+        opset=14,
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "attributes", "layout"),
+    [
+        ("RNN", {}, 0),
+        ("RNN", {"direction": "bidirectional", "activations": ["Relu", "Sigmoid"]}, 0),
+        ("RNN", {"direction": "reverse"}, 1),
+        ("GRU", {}, 0),
+        ("GRU", {"linear_before_reset": 1, "direction": "bidirectional"}, 0),
+        ("GRU", {"linear_before_reset": 1, "activations": ["Sigmoid", "Relu"]}, 1),
+    ],
+)
+@pytest.mark.parametrize("constant", [False, True])
+def test_rnn_and_gru_unrolled_match_onnxruntime(
+    op: str, attributes: dict[str, Any], layout: int, constant: bool
+) -> None:
+    """Each step's gates from FULLY_CONNECTED, with the bias blocks and initial state
+    where ONNX puts them (weights as constants, or as graph inputs).  onnxruntime
+    runs no batch-first layout: there, its time-major twin is the reference."""
+    rng = np.random.default_rng(17)
+    steps, batch, size, hidden = 4, 2, 3, 5
+    gates = 3 if op == "GRU" else 1
+    dirs = 2 if attributes.get("direction") == "bidirectional" else 1
+    values = {
+        "x": rng.standard_normal((steps, batch, size)).astype(np.float32),
+        "w": rng.uniform(-0.6, 0.6, (dirs, gates * hidden, size)).astype(np.float32),
+        "r": rng.uniform(-0.6, 0.6, (dirs, gates * hidden, hidden)).astype(np.float32),
+        "b": rng.uniform(-0.6, 0.6, (dirs, 2 * gates * hidden)).astype(np.float32),
+        "h0": rng.standard_normal((dirs, batch, hidden)).astype(np.float32),
+    }
+    fed = ["x", "h0"] if constant else list(values)
+    twin = _recurrent_model(op, attributes, values, fed, 0)
+    session = ort.InferenceSession(twin.SerializeToString(), providers=["CPUExecutionProvider"])
+    y, y_h = session.run(None, {n: values[n] for n in fed})
+    feeds = {n: values[n].transpose(1, 0, 2) if layout and n in ("x", "h0") else values[n]
+             for n in fed}  # fmt: skip
+    model = _recurrent_model(op, attributes, values, fed, layout)
+    with nn_onnx.Runner(nn_onnx.load(model), cache_dir=None) as run:
+        got = run(*feeds.values())
+    if layout:
+        y, y_h = y.transpose(2, 0, 1, 3), y_h.transpose(1, 0, 2)
+    for g, w in zip(got, (y, y_h)):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_a_gru_with_parameterized_activations_is_unsupported() -> None:
+    node = helper.make_node(
+        "GRU", ["x", "w", "r"], ["y"], hidden_size=2,
+        activations=["HardSigmoid", "Tanh"], activation_alpha=[0.2],
+    )  # fmt: skip
+    model = make_model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 1, 1, 2])],
+        {"w": np.zeros((1, 6, 2), np.float32), "r": np.zeros((1, 6, 2), np.float32)},
+    )
+    with pytest.raises(nn_onnx.UnsupportedModelError) as info:
+        nn_onnx.load(model)
+    why = "GRU (activations with parameters, or not one set per direction)"
+    assert info.value.unsupported == {why: 1}

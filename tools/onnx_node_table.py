@@ -4,7 +4,9 @@
 
 DATA_DIR is the ``onnx/backend/test/data`` directory of the onnx 1.22.0 wheel
 (the last that ships the node tests); the test suite fetches it into
-``~/.cache/nnburst/models/onnx-1.22.0/`` (see tests/model_cache.py).
+``~/.cache/nnburst/models/onnx-1.22.0/`` (see tests/model_cache.py).  The
+refusals are printed too, grouped by what they name (each test counted once
+per reason), the largest groups first.
 """
 
 from __future__ import annotations
@@ -60,6 +62,13 @@ def main(argv: list[str]) -> int:
         counts = table[op]
         lines.append(f"| {op} | {counts['pass']} | {counts['unsupported']} | {counts['wrong']} |")
     DOC.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    reasons: collections.Counter[str] = collections.Counter()
+    for outcome in outcomes.values():
+        if outcome.startswith("unsupported: "):
+            parts = outcome.removeprefix("unsupported: ").split("; ")
+            reasons.update({p.rsplit(" ×", 1)[0] for p in parts})
+    for reason, count in reasons.most_common():
+        print(f"{count:5d}  {reason}")
     print(f"wrote {DOC}: {dict(totals)}")
     return 0
 

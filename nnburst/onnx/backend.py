@@ -23,9 +23,10 @@ from . import Runner, UnsupportedModelError, load
 class NnburstRep(BackendRep):
     """A prepared model, converted when it first runs: NNAPI shapes are static,
     so the conversion uses the shapes of the inputs it is given; an int64
-    input (what feeds shapes, axes and indices in ONNX graphs) and a one-element
-    boolean (a Loop's or If's condition, which can decide an output's length)
-    become constants of the values given, so what they drive is known at load.
+    input (what feeds shapes, axes and indices in ONNX graphs), a one-element
+    boolean (a Loop's or If's condition, which can decide an output's length) and
+    an empty tensor become constants of the values given, so what they drive is
+    known at load.
     New shapes or such values convert it again."""
 
     def __init__(self, model: onnx.ModelProto) -> None:
@@ -66,7 +67,9 @@ class NnburstRep(BackendRep):
 
 
 def _frozen(value: np.ndarray) -> bool:
-    return value.dtype == np.int64 or value.dtype == np.bool_ and value.size == 1
+    """An empty tensor has no values to feed (NNAPI has no empty operands): its
+    shape, which the key holds, is all it says."""
+    return value.dtype == np.int64 or value.dtype == np.bool_ and value.size == 1 or not value.size
 
 
 class NnburstBackend(Backend):
@@ -96,7 +99,8 @@ def run_node_tests(data_dir: str | os.PathLike[str]) -> dict[str, str]:
     """ONNX's backend test runner over the node tests in ``data_dir`` (the
     ``onnx/backend/test/data`` directory of an onnx wheel that ships them, as
     1.22.0 does), nnburst as the backend: each test's outcome by name, ``"pass"``,
-    ``"unsupported"`` (the clear refusal) or ``"wrong: <why>"``.  CUDA variants are left out."""
+    ``"unsupported: <what>"`` (the clear refusal, with what it names) or
+    ``"wrong: <why>"``.  CUDA variants are left out."""
     import onnx.backend.test.loader as loader
     import onnx.backend.test.runner as runner_module
 
@@ -124,8 +128,9 @@ def run_node_tests(data_dir: str | os.PathLike[str]) -> dict[str, str]:
         outcomes.pop(_name(test), None)
     for test, trace in result.errors + result.failures:
         last = trace.strip().splitlines()[-1]
+        refused = "UnsupportedModelError" in trace
         outcomes[_name(test)] = (
-            "unsupported" if "UnsupportedModelError" in trace else f"wrong: {last}"
+            f"unsupported: {last.rsplit('cannot run: ', 1)[-1]}" if refused else f"wrong: {last}"
         )
     return outcomes
 

@@ -379,9 +379,26 @@ def _operand_type(dtype: np.dtype[Any], shape: tuple[int, ...]) -> OperandType:
         np.dtype(np.bool_): OperandCode.TENSOR_BOOL8,
     }
     code = codes.get(np.dtype(dtype))
-    if code is None:
+    if code is not None:
+        return OperandType(code, dims)
+    byte = _BYTES.get(np.dtype(dtype))
+    if byte is None:
         raise _Unsupported(f"{dtype} tensors")
-    return OperandType(code, dims)
+    return OperandType(byte, dims, 1.0, 0)
+
+
+#: int8 and uint8 as quantized operands of scale 1 and zero point 0, whose values
+#: are the integers: only for the operations that give those integers exactly
+#: (comparisons, picks among the values), not for arithmetic (NNAPI's saturates,
+#: ONNX's wraps around).
+_BYTES = {
+    np.dtype(np.int8): OperandCode.TENSOR_QUANT8_ASYMM_SIGNED,
+    np.dtype(np.uint8): OperandCode.TENSOR_QUANT8_ASYMM,
+}
+_BYTE_OPERATORS = frozenset(
+    ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min", "MaxPool",
+     "Clip", "Identity", "Where")
+)  # fmt: skip
 
 
 def _operand_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
@@ -395,17 +412,29 @@ def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
+#: Inputs that may be empty constants: Resize's roi and scales, a reduction's axes
+#: (none: every axis), CastLike's example of the type.
+_PLACEHOLDERS = {
+    "Resize": (1, 2), "CastLike": (1,),
+    **dict.fromkeys(("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                     "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+                     "ReduceLogSumExp"), (1,)),
+}  # fmt: skip
+
+
 def _check(c: Converter, node: onnx.NodeProto) -> str | None:
     if node.domain not in ("", "ai.onnx"):
         return f"{node.domain}.{node.op_type}"
     if node.op_type not in MAPPERS:
         return node.op_type
     for position, name in enumerate((*node.input, *node.output)):
-        if not name or node.op_type == "Resize" and position in (1, 2) and name in c.constants:
-            continue  # Resize's roi and scales may be empty constants: placeholders
+        if not name or position in _PLACEHOLDERS.get(node.op_type, ()) and name in c.constants:
+            continue  # may be an empty constant, read at load (or not at all)
         if node.op_type == "If" and position >= len(node.input):
             continue  # typed from the converted branches
         try:
+            if c.dtype(name) in _BYTES and node.op_type not in _BYTE_OPERATORS:
+                return f"{node.op_type} ({c.dtype(name)} tensors)"
             c.operand_type(name)
             if 0 in c.shape(name):
                 return f"{node.op_type} (empty tensors)"
@@ -557,6 +586,33 @@ def _fold_slice(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[n
     return [x[tuple(index)]]
 
 
+#: What each reduction gives over no elements at all (ONNX's "empty set" rule;
+#: max and min of integers: the type's extremes).
+_EMPTY_REDUCTIONS = {
+    "ReduceSum": 0.0, "ReduceSumSquare": 0.0, "ReduceL1": 0.0, "ReduceL2": 0.0,
+    "ReduceProd": 1.0, "ReduceMax": -np.inf, "ReduceMin": np.inf,
+    "ReduceLogSum": -np.inf, "ReduceLogSumExp": -np.inf,
+}  # fmt: skip
+
+
+@folds(*_EMPTY_REDUCTIONS)
+def _fold_empty_reduction(
+    c: Converter, node: onnx.NodeProto, a: dict[str, Any]
+) -> list[np.ndarray]:
+    """A reduction of an empty tensor along its empty axis is known at load: the
+    reduction's value over nothing (others are computed at run time)."""
+    x, *rest = _known(c, node)
+    axes = a.get("axes", rest[0].tolist() if rest and rest[0].size else None)
+    if x.size or not axes and a.get("noop_with_empty_axes", 0) or x.dtype.kind not in "fi":
+        raise _Unsupported("not an empty reduction")
+    axes = tuple(range(x.ndim)) if not axes else tuple(_axis(i, x.ndim) for i in axes)
+    shape = np.sum(x, axis=axes, keepdims=bool(a.get("keepdims", 1))).shape
+    value = _EMPTY_REDUCTIONS[node.op_type]
+    if x.dtype.kind == "i" and np.isinf(value):
+        value = np.iinfo(x.dtype).min if value < 0 else np.iinfo(x.dtype).max
+    return [np.full(shape, value, x.dtype)]
+
+
 # -- mappers ----------------------------------------------------------------------------------
 
 Mapper = Callable[[Converter, onnx.NodeProto, dict[str, Any]], None]
@@ -661,7 +717,7 @@ def _clamp(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[in
     def bound(value: float | None) -> int | None:
         if value is None:
             return None
-        return c.floats(np.array([value])) if dtype == np.float32 else c.ints([int(value)])
+        return c.floats(np.array([value])) if dtype == np.float32 else _full(c, dtype, (1,), value)
 
     _bounded(c, x, out, dtype, shape, bound(lo), bound(hi))
 
@@ -2289,6 +2345,81 @@ def _one_hot(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.TRANSPOSE, [chosen, c.ints(perm)], [_out(c, node)])
 
 
+# -- losses -----------------------------------------------------------------------------------
+
+
+@maps("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss")
+def _loss(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Constant targets (int64 in ONNX, so known at load) make the picks one GATHER
+    of known positions: −x[n, t, d…] (SoftmaxCrossEntropyLoss: of LOG_SOFTMAX(x) along
+    the classes), times weight[t] (a GATHER too).  An ignored target picks a zero
+    laid after the values instead, so it adds nothing, and weighs nothing in a mean,
+    whatever x holds there.  The mean divides by the summed weights, as ONNX does."""
+    name, target = node.input[:2]
+    weight = node.input[2] if len(node.input) > 2 else ""
+    shape, f32 = c.shape(name), np.dtype(np.float32)
+    if c.dtype(name) != f32 or len(shape) < 2 or len(shape) > 4:
+        raise _Unsupported(f"{c.dtype(name)} scores of rank {len(shape)} (float32, 2 to 4 map)")
+    reduction = _text(a.get("reduction"), "mean")
+    if reduction not in ("none", "sum", "mean"):
+        raise _Unsupported(f"reduction {reduction!r}")
+    labels = np.asarray(c.value(target, "target")).astype(np.int64)
+    batch, classes = shape[:2]
+    inner = int(np.prod(shape[2:]))
+    ignored = labels == a["ignore_index"] if "ignore_index" in a else np.zeros(labels.shape, bool)
+    kept = labels[~ignored]
+    if ((kept < 0) | (kept >= classes)).any():
+        raise _Unsupported("targets out of range")
+    x = c.operand(name)
+    if node.op_type == "SoftmaxCrossEntropyLoss":
+        log_prob = _out(c, node, 1) if len(node.output) > 1 and node.output[1] else None
+        x = _apply(c, OperationCode.LOG_SOFTMAX, [x, c.f32(1.0), c.i32(1)], f32, shape, log_prob)
+    rows = labels.reshape(batch, inner)
+    flat = (np.arange(batch)[:, None] * classes + rows) * inner + np.arange(inner)[None, :]
+    positions = np.where(ignored.reshape(batch, inner), batch * classes * inner, flat)
+    summed = reduction != "none"
+    picks = positions.reshape(-1) if summed else positions.reshape(labels.shape)
+    out = _out(c, node)
+    picked = _or_zero(c, x, shape, picks)
+    weights = None
+    if weight:
+        if c.dtype(weight) != f32:
+            raise _Unsupported(f"{c.dtype(weight)} weights")
+        chosen = np.where(ignored, classes, labels).reshape(picks.shape)
+        weights = _or_zero(c, c.operand(weight), c.shape(weight), chosen)
+    losses = _apply(
+        c, OperationCode.NEG, [picked], f32, picks.shape, None if summed or weights else out
+    )
+    if weights is not None:
+        losses = _apply(
+            c, OperationCode.MUL, [losses, weights], f32, picks.shape, None if summed else out
+        )
+    if not summed:
+        return
+    total_axes, keep = c.ints([0]), c.boolean(True)
+    if reduction == "sum":
+        c.add(OperationCode.REDUCE_SUM, [losses, total_axes, keep], [out])
+        return
+    total = _apply(c, OperationCode.REDUCE_SUM, [losses, total_axes, keep], f32, (1,))
+    if weights is not None:
+        count = _apply(c, OperationCode.REDUCE_SUM, [weights, c.ints([0]), keep], f32, (1,))
+    else:
+        count = c.floats(np.array([np.count_nonzero(~ignored)], np.float32))
+    _apply(c, OperationCode.DIV, [total, count], f32, (1,), out)
+
+
+def _or_zero(c: Converter, source: int, shape: tuple[int, ...], positions: np.ndarray) -> int:
+    """The float32 elements of ``source`` at flat ``positions``, where the position
+    one past the last picks a zero (one GATHER from the values and a zero laid after)."""
+    f32, size = np.dtype(np.float32), int(np.prod(shape))
+    flat = _apply(c, OperationCode.RESHAPE, [source, c.ints([size])], f32, (size,))
+    padded = _apply(
+        c, OperationCode.CONCATENATION, [flat, c.floats(np.zeros(1)), c.i32(0)], f32, (size + 1,)
+    )
+    where = _int_tensor(c, positions if positions.ndim else positions.reshape(1))
+    return _apply(c, OperationCode.GATHER, [padded, c.i32(0), where], f32, positions.shape or (1,))
+
+
 # -- recurrent layers -------------------------------------------------------------------------
 
 #: ONNX activation names → the LSTM operation's activation codes (TFLite's).  NNAPI
@@ -2360,6 +2491,118 @@ def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
             _stacked(c, results[k], shape, axis, name)
 
 
+#: The most steps RNN and GRU unroll into (some ten operations each).
+_MAX_UNROLLED_STEPS = 256
+#: ONNX activation names → the NNAPI operation each is (without parameters).
+_GATE_ACTIVATIONS = {
+    "Tanh": OperationCode.TANH, "Relu": OperationCode.RELU, "Sigmoid": OperationCode.LOGISTIC,
+}  # fmt: skip
+
+
+@maps("RNN", "GRU")
+def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Unrolled over the (static) sequence, one step after another, per direction:
+    each gate FULLY_CONNECTED on x_t (bias Wb + Rb) plus FULLY_CONNECTED on h, then
+    its activation (NNAPI's RNN takes no Tanh, and has no GRU).  GRU: z, r and h̃
+    gates, h̃ from (r ⊙ h)·Rhᵀ, or with linear_before_reset from r ⊙ (h·Rhᵀ + Rbh);
+    h = (1 − z) ⊙ h̃ + z ⊙ h.  The reverse direction walks the steps backwards."""
+    x, w, r, b, lengths, h0 = (*node.input, *[""] * 6)[:6]
+    gru = node.op_type == "GRU"
+    direction = _text(a.get("direction"), "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise _Unsupported(f"direction {direction!r}")
+    directions = 2 if direction == "bidirectional" else 1
+    names = [_text(n, "") for n in a.get("activations", [])]
+    per = 2 if gru else 1
+    names = names or (["Sigmoid", "Tanh"] if gru else ["Tanh"]) * directions
+    if "activation_alpha" in a or "activation_beta" in a or len(names) != per * directions:
+        raise _Unsupported("activations with parameters, or not one set per direction")
+    if any(n not in _GATE_ACTIVATIONS for n in names) or a.get("clip") is not None:
+        raise _Unsupported(f"clip or activations {', '.join(names)} (Tanh, Relu, Sigmoid map)")
+    layout = a.get("layout", 0)
+    if layout not in (0, 1) or c.dtype(x) != np.float32:
+        raise _Unsupported(f"layout {layout} or {c.dtype(x)} tensors")
+    x_shape = c.shape(x)
+    (steps, batch), size = x_shape[:2] if layout == 0 else x_shape[1::-1], x_shape[2]
+    hidden = c.shape(r)[-1]
+    if lengths and (c.value(lengths, "sequence_lens") != steps).any():
+        raise _Unsupported("sequence_lens shorter than the sequence")
+    if steps > _MAX_UNROLLED_STEPS:
+        raise _Unsupported(f"a sequence of more than {_MAX_UNROLLED_STEPS} steps")
+    reset_first = bool(a.get("linear_before_reset", 0))
+    f32, state = np.dtype(np.float32), (batch, hidden)
+    gates = 3 if gru else 1
+    one = (1, batch, hidden) if layout == 0 else (batch, 1, hidden)
+    sequences, finals = [], []
+    for d in range(directions):
+        acts = [_GATE_ACTIVATIONS[n] for n in names[per * d : per * d + per]]
+        f, g = acts[0], acts[-1]
+        weights = [_piece(c, w, (d, k * hidden, 0), (1, hidden, size)) for k in range(gates)]
+        recurrent = [_piece(c, r, (d, k * hidden, 0), (1, hidden, hidden)) for k in range(gates)]
+        # h̃ with linear_before_reset: Rbh goes with h·Rhᵀ, inside the reset
+        biases = [
+            _gate_bias(c, b, d, (k,) if gru and k == 2 and reset_first else (k, k + gates), hidden)
+            for k in range(gates)
+        ]
+        inner = _gate_bias(c, b, d, (gates + 2,), hidden) if gru and reset_first else None
+        h = _lstm_state(c, h0, d, layout, state)
+        outputs: dict[int, int] = {}
+        backward = direction == "reverse" or d == 1
+        for t in reversed(range(steps)) if backward else range(steps):
+            begin = (t, 0, 0) if layout == 0 else (0, t, 0)
+            cut = (1, batch, size) if layout == 0 else (batch, 1, size)
+            xs = (_piece(c, x, begin, cut, (batch, size)), (batch, size))
+            pre = [
+                _gate(c, xs, state, weights[k], biases[k], h, recurrent[k])
+                for k in range(min(gates, 2))
+            ]
+            if not gru:
+                h = _apply(c, f, pre[:1], f32, state)
+            else:
+                z = _apply(c, f, pre[:1], f32, state)
+                reset = _apply(c, f, pre[1:], f32, state)
+                if reset_first:
+                    own = _gate(c, xs, state, weights[2], biases[2])
+                    carried = _gate(c, (h, state), state, recurrent[2], inner)
+                    gated = _apply(c, OperationCode.MUL, [reset, carried], f32, state)
+                    candidate = _apply(c, OperationCode.ADD, [own, gated], f32, state)
+                else:
+                    reset_h = _apply(c, OperationCode.MUL, [reset, h], f32, state)
+                    candidate = _gate(c, xs, state, weights[2], biases[2], reset_h, recurrent[2])
+                candidate = _apply(c, g, [candidate], f32, state)
+                keep = _apply(c, OperationCode.SUB, [c.floats(np.ones(1)), z], f32, state)
+                new = _apply(c, OperationCode.MUL, [keep, candidate], f32, state)
+                old = _apply(c, OperationCode.MUL, [z, h], f32, state)
+                h = _apply(c, OperationCode.ADD, [new, old], f32, state)
+            outputs[t] = h
+        finals.append(h)
+        if node.output[0]:
+            pieces = [_reshaped(c, outputs[t], f32, state, one) for t in range(steps)]
+            sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
+            stacked = c.temporary(f32, sequence)
+            c.add(OperationCode.CONCATENATION, [*pieces, c.i32(layout)], [stacked])
+            sequences.append(stacked)
+    if node.output[0]:
+        sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
+        _stacked(c, sequences, sequence, 1 + layout, node.output[0])
+    if len(node.output) > 1 and node.output[1]:
+        _stacked(c, finals, state, layout, node.output[1])
+
+
+def _gate(c: Converter, x: tuple[int, tuple[int, int]], state: tuple[int, int], weights: int,
+          bias: int | None, h: int | None = None, recurrent: int | None = None) -> int:  # fmt: skip
+    """x·Wᵀ + bias (``x``: an operand and its [batch, size]), plus h·Rᵀ when given:
+    [batch, hidden] (``state``)."""
+    f32 = np.dtype(np.float32)
+    own = c.temporary(f32, state)
+    _fully_connected(c, x[0], x[1], weights, own, state, bias)
+    if h is None or recurrent is None:
+        return own
+    carried = c.temporary(f32, state)
+    _fully_connected(c, h, state, recurrent, carried, state)
+    return _apply(c, OperationCode.ADD, [own, carried], f32, state)
+
+
 def _lstm_activations(a: dict[str, Any], directions: int) -> list[int]:
     """The LSTM operation's activation code per direction: ONNX's f must be
     Sigmoid and its g and h one activation NNAPI has, without parameters."""
@@ -2396,16 +2639,24 @@ def _piece(c: Converter, name: str, begin: Sequence[int], size: Sequence[int],
 
 
 def _lstm_bias(c: Converter, b: str, d: int, gate: int, hidden: int) -> int:
-    """A gate's bias, ONNX's Wb + Rb (zeros without B): summed at load from a constant."""
+    """A gate's bias, ONNX's Wb + Rb (zeros without B)."""
+    return _gate_bias(c, b, d, (gate, gate + 4), hidden)
+
+
+def _gate_bias(c: Converter, b: str, d: int, blocks: Sequence[int], hidden: int) -> int:
+    """The sum of B's ``blocks`` (of ``hidden`` each) for direction ``d``: summed at
+    load from a constant, ADD'ed at every run otherwise (zeros without B)."""
     f32 = np.dtype(np.float32)
     if not b:
         return _full(c, f32, (hidden,), 0)
     if b in c.constants:
         rows = c.constants[b][d].astype(np.float32)
-        both = [rows[k * hidden : (k + 1) * hidden] for k in (gate, gate + 4)]
-        return c.floats(both[0] + both[1])
-    parts = [_piece(c, b, (d, k * hidden), (1, hidden)) for k in (gate, gate + 4)]
-    return _apply(c, OperationCode.ADD, parts, f32, (hidden,))
+        return c.floats(sum(rows[k * hidden : (k + 1) * hidden] for k in blocks))
+    parts = [_piece(c, b, (d, k * hidden), (1, hidden)) for k in blocks]
+    total = parts[0]
+    for part in parts[1:]:
+        total = _apply(c, OperationCode.ADD, [total, part], f32, (hidden,))
+    return total
 
 
 def _lstm_state(c: Converter, name: str, d: int, layout: int, shape: tuple[int, int]) -> int:
