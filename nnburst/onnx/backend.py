@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from . import Runner, UnsupportedModelError, load
@@ -56,14 +55,9 @@ class NnburstRep(BackendRep):
         if self.runner is not None:
             self.runner.close()
             self.runner = None
-        model = onnx.ModelProto.FromString(self.model.SerializeToString())
-        for name, value in frozen.items():
-            model.graph.initializer.append(numpy_helper.from_array(value, name))
-        kept = [i for i in model.graph.input if i.name not in frozen]
-        del model.graph.input[:]
-        model.graph.input.extend(kept)
         shapes = {i.name: v.shape for i, v in zip(self._inputs, values) if i.name not in frozen}
-        self.runner = Runner(load(model, shapes), "nnburst-reference", cache_dir=None)
+        loaded = load(self.model, shapes, constants=frozen)
+        self.runner = Runner(loaded, "nnburst-reference", cache_dir=None)
 
 
 def _frozen(value: np.ndarray) -> bool:
