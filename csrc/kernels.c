@@ -48,8 +48,12 @@ typedef int32_t half_mask_t __attribute__((vector_size(HALF * sizeof(int32_t))))
  * one build for every machine, the AVX2 clone picked where the CPU has it. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
 #define MACHINE_CLONES __attribute__((target_clones("avx2", "default")))
+/* With an AVX-512 clone too: 64-bit integer lanes (requantize's products). */
+#define WIDE_MACHINE_CLONES \
+    __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define MACHINE_CLONES
+#define WIDE_MACHINE_CLONES
 #endif
 
 /* Whether the last input row (column) a window reads exists:
@@ -310,41 +314,73 @@ int nnb_add_padded_channels_f32(const float *a, const float *x, uint64_t pixels,
     return 0;
 }
 
-/* The integer steps of nnb_requantize_f32 (nnburst.h), on int64 so that no
- * step overflows; each returns what the int32 reference computes. */
+/* nnb_requantize_f32 (nnburst.h): every step gives what the int32
+ * reference computes, without a branch and with the same steps for every
+ * channel (their parameters in arrays), so that the compiler runs a vector
+ * of channels at a time. */
 static inline int64_t saturate_int32(int64_t v) {
     return v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v;
 }
 
-/* gemmlowp's SaturatingRoundingDoublingHighMul: (a * b * 2 + 2^31) / 2^32,
- * rounding half away from zero, truncating the division toward zero. */
-static inline int64_t doubling_high_mul(int64_t a, int64_t b) {
-    if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;
-    const int64_t ab = a * b;
-    const int64_t nudged = ab + (ab >= 0 ? (1LL << 30) : 1 - (1LL << 30));
-    return nudged >= 0 ? nudged >> 31 : -((-nudged) >> 31);
-}
+/* The channels' fixed-point parameters as arrays (a vector shift of 64-bit
+ * lanes by 32-bit counts has no instruction, so the left shift is a factor
+ * and the right shift's mask is ready), repeated for `span` elements: rows
+ * of few channels are requantized several at a time, so that the loop is
+ * long enough for AVX-512's 64 lanes of int8 results. */
+struct requant_params {
+    int64_t *bias;
+    int64_t *scale;  /* 2^max(shift, 0) */
+    int32_t *multiplier;
+    int32_t *right;  /* max(-shift, 0) */
+    int32_t *mask;   /* 2^right - 1 */
+    int64_t span;    /* a multiple of the channels */
+};
 
-/* RoundingDivideByPOT: an arithmetic right shift rounding half away from zero. */
-static inline int64_t rounding_divide_by_pot(int64_t v, int64_t exponent) {
-    const int64_t mask = (1LL << exponent) - 1;
-    const int64_t threshold = (mask >> 1) + (v < 0);
-    return (v >> exponent) + ((v & mask) > threshold);
-}
+#define REQUANTIZE_SPAN 64
 
-/* acc: an exact integer sum, below 2^24 in magnitude (float32 holds it); bias
- * any int64; shift in [-31, 30]. */
-static inline int32_t requantized(float acc, int64_t bias, int64_t multiplier, int64_t shift,
-                                  int32_t zero_point, int32_t lo, int32_t hi) {
+/* acc: an exact integer sum, below 2^24 in magnitude (float32 holds it);
+ * bias any int64. */
+static inline int32_t requantized(float acc, int64_t bias, int32_t multiplier, int64_t scale,
+                                  int32_t right, int32_t mask, int32_t zero_point, int32_t lo,
+                                  int32_t hi) {
     const int64_t total = (int64_t)acc + bias;
-    /* total * 2^max(shift, 0), saturated to int32: a total outside int32
-     * saturates as it is; one inside times at most 2^30 fits int64. */
-    int64_t x = saturate_int32(total);
-    if (x == total && shift > 0) x = saturate_int32(total * (1LL << shift));
-    int64_t v = rounding_divide_by_pot(doubling_high_mul(x, multiplier), shift < 0 ? -shift : 0);
-    v += zero_point;
-    return (int32_t)(v < lo ? lo : v > hi ? hi : v);
+    /* total * 2^left saturated to int32: a total outside int32 saturates as
+     * it is; one inside, times at most 2^30, fits int64. */
+    const int64_t inside = saturate_int32(total);
+    const int32_t x = (int32_t)(inside == total ? saturate_int32(inside * scale) : inside);
+    /* gemmlowp's SaturatingRoundingDoublingHighMul: (x * m + nudge) / 2^31,
+     * the division truncating toward zero (a negative sum rounded up by
+     * adding 2^31 - 1 before the arithmetic shift); it fits int32. */
+    const int64_t ab = (int64_t)x * multiplier;
+    const int64_t nudged = ab + (ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30));
+    int32_t high = (int32_t)((nudged + (nudged < 0 ? ((int64_t)1 << 31) - 1 : 0)) >> 31);
+    high = x == INT32_MIN && multiplier == INT32_MIN ? INT32_MAX : high;
+    /* RoundingDivideByPOT: an arithmetic shift rounding half away from zero. */
+    const int32_t threshold = (mask >> 1) + (high < 0);
+    const int32_t v = (high >> right) + ((high & mask) > threshold);
+    const int64_t shifted = (int64_t)v + zero_point;
+    return (int32_t)(shifted < lo ? lo : shifted > hi ? hi : shifted);
 }
+
+/* n elements from acc into uint8 or int8 (a loop per type, so that the
+ * store's type is no branch inside it). */
+#define REQUANTIZE(type)                                                                   \
+    for (int64_t i = 0; i < n; i++)                                                       \
+        ((type *)out)[i] = (type)requantized(acc[i], k->bias[i], k->multiplier[i],         \
+                                             k->scale[i], k->right[i], k->mask[i],        \
+                                             zero_point, lo, hi);
+
+WIDE_MACHINE_CLONES
+static void requantize_run(const float *restrict acc, int64_t n, const struct requant_params *k,
+                           int32_t zero_point, int32_t lo, int32_t hi, int out_type,
+                           void *restrict out) {
+    if (out_type == NNB_OUT_UINT8) {
+        REQUANTIZE(uint8_t)
+    } else {
+        REQUANTIZE(int8_t)
+    }
+}
+#undef REQUANTIZE
 
 int nnb_requantize_f32(const float *acc, uint64_t rows, uint32_t channels, const int64_t *bias,
                        const int64_t *multipliers, const int64_t *shifts, int per_channel,
@@ -354,22 +390,40 @@ int nnb_requantize_f32(const float *acc, uint64_t rows, uint32_t channels, const
     const int32_t type_lo = out_type == NNB_OUT_UINT8 ? 0 : -128;
     const int32_t type_hi = out_type == NNB_OUT_UINT8 ? 255 : 127;
     if ((out_type != NNB_OUT_UINT8 && out_type != NNB_OUT_INT8) || lo < type_lo || hi > type_hi ||
-        lo > hi)
+        lo > hi || channels == 0 || rows > (uint64_t)INT64_MAX / channels)
         return -EINVAL;
     const uint32_t kinds = per_channel ? channels : 1;
     for (uint32_t c = 0; c < kinds; c++)
         if (shifts[c] < -31 || shifts[c] > 30 || multipliers[c] < INT32_MIN ||
             multipliers[c] > INT32_MAX)
             return -EINVAL;
-    for (uint64_t p = 0; p < rows; p++)
-        for (uint32_t c = 0; c < channels; c++) {
-            const uint32_t k = per_channel ? c : 0;
-            const int32_t v = requantized(acc[p * channels + c], bias[c], multipliers[k],
-                                          shifts[k], zero_point, lo, hi);
-            if (out_type == NNB_OUT_UINT8)
-                ((uint8_t *)out)[p * channels + c] = (uint8_t)v;
-            else
-                ((int8_t *)out)[p * channels + c] = (int8_t)v;
-        }
+    /* Rows taken `group` at a time: the parameters repeated over them. */
+    const uint64_t group =
+        channels >= REQUANTIZE_SPAN ? 1 : (REQUANTIZE_SPAN + channels - 1) / channels;
+    struct requant_params k = {.span = (int64_t)(group * channels)};
+    void *block = malloc((2 * sizeof(int64_t) + 3 * sizeof(int32_t)) * (size_t)k.span);
+    if (block == NULL) return -ENOMEM;
+    k.bias = block;
+    k.scale = k.bias + k.span;
+    k.multiplier = (int32_t *)(k.scale + k.span);
+    k.right = k.multiplier + k.span;
+    k.mask = k.right + k.span;
+    for (int64_t i = 0; i < k.span; i++) {
+        const uint32_t c = (uint32_t)(i % channels), j = per_channel ? c : 0;
+        k.bias[i] = bias[c];
+        k.multiplier[i] = (int32_t)multipliers[j];
+        k.scale[i] = (int64_t)1 << (shifts[j] > 0 ? shifts[j] : 0);
+        k.right[i] = shifts[j] < 0 ? (int32_t)-shifts[j] : 0;
+        k.mask[i] = (int32_t)(((int64_t)1 << k.right[i]) - 1);
+    }
+    const uint64_t whole = rows / group * group;
+    uint8_t *bytes = out; /* uint8 or int8: one byte an element */
+    for (uint64_t p = 0; p < whole; p += group)
+        requantize_run(acc + p * channels, k.span, &k, zero_point, lo, hi, out_type,
+                       bytes + p * channels);
+    if (whole < rows) /* the last rows: the parameters' first repeats */
+        requantize_run(acc + whole * channels, (int64_t)((rows - whole) * channels), &k,
+                       zero_point, lo, hi, out_type, bytes + whole * channels);
+    free(block);
     return 0;
 }

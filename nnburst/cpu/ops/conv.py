@@ -51,7 +51,7 @@ from .common import (
     window_args,
     window_values,
 )
-from .native import TILE, ConvLoop, conv_f32, depthwise_conv_f32
+from .native import TILE, ConvLoop, Requantizer, conv_f32, depthwise_conv_f32
 from .windows import (
     WindowPlan,
     constant_plan,
@@ -320,22 +320,27 @@ def _check_and_convert(ctx: ExecutionContext) -> _Filter:
 
 
 def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
-    """The C loop prepared once (:class:`~.native.ConvLoop`) for a float32 NHWC
-    convolution whose filter, bias, parameters and input shape are all known:
+    """The C loop prepared once (:class:`~.native.ConvLoop`) for an NHWC
+    convolution whose filter, bias, parameters and input shape are all known
+    and whose sums run in float32 (float data, or quantized data with exact
+    float32 sums, then requantized by a prepared :class:`~.native.Requantizer`):
     a run checks the input and calls C.  Anything else runs ``_execute``."""
-    filt, plan = state.filter, state.plan
+    filt, plan, inp, out = state.filter, state.plan, sig.inputs[0], sig.outputs[0]
+    quantized = filt is not None and filt.requant is not None
     if (
         filt is None
         or state.bias is None
         or plan is None
         or plan.window is None
         or plan.values["nchw"]
-        or filt.requant is not None
         or filt.weights.dtype != np.float32
-        or sig.inputs[0].code != OperandCode.TENSOR_FLOAT32
     ):
         return None
-    in_shape = tuple(sig.inputs[0].dimensions or ())
+    if not quantized and inp.code != OperandCode.TENSOR_FLOAT32:
+        return None  # float16: computed in float32 and cast back by _execute
+    if quantized and (state.bounds is None or out.dtype not in (np.uint8, np.int8)):
+        return None
+    in_shape = tuple(inp.dimensions or ())
     if len(in_shape) != 4 or 0 in in_shape or state.bias.shape != (filt.depth_out,):
         return None
     depth_in = in_shape[3]
@@ -346,25 +351,35 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
         return None
     if not depthwise and _pointwise(filt, plan.window) and _blas_wins(in_shape, filt):
         return None
-    lo, hi = FLOAT_ACTIVATION_BOUNDS[int(plan.values["fuse"])]
-    loop = ConvLoop(
-        depthwise,
-        in_shape,
-        filt.weights,
-        (filt.filter_h, filt.filter_w),
-        state.bias,
-        plan.window,
-        lo,
-        hi,
-    )
+    hw = (filt.filter_h, filt.filter_w)
+    if not quantized:
+        lo, hi = FLOAT_ACTIVATION_BOUNDS[int(plan.values["fuse"])]
+        loop = ConvLoop(depthwise, in_shape, filt.weights, hw, state.bias, plan.window, lo, hi)
 
-    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+            x = inputs[0]
+            if type(x) is np.ndarray and loop.fits(x):
+                return [loop(x)]
+            return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+
+        return kernel
+    # Quantized: the sums of (x - x_zp) * w in float32, exactly (zero padding
+    # of the shifted input is zero-point padding), then the requantization.
+    assert filt.requant is not None and state.bounds is not None
+    zeros = np.zeros(filt.depth_out, np.float32)
+    sums = ConvLoop(depthwise, in_shape, filt.weights, hw, zeros, plan.window)
+    requantize = Requantizer(
+        filt.depth_out, state.bias, *filt.requant, out.zero_point, state.bounds, out.dtype
+    )
+    x_dtype, x_zero_point = inp.dtype, inp.zero_point
+
+    def quantized_kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        if type(x) is np.ndarray and loop.fits(x):
-            return [loop(x)]
+        if type(x) is np.ndarray and x.shape == in_shape and x.dtype == x_dtype:
+            return [requantize(sums(np.subtract(x, x_zero_point, dtype=np.float32)))]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return kernel
+    return quantized_kernel
 
 
 for _code in (OperationCode.CONV_2D, OperationCode.DEPTHWISE_CONV_2D):

@@ -275,6 +275,69 @@ def _unpaddable(a: np.ndarray, x: np.ndarray) -> ValueError:
 _OUT_TYPES = {np.dtype(np.uint8): lib.NNB_OUT_UINT8, np.dtype(np.int8): lib.NNB_OUT_INT8}
 
 
+class Requantizer:
+    """A quantized layer's output from its float32 sums [..., C] (exact
+    integers) in one C pass (``nnb_requantize_f32``): ``bias`` [C] added,
+    NNAPI's fixed-point requantization (``multipliers`` and ``shifts``: one
+    per channel, or one), ``zero_point`` added, clamped to ``bounds``, as
+    uint8 or int8 ``dtype``.  The same integers as
+    ``common.multiply_by_quantized_multipliers``, in a fraction of the time
+    (numpy's int64 passes took 70% of an int8 CNN's run).  Built once per
+    prepared layer, so a run passes C only the sums and the output."""
+
+    __slots__ = ("channels", "dtype", "_arrays", "_arguments", "_bounds")
+
+    def __init__(
+        self,
+        channels: int,
+        bias: np.ndarray,
+        multipliers: np.ndarray,
+        shifts: np.ndarray,
+        zero_point: int,
+        bounds: tuple[int, int],
+        dtype: Any,
+    ) -> None:
+        self.channels, self.dtype, self._bounds = channels, np.dtype(dtype), bounds
+        bias = np.ascontiguousarray(np.broadcast_to(bias, (channels,)), dtype=np.int64)
+        multipliers = np.ascontiguousarray(multipliers, dtype=np.int64).reshape(-1)
+        shifts = np.ascontiguousarray(shifts, dtype=np.int64).reshape(-1)
+        if multipliers.size != shifts.size or multipliers.size not in (1, channels):
+            raise ValueError(
+                f"{multipliers.size} multipliers and {shifts.size} shifts for {channels} channels"
+            )
+        if self.dtype not in _OUT_TYPES or shifts.min() < -31 or shifts.max() > 30:
+            raise ValueError(f"cannot requantize to {self.dtype} with shifts {shifts}")
+        self._arrays = (bias, multipliers, shifts)  # kept alive for the pointers
+        self._arguments = (
+            ffi.from_buffer("int64_t[]", bias),
+            ffi.from_buffer("int64_t[]", multipliers),
+            ffi.from_buffer("int64_t[]", shifts),
+            int(multipliers.size != 1),
+            zero_point,
+            *bounds,
+            _OUT_TYPES[self.dtype],
+        )
+
+    def __call__(self, acc: np.ndarray) -> np.ndarray:
+        """``acc``: C-contiguous float32 sums whose last axis has ``channels``."""
+        if (
+            acc.dtype != np.float32
+            or not acc.flags.c_contiguous
+            or (acc.shape[-1] if acc.ndim else 1) != self.channels
+        ):
+            raise ValueError(f"cannot requantize {acc.dtype} sums of shape {acc.shape}")
+        out = np.empty(acc.shape, self.dtype)
+        if out.size == 0:
+            return out
+        rows = acc.size // self.channels
+        rc = lib.nnb_requantize_f32(
+            _floats(acc), rows, self.channels, *self._arguments, ffi.from_buffer(out)
+        )
+        if rc:
+            raise ValueError(f"cannot requantize to {self.dtype} within {self._bounds}")
+        return out
+
+
 def requantize_f32(
     acc: np.ndarray,
     bias: np.ndarray,
@@ -284,38 +347,7 @@ def requantize_f32(
     bounds: tuple[int, int],
     dtype: Any,
 ) -> np.ndarray:
-    """A quantized layer's output from its float32 sums ``acc`` [..., C] (exact
-    integers) in one C pass: ``bias`` [C] added, NNAPI's fixed-point
-    requantization (``multipliers`` and ``shifts``: one per channel, or one),
-    ``zero_point`` added, clamped to ``bounds``, as uint8 or int8 ``dtype``.
-    The same integers as ``common.multiply_by_quantized_multipliers``, in a
-    fraction of the time (numpy's int64 passes took 70% of an int8 CNN's run)."""
-    dtype = np.dtype(dtype)
+    """:class:`Requantizer` for one call: ``acc`` [..., C] -> uint8 or int8."""
     acc = np.ascontiguousarray(acc, dtype=np.float32)
     channels = acc.shape[-1] if acc.ndim else 1
-    bias = np.ascontiguousarray(np.broadcast_to(bias, (channels,)), dtype=np.int64)
-    multipliers = np.ascontiguousarray(multipliers, dtype=np.int64).reshape(-1)
-    shifts = np.ascontiguousarray(shifts, dtype=np.int64).reshape(-1)
-    if multipliers.size != shifts.size or multipliers.size not in (1, channels):
-        raise ValueError(
-            f"{multipliers.size} multipliers and {shifts.size} shifts for {channels} channels"
-        )
-    out = np.empty(acc.shape, dtype)
-    if out.size == 0:
-        return out
-    rc = lib.nnb_requantize_f32(
-        _floats(acc),
-        acc.size // channels,
-        channels,
-        ffi.from_buffer("int64_t[]", bias),
-        ffi.from_buffer("int64_t[]", multipliers),
-        ffi.from_buffer("int64_t[]", shifts),
-        int(multipliers.size != 1),
-        zero_point,
-        *bounds,
-        _OUT_TYPES.get(dtype, 0),
-        ffi.from_buffer(out),
-    )
-    if rc:
-        raise ValueError(f"cannot requantize to {dtype} within {bounds} with shifts {shifts}")
-    return out
+    return Requantizer(channels, bias, multipliers, shifts, zero_point, bounds, dtype)(acc)
