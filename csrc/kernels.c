@@ -48,12 +48,16 @@ typedef int32_t half_mask_t __attribute__((vector_size(HALF * sizeof(int32_t))))
  * one build for every machine, the AVX2 clone picked where the CPU has it. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
 #define MACHINE_CLONES __attribute__((target_clones("avx2", "default")))
-/* With an AVX-512 clone too: 64-bit integer lanes (requantize's products). */
-#define WIDE_MACHINE_CLONES \
-    __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define MACHINE_CLONES
-#define WIDE_MACHINE_CLONES
+#endif
+/* With an AVX-512 clone too (x86-64-v4, GCC 11 on): 64-bit integer lanes,
+ * as requantize's products need. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__) && \
+    __GNUC__ >= 11
+#define WIDE_MACHINE_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define WIDE_MACHINE_CLONES MACHINE_CLONES
 #endif
 
 /* Whether the last input row (column) a window reads exists:
