@@ -2439,21 +2439,11 @@ def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     its output is reversed back; ``layout`` 1 (batch first) is time_major false.
     The directions' outputs are stacked into Y, Y_h and Y_c."""
     x, w, r, b, lengths, h0, c0, p = (*node.input, *[""] * 8)[:8]
-    direction = _text(a.get("direction"), "forward")
-    if direction not in ("forward", "reverse", "bidirectional"):
-        raise _Unsupported(f"direction {direction!r}")
-    directions = 2 if direction == "bidirectional" else 1
+    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(c, node, a)
     codes = _lstm_activations(a, directions)
     if a.get("clip") is not None or a.get("input_forget", 0):
         raise _Unsupported("clip or input_forget")
-    layout = a.get("layout", 0)
-    if layout not in (0, 1) or c.dtype(x) != np.float32:
-        raise _Unsupported(f"layout {layout} or {c.dtype(x)} tensors")
     x_shape = c.shape(x)
-    (steps, batch), size = x_shape[:2] if layout == 0 else x_shape[1::-1], x_shape[2]
-    hidden = c.shape(r)[-1]
-    if lengths and (c.value(lengths, "sequence_lens") != steps).any():
-        raise _Unsupported("sequence_lens shorter than the sequence")
     f32, time = np.dtype(np.float32), layout  # the time axis: 0, or 1 batch first
     sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
     wants_states = any(node.output[1:3])
@@ -2508,10 +2498,7 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
     h = (1 − z) ⊙ h̃ + z ⊙ h.  The reverse direction walks the steps backwards."""
     x, w, r, b, lengths, h0 = (*node.input, *[""] * 6)[:6]
     gru = node.op_type == "GRU"
-    direction = _text(a.get("direction"), "forward")
-    if direction not in ("forward", "reverse", "bidirectional"):
-        raise _Unsupported(f"direction {direction!r}")
-    directions = 2 if direction == "bidirectional" else 1
+    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(c, node, a)
     names = [_text(n, "") for n in a.get("activations", [])]
     per = 2 if gru else 1
     names = names or (["Sigmoid", "Tanh"] if gru else ["Tanh"]) * directions
@@ -2519,14 +2506,6 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
         raise _Unsupported("activations with parameters, or not one set per direction")
     if any(n not in _GATE_ACTIVATIONS for n in names) or a.get("clip") is not None:
         raise _Unsupported(f"clip or activations {', '.join(names)} (Tanh, Relu, Sigmoid map)")
-    layout = a.get("layout", 0)
-    if layout not in (0, 1) or c.dtype(x) != np.float32:
-        raise _Unsupported(f"layout {layout} or {c.dtype(x)} tensors")
-    x_shape = c.shape(x)
-    (steps, batch), size = x_shape[:2] if layout == 0 else x_shape[1::-1], x_shape[2]
-    hidden = c.shape(r)[-1]
-    if lengths and (c.value(lengths, "sequence_lens") != steps).any():
-        raise _Unsupported("sequence_lens shorter than the sequence")
     if steps > _MAX_UNROLLED_STEPS:
         raise _Unsupported(f"a sequence of more than {_MAX_UNROLLED_STEPS} steps")
     reset_first = bool(a.get("linear_before_reset", 0))
@@ -2601,6 +2580,28 @@ def _gate(c: Converter, x: tuple[int, tuple[int, int]], state: tuple[int, int], 
     carried = c.temporary(f32, state)
     _fully_connected(c, h, state, recurrent, carried, state)
     return _apply(c, OperationCode.ADD, [own, carried], f32, state)
+
+
+def _recurrent(
+    c: Converter, node: onnx.NodeProto, a: dict[str, Any]
+) -> tuple[str, int, int, tuple[int, int, int, int]]:
+    """What LSTM, RNN and GRU share: (direction, how many, layout, (steps,
+    batch, input size, hidden size)), refusing what none of them maps: another
+    direction or layout, non-float32 data, sequence_lens shorter than the
+    sequence."""
+    x, r, lengths = node.input[0], node.input[2], (*node.input, "", "", "", "", "")[4]
+    direction = _text(a.get("direction"), "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise _Unsupported(f"direction {direction!r}")
+    layout = a.get("layout", 0)
+    if layout not in (0, 1) or c.dtype(x) != np.float32:
+        raise _Unsupported(f"layout {layout} or {c.dtype(x)} tensors")
+    x_shape = c.shape(x)
+    (steps, batch), size = x_shape[:2] if layout == 0 else x_shape[1::-1], x_shape[2]
+    if lengths and (c.value(lengths, "sequence_lens") != steps).any():
+        raise _Unsupported("sequence_lens shorter than the sequence")
+    directions = 2 if direction == "bidirectional" else 1
+    return direction, directions, layout, (steps, batch, size, c.shape(r)[-1])
 
 
 def _lstm_activations(a: dict[str, Any], directions: int) -> list[int]:
