@@ -17,8 +17,8 @@ import pytest
 
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
-from nnburst.cpu.ops import elementwise, native
-from nnburst.cpu.registry import OperationSignature
+from nnburst.cpu.ops import activation, elementwise, native
+from nnburst.cpu.registry import ExecutionContext, OperationSignature
 from nnburst.operands import OperandInfo
 
 from .op_models import run
@@ -182,3 +182,76 @@ def test_the_quantized_arithmetic_table_refuses_what_c_cannot_compute():
     loop = native.QuantBinary(native.QUANT_MUL, np.uint8, (0, 0), 0, (2**30, 0), (0, 255))
     with pytest.raises(ValueError, match="on uint8, got int8"):
         loop(np.zeros(3, np.int8), np.zeros(3, np.int8))
+
+
+# --------------------------------------------------------------- SOFTMAX
+
+
+def softmax_numpy(x: np.ndarray, info: OperandInfo, beta: float, axis: int) -> np.ndarray:
+    out = OperandInfo(info.code, info.dimensions, 1 / 256, _zp(info))
+    sig = OperationSignature(Op.SOFTMAX, [info, OperandInfo(T.FLOAT32, ())], [out])
+    ctx = ExecutionContext(sig, [x, np.float32(beta)])
+    moved = np.moveaxis(x, axis, -1)
+    return np.moveaxis(activation._softmax_quant8(ctx, moved, beta), -1, axis)
+
+
+def _zp(info: OperandInfo) -> int:
+    return 0 if info.code == T.TENSOR_QUANT8_ASYMM else -128
+
+
+@pytest.mark.parametrize("kind", ["uint8", "int8"])
+@pytest.mark.parametrize(
+    ("scale", "beta"),
+    [
+        (0.1, 1.0),
+        (1.0, 1.0),  # a small radius: most of a row counts as exp 0
+        (0.00390625, 1.0),
+        (0.05, 0.3),
+        (2.0**-20, 1e5),
+    ],
+)
+@pytest.mark.parametrize(
+    ("shape", "axis"),
+    [((1, 10), -1), ((1, 2), -1), ((3, 4, 7), 1), ((2, 1), -1), ((1, 5000), -1)],
+)
+def test_softmax_equals_the_numpy_fixed_point(rng, kind, scale, beta, shape, axis):
+    """Random rows, rows of one repeated value (ties everywhere) and rows at
+    the type's extremes; beta constant (a bound kernel) and a model input."""
+    qcode, dtype = QUANT_TYPES[kind]
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    info = OperandInfo(qcode, shape, scale, int(lo) + 77)
+    out = OperandInfo(qcode, shape, 1 / 256, _zp(info))
+    for x in (
+        rng.integers(lo, hi, shape, endpoint=True).astype(dtype),
+        rng.integers(hi - 3, hi, shape, endpoint=True).astype(dtype),
+        np.full(shape, lo, dtype),
+        np.where(rng.random(shape) < 0.5, lo, hi).astype(dtype),
+    ):
+        want = softmax_numpy(x, info, beta, axis)
+        beta_const = (OperandInfo(T.FLOAT32, ()), np.array(beta, np.float32))
+        axis_const = (OperandInfo(T.INT32, ()), np.array(axis, np.int32))
+        (got,) = run(Op.SOFTMAX, [info, beta_const, axis_const], [out], x)
+        assert got.dtype == dtype and np.array_equal(got, want)
+        beta_input = OperandInfo(T.FLOAT32, ())
+        (got,) = run(
+            Op.SOFTMAX, [info, beta_input, axis_const], [out], x, np.array(beta, np.float32)
+        )
+        assert np.array_equal(got, want)
+
+
+def test_softmax_of_one_row_known_answer():
+    """Two equal logits: 128/256 each; one far below the other: 256 -> 255 and 0."""
+    info = OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 2), 1.0, 0)
+    out = OperandInfo(T.TENSOR_QUANT8_ASYMM, (1, 2), 1 / 256, 0)
+    beta = (OperandInfo(T.FLOAT32, ()), np.array(1.0, np.float32))
+    (got,) = run(Op.SOFTMAX, [info, beta], [out], np.array([[9, 9]], np.uint8))
+    assert got.tolist() == [[128, 128]]
+    (got,) = run(Op.SOFTMAX, [info, beta], [out], np.array([[200, 0]], np.uint8))
+    assert got.tolist() == [[255, 0]]
+
+
+def test_softmax_refuses_a_table_of_the_wrong_size():
+    with pytest.raises(ValueError, match="exponentials"):
+        native.softmax_quant8(np.zeros((1, 3), np.uint8), np.zeros(255, np.int32), 10)
+    with pytest.raises(ValueError, match="exponentials"):
+        native.softmax_quant8(np.zeros((1, 3), np.int16), np.zeros(256, np.int32), 10)
