@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import zlib
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
-from nnburst.cpu.ops import activation, elementwise, native
+from nnburst.cpu.ops import activation, elementwise, native, unary
 from nnburst.cpu.registry import ExecutionContext, OperationSignature
 from nnburst.operands import OperandInfo
 
@@ -30,6 +31,7 @@ from .test_quant_exact import (
     ref_divide_by_pot,
     ref_high_mul,
     ref_quantize_multiplier,
+    round_half_away,
 )
 
 QUANT_TYPES = {
@@ -255,3 +257,56 @@ def test_softmax_refuses_a_table_of_the_wrong_size():
         native.softmax_quant8(np.zeros((1, 3), np.uint8), np.zeros(255, np.int32), 10)
     with pytest.raises(ValueError, match="exponentials"):
         native.softmax_quant8(np.zeros((1, 3), np.int16), np.zeros(256, np.int32), 10)
+
+
+# --------------------------------------------------------------- QUANTIZE
+
+
+def ref_quantize(x: float, scale: float, zero_point: int, lo: int, hi: int) -> int:
+    """std::round(x / scale) + zero_point, clamped; NaN to the top."""
+    if np.isnan(x):
+        return hi
+    if np.isinf(x):
+        return hi if x > 0 else lo
+    with np.errstate(over="ignore"):
+        quotient = np.float32(x) / np.float32(scale)  # the reference divides in float32
+    if np.isinf(quotient):
+        return hi if quotient > 0 else lo
+    return max(lo, min(hi, round_half_away(Fraction(float(quotient))) + zero_point))
+
+
+@pytest.mark.parametrize("kind", ["uint8", "int8"])
+@pytest.mark.parametrize("scale", [0.5, 1 / 255, 0.0078125, 3.0])
+@pytest.mark.parametrize("count", [1, 7, 8, 9, 1000])  # the C loop's blocks of 8, and a tail
+def test_quantize_equals_the_reference_at_ties(rng, kind, scale, count):
+    qcode, dtype = QUANT_TYPES[kind]
+    lo, hi = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
+    zero_point = lo + 100
+    # Exact .5 ties (dyadic scales: x / scale is exact), their neighbours,
+    # random values, saturation, -0, infinities, NaN, tiny and huge values.
+    ties = (rng.integers(-300, 300, count) + 0.5) * scale
+    values = np.concatenate(
+        [
+            ties,
+            np.nextafter(ties.astype(np.float32), np.float32(np.inf)),
+            np.nextafter(ties.astype(np.float32), np.float32(-np.inf)),
+            rng.uniform(-400 * scale, 400 * scale, count),
+            [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3e38, -3e38, 2.0**23, -(2.0**24)],
+        ]
+    ).astype(np.float32)
+    info = OperandInfo(T.TENSOR_FLOAT32, values.shape)
+    out = OperandInfo(qcode, values.shape, scale, zero_point)
+    (got,) = run(Op.QUANTIZE, [info], [out], values)
+    want = [ref_quantize(float(v), scale, zero_point, lo, hi) for v in values]
+    assert got.dtype == dtype and got.astype(np.int64).tolist() == want
+    assert np.array_equal(unary._quantize_numpy(values, out), got)
+    # float16 input: widened exactly, then the same steps.
+    with np.errstate(over="ignore"):  # 3e38 is inf in float16
+        half = values.astype(np.float16)
+    (got,) = run(Op.QUANTIZE, [OperandInfo(T.TENSOR_FLOAT16, half.shape)], [out], half)
+    assert np.array_equal(got, unary._quantize_numpy(half, out))
+
+
+def test_quantize_refuses_an_unknown_type():
+    with pytest.raises(ValueError, match="cannot quantize to int16"):
+        native.quantize_f32(np.zeros(3, np.float32), 1.0, 0, np.int16)
