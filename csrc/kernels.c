@@ -43,6 +43,7 @@
 #define HALF (TILE / 2)
 typedef float half_t __attribute__((vector_size(HALF * sizeof(float))));
 typedef int32_t half_mask_t __attribute__((vector_size(HALF * sizeof(int32_t))));
+typedef uint8_t lane_bytes_t __attribute__((vector_size(HALF * sizeof(int32_t))));
 
 /* x86-64 with GCC and glibc (whose loader resolves the choice, an ifunc):
  * one build for every machine, the AVX2 clone picked where the CPU has it. */
@@ -343,7 +344,8 @@ struct requant_params {
 #define REQUANTIZE_SPAN 64
 
 /* acc: an exact integer sum, below 2^24 in magnitude (float32 holds it);
- * bias any int64. */
+ * bias any int64.  The steps of multiply_by_quantized_multiplier (below),
+ * written without a branch on the data so that GCC vectorises the loop. */
 static inline int32_t requantized(float acc, int64_t bias, int32_t multiplier, int64_t scale,
                                   int32_t right, int32_t mask, int32_t zero_point, int32_t lo,
                                   int32_t hi) {
@@ -364,6 +366,35 @@ static inline int32_t requantized(float acc, int64_t bias, int32_t multiplier, i
     const int32_t v = (high >> right) + ((high & mask) > threshold);
     const int64_t shifted = (int64_t)v + zero_point;
     return (int32_t)(shifted < lo ? lo : shifted > hi ? hi : shifted);
+}
+
+/* gemmlowp's SaturatingRoundingDoublingHighMul on int32 values held in int64:
+ * (a * b + nudge) / 2^31, the division truncating toward zero. */
+static inline int64_t doubling_high_mul(int64_t a, int64_t b) {
+    if (a == INT32_MIN && b == INT32_MIN) return INT32_MAX;
+    const int64_t ab = a * b;
+    const int64_t nudged = ab + (ab >= 0 ? (1LL << 30) : 1 - (1LL << 30));
+    return nudged >= 0 ? nudged >> 31 : -((-nudged) >> 31);
+}
+
+/* RoundingDivideByPOT: an arithmetic right shift rounding half away from zero. */
+static inline int64_t rounding_divide_by_pot(int64_t v, int64_t exponent) {
+    const int64_t mask = (1LL << exponent) - 1;
+    const int64_t threshold = (mask >> 1) + (v < 0);
+    return (v >> exponent) + ((v & mask) > threshold);
+}
+
+/* MultiplyByQuantizedMultiplier (common.multiply_by_quantized_multiplier):
+ * total * 2^max(shift, 0) saturated to int32, the high product with the
+ * multiplier, then a rounding right shift by max(-shift, 0).  total any
+ * int64, multiplier within int32, shift in [-31, 30]. */
+static inline int64_t multiply_by_quantized_multiplier(int64_t total, int64_t multiplier,
+                                                       int64_t shift) {
+    /* A total outside int32 saturates as it is; one inside times at most
+     * 2^30 fits int64. */
+    int64_t x = saturate_int32(total);
+    if (x == total && shift > 0) x = saturate_int32(total * (1LL << shift));
+    return rounding_divide_by_pot(doubling_high_mul(x, multiplier), shift < 0 ? -shift : 0);
 }
 
 /* n elements from acc into uint8 or int8 (a loop per type, so that the
@@ -429,5 +460,226 @@ int nnb_requantize_f32(const float *acc, uint64_t rows, uint32_t channels, const
         requantize_run(acc + whole * channels, (int64_t)((rows - whole) * channels), &k,
                        zero_point, lo, hi, out_type, bytes + whole * channels);
     free(block);
+    return 0;
+}
+
+/* The range of an 8-bit type (NNB_OUT_*); 0 for an unknown type. */
+static int type_range(int type, int32_t *lo, int32_t *hi) {
+    if (type == NNB_OUT_UINT8) {
+        *lo = 0, *hi = 255;
+        return 1;
+    }
+    if (type == NNB_OUT_INT8) {
+        *lo = -128, *hi = 127;
+        return 1;
+    }
+    return 0;
+}
+
+static inline __attribute__((always_inline)) int32_t load8(const void *p, uint64_t i,
+                                                           const int TYPE) {
+    return TYPE == NNB_OUT_UINT8 ? ((const uint8_t *)p)[i] : ((const int8_t *)p)[i];
+}
+
+static inline __attribute__((always_inline)) void store8(void *p, uint64_t i, int32_t v,
+                                                         const int TYPE) {
+    if (TYPE == NNB_OUT_UINT8)
+        ((uint8_t *)p)[i] = (uint8_t)v;
+    else
+        ((int8_t *)p)[i] = (int8_t)v;
+}
+
+static int shift_ok(int32_t shift) { return shift >= -31 && shift <= 30; }
+
+int nnb_quant_binary_table(const struct nnb_quant_binary *params, uint8_t *table) {
+    if (params == NULL || table == NULL) return -EINVAL;
+    const struct nnb_quant_binary p = *params; /* read once */
+    int32_t type_lo, type_hi;
+    if (!type_range(p.type, &type_lo, &type_hi)) return -EINVAL;
+    /* Zero points inside the type keep every difference within 9 bits, so
+     * that the left shift of at most 24 stays far inside int64. */
+    if (p.zero_point_a < type_lo || p.zero_point_a > type_hi || p.zero_point_b < type_lo ||
+        p.zero_point_b > type_hi || p.lo < type_lo || p.hi > type_hi || p.lo > p.hi ||
+        !shift_ok(p.shift))
+        return -EINVAL;
+    if (p.kind == NNB_QUANT_ADD) {
+        if (p.left_shift < 0 || p.left_shift > 24 || !shift_ok(p.shift_a) || !shift_ok(p.shift_b))
+            return -EINVAL;
+    } else if (p.kind != NNB_QUANT_MUL) {
+        return -EINVAL;
+    }
+    /* What each input byte contributes (as the type reads it): for ADD its
+     * rescaled value, for MUL its difference from the zero point. */
+    int64_t part_a[256], part_b[256];
+    for (int32_t i = 0; i < 256; i++) {
+        const int32_t byte = p.type == NNB_OUT_UINT8 ? i : (int8_t)(uint8_t)i;
+        part_a[i] = byte - p.zero_point_a;
+        part_b[i] = byte - p.zero_point_b;
+        if (p.kind == NNB_QUANT_ADD) {
+            part_a[i] = multiply_by_quantized_multiplier(part_a[i] * (1LL << p.left_shift),
+                                                         p.multiplier_a, p.shift_a);
+            part_b[i] = multiply_by_quantized_multiplier(part_b[i] * (1LL << p.left_shift),
+                                                         p.multiplier_b, p.shift_b);
+        }
+    }
+    for (int32_t i = 0; i < 256; i++)
+        for (int32_t j = 0; j < 256; j++) {
+            const int64_t v = p.kind == NNB_QUANT_ADD ? part_a[i] + part_b[j] : part_a[i] * part_b[j];
+            int64_t q = multiply_by_quantized_multiplier(v, p.multiplier, p.shift) + p.zero_point_out;
+            q = q < p.lo ? p.lo : q > p.hi ? p.hi : q;
+            table[i * 256 + j] = (uint8_t)((uint64_t)q & 0xFF); /* int8: its two's complement byte */
+        }
+    return 0;
+}
+
+int nnb_quant_binary_lookup(const uint8_t *a, uint64_t count, const uint8_t *b, uint64_t b_count,
+                            const uint8_t *table, uint8_t *out) {
+    if (a == NULL || b == NULL || table == NULL || out == NULL || b_count == 0 ||
+        count % b_count != 0)
+        return -EINVAL;
+    for (uint64_t row = 0; row < count; row += b_count) {
+        const uint8_t *ar = a + row;
+        uint8_t *o = out + row;
+        for (uint64_t j = 0; j < b_count; j++) o[j] = table[(uint32_t)ar[j] << 8 | b[j]];
+    }
+    return 0;
+}
+
+/* The fixed-point helpers of the softmax's reciprocal, each the int64
+ * computation of its namesake in cpu/ops/common.py. */
+static inline int64_t wrap_int32(int64_t v) {
+    return (int64_t)(((uint64_t)v + (1ULL << 31)) & 0xFFFFFFFFULL) - (1LL << 31);
+}
+
+/* gemmlowp's SaturatingRoundingMultiplyByPOT for exponent in [1, 30]. */
+static inline int64_t saturating_multiply_by_pot(int64_t x, int exponent) {
+    const int64_t threshold = (1LL << (31 - exponent)) - 1;
+    if (x > threshold) return INT32_MAX;
+    if (x < -threshold) return INT32_MIN;
+    return x * (1LL << exponent);
+}
+
+/* gemmlowp's one_over_one_plus_x_for_x_in_0_1: a in [-2^31, 2^31), Q0.31.
+ * Every product stays below 2^63: half_denominator and x are within 2^31,
+ * one_minus within 2^31 + 2^29. */
+static int64_t one_over_one_plus_x(int64_t a) {
+    const int64_t total = a + INT32_MAX;
+    const int64_t half_denominator = (total + (total >= 0 ? 1 : -1)) / 2; /* RoundingHalfSum */
+    int64_t x = 1515870810 + doubling_high_mul(half_denominator, -1010580540);
+    for (int i = 0; i < 3; i++) { /* Newton-Raphson on 1/(1+a) in Q2.29 */
+        const int64_t one_minus = (1LL << 29) - doubling_high_mul(half_denominator, x);
+        x = wrap_int32(x + saturating_multiply_by_pot(doubling_high_mul(x, one_minus), 2));
+    }
+    return saturating_multiply_by_pot(x, 1);
+}
+
+static inline __attribute__((always_inline)) void softmax_rows(
+    const void *in, uint64_t rows, uint32_t depth, const int32_t *exps, int64_t radius,
+    void *out, const int TYPE) {
+    const int32_t type_lo = TYPE == NNB_OUT_UINT8 ? 0 : -128;
+    const int32_t type_hi = TYPE == NNB_OUT_UINT8 ? 255 : 127;
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint64_t first = r * depth;
+        int32_t max = type_lo;
+        for (uint32_t j = 0; j < depth; j++) {
+            const int32_t v = load8(in, first + j, TYPE);
+            max = v > max ? v : max;
+        }
+        int64_t sum = 0; /* of Q12.19 exps */
+        for (uint32_t j = 0; j < depth; j++) {
+            const int32_t k = max - load8(in, first + j, TYPE);
+            if (k <= radius) sum += rounding_divide_by_pot(exps[k], 12);
+        }
+        sum = wrap_int32(sum);
+        /* The bit length of |sum| (frexp's exponent): the sum shifted left
+         * into [2^31, 2^32), less one, is the reciprocal's x in Q0.31. */
+        const uint64_t magnitude = sum < 0 ? (uint64_t)-sum : (uint64_t)sum;
+        const int headroom_plus_one = magnitude ? __builtin_clzll(magnitude) - 32 : 32;
+        const int64_t shifted_minus_one =
+            (int64_t)(((uint64_t)sum << headroom_plus_one) & 0xFFFFFFFFULL) - (1LL << 31);
+        const int64_t scale = one_over_one_plus_x(shifted_minus_one);
+        const int exponent = 12 - headroom_plus_one + 31 - 8;
+        for (uint32_t j = 0; j < depth; j++) {
+            const int32_t k = max - load8(in, first + j, TYPE);
+            int64_t v = type_lo;
+            if (k <= radius) {
+                v = rounding_divide_by_pot(doubling_high_mul(scale, exps[k]), exponent) +
+                    (TYPE == NNB_OUT_UINT8 ? 0 : -128);
+                v = v < type_lo ? type_lo : v > type_hi ? type_hi : v;
+            }
+            store8(out, first + j, (int32_t)v, TYPE);
+        }
+    }
+}
+
+int nnb_softmax_quant8(const void *in, uint64_t rows, uint32_t depth, const int32_t *exps,
+                       int64_t radius, int type, void *out) {
+    int32_t type_lo, type_hi;
+    if (in == NULL || exps == NULL || out == NULL || depth == 0 ||
+        !type_range(type, &type_lo, &type_hi))
+        return -EINVAL;
+    if (type == NNB_OUT_UINT8)
+        softmax_rows(in, rows, depth, exps, radius, out, NNB_OUT_UINT8);
+    else
+        softmax_rows(in, rows, depth, exps, radius, out, NNB_OUT_INT8);
+    return 0;
+}
+
+/* QUANTIZE's float32 steps on HALF lanes, with vector extensions: written
+ * as a scalar loop, GCC keeps its float compares as branches (each may
+ * trap, under the default -ftrapping-math), which mispredicted on real data
+ * at ~12 ns an element.  Every step runs in every lane; only the selects
+ * depend on the data. */
+static inline __attribute__((always_inline)) void quantize_block(const float *in, uint64_t n,
+                                                                 float scale, float zero_point,
+                                                                 float lo, float hi,
+                                                                 uint8_t *out) {
+    half_t v = {0};
+    memcpy(&v, in, n * sizeof(float)); /* a last, short block: zeros past its end */
+    const half_mask_t sign = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN,
+                              INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN};
+    v = v / scale;
+    const half_t magnitude = (half_t)((half_mask_t)v & ~sign);
+    /* From 2^23 up every float is an integer, and so are the infinities; a
+     * NaN fails the test too and stays as it is. */
+    const half_mask_t small = magnitude < 8388608.0f;
+    const half_t bounded = (half_t)((half_mask_t)magnitude & small); /* converts safely */
+    const half_t whole = __builtin_convertvector(__builtin_convertvector(bounded, half_mask_t),
+                                                 half_t); /* truncf */
+    const half_mask_t up = bounded - whole >= 0.5f;      /* half away from zero */
+    const half_t one = (half_t){0} + 1.0f;
+    const half_t rounded = whole + (half_t)((half_mask_t)one & up);
+    const half_t signed_rounded = (half_t)((half_mask_t)rounded | ((half_mask_t)v & sign));
+    half_t q = (half_t)(((half_mask_t)signed_rounded & small) | ((half_mask_t)v & ~small));
+    q = q + zero_point;
+    /* Clamp; a NaN goes to the top (std::min(hi, NaN) keeps hi). */
+    const half_t top = (half_t){0} + hi, bottom = (half_t){0} + lo;
+    const half_mask_t high = (q > hi) | (q != q), low = q < lo;
+    q = (half_t)(((half_mask_t)top & high) | ((half_mask_t)q & ~high));
+    q = (half_t)(((half_mask_t)bottom & low) | ((half_mask_t)q & ~low));
+    /* Each an integer in [lo, hi]: its low byte (little-endian: the first of
+     * its four) is the 8-bit value.  A shuffle, where a conversion to bytes
+     * went lane by lane through general registers. */
+    const lane_bytes_t bytes = (lane_bytes_t)__builtin_convertvector(q, half_mask_t);
+    const lane_bytes_t firsts = __builtin_shuffle(bytes, (lane_bytes_t){0, 4, 8, 12, 16, 20, 24, 28});
+    memcpy(out, &firsts, n);
+}
+
+MACHINE_CLONES
+static void quantize(const float *in, uint64_t count, float scale, float zero_point, void *out,
+                     int type) {
+    const float lo = type == NNB_OUT_UINT8 ? 0.0f : -128.0f;
+    const float hi = type == NNB_OUT_UINT8 ? 255.0f : 127.0f;
+    uint64_t i = 0;
+    for (; i + HALF <= count; i += HALF) /* whole blocks: fixed-size copies, inlined */
+        quantize_block(in + i, HALF, scale, zero_point, lo, hi, (uint8_t *)out + i);
+    if (i < count) quantize_block(in + i, count - i, scale, zero_point, lo, hi, (uint8_t *)out + i);
+}
+
+int nnb_quantize_f32(const float *in, uint64_t count, float scale, int32_t zero_point,
+                     int out_type, void *out) {
+    int32_t type_lo, type_hi;
+    if (in == NULL || out == NULL || !type_range(out_type, &type_lo, &type_hi)) return -EINVAL;
+    quantize(in, count, scale, (float)zero_point, out, out_type);
     return 0;
 }

@@ -258,6 +258,56 @@ int nnb_add_padded_channels_f32(const float *a, const float *x, uint64_t pixels,
 int nnb_requantize_f32(const float *acc, uint64_t rows, uint32_t channels, const int64_t *bias,
                        const int64_t *multipliers, const int64_t *shifts, int per_channel,
                        int32_t zero_point, int32_t lo, int32_t hi, int out_type, void *out);
+/* Quantized ADD (SUB: ADD with the second multiplier negated) and MUL on
+ * 8-bit data (kernels.c), as a table of all 65536 pairs of input bytes
+ * (256 x 256 bytes; the 8-bit inputs make every output one of them), each
+ * entry by NNAPI's reference integer steps:
+ *   ADD: x = (a - zero_point_a) * 2^left_shift, likewise y for b; v =
+ *        MultiplyByQuantizedMultiplier(x, multiplier_a, shift_a) + the same
+ *        of y with multiplier_b, shift_b;
+ *   MUL: v = (a - zero_point_a) * (b - zero_point_b);
+ * then clamp(zero_point_out + MultiplyByQuantizedMultiplier(v, multiplier,
+ * shift), lo, hi) (see nnb_requantize_f32 for the steps).  Inputs and
+ * output are all of `type` (NNB_OUT_UINT8 or NNB_OUT_INT8); table[a_byte *
+ * 256 + b_byte] is the output's byte.  -EINVAL for null pointers, an
+ * unknown kind or type, zero points or bounds outside the type, a shift
+ * outside [-31, 30] or a left_shift outside [0, 24]. */
+#define NNB_QUANT_ADD 1
+#define NNB_QUANT_MUL 2
+struct nnb_quant_binary {
+    int32_t kind, type;
+    int32_t zero_point_a, zero_point_b, zero_point_out;
+    int32_t left_shift, multiplier_a, shift_a, multiplier_b, shift_b; /* ADD only */
+    int32_t multiplier, shift, lo, hi;
+};
+int nnb_quant_binary_table(const struct nnb_quant_binary *params, uint8_t *table);
+/* out[i] = table[a[i] * 256 + b[i % b_count]] for i < count: a table of
+ * nnb_quant_binary_table applied to bytes.  a and out hold count bytes, b
+ * holds b_count that repeat along a (b_count == count for two tensors of
+ * one shape, 1 for a scalar, the last axis for a per-channel operand);
+ * table 65536.  -EINVAL for null pointers or a b_count that is 0 or does
+ * not divide count. */
+int nnb_quant_binary_lookup(const uint8_t *a, uint64_t count, const uint8_t *b, uint64_t b_count,
+                            const uint8_t *table, uint8_t *out);
+/* Quantized SOFTMAX over the last axis of [rows, depth] 8-bit data (type as
+ * above), the reference's fixed point (cpu/ops/activation.py) with the
+ * exponentials looked up: exps[k] is exp(-k input steps times beta) in
+ * Q0.31, for k in 0..255 (256 entries), and an element more than radius
+ * steps below its row's maximum counts as exp 0 and comes out as the
+ * type's minimum.  Per row: the Q12.19 exps summed with int32 wrap-around,
+ * its reciprocal by gemmlowp's one_over_one_plus_x_for_x_in_0_1, each
+ * output exp times that, rounded to 1/256 steps (zero point 0 for uint8,
+ * -128 for int8) and clamped.  -EINVAL for null pointers, depth 0 or an
+ * unknown type. */
+int nnb_softmax_quant8(const void *in, uint64_t rows, uint32_t depth, const int32_t *exps,
+                       int64_t radius, int type, void *out);
+/* QUANTIZE of float32 to 8 bits (out_type as above): out = clamp(round(in
+ * / scale) + zero_point) with the division and addition in float32, round
+ * half away from zero (std::round), the clamp to the type's range and a NaN
+ * to its top (as std::min(hi, NaN) keeps hi).  -EINVAL for null pointers or
+ * an unknown type. */
+int nnb_quantize_f32(const float *in, uint64_t count, float scale, int32_t zero_point,
+                     int out_type, void *out);
 /* cffi cdef end */
 
 #endif /* NNBURST_H */

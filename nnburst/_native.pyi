@@ -62,6 +62,8 @@ class _Lib:
     NNB_POOL_SUM: int
     NNB_OUT_UINT8: int
     NNB_OUT_INT8: int
+    NNB_QUANT_ADD: int
+    NNB_QUANT_MUL: int
     def nnb_fmq_handle_bytes(self) -> int: ...
     def nnb_fmq_required_bytes(self, quantum: int, count: int) -> int: ...
     def nnb_fmq_create(
@@ -184,6 +186,16 @@ class _Lib:
         hi: int,
         out_type: int,
         out: CData,
+    ) -> int: ...
+    def nnb_quant_binary_table(self, params: CData, table: CData) -> int: ...
+    def nnb_quant_binary_lookup(
+        self, a: CData, count: int, b: CData, b_count: int, table: CData, out: CData
+    ) -> int: ...
+    def nnb_softmax_quant8(
+        self, in_: CData, rows: int, depth: int, exps: CData, radius: int, type: int, out: CData
+    ) -> int: ...
+    def nnb_quantize_f32(
+        self, in_: CData, count: int, scale: float, zero_point: int, out_type: int, out: CData
     ) -> int: ...
 
 ffi: _FFI

@@ -1,4 +1,5 @@
-/* The convolution loops, the padded add and the requantization under ASan
+/* The convolution loops, the padded add, the requantization and the
+ * quantized ADD/MUL table, SOFTMAX and QUANTIZE under ASan
  * and UBSan: random shapes, strides, dilations and paddings (including
  * windows wholly in the padding), every buffer allocated at exactly the size
  * the shape promises, on every path this CPU runs.  With all inputs and
@@ -7,6 +8,7 @@
  * the padding is checked too, not only the bounds.  Usage: test_kernels
  * [SHAPES]. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +130,92 @@ static int check_requantize(void) {
     return rc;
 }
 
+/* The quantized ADD table and its lookup: the table at exactly 65536 bytes,
+ * a, b and out at exactly their counts (b repeating along a).  MUL with
+ * multiplier one half and zero points 0 is a known table: a * b / 2 with
+ * halves rounded up. */
+static int check_quant_binary(void) {
+    uint8_t *table = malloc(65536);
+    struct nnb_quant_binary p = {NNB_QUANT_MUL, NNB_OUT_INT8, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 1 << 30, 0, -128, 127};
+    int rc = nnb_quant_binary_table(&p, table);
+    for (int a = -128; rc == 0 && a < 128; a++)
+        for (int b = -128; b < 128; b++) {
+            /* a * b / 2, a half rounded up (the high product's rule) */
+            int want = (a * b + 1 + (1 << 16)) / 2 - (1 << 15);
+            want = want < -128 ? -128 : want > 127 ? 127 : want;
+            const int got = (int8_t)table[(uint8_t)a * 256 + (uint8_t)b];
+            if (got != want) {
+                fprintf(stderr, "quant mul: %d * %d / 2 = %d, want %d\n", a, b, got, want);
+                rc = 1;
+                break;
+            }
+        }
+    const int64_t b_count = between(1, 20), count = b_count * between(1, 9);
+    uint8_t *a = malloc((size_t)count), *b = malloc((size_t)b_count), *out = malloc((size_t)count);
+    for (int64_t i = 0; i < count; i++) a[i] = (uint8_t)rand();
+    for (int64_t i = 0; i < b_count; i++) b[i] = (uint8_t)rand();
+    if (rc == 0) rc = nnb_quant_binary_lookup(a, (uint64_t)count, b, (uint64_t)b_count, table, out);
+    for (int64_t i = 0; rc == 0 && i < count; i++)
+        if (out[i] != table[a[i] * 256 + b[i % b_count]]) {
+            fprintf(stderr, "quant lookup: element %lld\n", (long long)i);
+            rc = 1;
+        }
+    /* ADD with the widest left shift and extreme zero points: in range, no UB. */
+    struct nnb_quant_binary add = {NNB_QUANT_ADD, NNB_OUT_UINT8, 0, 255, 128, 24, INT32_MAX,
+                                   0, -INT32_MAX, -31, INT32_MAX, 30, 0, 255};
+    if (rc == 0) rc = nnb_quant_binary_table(&add, table);
+    if (rc == 0 && nnb_quant_binary_lookup(a, (uint64_t)count, b, 0, table, out) != -EINVAL) rc = 1;
+    free(table);
+    free(a);
+    free(b);
+    free(out);
+    if (rc) fprintf(stderr, "quant binary: %d\n", rc);
+    return rc;
+}
+
+/* Softmax on random rows with exactly rows * depth bytes in and out: every
+ * element of a row of equal values gets the same share. */
+static int check_softmax(void) {
+    const int64_t rows = between(1, 5), depth = between(1, 300);
+    int32_t *exps = malloc(256 * sizeof(int32_t));
+    for (int k = 0; k < 256; k++) exps[k] = INT32_MAX >> (k / 8); /* falling, positive */
+    uint8_t *in = malloc((size_t)(rows * depth)), *out = malloc((size_t)(rows * depth));
+    for (int64_t i = 0; i < rows * depth; i++) in[i] = (uint8_t)(i < depth ? 7 : rand());
+    const int type = between(0, 1) ? NNB_OUT_INT8 : NNB_OUT_UINT8;
+    int rc = nnb_softmax_quant8(in, (uint64_t)rows, (uint32_t)depth, exps, between(0, 300), type,
+                                out);
+    for (int64_t j = 1; rc == 0 && j < depth; j++)
+        if (out[j] != out[0]) {
+            fprintf(stderr, "softmax: a row of equal values differs at %lld\n", (long long)j);
+            rc = 1;
+        }
+    free(exps);
+    free(in);
+    free(out);
+    if (rc) fprintf(stderr, "softmax: %d\n", rc);
+    return rc;
+}
+
+/* QUANTIZE with exactly count floats in and bytes out (the C loop's
+ * blocks of 8 and a short last one): integers times the scale come back. */
+static int check_quantize(void) {
+    const int64_t count = between(0, 40);
+    float *in = malloc(sizeof(float) * (size_t)(count + 1));
+    uint8_t *out = malloc((size_t)count + 1);
+    for (int64_t i = 0; i < count; i++) in[i] = (float)(i - 20) * 0.5f;
+    int rc = nnb_quantize_f32(in, (uint64_t)count, 0.5f, 100, NNB_OUT_UINT8, out);
+    for (int64_t i = 0; rc == 0 && i < count; i++)
+        if (out[i] != i - 20 + 100) {
+            fprintf(stderr, "quantize: element %lld is %d\n", (long long)i, out[i]);
+            rc = 1;
+        }
+    free(in);
+    free(out);
+    if (rc) fprintf(stderr, "quantize: %d\n", rc);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const long shapes = argc > 1 ? atol(argv[1]) : 2000;
     long runs = 0;
@@ -166,9 +254,12 @@ int main(int argc, char **argv) {
         }
         free(bias);
         free(out);
-        if (check_padded_add() || check_requantize()) return 1;
-        runs += 2;
+        if (check_padded_add() || check_requantize() || check_quant_binary() ||
+            check_softmax() || check_quantize())
+            return 1;
+        runs += 5;
     }
-    printf("%ld convolutions, padded adds and requantizations checked\n", runs);
+    printf("%ld convolutions, padded adds, requantizations and quantized 8-bit kernels checked\n",
+           runs);
     return 0;
 }

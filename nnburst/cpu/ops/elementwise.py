@@ -6,13 +6,18 @@ reference's integer scheme: both inputs are shifted left by 20 bits, scaled to
 a common ``2 * max(input scales)`` with per-input fixed-point multipliers
 (SUB negates the second), summed and requantized to the output.  Quantized MUL
 requantizes the integer product with one multiplier
-``in1_scale * in2_scale / out_scale``.  TENSOR_INT32 (NNAPI 1.3) wraps like
+``in1_scale * in2_scale / out_scale``.  Both run as one C table lookup
+(``native.QuantBinary``: the output for every pair of input bytes, built by
+those steps when the model is prepared); the numpy int64 steps here are what
+it is tested against, and run where C refuses the parameters.  TENSOR_INT32 (NNAPI 1.3) wraps like
 C int32, and DIV floors (0 where the divisor is 0).  Broadcasting is numpy's rule, which is NNAPI's.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,6 +39,7 @@ from .common import (
     require_operand_type,
     wrap_int32,
 )
+from .native import QUANT_ADD, QUANT_MUL, QuantBinary
 
 _INT32 = (OperandCode.TENSOR_INT32,)
 _ADD_LEFT_SHIFT = 20
@@ -153,16 +159,63 @@ def _execute_int32(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: in
     return wrap_int32(result).astype(np.int32)
 
 
-def _add_sub_quant8(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
-    in1, in2 = ctx.signature.inputs[0], ctx.signature.inputs[1]
-    out = ctx.output_info(0)
+def _quant8_arithmetic(sig: OperationSignature, fuse: int) -> tuple[Any, ...]:
+    """The arguments of :class:`QuantBinary` for quantized ADD/SUB/MUL with this
+    signature's scales and zero points and this activation."""
+    in1, in2, out = sig.inputs[0], sig.inputs[1], sig.outputs[0]
+    bounds = fused_activation_bounds(fuse, out)
+    zero_points = (in1.zero_point, in2.zero_point)
+    if sig.code == OperationCode.MUL:
+        return QUANT_MUL, out.dtype, zero_points, out.zero_point, _mul_multiplier(sig), bounds
+    first, second, output = _add_multipliers(sig)
+    return (
+        QUANT_ADD, out.dtype, zero_points, out.zero_point, output, bounds, _ADD_LEFT_SHIFT,
+        (first, second),
+    )  # fmt: skip
+
+
+def _quant8_table(arguments: tuple[Any, ...]) -> QuantBinary | None:
+    """The C table lookup; None where C refuses the parameters (the numpy steps
+    below then run)."""
+    try:
+        return QuantBinary(*arguments)
+    except ValueError:
+        return None
+
+
+#: An operation without a constant activation (no bound kernel) builds its
+#: table (0.2 ms) once, not every run; a few, as each holds 128 KiB.
+_cached_quant8_table = functools.lru_cache(maxsize=16)(_quant8_table)
+
+
+def _add_multipliers(
+    sig: OperationSignature,
+) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """(input1, input2, output) multipliers of quantized ADD/SUB: both inputs
+    scaled to a common ``2 * max(input scales)``, SUB negating the second."""
+    in1, in2, out = sig.inputs[0], sig.inputs[1], sig.outputs[0]
     s1, s2, so = _f32(in1.scale), _f32(in2.scale), _f32(out.scale)
     twice_max = 2 * max(s1, s2)
     m1, shift1 = quantize_multiplier(s1 / twice_max)
     m2, shift2 = quantize_multiplier(s2 / twice_max)
-    mo, shift_o = quantize_multiplier(twice_max / ((1 << _ADD_LEFT_SHIFT) * so))
-    if ctx.code == OperationCode.SUB:
+    output = quantize_multiplier(twice_max / ((1 << _ADD_LEFT_SHIFT) * so))
+    if sig.code == OperationCode.SUB:
         m2 = -m2  # subtracting is adding the negated second input
+    return (m1, shift1), (m2, shift2), output
+
+
+def _mul_multiplier(sig: OperationSignature) -> tuple[int, int]:
+    in1, in2, out = sig.inputs[0], sig.inputs[1], sig.outputs[0]
+    # float32 product of the scales, widened, then divided in double (as the reference).
+    product_scale = float(np.float32(in1.scale) * np.float32(in2.scale))
+    return quantize_multiplier(product_scale / _f32(out.scale))
+
+
+def _add_sub_quant8(sig: OperationSignature, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
+    """Quantized ADD/SUB in numpy int64: the specification the C table is tested
+    against, and what runs where C refuses the parameters."""
+    in1, in2, out = sig.inputs[0], sig.inputs[1], sig.outputs[0]
+    (m1, shift1), (m2, shift2), (mo, shift_o) = _add_multipliers(sig)
     x1 = (a.astype(np.int64) - in1.zero_point) << _ADD_LEFT_SHIFT
     x2 = (b.astype(np.int64) - in2.zero_point) << _ADD_LEFT_SHIFT
     total = multiply_by_quantized_multiplier(x1, m1, shift1) + multiply_by_quantized_multiplier(
@@ -173,16 +226,20 @@ def _add_sub_quant8(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: i
     return np.clip(result, lo, hi).astype(out.dtype)
 
 
-def _mul_quant8(ctx: ExecutionContext, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
-    in1, in2 = ctx.signature.inputs[0], ctx.signature.inputs[1]
-    out = ctx.output_info(0)
-    # float32 product of the scales, widened, then divided in double (as the reference).
-    product_scale = float(np.float32(in1.scale) * np.float32(in2.scale))
-    multiplier, shift = quantize_multiplier(product_scale / _f32(out.scale))
+def _mul_quant8(sig: OperationSignature, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
+    """Quantized MUL in numpy int64 (as :func:`_add_sub_quant8`)."""
+    in1, in2, out = sig.inputs[0], sig.inputs[1], sig.outputs[0]
+    multiplier, shift = _mul_multiplier(sig)
     prod = (a.astype(np.int64) - in1.zero_point) * (b.astype(np.int64) - in2.zero_point)
     result = multiply_by_quantized_multiplier(prod, multiplier, shift) + out.zero_point
     lo, hi = fused_activation_bounds(fuse, out)
     return np.clip(result, lo, hi).astype(out.dtype)
+
+
+def _quant8_numpy(sig: OperationSignature, a: np.ndarray, b: np.ndarray, fuse: int) -> np.ndarray:
+    if sig.code == OperationCode.MUL:
+        return _mul_quant8(sig, a, b, fuse)
+    return _add_sub_quant8(sig, a, b, fuse)
 
 
 def _execute_binary(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -193,16 +250,21 @@ def _execute_binary(ctx: ExecutionContext) -> list[np.ndarray]:
         return [_execute_float(ctx, a, b, fuse)]
     if code == OperandCode.TENSOR_INT32:
         return [_execute_int32(ctx, a, b, fuse)]
-    if ctx.code == OperationCode.MUL:
-        return [_mul_quant8(ctx, a, b, fuse)]
-    return [_add_sub_quant8(ctx, a, b, fuse)]
+    loop = _cached_quant8_table(_quant8_arithmetic(ctx.signature, fuse))
+    if loop is None:
+        return [_quant8_numpy(ctx.signature, a, b, fuse)]
+    return [loop(a, b)]
 
 
 def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
     """Float arithmetic with a constant activation: one ufunc (and a clamp) per run;
-    float32 operands need no casts."""
+    float32 operands need no casts.  Quantized ADD/SUB/MUL: one C call."""
     fuse = constant_scalar(sig, 2)
-    if fuse is None or fuse not in FUSE_CODES or sig.inputs[0].code not in FLOAT_TENSOR_CODES:
+    if fuse is None or fuse not in FUSE_CODES:
+        return None
+    if sig.inputs[0].code in QUANT8_ASYMM_CODES:
+        return _bind_quant8(sig, fuse)
+    if sig.inputs[0].code not in FLOAT_TENSOR_CODES:
         return None
     ufunc, code, dtype = _FLOAT_OPS[sig.code], sig.code, sig.outputs[0].dtype
     if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32:
@@ -234,6 +296,23 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
         return [result]
 
     return clamped_float32_kernel
+
+
+def _bind_quant8(sig: OperationSignature, fuse: int) -> Kernel | None:
+    loop = _quant8_table(_quant8_arithmetic(sig, fuse))
+    if loop is None:
+        return None
+    code = sig.code
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        a, b = inputs[0], inputs[1]
+        if a is None or b is None:
+            a, b = _present(sig, inputs)  # raises
+        if a.shape != b.shape:
+            _check_broadcast(code, a, b)
+        return [loop(a, b)]
+
+    return kernel
 
 
 def _present(

@@ -8,19 +8,19 @@ TENSOR_INT32 ABS and NEG wrap like C int32 (``-INT32_MIN`` stays
 ``static_cast`` with the reference's clamp to [0, 255] for uint8 targets
 (float to int truncates toward zero; out-of-range and NaN saturate as on
 ARM).  QUANTIZE divides by the output scale in float32, rounds half away
-from zero and clamps.  Quantized HARD_SWISH reproduces TFLite's 16-bit
+from zero and clamps (one C pass).  Quantized HARD_SWISH reproduces TFLite's 16-bit
 fixed-point pipeline bit for bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
-from ..registry import ExecutionContext, OperationSignature, register
+from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     INT32_MAX,
@@ -36,6 +36,7 @@ from .common import (
     round_half_away,
     rounding_divide_by_pot,
 )
+from .native import quantize_f32
 
 _F32 = np.float32
 _INT32 = (OperandCode.TENSOR_INT32,)
@@ -145,14 +146,33 @@ def _validate_quantize(sig: OperationSignature) -> None:
     require_dims_like(sig, info)
 
 
-def _execute_quantize(ctx: ExecutionContext) -> list[np.ndarray]:
-    out = ctx.output_info(0)
+def _quantize_numpy(x: np.ndarray, out: OperandInfo) -> np.ndarray:
+    """QUANTIZE in numpy: the specification ``native.quantize_f32`` (what runs;
+    numpy's dozen passes took 0.2 ms on a 96x96x3 image) is tested against."""
     lo, hi = quantized_range(out)
     with np.errstate(all="ignore"):
-        scaled = round_half_away(ctx.input(0).astype(_F32) / _F32(out.scale)) + _F32(out.zero_point)
+        scaled = round_half_away(x.astype(_F32) / _F32(out.scale)) + _F32(out.zero_point)
     # std::min(hi, NaN) keeps hi, so NaN lands on the top of the range.
     result = np.where(np.isnan(scaled), hi, np.clip(scaled, lo, hi))
-    return [result.astype(out.dtype)]
+    return result.astype(out.dtype)
+
+
+def _execute_quantize(ctx: ExecutionContext) -> list[np.ndarray]:
+    out = ctx.output_info(0)
+    return [quantize_f32(ctx.input(0), out.scale, out.zero_point, out.dtype)]
+
+
+def _bind_quantize(sig: OperationSignature, state: object) -> Kernel:
+    out = sig.outputs[0]
+    scale, zero_point, dtype = out.scale, out.zero_point, out.dtype
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x is None:
+            raise sig.fail("input 0 is required but was omitted")
+        return [quantize_f32(x, scale, zero_point, dtype)]
+
+    return kernel
 
 
 # --- ELU ----------------------------------------------------------------------------
@@ -257,6 +277,11 @@ def _execute_hard_swish(ctx: ExecutionContext) -> list[np.ndarray]:
 for _code in _TYPES:
     register(_code, validate=_validate_math, execute=_execute_math)
 register(OperationCode.CAST, validate=_validate_cast, execute=_execute_cast)
-register(OperationCode.QUANTIZE, validate=_validate_quantize, execute=_execute_quantize)
+register(
+    OperationCode.QUANTIZE,
+    validate=_validate_quantize,
+    execute=_execute_quantize,
+    bind=_bind_quantize,
+)
 register(OperationCode.ELU, validate=_validate_elu, execute=_execute_elu)
 register(OperationCode.HARD_SWISH, validate=_validate_hard_swish, execute=_execute_hard_swish)
