@@ -321,11 +321,10 @@ def _check_and_convert(ctx: ExecutionContext) -> _Filter:
 
 
 def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
-    """The C loop prepared once (:class:`~.native.ConvLoop`) for an NHWC
-    convolution whose filter, bias, parameters and input shape are all known
-    and whose sums run in float32 (float data, or quantized data with exact
-    float32 sums, then requantized by a prepared :class:`~.native.Requantizer`):
-    a run checks the input and calls C.  Anything else runs ``_execute``."""
+    """A kernel prepared once for an NHWC convolution whose filter, bias,
+    parameters and input shape are all known and whose sums run in float32
+    (float data, or quantized data whose sums float32 holds exactly): a run
+    checks the input and calls C.  Anything else runs ``_execute``."""
     filt, plan, inp, out = state.filter, state.plan, sig.inputs[0], sig.outputs[0]
     quantized = filt is not None and filt.requant is not None
     if (
@@ -353,41 +352,68 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
     blas = not depthwise and _pointwise(filt, plan.window) and _blas_wins(in_shape, filt)
     if blas and not quantized:
         return None  # _execute's matrix product is as fast
+    if quantized:
+        return _quantized_kernel(sig, state, filt, in_shape, depthwise, blas)
+    return _float_kernel(sig, state, filt, in_shape, depthwise)
+
+
+def _float_kernel(
+    sig: OperationSignature,
+    state: _State,
+    filt: _Filter,
+    in_shape: tuple[int, ...],
+    depthwise: bool,
+) -> Kernel:
+    """The C loop with bias and fused clamp, for float32 data."""
+    assert state.plan is not None and state.plan.window is not None and state.bias is not None
+    lo, hi = FLOAT_ACTIVATION_BOUNDS[int(state.plan.values["fuse"])]
     hw = (filt.filter_h, filt.filter_w)
-    if not quantized:
-        lo, hi = FLOAT_ACTIVATION_BOUNDS[int(plan.values["fuse"])]
-        loop = ConvLoop(depthwise, in_shape, filt.weights, hw, state.bias, plan.window, lo, hi)
+    loop = ConvLoop(depthwise, in_shape, filt.weights, hw, state.bias, state.plan.window, lo, hi)
 
-        def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-            x = inputs[0]
-            if type(x) is np.ndarray and loop.fits(x):
-                return [loop(x)]
-            return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if type(x) is np.ndarray and loop.fits(x):
+            return [loop(x)]
+        return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-        return kernel
-    # Quantized: the sums of (x - x_zp) * w in float32, exactly (zero padding
-    # of the shifted input is zero-point padding), then the requantization,
-    # whose arguments are worth preparing too (30 us a call, built per run).
+    return kernel
+
+
+def _quantized_kernel(
+    sig: OperationSignature,
+    state: _State,
+    filt: _Filter,
+    in_shape: tuple[int, ...],
+    depthwise: bool,
+    blas: bool,
+) -> Kernel:
+    """The sums of (x - x_zp) * w in float32, exactly (zero padding of the
+    shifted input is zero-point padding), by the C loop or, for a 1x1 layer
+    BLAS runs best, one matrix product; then the requantization, whose
+    arguments are worth preparing too (30 us a call, built per run)."""
+    assert state.plan is not None and state.plan.window is not None and state.bias is not None
     assert filt.requant is not None and state.bounds is not None
+    out = sig.outputs[0]
     sums: Callable[[np.ndarray], np.ndarray]
     if blas:
         weights = filt.weights[:, : filt.depth_out]
         sums = functools.partial(_matrix_product, weights, (*in_shape[:3], filt.depth_out))
     else:
         zeros = np.zeros(filt.depth_out, np.float32)
-        sums = ConvLoop(depthwise, in_shape, filt.weights, hw, zeros, plan.window)
+        hw = (filt.filter_h, filt.filter_w)
+        sums = ConvLoop(depthwise, in_shape, filt.weights, hw, zeros, state.plan.window)
     requantize = Requantizer(
         filt.depth_out, state.bias, *filt.requant, out.zero_point, state.bounds, out.dtype
     )
-    x_dtype, x_zero_point = inp.dtype, inp.zero_point
+    x_dtype, x_zero_point = sig.inputs[0].dtype, sig.inputs[0].zero_point
 
-    def quantized_kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
         if type(x) is np.ndarray and x.shape == in_shape and x.dtype == x_dtype:
             return [requantize(sums(np.subtract(x, x_zero_point, dtype=np.float32)))]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return quantized_kernel
+    return kernel
 
 
 def _matrix_product(weights: np.ndarray, shape: tuple[int, ...], x: np.ndarray) -> np.ndarray:
