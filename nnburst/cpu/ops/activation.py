@@ -131,12 +131,8 @@ def _execute_relu(ctx: ExecutionContext) -> list[np.ndarray]:
 # --- LOGISTIC / TANH ----------------------------------------------------------
 
 
-def _input_rescaling(ctx: ExecutionContext, real: float) -> tuple[int, int]:
+def _input_rescaling(code: OperationCode, real: float) -> tuple[int, int]:
     """(multiplier, left shift) for a real multiplier that must exceed 1."""
-    return _rescaling(ctx.code, real)
-
-
-def _rescaling(code: OperationCode, real: float) -> tuple[int, int]:
     multiplier, shift = quantize_multiplier(real)
     if real <= 1.0 or shift < 0:
         raise op_failed(code, f"input scale is too small (rescaling multiplier {real} <= 1)")
@@ -149,7 +145,7 @@ def _quant8_sigmoid_like(ctx: ExecutionContext) -> np.ndarray:
     out = ctx.output_info(0)
     integer_bits = 4
     real = float(np.float32(info.scale)) * float(1 << (31 - integer_bits))
-    multiplier, left_shift = _input_rescaling(ctx, real)
+    multiplier, left_shift = _input_rescaling(ctx.code, real)
     radius = calculate_input_radius(integer_bits, left_shift)
     centred = ctx.input(0).astype(np.int64) - info.zero_point
     rescaled = multiply_by_quantized_multiplier(centred, multiplier, left_shift)
@@ -220,7 +216,7 @@ def _softmax_rescaling(scale: float, beta: float) -> tuple[int, int, int]:
         float(np.float32(beta)) * float(np.float32(scale)) * float(1 << (31 - _DIFF_BITS)),
         float((1 << 31) - 1),
     )
-    multiplier, left_shift = _rescaling(OperationCode.SOFTMAX, real)
+    multiplier, left_shift = _input_rescaling(OperationCode.SOFTMAX, real)
     return multiplier, left_shift, calculate_input_radius(_DIFF_BITS, left_shift)
 
 

@@ -266,25 +266,13 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
         return _bind_quant8(sig, fuse)
     if sig.inputs[0].code not in FLOAT_TENSOR_CODES:
         return None
-    ufunc, code, dtype = _FLOAT_OPS[sig.code], sig.code, sig.outputs[0].dtype
-    if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32:
-
-        def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-            a, b = _present(sig, inputs)
-            _check_broadcast(code, a, b)
-            return [_float_binary(ufunc, fuse, dtype, a, b)]
-
-        return kernel
+    ufunc = _FLOAT_OPS[sig.code]
+    if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32:  # float16: computed in float32
+        return _binary_kernel(
+            sig, functools.partial(_float_binary, ufunc, fuse, sig.outputs[0].dtype)
+        )
     lo, hi = FLOAT_ACTIVATION_BOUNDS[fuse]
-
-    def float32_kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
-        a, b = inputs[0], inputs[1]
-        if a is None or b is None:
-            a, b = _present(sig, inputs)  # raises
-        if a.shape != b.shape:
-            _check_broadcast(code, a, b)
-        return [ufunc(a, b)]
-
+    float32_kernel = _binary_kernel(sig, ufunc)
     if fuse == FuseCode.NONE:
         return float32_kernel
 
@@ -300,8 +288,14 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
 
 def _bind_quant8(sig: OperationSignature, fuse: int) -> Kernel | None:
     loop = _quant8_table(_quant8_arithmetic(sig, fuse))
-    if loop is None:
-        return None
+    return None if loop is None else _binary_kernel(sig, loop)
+
+
+def _binary_kernel(
+    sig: OperationSignature, op: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> Kernel:
+    """``op(a, b)`` on the two inputs, once both are present and broadcast (else
+    the operation's own error)."""
     code = sig.code
 
     def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
@@ -310,7 +304,7 @@ def _bind_quant8(sig: OperationSignature, fuse: int) -> Kernel | None:
             a, b = _present(sig, inputs)  # raises
         if a.shape != b.shape:
             _check_broadcast(code, a, b)
-        return [loop(a, b)]
+        return [op(a, b)]
 
     return kernel
 
