@@ -319,6 +319,19 @@ int nnb_add_padded_channels_f32(const float *a, const float *x, uint64_t pixels,
     return 0;
 }
 
+/* The range of an 8-bit type (NNB_OUT_*); 0 for an unknown type. */
+static int type_range(int type, int32_t *lo, int32_t *hi) {
+    if (type == NNB_OUT_UINT8) {
+        *lo = 0, *hi = 255;
+        return 1;
+    }
+    if (type == NNB_OUT_INT8) {
+        *lo = -128, *hi = 127;
+        return 1;
+    }
+    return 0;
+}
+
 /* nnb_requantize_f32 (nnburst.h): every step gives what the int32
  * reference computes, without a branch and with the same steps for every
  * channel (their parameters in arrays), so that the compiler runs a vector
@@ -422,10 +435,9 @@ int nnb_requantize_f32(const float *acc, uint64_t rows, uint32_t channels, const
                        int32_t zero_point, int32_t lo, int32_t hi, int out_type, void *out) {
     if (acc == NULL || bias == NULL || multipliers == NULL || shifts == NULL || out == NULL)
         return -EINVAL;
-    const int32_t type_lo = out_type == NNB_OUT_UINT8 ? 0 : -128;
-    const int32_t type_hi = out_type == NNB_OUT_UINT8 ? 255 : 127;
-    if ((out_type != NNB_OUT_UINT8 && out_type != NNB_OUT_INT8) || lo < type_lo || hi > type_hi ||
-        lo > hi || channels == 0 || rows > (uint64_t)INT64_MAX / channels)
+    int32_t type_lo, type_hi;
+    if (!type_range(out_type, &type_lo, &type_hi) || lo < type_lo || hi > type_hi || lo > hi ||
+        channels == 0 || rows > (uint64_t)INT64_MAX / channels)
         return -EINVAL;
     const uint32_t kinds = per_channel ? channels : 1;
     for (uint32_t c = 0; c < kinds; c++)
@@ -460,19 +472,6 @@ int nnb_requantize_f32(const float *acc, uint64_t rows, uint32_t channels, const
         requantize_run(acc + whole * channels, (int64_t)((rows - whole) * channels), &k,
                        zero_point, lo, hi, out_type, bytes + whole * channels);
     free(block);
-    return 0;
-}
-
-/* The range of an 8-bit type (NNB_OUT_*); 0 for an unknown type. */
-static int type_range(int type, int32_t *lo, int32_t *hi) {
-    if (type == NNB_OUT_UINT8) {
-        *lo = 0, *hi = 255;
-        return 1;
-    }
-    if (type == NNB_OUT_INT8) {
-        *lo = -128, *hi = 127;
-        return 1;
-    }
     return 0;
 }
 
