@@ -28,7 +28,7 @@ pytest.importorskip(
     "ai_edge_litert", reason="LiteRT (pip install 'nnburst[litert]') is the reference"
 )
 
-from .tflite_builder import Tensor, graph, run_litert, schema, single_op, sparse
+from .tflite_builder import Tensor, graph, options, run_litert, schema, single_op, sparse
 
 RNG = np.random.default_rng(7)
 F32 = np.float32
@@ -37,13 +37,6 @@ ACT = schema.ActivationFunctionType
 
 def rand(*shape: int, lo: float = -2, hi: float = 2) -> np.ndarray:
     return RNG.uniform(lo, hi, shape).astype(F32)
-
-
-def options(cls: Any, **fields: Any) -> Any:
-    o = cls()
-    for name, value in fields.items():
-        setattr(o, name, value)
-    return o
 
 
 def conv_options(

@@ -19,7 +19,16 @@ from nnburst import tflite
 
 pytest.importorskip("ai_edge_litert")
 
-from .tflite_builder import OPTIONAL, Tensor, graph, run_litert_calls, schema, single_op
+from .tflite_builder import (
+    OPTIONAL,
+    Tensor,
+    graph,
+    options,
+    repack,
+    run_litert_calls,
+    schema,
+    single_op,
+)
 
 RNG = np.random.default_rng(13)
 F32 = np.float32
@@ -42,13 +51,6 @@ def weights(*shape: int, scale: float = 0.5) -> Tensor:
 
 def state(*shape: int) -> Tensor:
     return Tensor(shape, F32, variable=True)
-
-
-def options(cls: Any, **fields: Any) -> Any:
-    o = cls()
-    for name, value in fields.items():
-        setattr(o, name, value)
-    return o
 
 
 def lstm_cell(
@@ -371,14 +373,6 @@ def test_lstm_options_litert_computes_otherwise_are_refused(
     for name, value in fields.items():
         setattr(parsed.subgraphs[0].operators[0].builtinOptions, name, value)
     refused(repack(parsed), f"UNIDIRECTIONAL_SEQUENCE_LSTM ({reason}")
-
-
-def repack(parsed: Any) -> bytes:
-    import flatbuffers
-
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(parsed.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
 
 
 def test_merged_outputs_of_batch_major_bidirectional_lstm_are_refused() -> None:
