@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from nnburst import tflite
+from nnburst.errors import BadDataError
 
 pytest.importorskip("ai_edge_litert")
 
@@ -405,3 +406,19 @@ def test_state_that_is_not_a_variable_tensor_is_refused() -> None:
     parsed.subgraphs[0].tensors[4].isVariable = True
     parsed.subgraphs[0].inputs = [0, 4]
     refused(repack(parsed), "a variable tensor that is an input")
+
+
+def test_malformed_recurrent_operators_are_refused_clearly() -> None:
+    """Too few or too many inputs, too few outputs: an importer error, not an IndexError."""
+    model, _, _ = sequence_rnn(time_major=False)
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    parsed.subgraphs[0].operators[0].inputs = [0, 1, 2, 3]  # the state omitted
+    refused(repack(parsed), "a state input that is not a variable tensor")
+    parsed.subgraphs[0].operators[0].inputs = [0, 1, 2, 3, 4, 4]
+    with pytest.raises(BadDataError, match="6 inputs, 5 at most"):
+        tflite.load(repack(parsed))
+    model, _, _ = bidirectional_lstm(merge=False)
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    parsed.subgraphs[0].operators[0].outputs = parsed.subgraphs[0].operators[0].outputs[:1]
+    with pytest.raises(BadDataError, match="1 outputs of 2"):
+        tflite.load(repack(parsed))

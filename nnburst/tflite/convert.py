@@ -882,30 +882,45 @@ _LSTM_ACTIVATIONS = frozenset({1, 2, 3, 4})
 _NONE, _TANH = 0, 4
 
 
-def _float_layer(c: Converter, op: Operator, what: str) -> Any:
-    """The options of a float32 recurrent layer.  A hybrid layer (int8 weights,
-    float input) or an integer one computes with quantized arithmetic that NNAPI's
-    float sequence operations do not reproduce, so those are refused."""
+def _float_layer(c: Converter, op: Operator, what: str, count: int) -> tuple[Any, list[int]]:
+    """The options of a float32 recurrent layer and its ``count`` inputs, trailing
+    optional ones (-1) filled in.  A hybrid layer (int8 weights, float input) or
+    an integer one computes with quantized arithmetic that NNAPI's float sequence
+    operations do not reproduce, so those are refused."""
+    if len(op.inputs) > count:
+        raise BadDataError(
+            f"operator {op.index} ({op.name}): {len(op.inputs)} inputs, {count} at most"
+        )
     for i in op.inputs:
         if i >= 0 and c.tensor(i).dtype != np.float32:
             raise _Unsupported(f"{c.tensor(i).type_name} tensors (a hybrid or integer {what})")
     if op.options is None:
         raise _Unsupported("no options table")
-    return op.options
+    return op.options, op.inputs + [-1] * (count - len(op.inputs))
 
 
-def _padded(op: Operator, count: int) -> list[int]:
-    """The operator's inputs, trailing optional ones (-1) added up to ``count``."""
-    return op.inputs + [-1] * (count - len(op.inputs))
-
-
-def _states(c: Converter, indices: Sequence[int]) -> list[int]:
-    """A new operand for each state input's value after the call; LiteRT keeps
-    state only in variable tensors."""
-    for i in indices:
+def _recurrent(
+    c: Converter,
+    op: Operator,
+    code: OperationCode,
+    operands: list[int],
+    sequences: int,
+    states: Sequence[int],
+) -> None:
+    """Add the layer's operation: its outputs are the first ``sequences`` of the
+    operator's, then a new operand per state input (variable tensor), which holds
+    that variable's value from here on.  LiteRT keeps state only in variable tensors."""
+    for i in states:
         if i < 0 or not c.tensor(i).variable:
             raise _Unsupported("a state input that is not a variable tensor")
-    return [c.model.add_operand(c.operand_type(c.tensor(i))) for i in indices]
+    if len(op.outputs) < sequences:
+        raise BadDataError(
+            f"operator {op.index} ({op.name}): {len(op.outputs)} outputs of {sequences}"
+        )
+    after = [c.model.add_operand(c.operand_type(c.tensor(i))) for i in states]
+    c.add(code, operands, [*(c.operand(i) for i in op.outputs[:sequences]), *after])
+    for index, operand in zip(states, after):
+        c.assign(index, operand)
 
 
 def _lstm_options(c: Converter, o: Any) -> list[int]:
@@ -925,38 +940,29 @@ def _sequence_lstm(c: Converter, op: Operator) -> None:
     """TFLite's 24 inputs are NNAPI's 28 less the four scalars, which come from the
     options (the layer-norm coefficients come last in both).  The two state
     outputs are the variable tensors' new values."""
-    o = _float_layer(c, op, "LSTM")
+    o, inputs = _float_layer(c, op, "LSTM", 24)
     if hasattr(o, "DiagonalRecurrentTensors") and o.DiagonalRecurrentTensors():
         raise _Unsupported("diagonal recurrent weights")
-    inputs = _padded(op, 24)
-    states = _states(c, inputs[18:20])
     operands = [c.optional(i) for i in inputs[:20]]
     operands += [*_lstm_options(c, o), c.boolean(bool(o.TimeMajor()))]
     operands += [c.optional(i) for i in inputs[20:24]]
-    outputs = [c.operand(op.outputs[0]), *states]
-    c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, operands, outputs)
-    for index, state in zip(inputs[18:20], states):
-        c.assign(index, state)
+    _recurrent(c, op, OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, operands, 1, inputs[18:20])
 
 
 @maps("BIDIRECTIONAL_SEQUENCE_LSTM")
 def _bidirectional_lstm(c: Converter, op: Operator) -> None:
     """TFLite's 48 inputs are NNAPI's first 48 (no layer norm: its 8 coefficients
     are omitted); the four state outputs follow the one or two sequence outputs."""
-    o = _float_layer(c, op, "LSTM")
+    o, inputs = _float_layer(c, op, "LSTM", 48)
     if o.MergeOutputs() and not o.TimeMajor():
         # Seen on LiteRT 2.3: every batch after the first gets other rows than
         # the same layer computes with separate outputs.
         raise _Unsupported("merged outputs of batch-major sequences (LiteRT's differ)")
-    inputs = _padded(op, 48)
-    states = _states(c, inputs[35:39])
     operands = [c.optional(i) for i in inputs]
     operands += [*_lstm_options(c, o), c.boolean(bool(o.MergeOutputs()))]
     operands += [c.boolean(bool(o.TimeMajor())), *(c.optional(-1) for _ in range(8))]
-    outputs = [c.operand(i) for i in op.outputs[: 1 if o.MergeOutputs() else 2]]
-    c.add(OperationCode.BIDIRECTIONAL_SEQUENCE_LSTM, operands, outputs + states)
-    for index, state in zip(inputs[35:39], states):
-        c.assign(index, state)
+    sequences = 1 if o.MergeOutputs() else 2
+    _recurrent(c, op, OperationCode.BIDIRECTIONAL_SEQUENCE_LSTM, operands, sequences, inputs[35:39])
 
 
 def _rnn_activation(c: Converter, o: Any) -> int:
@@ -969,19 +975,16 @@ def _rnn_activation(c: Converter, o: Any) -> int:
 
 @maps("UNIDIRECTIONAL_SEQUENCE_RNN")
 def _sequence_rnn(c: Converter, op: Operator) -> None:
-    o = _float_layer(c, op, "RNN")
-    states = _states(c, op.inputs[4:5])
-    operands = [c.operand(i) for i in op.inputs[:5]]
+    o, inputs = _float_layer(c, op, "RNN", 5)
+    operands = [c.optional(i) for i in inputs]
     operands += [_rnn_activation(c, o), c.i32(int(o.TimeMajor()))]
-    c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_RNN, operands, [c.operand(op.outputs[0]), *states])
-    c.assign(op.inputs[4], states[0])
+    _recurrent(c, op, OperationCode.UNIDIRECTIONAL_SEQUENCE_RNN, operands, 1, inputs[4:5])
 
 
 @maps("BIDIRECTIONAL_SEQUENCE_RNN")
 def _bidirectional_rnn(c: Converter, op: Operator) -> None:
     """TFLite's 12 inputs are NNAPI's first 12."""
-    o = _float_layer(c, op, "RNN")
-    inputs = _padded(op, 12)
+    o, inputs = _float_layer(c, op, "RNN", 12)
     if inputs[9] >= 0 and inputs[10] < 0 and not o.TimeMajor():
         # Seen on LiteRT 2.3: its backward cell reads the input there, not the aux input.
         raise _Unsupported("an aux input without aux weights over batch-major sequences")
@@ -990,14 +993,12 @@ def _bidirectional_rnn(c: Converter, op: Operator) -> None:
         if features[0] != features[1]:
             # Seen on LiteRT 2.3: it steps through the aux input by the input's size.
             raise _Unsupported("aux weights over time-major sequences of another size")
-    states = _states(c, (inputs[4], inputs[8]))
     operands = [c.optional(i) for i in inputs]
     operands += [_rnn_activation(c, o), c.boolean(bool(o.TimeMajor()))]
     operands.append(c.boolean(bool(o.MergeOutputs())))
-    outputs = [c.operand(i) for i in op.outputs[: 1 if o.MergeOutputs() else 2]]
-    c.add(OperationCode.BIDIRECTIONAL_SEQUENCE_RNN, operands, outputs + states)
-    for index, state in zip((inputs[4], inputs[8]), states):
-        c.assign(index, state)
+    sequences = 1 if o.MergeOutputs() else 2
+    states = (inputs[4], inputs[8])
+    _recurrent(c, op, OperationCode.BIDIRECTIONAL_SEQUENCE_RNN, operands, sequences, states)
 
 
 @maps("LOCAL_RESPONSE_NORMALIZATION")
