@@ -28,7 +28,16 @@ pytest.importorskip(
     "ai_edge_litert", reason="LiteRT (pip install 'nnburst[litert]') is the reference"
 )
 
-from .tflite_builder import Tensor, graph, options, run_litert, schema, single_op, sparse
+from .tflite_builder import (
+    Tensor,
+    graph,
+    options,
+    repack,
+    run_litert,
+    schema,
+    single_op,
+    sparse,
+)
 
 RNG = np.random.default_rng(7)
 F32 = np.float32
@@ -555,6 +564,46 @@ def test_not_a_tflite_file_is_bad_data(tmp_path) -> None:
         tflite.load(model[: len(model) // 2])
 
 
+def _set(table: Any, **fields: Any) -> None:
+    for name, value in fields.items():
+        setattr(table, name, value)
+
+
+def _conv_op(p: Any) -> Any:
+    return p.subgraphs[0].operators[0]
+
+
+@pytest.mark.parametrize(
+    "edit, error, message",
+    [
+        (lambda p: _set(_conv_op(p), inputs=[0]), BadDataError, r"operator 0 \(CONV_2D\): too few"),
+        (lambda p: _set(_conv_op(p), outputs=[]), BadDataError, r"operator 0 \(CONV_2D\): too few"),
+        (lambda p: _set(_conv_op(p), inputs=[-1, 1, 2]), BadDataError, "an omitted tensor"),
+        (lambda p: _set(p.subgraphs[0], inputs=[-1]), BadDataError, "omits one of its inputs"),
+        (
+            lambda p: _set(_conv_op(p), builtinOptions=None, builtinOptionsType=0),
+            tflite.UnsupportedModelError,
+            r"CONV_2D \(no options table\)",
+        ),
+        (
+            lambda p: _set(_conv_op(p).builtinOptions, padding=7),
+            tflite.UnsupportedModelError,
+            r"CONV_2D \(padding 7\)",
+        ),
+    ],
+    ids=["one input", "no output", "omitted input", "omitted model input", "no options", "padding"],
+)
+def test_a_malformed_operator_is_refused_clearly(
+    edit: Callable[[Any], None], error: type[Exception], message: str
+) -> None:
+    """Not an IndexError, KeyError or AttributeError from inside the converter."""
+    model, _ = CASES["conv same relu"]()
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    edit(parsed)
+    with pytest.raises(error, match=message):
+        tflite.load(repack(parsed))
+
+
 def test_runner_checks_its_inputs() -> None:
     model, inputs = CASES["add relu"]()
     with tflite.Runner(model, cache_dir=None) as run:
@@ -753,6 +802,17 @@ def test_a_quantized_variable_takes_its_initial_values_quantization() -> None:
             reference.invoke()
             want = reference.get_tensor(reference.get_output_details()[0]["index"])
             assert np.abs(run(step)[0].astype(int) - want.astype(int)).max() <= 1
+
+
+def test_a_malformed_variable_initialization_is_bad_data() -> None:
+    model = accumulator(Tensor((1, 4), F32), np.zeros((1, 4), F32))
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    parsed.subgraphs[1].operators[1].inputs = [0]
+    with pytest.raises(BadDataError, match="an ASSIGN_VARIABLE of 1 inputs"):
+        tflite.load(repack(parsed))
+    parsed.subgraphs[0].operators[0].builtinOptions.initSubgraphIndex = 9
+    with pytest.raises(BadDataError, match="names subgraph 9"):
+        tflite.load(repack(parsed))
 
 
 @pytest.mark.parametrize(

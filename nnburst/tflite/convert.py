@@ -69,6 +69,9 @@ class Converter(ModelBuilder):
 
     # -- operands --------------------------------------------------------------------------
     def tensor(self, index: int) -> Tensor:
+        if index < 0:  # the reader has checked the rest of the range
+            where = f" by operator {self._current}" if self._current >= 0 else ""
+            raise BadDataError(f"an omitted tensor (-1) where one is required{where}")
         return self.graph.tensors[index]
 
     def operand_type(self, t: Tensor, dtype: np.dtype[Any] | None = None) -> OperandType:
@@ -164,10 +167,15 @@ class Converter(ModelBuilder):
             raise _Unsupported(f"a non-constant {what}")
         return values
 
-    def subgraph(self, index: int) -> int:
-        """A MODEL operand for subgraph ``index`` (for IF and WHILE)."""
+    def named_subgraph(self, index: int) -> Subgraph:
+        """Subgraph ``index``, which an IF, WHILE or CALL_ONCE names."""
         if not 0 < index < len(self.flat.subgraphs):
             raise BadDataError(f"a control-flow operator names subgraph {index}")
+        return self.flat.subgraphs[index]
+
+    def subgraph(self, index: int) -> int:
+        """A MODEL operand for subgraph ``index`` (for IF and WHILE)."""
+        self.named_subgraph(index)
         if index not in self._models:
             self._models[index] = Converter(self.flat, index, self._models).convert()
         operand = self.model.add_operand(OperandType(OperandCode.MODEL))
@@ -201,7 +209,7 @@ class Converter(ModelBuilder):
         readers = Counter(i for op in self.graph.operators for i in op.inputs if i >= 0)
         for op in self.graph.operators:
             fuse = _ACTIVATION_OPS.get(op.name)
-            if fuse is None:
+            if fuse is None or not op.inputs:
                 continue
             source = producer.get(op.inputs[0])
             if source is None or source.name not in _FUSABLE or readers[op.inputs[0]] != 1:
@@ -245,6 +253,15 @@ class Converter(ModelBuilder):
                 MAPPERS[op.name](self, op)
             except _Unsupported as exc:
                 unmapped[f"{op.name} ({exc})"] += 1
+            except AttributeError:  # an option read from a missing table
+                if op.options is not None:
+                    raise
+                unmapped[f"{op.name} (no options table)"] += 1
+            except IndexError as exc:  # an input, output or dimension the mapper reads
+                raise BadDataError(
+                    f"operator {op.index} ({op.name}): too few inputs, outputs or dimensions"
+                ) from exc
+        self._current = -1
         if unmapped:
             raise UnsupportedModelError(unmapped)
         try:
@@ -272,13 +289,19 @@ class Converter(ModelBuilder):
         for op in self.graph.operators:
             if op.name != "CALL_ONCE":
                 continue
-            init = self.flat.subgraphs[op.options.InitSubgraphIndex()]
+            init = self.named_subgraph(
+                op.options.InitSubgraphIndex() if op.options is not None else 0
+            )
             handles = {
-                o.outputs[0]: _variable_name(o) for o in init.operators if o.name == "VAR_HANDLE"
+                o.outputs[0]: _variable_name(o)
+                for o in init.operators
+                if o.name == "VAR_HANDLE" and o.outputs
             }
             for o in init.operators:
                 if o.name != "ASSIGN_VARIABLE":
                     continue
+                if len(o.inputs) != 2 or min(o.inputs) < 0:
+                    raise BadDataError(f"an ASSIGN_VARIABLE of {len(o.inputs)} inputs")
                 name = handles.get(o.inputs[0])
                 initial = init.tensors[o.inputs[1]]
                 if name is None or initial.data is None:
@@ -315,8 +338,8 @@ class Converter(ModelBuilder):
         DENSIFY of sparse weights (the reader has already expanded them) becomes its
         dense constant, and a DEQUANTIZE of fp16 weights a float32 constant."""
         for op in self.graph.operators:  # in order: a DEQUANTIZE may read a DENSIFY
-            if op.name not in ("DENSIFY", "DEQUANTIZE"):
-                continue
+            if op.name not in ("DENSIFY", "DEQUANTIZE") or not op.inputs or not op.outputs:
+                continue  # a malformed one is left to its mapper
             source = self.tensor(op.inputs[0])
             values = self._folded.get(op.inputs[0], source.data)
             if values is None:
@@ -382,6 +405,8 @@ def _bias(c: Converter, op: Operator, input_index: int, filter_index: int, chann
 
 
 def _conv_tail(c: Converter, o: Any) -> list[int]:
+    if o.Padding() not in _PADDING:
+        raise _Unsupported(f"padding {o.Padding()}")
     return [c.i32(_PADDING[o.Padding()]), c.i32(o.StrideW()), c.i32(o.StrideH())]
 
 
@@ -834,7 +859,7 @@ def _if(c: Converter, op: Operator) -> None:
 def _while(c: Converter, op: Operator) -> None:
     """Every TFLite loop variable is loop-carried: the body returns them all."""
     o = op.options
-    cond = c.flat.subgraphs[o.CondSubgraphIndex()]
+    cond = c.named_subgraph(o.CondSubgraphIndex())
     if len(cond.outputs) != 1 or cond.tensors[cond.outputs[0]].shape not in ((), (1,)):
         raise _Unsupported("a condition that is not one boolean")
     inputs = [c.subgraph(o.CondSubgraphIndex()), c.subgraph(o.BodySubgraphIndex())]
@@ -894,8 +919,6 @@ def _float_layer(c: Converter, op: Operator, what: str, count: int) -> tuple[Any
     for i in op.inputs:
         if i >= 0 and c.tensor(i).dtype != np.float32:
             raise _Unsupported(f"{c.tensor(i).type_name} tensors (a hybrid or integer {what})")
-    if op.options is None:
-        raise _Unsupported("no options table")
     return op.options, op.inputs + [-1] * (count - len(op.inputs))
 
 
