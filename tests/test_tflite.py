@@ -34,6 +34,7 @@ from .tflite_builder import (
     options,
     repack,
     run_litert,
+    run_litert_calls,
     schema,
     single_op,
     sparse,
@@ -765,19 +766,13 @@ def accumulator(like: Tensor, initial: np.ndarray) -> bytes:
 def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
     """The runner must agree with one LiteRT interpreter over several calls, and
     start over after reset()."""
-    from ai_edge_litert.interpreter import Interpreter
-
     model = accumulator(Tensor((1, 4), F32), np.zeros((1, 4), F32))
     loaded = tflite.load(model)
     assert [v.name for v in loaded.state] == ["total"] and len(loaded.inputs) == 1
-    reference = Interpreter(model_content=model, num_threads=1)
-    reference.allocate_tensors()
     steps = [rand(1, 4) for _ in range(3)]
+    reference = run_litert_calls(model, [[step] for step in steps])
     with tflite.Runner(loaded, cache_dir=None) as run:
-        for step in steps:
-            reference.set_tensor(reference.get_input_details()[0]["index"], step)
-            reference.invoke()
-            want = reference.get_tensor(reference.get_output_details()[0]["index"])
+        for step, (want,) in zip(steps, reference):
             (got,) = run(step)
             np.testing.assert_allclose(got, want, rtol=1e-6)
             np.testing.assert_allclose(run.state[0], want, rtol=1e-6)
@@ -789,18 +784,12 @@ def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
 def test_a_quantized_variable_takes_its_initial_values_quantization() -> None:
     """The initial value (a constant of the init subgraph) carries the variable's
     scale and zero point, as in microWakeWord's int8 streaming models."""
-    from ai_edge_litert.interpreter import Interpreter
-
     like = Tensor((1, 4), np.int8, scale=0.1, zero_point=-5)
     model = accumulator(like, np.full((1, 4), -5, np.int8))
-    reference = Interpreter(model_content=model, num_threads=1)
-    reference.allocate_tensors()
+    steps = [RNG.integers(-20, 20, (1, 4), dtype=np.int8) for _ in range(3)]
+    reference = run_litert_calls(model, [[step] for step in steps])
     with tflite.Runner(model, cache_dir=None) as run:
-        for _ in range(3):
-            step = RNG.integers(-20, 20, (1, 4), dtype=np.int8)
-            reference.set_tensor(reference.get_input_details()[0]["index"], step)
-            reference.invoke()
-            want = reference.get_tensor(reference.get_output_details()[0]["index"])
+        for step, (want,) in zip(steps, reference):
             assert np.abs(run(step)[0].astype(int) - want.astype(int)).max() <= 1
 
 
