@@ -422,3 +422,22 @@ def test_malformed_recurrent_operators_are_refused_clearly() -> None:
     parsed.subgraphs[0].operators[0].outputs = parsed.subgraphs[0].operators[0].outputs[:1]
     with pytest.raises(BadDataError, match="1 outputs of 2"):
         tflite.load(repack(parsed))
+
+
+def test_variable_tensors_as_model_outputs() -> None:
+    """An LSTM's state exposed as outputs too; a variable tensor no operator
+    updates stays zero, and is an output as well."""
+    model, shape, states = sequence_lstm()
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    parsed.subgraphs[0].outputs = [*parsed.subgraphs[0].outputs, *states]
+    calls = [[RNG.uniform(-1, 1, shape).astype(F32)] for _ in range(CALLS)]
+    run_calls(repack(parsed), calls, states)
+    tensors = [Tensor((1, 4), F32), state(1, 4), Tensor((1, 4), F32)]
+    model = graph(tensors, [("ADD", [0, 1], [2], schema.AddOptionsT())], [0], [2, 1])
+    x = RNG.uniform(-1, 1, (1, 4)).astype(F32)
+    with tflite.Runner(model, cache_dir=None) as run:
+        for _ in range(2):
+            got, stays = run(x)
+            np.testing.assert_array_equal(got, x)
+            np.testing.assert_array_equal(stays, np.zeros((1, 4), F32))
+    assert [w.tolist() for w in run_litert_calls(model, [[x]])[0]] == [x.tolist(), stays.tolist()]

@@ -324,11 +324,13 @@ class Converter(ModelBuilder):
         return variable
 
     def _output(self, index: int, taken: list[int]) -> int:
-        """An output operand; one that is also an input, a constant (a branch that
-        passes a value through) or an output already is copied, since NNAPI outputs
-        are distinct computed operands."""
+        """An output operand; one that is also an input (a variable tensor's operand
+        may be its value before the call), a constant (a branch that passes a value
+        through) or an output already is copied, since NNAPI outputs are distinct
+        computed operands."""
         operand = self.operand(index)
-        passed = index in self.graph.inputs or self.tensor(index).data is not None
+        t = self.tensor(index)
+        passed = index in self.graph.inputs or t.data is not None or t.variable
         if not passed and operand not in taken:
             return operand
         return self.copy(operand, self.operand_type(self.tensor(index)))
