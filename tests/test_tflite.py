@@ -28,7 +28,17 @@ pytest.importorskip(
     "ai_edge_litert", reason="LiteRT (pip install 'nnburst[litert]') is the reference"
 )
 
-from .tflite_builder import Tensor, graph, run_litert, schema, single_op, sparse
+from .tflite_builder import (
+    Tensor,
+    graph,
+    options,
+    repack,
+    run_litert,
+    run_litert_calls,
+    schema,
+    single_op,
+    sparse,
+)
 
 RNG = np.random.default_rng(7)
 F32 = np.float32
@@ -37,13 +47,6 @@ ACT = schema.ActivationFunctionType
 
 def rand(*shape: int, lo: float = -2, hi: float = 2) -> np.ndarray:
     return RNG.uniform(lo, hi, shape).astype(F32)
-
-
-def options(cls: Any, **fields: Any) -> Any:
-    o = cls()
-    for name, value in fields.items():
-        setattr(o, name, value)
-    return o
 
 
 def conv_options(
@@ -562,6 +565,46 @@ def test_not_a_tflite_file_is_bad_data(tmp_path) -> None:
         tflite.load(model[: len(model) // 2])
 
 
+def _set(table: Any, **fields: Any) -> None:
+    for name, value in fields.items():
+        setattr(table, name, value)
+
+
+def _conv_op(p: Any) -> Any:
+    return p.subgraphs[0].operators[0]
+
+
+@pytest.mark.parametrize(
+    "edit, error, message",
+    [
+        (lambda p: _set(_conv_op(p), inputs=[0]), BadDataError, r"operator 0 \(CONV_2D\): too few"),
+        (lambda p: _set(_conv_op(p), outputs=[]), BadDataError, r"operator 0 \(CONV_2D\): too few"),
+        (lambda p: _set(_conv_op(p), inputs=[-1, 1, 2]), BadDataError, "an omitted tensor"),
+        (lambda p: _set(p.subgraphs[0], inputs=[-1]), BadDataError, "omits one of its inputs"),
+        (
+            lambda p: _set(_conv_op(p), builtinOptions=None, builtinOptionsType=0),
+            tflite.UnsupportedModelError,
+            r"CONV_2D \(no options table\)",
+        ),
+        (
+            lambda p: _set(_conv_op(p).builtinOptions, padding=7),
+            tflite.UnsupportedModelError,
+            r"CONV_2D \(padding 7\)",
+        ),
+    ],
+    ids=["one input", "no output", "omitted input", "omitted model input", "no options", "padding"],
+)
+def test_a_malformed_operator_is_refused_clearly(
+    edit: Callable[[Any], None], error: type[Exception], message: str
+) -> None:
+    """Not an IndexError, KeyError or AttributeError from inside the converter."""
+    model, _ = CASES["conv same relu"]()
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    edit(parsed)
+    with pytest.raises(error, match=message):
+        tflite.load(repack(parsed))
+
+
 def test_runner_checks_its_inputs() -> None:
     model, inputs = CASES["add relu"]()
     with tflite.Runner(model, cache_dir=None) as run:
@@ -723,19 +766,13 @@ def accumulator(like: Tensor, initial: np.ndarray) -> bytes:
 def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
     """The runner must agree with one LiteRT interpreter over several calls, and
     start over after reset()."""
-    from ai_edge_litert.interpreter import Interpreter
-
     model = accumulator(Tensor((1, 4), F32), np.zeros((1, 4), F32))
     loaded = tflite.load(model)
     assert [v.name for v in loaded.state] == ["total"] and len(loaded.inputs) == 1
-    reference = Interpreter(model_content=model, num_threads=1)
-    reference.allocate_tensors()
     steps = [rand(1, 4) for _ in range(3)]
+    reference = run_litert_calls(model, [[step] for step in steps])
     with tflite.Runner(loaded, cache_dir=None) as run:
-        for step in steps:
-            reference.set_tensor(reference.get_input_details()[0]["index"], step)
-            reference.invoke()
-            want = reference.get_tensor(reference.get_output_details()[0]["index"])
+        for step, (want,) in zip(steps, reference):
             (got,) = run(step)
             np.testing.assert_allclose(got, want, rtol=1e-6)
             np.testing.assert_allclose(run.state[0], want, rtol=1e-6)
@@ -747,19 +784,24 @@ def test_a_stateful_model_carries_its_variables_from_call_to_call() -> None:
 def test_a_quantized_variable_takes_its_initial_values_quantization() -> None:
     """The initial value (a constant of the init subgraph) carries the variable's
     scale and zero point, as in microWakeWord's int8 streaming models."""
-    from ai_edge_litert.interpreter import Interpreter
-
     like = Tensor((1, 4), np.int8, scale=0.1, zero_point=-5)
     model = accumulator(like, np.full((1, 4), -5, np.int8))
-    reference = Interpreter(model_content=model, num_threads=1)
-    reference.allocate_tensors()
+    steps = [RNG.integers(-20, 20, (1, 4), dtype=np.int8) for _ in range(3)]
+    reference = run_litert_calls(model, [[step] for step in steps])
     with tflite.Runner(model, cache_dir=None) as run:
-        for _ in range(3):
-            step = RNG.integers(-20, 20, (1, 4), dtype=np.int8)
-            reference.set_tensor(reference.get_input_details()[0]["index"], step)
-            reference.invoke()
-            want = reference.get_tensor(reference.get_output_details()[0]["index"])
+        for step, (want,) in zip(steps, reference):
             assert np.abs(run(step)[0].astype(int) - want.astype(int)).max() <= 1
+
+
+def test_a_malformed_variable_initialization_is_bad_data() -> None:
+    model = accumulator(Tensor((1, 4), F32), np.zeros((1, 4), F32))
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    parsed.subgraphs[1].operators[1].inputs = [0]
+    with pytest.raises(BadDataError, match="an ASSIGN_VARIABLE of 1 inputs"):
+        tflite.load(repack(parsed))
+    parsed.subgraphs[0].operators[0].builtinOptions.initSubgraphIndex = 9
+    with pytest.raises(BadDataError, match="names subgraph 9"):
+        tflite.load(repack(parsed))
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,15 @@ def test_custom_operators_are_listed_with_counts() -> None:
     }
 
 
+def assert_quantized_codes(loaded: tflite.LoadedModel) -> None:
+    """int8 activations and per-channel int8 weights, as the int8 models hold."""
+    codes = {o.info.code for o in loaded.model.hal_model.main.operands}
+    assert {
+        OperandCode.TENSOR_QUANT8_ASYMM_SIGNED,
+        OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL,
+    } <= codes
+
+
 def micro_wakeword(word: str) -> bytes:
     return wheel_member(*MICRO_WAKEWORD, f"pymicro_wakeword/models/{word}.tflite").read_bytes()
 
@@ -183,11 +192,7 @@ def test_micro_wakeword_streams_like_litert(word: str, burst: bool) -> None:
     grows to 3 or 4 (the wake-word score itself stays within 1)."""
     model = micro_wakeword(word)
     loaded = tflite.load(model)
-    codes = {o.info.code for o in loaded.model.hal_model.main.operands}
-    assert {
-        OperandCode.TENSOR_QUANT8_ASYMM_SIGNED,
-        OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL,
-    } <= codes
+    assert_quantized_codes(loaded)
     assert len(loaded.state) == 6 and loaded.outputs[0].dtype == np.uint8
     with tflite.Runner(loaded, "nnburst-reference", burst=burst, cache_dir=None) as run:
         stream_like_litert(run, model, steps=40, seed=4)
@@ -219,14 +224,6 @@ def photo(rng: np.random.Generator, shape: tuple[int, ...], cells: int) -> np.nd
     patches = rng.uniform(0, 255, (n, cells, cells, c))
     image = patches.repeat(-(-h // cells), axis=1).repeat(-(-w // cells), axis=2)[:, :h, :w]
     return np.clip(image + rng.normal(0, 12, shape), 0, 255)
-
-
-def assert_quantized_codes(loaded: tflite.LoadedModel) -> None:
-    codes = {o.info.code for o in loaded.model.hal_model.main.operands}
-    assert {
-        OperandCode.TENSOR_QUANT8_ASYMM_SIGNED,
-        OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL,
-    } <= codes
 
 
 def int8_like(t: TFLiteTensor) -> Tensor:

@@ -16,10 +16,20 @@ import numpy as np
 import pytest
 
 from nnburst import tflite
+from nnburst.errors import BadDataError
 
 pytest.importorskip("ai_edge_litert")
 
-from .tflite_builder import OPTIONAL, Tensor, graph, run_litert_calls, schema, single_op
+from .tflite_builder import (
+    OPTIONAL,
+    Tensor,
+    graph,
+    options,
+    repack,
+    run_litert_calls,
+    schema,
+    single_op,
+)
 
 RNG = np.random.default_rng(13)
 F32 = np.float32
@@ -42,13 +52,6 @@ def weights(*shape: int, scale: float = 0.5) -> Tensor:
 
 def state(*shape: int) -> Tensor:
     return Tensor(shape, F32, variable=True)
-
-
-def options(cls: Any, **fields: Any) -> Any:
-    o = cls()
-    for name, value in fields.items():
-        setattr(o, name, value)
-    return o
 
 
 def lstm_cell(
@@ -373,14 +376,6 @@ def test_lstm_options_litert_computes_otherwise_are_refused(
     refused(repack(parsed), f"UNIDIRECTIONAL_SEQUENCE_LSTM ({reason}")
 
 
-def repack(parsed: Any) -> bytes:
-    import flatbuffers
-
-    builder = flatbuffers.Builder(1024)
-    builder.Finish(parsed.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
-
-
 def test_merged_outputs_of_batch_major_bidirectional_lstm_are_refused() -> None:
     """LiteRT's kernel gives every batch after the first other values there."""
     model, _, _ = bidirectional_lstm(merge=True, time_major=False)
@@ -411,3 +406,38 @@ def test_state_that_is_not_a_variable_tensor_is_refused() -> None:
     parsed.subgraphs[0].tensors[4].isVariable = True
     parsed.subgraphs[0].inputs = [0, 4]
     refused(repack(parsed), "a variable tensor that is an input")
+
+
+def test_malformed_recurrent_operators_are_refused_clearly() -> None:
+    """Too few or too many inputs, too few outputs: an importer error, not an IndexError."""
+    model, _, _ = sequence_rnn(time_major=False)
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    parsed.subgraphs[0].operators[0].inputs = [0, 1, 2, 3]  # the state omitted
+    refused(repack(parsed), "a state input that is not a variable tensor")
+    parsed.subgraphs[0].operators[0].inputs = [0, 1, 2, 3, 4, 4]
+    with pytest.raises(BadDataError, match="6 inputs, 5 at most"):
+        tflite.load(repack(parsed))
+    model, _, _ = bidirectional_lstm(merge=False)
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    parsed.subgraphs[0].operators[0].outputs = parsed.subgraphs[0].operators[0].outputs[:1]
+    with pytest.raises(BadDataError, match="1 outputs of 2"):
+        tflite.load(repack(parsed))
+
+
+def test_variable_tensors_as_model_outputs() -> None:
+    """An LSTM's state exposed as outputs too; a variable tensor no operator
+    updates stays zero, and is an output as well."""
+    model, shape, states = sequence_lstm()
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    parsed.subgraphs[0].outputs = [*parsed.subgraphs[0].outputs, *states]
+    calls = [[RNG.uniform(-1, 1, shape).astype(F32)] for _ in range(CALLS)]
+    run_calls(repack(parsed), calls, states)
+    tensors = [Tensor((1, 4), F32), state(1, 4), Tensor((1, 4), F32)]
+    model = graph(tensors, [("ADD", [0, 1], [2], schema.AddOptionsT())], [0], [2, 1])
+    x = RNG.uniform(-1, 1, (1, 4)).astype(F32)
+    with tflite.Runner(model, cache_dir=None) as run:
+        for _ in range(2):
+            got, stays = run(x)
+            np.testing.assert_array_equal(got, x)
+            np.testing.assert_array_equal(stays, np.zeros((1, 4), F32))
+    assert [w.tolist() for w in run_litert_calls(model, [[x]])[0]] == [x.tolist(), stays.tolist()]

@@ -15,7 +15,9 @@ reference answer.
 * ``run_litert_calls(model, calls)``: one interpreter invoked once per list of
   inputs, so variable tensors carry their state from call to call;
 * ``with_outputs(model, tensors)``: a real model with some intermediate
-  tensors as extra outputs, to compare a value inside it.
+  tensors as extra outputs, to compare a value inside it;
+* ``options(cls, **fields)``: an operator's options object;
+* ``repack(parsed)``: a model parsed with ``schema.ModelT`` (and edited) as bytes.
 
 The layout follows what the TFLite converter writes, because an importer may
 rely on it: buffer 0 is the empty sentinel, every constant has its own buffer
@@ -39,8 +41,10 @@ __all__ = [
     "RESOURCE",
     "Tensor",
     "graph",
+    "options",
     "options_type",
     "run_litert",
+    "repack",
     "run_litert_calls",
     "schema",
     "single_op",
@@ -103,6 +107,14 @@ class Tensor:
     #: a variable tensor (``is_variable``): state an operator updates in place, as
     #: a sequence LSTM's; not a model input, zero when the interpreter starts
     variable: bool = False
+
+
+def options(cls: Any, **fields: Any) -> Any:
+    """An options object of schema class ``cls`` (``Conv2DOptionsT``...) with ``fields`` set."""
+    o = cls()
+    for name, value in fields.items():
+        setattr(o, name, value)
+    return o
 
 
 def options_type(options: object) -> tuple[str, int]:
@@ -243,12 +255,17 @@ def with_outputs(model: bytes, tensors: Sequence[int]) -> bytes:
     parsed = schema.ModelT.InitFromPackedBuf(model, 0)
     main = parsed.subgraphs[0]
     main.outputs = [*(int(i) for i in main.outputs), *(int(i) for i in tensors)]
-    # Re-packed constants keep the converter's alignment (see _AlignedBufferT).
+    return repack(parsed)
+
+
+def repack(parsed: schema.ModelT) -> bytes:
+    """A model read with ``schema.ModelT.InitFromPackedBuf`` (then edited) as bytes
+    again; its constants keep the converter's alignment (see _AlignedBufferT)."""
     parsed.buffers = [
         _AlignedBufferT(bytes(b.data)) if b.data is not None and len(b.data) else b
         for b in parsed.buffers
     ]
-    builder = flatbuffers.Builder(len(model) + 1024)
+    builder = flatbuffers.Builder(1024)
     builder.Finish(parsed.Pack(builder), FILE_IDENTIFIER)
     return bytes(builder.Output())
 

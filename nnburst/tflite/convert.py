@@ -69,6 +69,9 @@ class Converter(ModelBuilder):
 
     # -- operands --------------------------------------------------------------------------
     def tensor(self, index: int) -> Tensor:
+        if index < 0:  # the reader has checked the rest of the range
+            where = f" by operator {self._current}" if self._current >= 0 else ""
+            raise BadDataError(f"an omitted tensor (-1) where one is required{where}")
         return self.graph.tensors[index]
 
     def operand_type(self, t: Tensor, dtype: np.dtype[Any] | None = None) -> OperandType:
@@ -164,10 +167,15 @@ class Converter(ModelBuilder):
             raise _Unsupported(f"a non-constant {what}")
         return values
 
-    def subgraph(self, index: int) -> int:
-        """A MODEL operand for subgraph ``index`` (for IF and WHILE)."""
+    def named_subgraph(self, index: int) -> Subgraph:
+        """Subgraph ``index``, which an IF, WHILE or CALL_ONCE names."""
         if not 0 < index < len(self.flat.subgraphs):
             raise BadDataError(f"a control-flow operator names subgraph {index}")
+        return self.flat.subgraphs[index]
+
+    def subgraph(self, index: int) -> int:
+        """A MODEL operand for subgraph ``index`` (for IF and WHILE)."""
+        self.named_subgraph(index)
         if index not in self._models:
             self._models[index] = Converter(self.flat, index, self._models).convert()
         operand = self.model.add_operand(OperandType(OperandCode.MODEL))
@@ -201,7 +209,7 @@ class Converter(ModelBuilder):
         readers = Counter(i for op in self.graph.operators for i in op.inputs if i >= 0)
         for op in self.graph.operators:
             fuse = _ACTIVATION_OPS.get(op.name)
-            if fuse is None:
+            if fuse is None or not op.inputs:
                 continue
             source = producer.get(op.inputs[0])
             if source is None or source.name not in _FUSABLE or readers[op.inputs[0]] != 1:
@@ -245,6 +253,15 @@ class Converter(ModelBuilder):
                 MAPPERS[op.name](self, op)
             except _Unsupported as exc:
                 unmapped[f"{op.name} ({exc})"] += 1
+            except AttributeError:  # an option read from a missing table
+                if op.options is not None:
+                    raise
+                unmapped[f"{op.name} (no options table)"] += 1
+            except IndexError as exc:  # an input, output or dimension the mapper reads
+                raise BadDataError(
+                    f"operator {op.index} ({op.name}): too few inputs, outputs or dimensions"
+                ) from exc
+        self._current = -1
         if unmapped:
             raise UnsupportedModelError(unmapped)
         try:
@@ -272,13 +289,19 @@ class Converter(ModelBuilder):
         for op in self.graph.operators:
             if op.name != "CALL_ONCE":
                 continue
-            init = self.flat.subgraphs[op.options.InitSubgraphIndex()]
+            init = self.named_subgraph(
+                op.options.InitSubgraphIndex() if op.options is not None else 0
+            )
             handles = {
-                o.outputs[0]: _variable_name(o) for o in init.operators if o.name == "VAR_HANDLE"
+                o.outputs[0]: _variable_name(o)
+                for o in init.operators
+                if o.name == "VAR_HANDLE" and o.outputs
             }
             for o in init.operators:
                 if o.name != "ASSIGN_VARIABLE":
                     continue
+                if len(o.inputs) != 2 or min(o.inputs) < 0:
+                    raise BadDataError(f"an ASSIGN_VARIABLE of {len(o.inputs)} inputs")
                 name = handles.get(o.inputs[0])
                 initial = init.tensors[o.inputs[1]]
                 if name is None or initial.data is None:
@@ -301,11 +324,13 @@ class Converter(ModelBuilder):
         return variable
 
     def _output(self, index: int, taken: list[int]) -> int:
-        """An output operand; one that is also an input, a constant (a branch that
-        passes a value through) or an output already is copied, since NNAPI outputs
-        are distinct computed operands."""
+        """An output operand; one that is also an input (a variable tensor's operand
+        may be its value before the call), a constant (a branch that passes a value
+        through) or an output already is copied, since NNAPI outputs are distinct
+        computed operands."""
         operand = self.operand(index)
-        passed = index in self.graph.inputs or self.tensor(index).data is not None
+        t = self.tensor(index)
+        passed = index in self.graph.inputs or t.data is not None or t.variable
         if not passed and operand not in taken:
             return operand
         return self.copy(operand, self.operand_type(self.tensor(index)))
@@ -315,8 +340,8 @@ class Converter(ModelBuilder):
         DENSIFY of sparse weights (the reader has already expanded them) becomes its
         dense constant, and a DEQUANTIZE of fp16 weights a float32 constant."""
         for op in self.graph.operators:  # in order: a DEQUANTIZE may read a DENSIFY
-            if op.name not in ("DENSIFY", "DEQUANTIZE"):
-                continue
+            if op.name not in ("DENSIFY", "DEQUANTIZE") or not op.inputs or not op.outputs:
+                continue  # a malformed one is left to its mapper
             source = self.tensor(op.inputs[0])
             values = self._folded.get(op.inputs[0], source.data)
             if values is None:
@@ -382,6 +407,8 @@ def _bias(c: Converter, op: Operator, input_index: int, filter_index: int, chann
 
 
 def _conv_tail(c: Converter, o: Any) -> list[int]:
+    if o.Padding() not in _PADDING:
+        raise _Unsupported(f"padding {o.Padding()}")
     return [c.i32(_PADDING[o.Padding()]), c.i32(o.StrideW()), c.i32(o.StrideH())]
 
 
@@ -834,7 +861,7 @@ def _if(c: Converter, op: Operator) -> None:
 def _while(c: Converter, op: Operator) -> None:
     """Every TFLite loop variable is loop-carried: the body returns them all."""
     o = op.options
-    cond = c.flat.subgraphs[o.CondSubgraphIndex()]
+    cond = c.named_subgraph(o.CondSubgraphIndex())
     if len(cond.outputs) != 1 or cond.tensors[cond.outputs[0]].shape not in ((), (1,)):
         raise _Unsupported("a condition that is not one boolean")
     inputs = [c.subgraph(o.CondSubgraphIndex()), c.subgraph(o.BodySubgraphIndex())]
@@ -882,30 +909,43 @@ _LSTM_ACTIVATIONS = frozenset({1, 2, 3, 4})
 _NONE, _TANH = 0, 4
 
 
-def _float_layer(c: Converter, op: Operator, what: str) -> Any:
-    """The options of a float32 recurrent layer.  A hybrid layer (int8 weights,
-    float input) or an integer one computes with quantized arithmetic that NNAPI's
-    float sequence operations do not reproduce, so those are refused."""
+def _float_layer(c: Converter, op: Operator, what: str, count: int) -> tuple[Any, list[int]]:
+    """The options of a float32 recurrent layer and its ``count`` inputs, trailing
+    optional ones (-1) filled in.  A hybrid layer (int8 weights, float input) or
+    an integer one computes with quantized arithmetic that NNAPI's float sequence
+    operations do not reproduce, so those are refused."""
+    if len(op.inputs) > count:
+        raise BadDataError(
+            f"operator {op.index} ({op.name}): {len(op.inputs)} inputs, {count} at most"
+        )
     for i in op.inputs:
         if i >= 0 and c.tensor(i).dtype != np.float32:
             raise _Unsupported(f"{c.tensor(i).type_name} tensors (a hybrid or integer {what})")
-    if op.options is None:
-        raise _Unsupported("no options table")
-    return op.options
+    return op.options, op.inputs + [-1] * (count - len(op.inputs))
 
 
-def _padded(op: Operator, count: int) -> list[int]:
-    """The operator's inputs, trailing optional ones (-1) added up to ``count``."""
-    return op.inputs + [-1] * (count - len(op.inputs))
-
-
-def _states(c: Converter, indices: Sequence[int]) -> list[int]:
-    """A new operand for each state input's value after the call; LiteRT keeps
-    state only in variable tensors."""
-    for i in indices:
+def _recurrent(
+    c: Converter,
+    op: Operator,
+    code: OperationCode,
+    operands: list[int],
+    sequences: int,
+    states: Sequence[int],
+) -> None:
+    """Add the layer's operation: its outputs are the first ``sequences`` of the
+    operator's, then a new operand per state input (variable tensor), which holds
+    that variable's value from here on.  LiteRT keeps state only in variable tensors."""
+    for i in states:
         if i < 0 or not c.tensor(i).variable:
             raise _Unsupported("a state input that is not a variable tensor")
-    return [c.model.add_operand(c.operand_type(c.tensor(i))) for i in indices]
+    if len(op.outputs) < sequences:
+        raise BadDataError(
+            f"operator {op.index} ({op.name}): {len(op.outputs)} outputs of {sequences}"
+        )
+    after = [c.model.add_operand(c.operand_type(c.tensor(i))) for i in states]
+    c.add(code, operands, [*(c.operand(i) for i in op.outputs[:sequences]), *after])
+    for index, operand in zip(states, after):
+        c.assign(index, operand)
 
 
 def _lstm_options(c: Converter, o: Any) -> list[int]:
@@ -925,38 +965,29 @@ def _sequence_lstm(c: Converter, op: Operator) -> None:
     """TFLite's 24 inputs are NNAPI's 28 less the four scalars, which come from the
     options (the layer-norm coefficients come last in both).  The two state
     outputs are the variable tensors' new values."""
-    o = _float_layer(c, op, "LSTM")
+    o, inputs = _float_layer(c, op, "LSTM", 24)
     if hasattr(o, "DiagonalRecurrentTensors") and o.DiagonalRecurrentTensors():
         raise _Unsupported("diagonal recurrent weights")
-    inputs = _padded(op, 24)
-    states = _states(c, inputs[18:20])
     operands = [c.optional(i) for i in inputs[:20]]
     operands += [*_lstm_options(c, o), c.boolean(bool(o.TimeMajor()))]
     operands += [c.optional(i) for i in inputs[20:24]]
-    outputs = [c.operand(op.outputs[0]), *states]
-    c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, operands, outputs)
-    for index, state in zip(inputs[18:20], states):
-        c.assign(index, state)
+    _recurrent(c, op, OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, operands, 1, inputs[18:20])
 
 
 @maps("BIDIRECTIONAL_SEQUENCE_LSTM")
 def _bidirectional_lstm(c: Converter, op: Operator) -> None:
     """TFLite's 48 inputs are NNAPI's first 48 (no layer norm: its 8 coefficients
     are omitted); the four state outputs follow the one or two sequence outputs."""
-    o = _float_layer(c, op, "LSTM")
+    o, inputs = _float_layer(c, op, "LSTM", 48)
     if o.MergeOutputs() and not o.TimeMajor():
         # Seen on LiteRT 2.3: every batch after the first gets other rows than
         # the same layer computes with separate outputs.
         raise _Unsupported("merged outputs of batch-major sequences (LiteRT's differ)")
-    inputs = _padded(op, 48)
-    states = _states(c, inputs[35:39])
     operands = [c.optional(i) for i in inputs]
     operands += [*_lstm_options(c, o), c.boolean(bool(o.MergeOutputs()))]
     operands += [c.boolean(bool(o.TimeMajor())), *(c.optional(-1) for _ in range(8))]
-    outputs = [c.operand(i) for i in op.outputs[: 1 if o.MergeOutputs() else 2]]
-    c.add(OperationCode.BIDIRECTIONAL_SEQUENCE_LSTM, operands, outputs + states)
-    for index, state in zip(inputs[35:39], states):
-        c.assign(index, state)
+    sequences = 1 if o.MergeOutputs() else 2
+    _recurrent(c, op, OperationCode.BIDIRECTIONAL_SEQUENCE_LSTM, operands, sequences, inputs[35:39])
 
 
 def _rnn_activation(c: Converter, o: Any) -> int:
@@ -969,19 +1000,16 @@ def _rnn_activation(c: Converter, o: Any) -> int:
 
 @maps("UNIDIRECTIONAL_SEQUENCE_RNN")
 def _sequence_rnn(c: Converter, op: Operator) -> None:
-    o = _float_layer(c, op, "RNN")
-    states = _states(c, op.inputs[4:5])
-    operands = [c.operand(i) for i in op.inputs[:5]]
+    o, inputs = _float_layer(c, op, "RNN", 5)
+    operands = [c.optional(i) for i in inputs]
     operands += [_rnn_activation(c, o), c.i32(int(o.TimeMajor()))]
-    c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_RNN, operands, [c.operand(op.outputs[0]), *states])
-    c.assign(op.inputs[4], states[0])
+    _recurrent(c, op, OperationCode.UNIDIRECTIONAL_SEQUENCE_RNN, operands, 1, inputs[4:5])
 
 
 @maps("BIDIRECTIONAL_SEQUENCE_RNN")
 def _bidirectional_rnn(c: Converter, op: Operator) -> None:
     """TFLite's 12 inputs are NNAPI's first 12."""
-    o = _float_layer(c, op, "RNN")
-    inputs = _padded(op, 12)
+    o, inputs = _float_layer(c, op, "RNN", 12)
     if inputs[9] >= 0 and inputs[10] < 0 and not o.TimeMajor():
         # Seen on LiteRT 2.3: its backward cell reads the input there, not the aux input.
         raise _Unsupported("an aux input without aux weights over batch-major sequences")
@@ -990,14 +1018,12 @@ def _bidirectional_rnn(c: Converter, op: Operator) -> None:
         if features[0] != features[1]:
             # Seen on LiteRT 2.3: it steps through the aux input by the input's size.
             raise _Unsupported("aux weights over time-major sequences of another size")
-    states = _states(c, (inputs[4], inputs[8]))
     operands = [c.optional(i) for i in inputs]
     operands += [_rnn_activation(c, o), c.boolean(bool(o.TimeMajor()))]
     operands.append(c.boolean(bool(o.MergeOutputs())))
-    outputs = [c.operand(i) for i in op.outputs[: 1 if o.MergeOutputs() else 2]]
-    c.add(OperationCode.BIDIRECTIONAL_SEQUENCE_RNN, operands, outputs + states)
-    for index, state in zip((inputs[4], inputs[8]), states):
-        c.assign(index, state)
+    sequences = 1 if o.MergeOutputs() else 2
+    states = (inputs[4], inputs[8])
+    _recurrent(c, op, OperationCode.BIDIRECTIONAL_SEQUENCE_RNN, operands, sequences, states)
 
 
 @maps("LOCAL_RESPONSE_NORMALIZATION")

@@ -294,6 +294,8 @@ def read(data: bytes) -> FlatModel:
             for t in (*inputs, *outputs, *(v for o in operators for v in (*o.inputs, *o.outputs))):
                 if not -1 <= t < len(tensors):
                     raise BadDataError(f"subgraph {s} refers to tensor {t} of {len(tensors)}")
+            if -1 in inputs or -1 in outputs:  # -1: an operator's omitted optional input
+                raise BadDataError(f"subgraph {s} omits one of its inputs or outputs (-1)")
             name = (g.Name() or b"").decode(errors="replace")
             subgraphs.append(Subgraph(name, tensors, operators, inputs, outputs))
     except BadDataError:
