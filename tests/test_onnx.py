@@ -1154,3 +1154,21 @@ def test_a_gru_with_parameterized_activations_is_unsupported() -> None:
         nn_onnx.load(model)
     why = "GRU (activations with parameters, or not one set per direction)"
     assert info.value.unsupported == {why: 1}
+
+
+def test_an_integer_clip_to_the_int64_extremes_clamps_nothing_more_like_onnxruntime() -> None:
+    """int64 runs as int32: a bound past its range is no bound, not a wrapped one."""
+    info = np.iinfo(np.int64)
+    model = make_model(
+        [
+            helper.make_node("Clip", ["x", "zero", "top"], ["y"]),
+            helper.make_node("Clip", ["x", "bottom", "three"], ["z"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info(n, TensorProto.INT64, [4]) for n in "yz"],
+        {
+            "zero": np.array(0, np.int64), "top": np.array(info.max, np.int64),
+            "bottom": np.array(info.min, np.int64), "three": np.array(3, np.int64),
+        },  # fmt: skip
+    )
+    against_onnxruntime(model, {"x": np.array([-5, 0, 3, 7], np.int64)})

@@ -717,7 +717,10 @@ def _clamp(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[in
     def bound(value: float | None) -> int | None:
         if value is None:
             return None
-        return c.floats(np.array([value])) if dtype == np.float32 else _full(c, dtype, (1,), value)
+        if dtype.kind in "iu":  # within the operand's range (int64 runs as int32)
+            info = np.iinfo(_operand_dtype(dtype))
+            value = min(max(value, info.min), info.max)
+        return _full(c, dtype, (1,), value)
 
     _bounded(c, x, out, dtype, shape, bound(lo), bound(hi))
 
