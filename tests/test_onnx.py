@@ -1167,8 +1167,74 @@ def test_an_integer_clip_to_the_int64_extremes_clamps_nothing_more_like_onnxrunt
         [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
         [helper.make_tensor_value_info(n, TensorProto.INT64, [4]) for n in "yz"],
         {
-            "zero": np.array(0, np.int64), "top": np.array(info.max, np.int64),
-            "bottom": np.array(info.min, np.int64), "three": np.array(3, np.int64),
+            "zero": np.array(0, np.int64),
+            "top": np.array(info.max, np.int64),
+            "bottom": np.array(info.min, np.int64),
+            "three": np.array(3, np.int64),
         },  # fmt: skip
     )
     against_onnxruntime(model, {"x": np.array([-5, 0, 3, 7], np.int64)})
+
+
+def _unchecked_model(nodes: list[Any], inputs: list[Any], outputs: list[Any],
+                     initializers: dict[str, np.ndarray], opset: int = 18) -> Any:  # fmt: skip
+    """make_model without ONNX's checker: a model it would reject."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        outputs,
+        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize(
+    ("node", "why"),
+    [
+        (helper.make_node("DepthToSpace", ["x"], ["y"]), "no attribute 'blocksize'"),
+        (
+            helper.make_node("DepthToSpace", ["x"], ["y"], blocksize="2"),
+            "attribute 'blocksize' of another type than INT",
+        ),
+        (helper.make_node("If", ["flag"], ["y"]), "no attribute 'else_branch'"),
+        (helper.make_node("Loop", ["n", "", "x"], ["y"]), "no attribute 'body'"),
+        (helper.make_node("CumSum", ["x"], ["y"]), r"1 inputs \(its schema takes 2 to 2\)"),
+        (helper.make_node("Gather", ["x", ""], ["y"]), "no input 'indices'"),
+    ],
+)
+def test_a_node_breaking_its_schema_is_bad_data_not_a_crash(node: Any, why: str) -> None:
+    model = _unchecked_model(
+        [node],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 2, 2]),
+            helper.make_tensor_value_info("flag", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        {"n": np.array(2, np.int64)},
+    )
+    with pytest.raises(BadDataError, match=f"not a valid ONNX model: {node.op_type} 'y' has {why}"):
+        nn_onnx.load(model)
+
+
+def test_constants_numpy_cannot_fold_are_left_to_the_mappers_not_a_crash() -> None:
+    """A Transpose repeating an axis and an empty reduction over a repeated axis."""
+    model = _unchecked_model(
+        [
+            helper.make_node("Transpose", ["c"], ["t"], perm=[0, 0]),
+            helper.make_node("ReduceSum", ["empty", "axes"], ["s"]),
+            helper.make_node("Add", ["x", "t"], ["u"]),
+            helper.make_node("Add", ["u", "s"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        {
+            "c": np.ones((2, 2), np.float32),
+            "empty": np.zeros((2, 0), np.float32),
+            "axes": np.array([1, 1], np.int64),
+        },
+    )
+    with pytest.raises(
+        nn_onnx.UnsupportedModelError, match="Transpose.*ReduceSum|ReduceSum.*Transpose"
+    ):
+        nn_onnx.load(model)

@@ -224,15 +224,17 @@ class Converter(ModelBuilder):
                 continue
             inputs = [n for n in node.input if n]
             if node.op_type in ("Shape", "Size", "EyeLike"):
-                known = inputs[0] in self.constants or self.types.get(inputs[0], (None, None))[1]
+                known = inputs and (
+                    inputs[0] in self.constants or self.types.get(inputs[0], (None, None))[1]
+                )
                 if not known:
                     continue
             elif not all(n in self.constants for n in inputs):
                 continue
             try:
                 results = fold(self, node, _attributes(node))
-            except _Unsupported:
-                continue
+            except (_Unsupported, ArithmeticError, IndexError, TypeError, ValueError):
+                continue  # numpy refusing the node's values: left to its mapper, or _check
             for name, value in zip(node.output, results):
                 self.constants[name] = np.asarray(value)
 
@@ -242,15 +244,14 @@ class Converter(ModelBuilder):
         shapes, which an NNAPI IF cannot.  Branch names that another part of the
         graph uses are renamed, so the branch's values do not capture them."""
         given = list(self.graph.node)
-        if not any(n.op_type == "If" and n.input[0] in self.constants for n in given):
+        decided = [self._taken_branch(node) for node in given]
+        if not any(decided):
             return False
         nodes: list[onnx.NodeProto] = []
-        for i, node in enumerate(given):
-            if node.op_type != "If" or node.input[0] not in self.constants:
+        for i, (node, branch) in enumerate(zip(given, decided)):
+            if branch is None:
                 nodes.append(node)
                 continue
-            taken = bool(self.constants[node.input[0]].reshape(-1)[0])
-            branch = _attributes(node)["then_branch" if taken else "else_branch"]
             used = _names([*nodes, *given[i + 1 :]]) | set(self.constants)
             used |= {v.name for v in (*self.graph.input, *self.graph.output)}
             renames: dict[str, str] = {}
@@ -267,6 +268,16 @@ class Converter(ModelBuilder):
         del self.graph.node[:]
         self.graph.node.extend(nodes)
         return True
+
+    def _taken_branch(self, node: onnx.NodeProto) -> onnx.GraphProto | None:
+        """The branch an If takes when its condition is one value known at load (a
+        malformed If is left to _check)."""
+        if node.op_type != "If" or not node.input or node.input[0] not in self.constants:
+            return None
+        condition, branches = self.constants[node.input[0]], _attributes(node)
+        if condition.size != 1 or not {"then_branch", "else_branch"} <= branches.keys():
+            return None
+        return branches["then_branch" if condition.item() else "else_branch"]
 
 
 def _local_names(graph: onnx.GraphProto) -> set[str]:
@@ -427,6 +438,10 @@ def _check(c: Converter, node: onnx.NodeProto) -> str | None:
         return f"{node.domain}.{node.op_type}"
     if node.op_type not in MAPPERS:
         return node.op_type
+    broken = _malformed(node, c.opset)
+    if broken:
+        label = node.name or ", ".join(node.output)
+        raise BadDataError(f"not a valid ONNX model: {node.op_type} {label!r} has {broken}")
     for position, name in enumerate((*node.input, *node.output)):
         if not name or position in _PLACEHOLDERS.get(node.op_type, ()) and name in c.constants:
             continue  # may be an empty constant, read at load (or not at all)
@@ -441,6 +456,36 @@ def _check(c: Converter, node: onnx.NodeProto) -> str | None:
         except _Unsupported as exc:
             return f"{node.op_type} ({exc})"
     return None
+
+
+def _malformed(node: onnx.NodeProto, opset: int) -> str | None:
+    """How ``node`` breaks its operator's schema at ``opset``, if it does: inputs or
+    outputs it cannot have, a required input or attribute left out, an attribute of
+    another type.  The mappers take the schema as given."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset)
+    except onnx.defs.SchemaError:  # not defined at this opset: the mapper decides
+        return None
+    for kind, names, low, high in (
+        ("inputs", node.input, schema.min_input, schema.max_input),
+        ("outputs", node.output, schema.min_output, schema.max_output),
+    ):
+        if not low <= len(names) <= high:
+            return f"{len(names)} {kind} (its schema takes {low} to {high})"
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for formal, name in zip(schema.inputs, node.input):
+        if not name and formal.option == single:
+            return f"no input {formal.name!r} (a required input)"
+    for attribute in node.attribute:
+        wanted = schema.attributes.get(attribute.name)
+        if wanted is None:
+            continue
+        kind = str(wanted.type).rsplit(".", 1)[-1]  # "AttrType.INT": AttributeProto's name
+        if onnx.AttributeProto.AttributeType.Name(attribute.type) != kind:
+            return f"attribute {attribute.name!r} of another type than {kind}"
+    given = {attribute.name for attribute in node.attribute}
+    missing = sorted(n for n, a in schema.attributes.items() if a.required and n not in given)
+    return f"no attribute {missing[0]!r} (a required one)" if missing else None
 
 
 # -- constant folding (load-time evaluation) --------------------------------------------------
