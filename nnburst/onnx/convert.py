@@ -1025,6 +1025,9 @@ def _batch_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """Inference form: x·s + b with s = scale/√(var+ε), b = B − mean·s, per channel (axis 1)."""
     if len(node.output) > 1 and any(node.output[1:]) or a.get("training_mode", 0):
         raise _Unsupported("training mode")
+    shape = c.shape(node.input[0])
+    if len(shape) < 2 or any(c.shape(n) != shape[1:2] for n in node.input[1:5]):
+        raise _Unsupported("statistics that are not one per channel (axis 1)")
     if any(n not in c.constants for n in node.input[1:5]):
         _batch_norm_computed(c, node, a)
         return
@@ -1108,7 +1111,10 @@ def _weights_rows(c: Converter, name: str, transposed: bool, scale: float = 1.0)
 def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if c.dtype(node.input[0]) != np.float32 or c.dtype(node.input[1]) != np.float32:
         raise _Unsupported("operands that are not float32")
-    if len(c.shape(node.input[0])) < 2 or len(c.shape(node.input[1])) != 2:
+    a_shape, b_shape = c.shape(node.input[0]), c.shape(node.input[1])
+    if not a_shape or not b_shape or a_shape[-1] != b_shape[-2 if len(b_shape) > 1 else 0]:
+        raise _Unsupported(f"shapes {list(a_shape)} and {list(b_shape)} (no matrix product)")
+    if len(a_shape) < 2 or len(b_shape) != 2:
         _batched_matmul(c, node)
         return
     weights, _ = _weights_rows(c, node.input[1], transposed=False)
@@ -2064,13 +2070,18 @@ def _scatter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     size = int(np.prod(shape))
     update_ids = np.arange(int(np.prod(c.shape(updates)))).reshape(c.shape(updates))
     targets = np.arange(size).reshape(shape)
+    indices_shape = c.shape(node.input[1])
     if node.op_type == "ScatterND":
-        depth = c.shape(node.input[1])[-1]
+        depth = indices_shape[-1] if indices_shape else len(shape) + 1
+        if depth > len(shape) or c.shape(updates) != (*indices_shape[:-1], *shape[depth:]):
+            raise _Unsupported("indices or updates of shapes that do not fit the data")
         where = _indices(c, node.input[1], shape[:depth])
         target_of = np.stack([targets[tuple(i)] for i in where.reshape(-1, depth)])
         pairs = zip(target_of.reshape(-1), update_ids.reshape(-1))
     else:
         axis = _axis(a.get("axis", 0), len(shape))
+        if c.shape(updates) != indices_shape or len(indices_shape) != len(shape):
+            raise _Unsupported("indices and updates of different shapes or ranks")
         where = _indices(c, node.input[1], shape[axis])
         coordinates: list[np.ndarray] = list(np.indices(where.shape))
         coordinates[axis] = where
@@ -2121,7 +2132,11 @@ def _reverse_sequence(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> 
     """Each batch entry's first sequence_lens[b] steps reversed: one GATHER."""
     shape = c.shape(node.input[0])
     batch_axis, time_axis = a.get("batch_axis", 1), a.get("time_axis", 0)
+    if len(shape) < 2 or {batch_axis, time_axis} != {0, 1}:
+        raise _Unsupported(f"batch axis {batch_axis} and time axis {time_axis}")
     lengths = c.value(node.input[1], "sequence lengths").astype(np.int64)
+    if lengths.shape != (shape[batch_axis],):
+        raise _Unsupported("not one sequence length per batch entry")
     ids = np.moveaxis(
         np.arange(int(np.prod(shape))).reshape(shape), (batch_axis, time_axis), (0, 1)
     )
@@ -2195,7 +2210,7 @@ def _group_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     back and scaled per channel (opset 21's [C] scale and bias)."""
     name, shape = _float_input(c, node)
     groups = a["num_groups"]
-    if len(shape) < 3 or len(shape) > 4 or shape[1] % groups:
+    if len(shape) < 3 or len(shape) > 4 or groups < 1 or shape[1] % groups:
         raise _Unsupported(f"a rank-{len(shape)} input or uneven groups")
     if c.shape(node.input[1]) != (shape[1],) or c.shape(node.input[2]) != (shape[1],):
         raise _Unsupported("a per-group scale (before opset 21)")
@@ -2413,6 +2428,8 @@ def _loss(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         raise _Unsupported(f"reduction {reduction!r}")
     labels = np.asarray(c.value(target, "target")).astype(np.int64)
     batch, classes = shape[:2]
+    if labels.shape != (batch, *shape[2:]) or weight and c.shape(weight) != (classes,):
+        raise _Unsupported("a target or weight of a shape that does not fit the scores")
     inner = int(np.prod(shape[2:]))
     ignored = labels == a["ignore_index"] if "ignore_index" in a else np.zeros(labels.shape, bool)
     kept = labels[~ignored]
@@ -2487,7 +2504,7 @@ def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     its output is reversed back; ``layout`` 1 (batch first) is time_major false.
     The directions' outputs are stacked into Y, Y_h and Y_c."""
     x, w, r, b, lengths, h0, c0, p = (*node.input, *[""] * 8)[:8]
-    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(c, node, a)
+    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(c, node, a, 4)
     codes = _lstm_activations(a, directions)
     if a.get("clip") is not None or a.get("input_forget", 0):
         raise _Unsupported("clip or input_forget")
@@ -2546,7 +2563,9 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
     h = (1 − z) ⊙ h̃ + z ⊙ h.  The reverse direction walks the steps backwards."""
     x, w, r, b, lengths, h0 = (*node.input, *[""] * 6)[:6]
     gru = node.op_type == "GRU"
-    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(c, node, a)
+    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(
+        c, node, a, 3 if gru else 1
+    )
     names = [_text(n, "") for n in a.get("activations", [])]
     per = 2 if gru else 1
     names = names or (["Sigmoid", "Tanh"] if gru else ["Tanh"]) * directions
@@ -2631,12 +2650,12 @@ def _gate(c: Converter, x: tuple[int, tuple[int, int]], state: tuple[int, int], 
 
 
 def _recurrent(
-    c: Converter, node: onnx.NodeProto, a: dict[str, Any]
+    c: Converter, node: onnx.NodeProto, a: dict[str, Any], gates: int
 ) -> tuple[str, int, int, tuple[int, int, int, int]]:
-    """What LSTM, RNN and GRU share: (direction, how many, layout, (steps,
-    batch, input size, hidden size)), refusing what none of them maps: another
-    direction or layout, non-float32 data, sequence_lens shorter than the
-    sequence."""
+    """What LSTM, RNN and GRU (of ``gates`` gates) share: (direction, how many,
+    layout, (steps, batch, input size, hidden size)), refusing what none of them
+    maps: another direction or layout, non-float32 data, inputs of other shapes
+    than X and the hidden size give, sequence_lens shorter than the sequence."""
     x, r, lengths = node.input[0], node.input[2], (*node.input, "", "", "", "", "")[4]
     direction = _text(a.get("direction"), "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
@@ -2645,11 +2664,24 @@ def _recurrent(
     if layout not in (0, 1) or c.dtype(x) != np.float32:
         raise _Unsupported(f"layout {layout} or {c.dtype(x)} tensors")
     x_shape = c.shape(x)
+    if len(x_shape) != 3:
+        raise _Unsupported(f"a rank-{len(x_shape)} input (X is [steps, batch, features])")
     (steps, batch), size = x_shape[:2] if layout == 0 else x_shape[1::-1], x_shape[2]
+    directions = 2 if direction == "bidirectional" else 1
+    hidden = a.get("hidden_size", c.shape(r)[-1] if c.shape(r) else 0)
+    state = (directions, batch, hidden) if layout == 0 else (batch, directions, hidden)
+    wanted = {  # each input's shape, by position (initial_c and P: LSTM's)
+        1: (directions, gates * hidden, size), 2: (directions, gates * hidden, hidden),
+        3: (directions, 2 * gates * hidden), 4: (batch,), 5: state, 6: state,
+        7: (directions, 3 * hidden),
+    }  # fmt: skip
+    for position, name in enumerate(node.input):
+        if name and position in wanted and c.shape(name) != wanted[position]:
+            shape = list(c.shape(name))
+            raise _Unsupported(f"{name!r} of shape {shape}, not {list(wanted[position])}")
     if lengths and (c.value(lengths, "sequence_lens") != steps).any():
         raise _Unsupported("sequence_lens shorter than the sequence")
-    directions = 2 if direction == "bidirectional" else 1
-    return direction, directions, layout, (steps, batch, size, c.shape(r)[-1])
+    return direction, directions, layout, (steps, batch, size, hidden)
 
 
 def _lstm_activations(a: dict[str, Any], directions: int) -> list[int]:
@@ -2838,6 +2870,8 @@ def _loop(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if not trip and not cond:
         raise _Unsupported("no trip count and no condition (a loop that never ends)")
     carried, prefix = list(node.input[2:]), f"{node.output[0]}/loop."
+    if len(body.input) != 2 + len(carried) or len(body.output) != len(node.output) + 1:
+        raise _Unsupported("a body whose inputs or outputs do not match the loop's")
     iteration, flag = (i.name for i in body.input[:2])
     rows = [o.name for o in body.output[1 + len(carried) :]]
     scans = list(node.output[len(carried) :])
@@ -2852,7 +2886,7 @@ def _loop(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         *(_value_info(c, n) for n in sorted(_outer_names(body)) if n not in c.constants),
     ]
     for scan in scans:
-        if c.shape(scan)[0] != count:
+        if c.shape(scan)[:1] != (count,):
             raise _Unsupported(f"scan output {scan!r} longer or shorter than the loop")
     # The body, then i + 1 and each scan buffer with row i written.
     one, following = f"{prefix}one", f"{prefix}next"
