@@ -2504,28 +2504,26 @@ def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     its output is reversed back; ``layout`` 1 (batch first) is time_major false.
     The directions' outputs are stacked into Y, Y_h and Y_c."""
     x, w, r, b, lengths, h0, c0, p = (*node.input, *[""] * 8)[:8]
-    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(c, node, a, 4)
-    codes = _lstm_activations(a, directions)
+    backwards, layout, (steps, batch, size, hidden) = _recurrent(c, node, a, 4)
+    codes = _lstm_activations(a, len(backwards))
     if a.get("clip") is not None or a.get("input_forget", 0):
         raise _Unsupported("clip or input_forget")
-    x_shape = c.shape(x)
-    f32, time = np.dtype(np.float32), layout  # the time axis: 0, or 1 batch first
+    f32 = np.dtype(np.float32)
     sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
     wants_states = any(node.output[1:3])
     results: list[list[int]] = [[], [], []]  # Y, Y_h, Y_c per direction
-    for d in range(directions):
-        backward = direction == "reverse" or d == 1
+    for d, backward in enumerate(backwards):
         source = c.operand(x)
-        if backward:
-            source = _reversed(c, source, time, f32, x_shape)
+        if backward:  # the time axis: 0, or 1 batch first
+            source = _reversed(c, source, layout, f32, c.shape(x))
         weights = [_piece(c, w, (d, g * hidden, 0), (1, hidden, size)) for g in _LSTM_GATES]
         recurrent = [_piece(c, r, (d, g * hidden, 0), (1, hidden, hidden)) for g in _LSTM_GATES]
         if p:
             peepholes = [_piece(c, p, (d, g * hidden), (1, hidden)) for g in _LSTM_PEEPHOLES]
         else:
             peepholes = [_omitted(c, 1) for _ in range(3)]
-        biases = [_lstm_bias(c, b, d, g, hidden) for g in _LSTM_GATES]
-        states = [_lstm_state(c, s, d, layout, (batch, hidden)) for s in (h0, c0)]
+        biases = [_gate_bias(c, b, d, (g, g + 4), hidden) for g in _LSTM_GATES]  # Wb + Rb
+        states = [_initial_state(c, s, d, layout, (batch, hidden)) for s in (h0, c0)]
         inputs = [
             source, *weights, *recurrent, *peepholes, *biases, _omitted(c, 2), _omitted(c, 1),
             *states, c.i32(codes[d]), c.f32(0.0), c.f32(0.0), c.boolean(layout == 0),
@@ -2536,7 +2534,7 @@ def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
             outputs += [c.temporary(f32, (batch, hidden)) for _ in range(2)]
         c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, inputs, outputs)
         if backward:
-            outputs[0] = _reversed(c, outputs[0], time, f32, sequence)
+            outputs[0] = _reversed(c, outputs[0], layout, f32, sequence)
         for k, operand in enumerate(outputs):
             results[k].append(operand)
     for k, name in enumerate(node.output[:3]):
@@ -2563,9 +2561,8 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
     h = (1 − z) ⊙ h̃ + z ⊙ h.  The reverse direction walks the steps backwards."""
     x, w, r, b, lengths, h0 = (*node.input, *[""] * 6)[:6]
     gru = node.op_type == "GRU"
-    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(
-        c, node, a, 3 if gru else 1
-    )
+    backwards, layout, (steps, batch, size, hidden) = _recurrent(c, node, a, 3 if gru else 1)
+    directions = len(backwards)
     names = [_text(n, "") for n in a.get("activations", [])]
     per = 2 if gru else 1
     names = names or (["Sigmoid", "Tanh"] if gru else ["Tanh"]) * directions
@@ -2577,10 +2574,9 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
         raise _Unsupported(f"a sequence of more than {_MAX_UNROLLED_STEPS} steps")
     reset_first = bool(a.get("linear_before_reset", 0))
     f32, state = np.dtype(np.float32), (batch, hidden)
-    gates = 3 if gru else 1
-    one = (1, batch, hidden) if layout == 0 else (batch, 1, hidden)
-    sequences, finals = [], []
-    for d in range(directions):
+    gates, ones = 3 if gru else 1, c.floats(np.ones(1))
+    states: dict[tuple[int, int], int] = {}  # h after each step, by (step, direction)
+    for d, backward in enumerate(backwards):
         acts = [_GATE_ACTIVATIONS[n] for n in names[per * d : per * d + per]]
         f, g = acts[0], acts[-1]
         weights = [_piece(c, w, (d, k * hidden, 0), (1, hidden, size)) for k in range(gates)]
@@ -2591,9 +2587,7 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
             for k in range(gates)
         ]
         inner = _gate_bias(c, b, d, (gates + 2,), hidden) if gru and reset_first else None
-        h = _lstm_state(c, h0, d, layout, state)
-        outputs: dict[int, int] = {}
-        backward = direction == "reverse" or d == 1
+        h = _initial_state(c, h0, d, layout, state)
         for t in reversed(range(steps)) if backward else range(steps):
             begin = (t, 0, 0) if layout == 0 else (0, t, 0)
             cut = (1, batch, size) if layout == 0 else (batch, 1, size)
@@ -2616,23 +2610,17 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
                     reset_h = _apply(c, OperationCode.MUL, [reset, h], f32, state)
                     candidate = _gate(c, xs, state, weights[2], biases[2], reset_h, recurrent[2])
                 candidate = _apply(c, g, [candidate], f32, state)
-                keep = _apply(c, OperationCode.SUB, [c.floats(np.ones(1)), z], f32, state)
+                keep = _apply(c, OperationCode.SUB, [ones, z], f32, state)
                 new = _apply(c, OperationCode.MUL, [keep, candidate], f32, state)
                 old = _apply(c, OperationCode.MUL, [z, h], f32, state)
                 h = _apply(c, OperationCode.ADD, [new, old], f32, state)
-            outputs[t] = h
-        finals.append(h)
-        if node.output[0]:
-            pieces = [_reshaped(c, outputs[t], f32, state, one) for t in range(steps)]
-            sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
-            stacked = c.temporary(f32, sequence)
-            c.add(OperationCode.CONCATENATION, [*pieces, c.i32(layout)], [stacked])
-            sequences.append(stacked)
-    if node.output[0]:
-        sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
-        _stacked(c, sequences, sequence, 1 + layout, node.output[0])
-    if len(node.output) > 1 and node.output[1]:
-        _stacked(c, finals, state, layout, node.output[1])
+            states[t, d] = h
+    if node.output[0]:  # Y: [steps, directions, batch, hidden], or batch first
+        every = [states[t, d] for t in range(steps) for d in range(directions)]
+        _stacked(c, every, state, layout, node.output[0])
+    if len(node.output) > 1 and node.output[1]:  # Y_h: the last step of each direction
+        last = [states[0 if backward else steps - 1, d] for d, backward in enumerate(backwards)]
+        _stacked(c, last, state, layout, node.output[1])
 
 
 def _gate(c: Converter, x: tuple[int, tuple[int, int]], state: tuple[int, int], weights: int,
@@ -2651,9 +2639,9 @@ def _gate(c: Converter, x: tuple[int, tuple[int, int]], state: tuple[int, int], 
 
 def _recurrent(
     c: Converter, node: onnx.NodeProto, a: dict[str, Any], gates: int
-) -> tuple[str, int, int, tuple[int, int, int, int]]:
-    """What LSTM, RNN and GRU (of ``gates`` gates) share: (direction, how many,
-    layout, (steps, batch, input size, hidden size)), refusing what none of them
+) -> tuple[list[bool], int, tuple[int, int, int, int]]:
+    """What LSTM, RNN and GRU (of ``gates`` gates) share: (whether each direction
+    runs backwards, layout, (steps, batch, input size, hidden size)), refusing what none of them
     maps: another direction or layout, non-float32 data, inputs of other shapes
     than X and the hidden size give, sequence_lens shorter than the sequence."""
     x, r, lengths = node.input[0], node.input[2], (*node.input, "", "", "", "", "")[4]
@@ -2681,7 +2669,7 @@ def _recurrent(
             raise _Unsupported(f"{name!r} of shape {shape}, not {list(wanted[position])}")
     if lengths and (c.value(lengths, "sequence_lens") != steps).any():
         raise _Unsupported("sequence_lens shorter than the sequence")
-    return direction, directions, layout, (steps, batch, size, hidden)
+    return [direction == "reverse", True][:directions], layout, (steps, batch, size, hidden)
 
 
 def _lstm_activations(a: dict[str, Any], directions: int) -> list[int]:
@@ -2719,11 +2707,6 @@ def _piece(c: Converter, name: str, begin: Sequence[int], size: Sequence[int],
     return _reshaped(c, sliced, f32, sliced_shape, shape)
 
 
-def _lstm_bias(c: Converter, b: str, d: int, gate: int, hidden: int) -> int:
-    """A gate's bias, ONNX's Wb + Rb (zeros without B)."""
-    return _gate_bias(c, b, d, (gate, gate + 4), hidden)
-
-
 def _gate_bias(c: Converter, b: str, d: int, blocks: Sequence[int], hidden: int) -> int:
     """The sum of B's ``blocks`` (of ``hidden`` each) for direction ``d``: summed at
     load from a constant, ADD'ed at every run otherwise (zeros without B)."""
@@ -2740,7 +2723,7 @@ def _gate_bias(c: Converter, b: str, d: int, blocks: Sequence[int], hidden: int)
     return total
 
 
-def _lstm_state(c: Converter, name: str, d: int, layout: int, shape: tuple[int, int]) -> int:
+def _initial_state(c: Converter, name: str, d: int, layout: int, shape: tuple[int, int]) -> int:
     """Direction ``d``'s initial state (``shape``, [batch, hidden]) from ``name``
     ([directions, batch, hidden], batch first for layout 1); zeros without it."""
     if not name:
@@ -2760,13 +2743,17 @@ def _omitted(c: Converter, rank: int) -> int:
 
 def _stacked(c: Converter, parts: Sequence[int], shape: tuple[int, ...], axis: int,
              name: str) -> None:  # fmt: skip
-    """Float32 ``parts`` of ``shape`` stacked on a new ``axis``, into tensor ``name``."""
-    f32, one = np.dtype(np.float32), (*shape[:axis], 1, *shape[axis:])
-    if len(parts) == 1:
-        _reshaped(c, parts[0], f32, shape, one, name)
-        return
-    pieces = [_reshaped(c, part, f32, shape, one) for part in parts]
-    c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [c.operand(name)])
+    """Float32 ``parts`` of ``shape`` stacked on a new ``axis`` (several: in the parts'
+    order, major first), into tensor ``name``: a CONCATENATION along ``axis`` lays them
+    out as the stack, a RESHAPE gives it the stack's shape."""
+    f32, joined = (
+        np.dtype(np.float32),
+        (*shape[:axis], shape[axis] * len(parts), *shape[axis + 1 :]),
+    )
+    source = parts[0]
+    if len(parts) > 1:
+        source = _apply(c, OperationCode.CONCATENATION, [*parts, c.i32(axis)], f32, joined)
+    _reshaped(c, source, f32, joined, c.shape(name), name)
 
 
 def _outer_names(graph: onnx.GraphProto) -> set[str]:
