@@ -1238,8 +1238,7 @@ def _reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int,
         and target[len(target) - len(trimmed) :] == trimmed
         and all(d == 1 for d in target[: len(target) - len(trimmed)])
     ):
-        zeros = c.constant(OperandCode.TENSOR_INT32, np.zeros(target, np.int32), target)
-        c.add(OperationCode.ADD, [source, zeros, c.i32(FuseCode.NONE)], [out])
+        _apply(c, OperationCode.ADD, [source, _full(c, dtype, target, 0)], dtype, target, out)
     else:
         raise _Unsupported(f"{dtype} tensors (NNAPI's RESHAPE takes floats and quantized)")
     return out
@@ -1999,7 +1998,7 @@ def _mod(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.SELECT, [fix, fixed, rest], [_out(c, node)])
 
 
-def _gathered(c: Converter, node: onnx.NodeProto, sources: Sequence[str], positions: np.ndarray,
+def _gathered(c: Converter, sources: Sequence[str], positions: np.ndarray,
               out: int | None = None) -> int:  # fmt: skip
     """The elements at ``positions`` (flat indices into ``sources``, each flattened and
     laid end to end) as one GATHER; the positions' shape is the result's.  Indices
@@ -2041,7 +2040,7 @@ def _gather_elements(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> N
     axis = _axis(a.get("axis", 0), len(shape))
     where = _indices(c, node.input[1], shape[axis])
     ids = np.arange(int(np.prod(shape))).reshape(shape)
-    _gathered(c, node, node.input[:1], np.take_along_axis(ids, where, axis), _out(c, node))
+    _gathered(c, node.input[:1], np.take_along_axis(ids, where, axis), _out(c, node))
 
 
 @maps("GatherND")
@@ -2056,7 +2055,7 @@ def _gather_nd(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rows = where.reshape(lead, -1, depth)
     picked = np.stack([inner[b][tuple(rows[b].T)] for b in range(lead)])
     positions = picked.reshape(c.shape(node.output[0]))
-    _gathered(c, node, node.input[:1], positions, _out(c, node))
+    _gathered(c, node.input[:1], positions, _out(c, node))
 
 
 @maps("ScatterElements", "Scatter", "ScatterND")
@@ -2092,7 +2091,7 @@ def _scatter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     reduction = _text(a.get("reduction"), "none")
     if reduction == "none":
         positions = np.array([r[-1] + size if r else i for i, r in enumerate(received)])
-        _gathered(c, node, [data, updates], positions.reshape(shape), _out(c, node))
+        _gathered(c, [data, updates], positions.reshape(shape), _out(c, node))
         return
     operations = {
         "add": (OperationCode.ADD, 0.0),
@@ -2146,7 +2145,7 @@ def _reverse_sequence(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> 
             raise _Unsupported("sequence lengths out of range")
         flipped[b, :length] = ids[b, :length][::-1]
     positions = np.moveaxis(flipped, (0, 1), (batch_axis, time_axis))
-    _gathered(c, node, node.input[:1], positions, _out(c, node))
+    _gathered(c, node.input[:1], positions, _out(c, node))
 
 
 def _moments(c: Converter, x: int, shape: tuple[int, ...], axes: Sequence[int],
@@ -2467,7 +2466,7 @@ def _loss(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         return
     total = _apply(c, OperationCode.REDUCE_SUM, [losses, total_axes, keep], f32, (1,))
     if weights is not None:
-        count = _apply(c, OperationCode.REDUCE_SUM, [weights, c.ints([0]), keep], f32, (1,))
+        count = _apply(c, OperationCode.REDUCE_SUM, [weights, total_axes, keep], f32, (1,))
     else:
         count = c.floats(np.array([np.count_nonzero(~ignored)], np.float32))
     _apply(c, OperationCode.DIV, [total, count], f32, (1,), out)
