@@ -1154,3 +1154,181 @@ def test_a_gru_with_parameterized_activations_is_unsupported() -> None:
         nn_onnx.load(model)
     why = "GRU (activations with parameters, or not one set per direction)"
     assert info.value.unsupported == {why: 1}
+
+
+def test_an_integer_clip_to_the_int64_extremes_clamps_nothing_more_like_onnxruntime() -> None:
+    """int64 runs as int32: a bound past its range is no bound, not a wrapped one."""
+    info = np.iinfo(np.int64)
+    model = make_model(
+        [
+            helper.make_node("Clip", ["x", "zero", "top"], ["y"]),
+            helper.make_node("Clip", ["x", "bottom", "three"], ["z"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info(n, TensorProto.INT64, [4]) for n in "yz"],
+        {
+            "zero": np.array(0, np.int64),
+            "top": np.array(info.max, np.int64),
+            "bottom": np.array(info.min, np.int64),
+            "three": np.array(3, np.int64),
+        },  # fmt: skip
+    )
+    against_onnxruntime(model, {"x": np.array([-5, 0, 3, 7], np.int64)})
+
+
+def _unchecked_model(nodes: list[Any], inputs: list[Any], outputs: list[Any],
+                     initializers: dict[str, np.ndarray], opset: int = 18) -> Any:  # fmt: skip
+    """make_model without ONNX's checker: a model it would reject."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        outputs,
+        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize(
+    ("node", "why"),
+    [
+        (helper.make_node("DepthToSpace", ["x"], ["y"]), "no attribute 'blocksize'"),
+        (
+            helper.make_node("DepthToSpace", ["x"], ["y"], blocksize="2"),
+            "attribute 'blocksize' of another type than INT",
+        ),
+        (helper.make_node("If", ["flag"], ["y"]), "no attribute 'else_branch'"),
+        (helper.make_node("Loop", ["n", "", "x"], ["y"]), "no attribute 'body'"),
+        (helper.make_node("CumSum", ["x"], ["y"]), r"1 inputs \(its schema takes 2 to 2\)"),
+        (helper.make_node("Gather", ["x", ""], ["y"]), "no input 'indices'"),
+    ],
+)
+def test_a_node_breaking_its_schema_is_bad_data_not_a_crash(node: Any, why: str) -> None:
+    model = _unchecked_model(
+        [node],
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 2, 2]),
+            helper.make_tensor_value_info("flag", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        {"n": np.array(2, np.int64)},
+    )
+    with pytest.raises(BadDataError, match=f"not a valid ONNX model: {node.op_type} 'y' has {why}"):
+        nn_onnx.load(model)
+
+
+def test_constants_numpy_cannot_fold_are_left_to_the_mappers_not_a_crash() -> None:
+    """A Transpose repeating an axis and an empty reduction over a repeated axis."""
+    model = _unchecked_model(
+        [
+            helper.make_node("Transpose", ["c"], ["t"], perm=[0, 0]),
+            helper.make_node("ReduceSum", ["empty", "axes"], ["s"]),
+            helper.make_node("Add", ["x", "t"], ["u"]),
+            helper.make_node("Add", ["u", "s"], ["y"]),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        {
+            "c": np.ones((2, 2), np.float32),
+            "empty": np.zeros((2, 0), np.float32),
+            "axes": np.array([1, 1], np.int64),
+        },
+    )
+    with pytest.raises(
+        nn_onnx.UnsupportedModelError, match="Transpose.*ReduceSum|ReduceSum.*Transpose"
+    ):
+        nn_onnx.load(model)
+
+
+def _f32(name: str, shape: list[int] | None) -> Any:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+@pytest.mark.parametrize(
+    ("node", "x_shape", "initializers", "why", "y_shape"),
+    [
+        (
+            helper.make_node("LSTM", ["x", "W", "R", "", "", "h"], ["y"], hidden_size=2),
+            [3, 1, 2],
+            {"W": np.zeros((1, 8, 2)), "R": np.zeros((1, 8, 2)), "h": np.zeros((1, 1, 3))},
+            "LSTM ('h' of shape [1, 1, 3], not [1, 1, 2])",
+            None,
+        ),
+        (
+            helper.make_node(
+                "GRU", ["x", "W", "R", "B"], ["y"], direction="bidirectional", hidden_size=2
+            ),
+            [3, 1, 2],
+            {"W": np.zeros((2, 6, 2)), "R": np.zeros((2, 6, 2)), "B": np.zeros((1, 12))},
+            "GRU ('B' of shape [1, 12], not [2, 12])",
+            None,
+        ),
+        (
+            helper.make_node("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["y"]),
+            [2, 3],
+            {"t": np.array([0, 2], np.int64), "w": np.ones(2)},
+            "NegativeLogLikelihoodLoss (a target or weight of a shape that does not fit the scores)",
+            None,
+        ),
+        (
+            helper.make_node("ReverseSequence", ["x", "lengths"], ["y"]),
+            [3, 2],
+            {"lengths": np.array([1, 2, 3], np.int64)},
+            "ReverseSequence (not one sequence length per batch entry)",
+            None,
+        ),
+        (
+            helper.make_node("ScatterND", ["x", "i", "u"], ["y"]),
+            [2, 3],
+            {"i": np.array([[0, 1, 0]], np.int64), "u": np.zeros(1)},
+            "ScatterND (indices or updates of shapes that do not fit the data)",
+            None,
+        ),
+        (
+            helper.make_node("MatMul", ["x", "b"], ["y"]),
+            [2, 3, 4],
+            {"b": np.zeros((2, 5, 6))},
+            "MatMul (shapes [2, 3, 4] and [2, 5, 6] (no matrix product))",
+            [2, 3, 6],
+        ),
+        (
+            helper.make_node("BatchNormalization", ["x", "s", "s", "s", "s"], ["y"]),
+            [3],
+            {"s": np.ones(3)},
+            "BatchNormalization (statistics that are not one per channel (axis 1))",
+            [3],
+        ),
+    ],
+)
+def test_inputs_of_shapes_that_do_not_fit_are_unsupported_not_a_crash(
+    node: Any,
+    x_shape: list[int],
+    initializers: dict[str, np.ndarray],
+    why: str,
+    y_shape: list[int] | None,
+) -> None:
+    """Weights, states, targets or indices whose shapes the node's others contradict."""
+    values = {
+        k: v.astype(np.float32) if v.dtype == np.float64 else v for k, v in initializers.items()
+    }
+    model = _unchecked_model([node], [_f32("x", x_shape)], [_f32("y", y_shape)], values)
+    with pytest.raises(nn_onnx.UnsupportedModelError) as info:
+        nn_onnx.load(model)
+    assert info.value.unsupported == {why: 1}
+
+
+def test_a_loop_whose_body_does_not_match_it_is_unsupported_not_a_crash() -> None:
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["o"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, [])],
+        [_f32("o", [1])],
+    )
+    model = _unchecked_model(
+        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)],
+        [_f32("x", [1])],
+        [_f32("y", [1])],
+        {"n": np.array(3, np.int64)},
+    )
+    with pytest.raises(nn_onnx.UnsupportedModelError, match="a body whose inputs or outputs"):
+        nn_onnx.load(model)

@@ -224,15 +224,17 @@ class Converter(ModelBuilder):
                 continue
             inputs = [n for n in node.input if n]
             if node.op_type in ("Shape", "Size", "EyeLike"):
-                known = inputs[0] in self.constants or self.types.get(inputs[0], (None, None))[1]
+                known = inputs and (
+                    inputs[0] in self.constants or self.types.get(inputs[0], (None, None))[1]
+                )
                 if not known:
                     continue
             elif not all(n in self.constants for n in inputs):
                 continue
             try:
                 results = fold(self, node, _attributes(node))
-            except _Unsupported:
-                continue
+            except (_Unsupported, ArithmeticError, IndexError, TypeError, ValueError):
+                continue  # numpy refusing the node's values: left to its mapper, or _check
             for name, value in zip(node.output, results):
                 self.constants[name] = np.asarray(value)
 
@@ -242,15 +244,14 @@ class Converter(ModelBuilder):
         shapes, which an NNAPI IF cannot.  Branch names that another part of the
         graph uses are renamed, so the branch's values do not capture them."""
         given = list(self.graph.node)
-        if not any(n.op_type == "If" and n.input[0] in self.constants for n in given):
+        decided = [self._taken_branch(node) for node in given]
+        if not any(decided):
             return False
         nodes: list[onnx.NodeProto] = []
-        for i, node in enumerate(given):
-            if node.op_type != "If" or node.input[0] not in self.constants:
+        for i, (node, branch) in enumerate(zip(given, decided)):
+            if branch is None:
                 nodes.append(node)
                 continue
-            taken = bool(self.constants[node.input[0]].reshape(-1)[0])
-            branch = _attributes(node)["then_branch" if taken else "else_branch"]
             used = _names([*nodes, *given[i + 1 :]]) | set(self.constants)
             used |= {v.name for v in (*self.graph.input, *self.graph.output)}
             renames: dict[str, str] = {}
@@ -267,6 +268,16 @@ class Converter(ModelBuilder):
         del self.graph.node[:]
         self.graph.node.extend(nodes)
         return True
+
+    def _taken_branch(self, node: onnx.NodeProto) -> onnx.GraphProto | None:
+        """The branch an If takes when its condition is one value known at load (a
+        malformed If is left to _check)."""
+        if node.op_type != "If" or not node.input or node.input[0] not in self.constants:
+            return None
+        condition, branches = self.constants[node.input[0]], _attributes(node)
+        if condition.size != 1 or not {"then_branch", "else_branch"} <= branches.keys():
+            return None
+        return branches["then_branch" if condition.item() else "else_branch"]
 
 
 def _local_names(graph: onnx.GraphProto) -> set[str]:
@@ -427,6 +438,10 @@ def _check(c: Converter, node: onnx.NodeProto) -> str | None:
         return f"{node.domain}.{node.op_type}"
     if node.op_type not in MAPPERS:
         return node.op_type
+    broken = _malformed(node, c.opset)
+    if broken:
+        label = node.name or ", ".join(node.output)
+        raise BadDataError(f"not a valid ONNX model: {node.op_type} {label!r} has {broken}")
     for position, name in enumerate((*node.input, *node.output)):
         if not name or position in _PLACEHOLDERS.get(node.op_type, ()) and name in c.constants:
             continue  # may be an empty constant, read at load (or not at all)
@@ -441,6 +456,36 @@ def _check(c: Converter, node: onnx.NodeProto) -> str | None:
         except _Unsupported as exc:
             return f"{node.op_type} ({exc})"
     return None
+
+
+def _malformed(node: onnx.NodeProto, opset: int) -> str | None:
+    """How ``node`` breaks its operator's schema at ``opset``, if it does: inputs or
+    outputs it cannot have, a required input or attribute left out, an attribute of
+    another type.  The mappers take the schema as given."""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset)
+    except onnx.defs.SchemaError:  # not defined at this opset: the mapper decides
+        return None
+    for kind, names, low, high in (
+        ("inputs", node.input, schema.min_input, schema.max_input),
+        ("outputs", node.output, schema.min_output, schema.max_output),
+    ):
+        if not low <= len(names) <= high:
+            return f"{len(names)} {kind} (its schema takes {low} to {high})"
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for formal, name in zip(schema.inputs, node.input):
+        if not name and formal.option == single:
+            return f"no input {formal.name!r} (a required input)"
+    for attribute in node.attribute:
+        wanted = schema.attributes.get(attribute.name)
+        if wanted is None:
+            continue
+        kind = str(wanted.type).rsplit(".", 1)[-1]  # "AttrType.INT": AttributeProto's name
+        if onnx.AttributeProto.AttributeType.Name(attribute.type) != kind:
+            return f"attribute {attribute.name!r} of another type than {kind}"
+    given = {attribute.name for attribute in node.attribute}
+    missing = sorted(n for n, a in schema.attributes.items() if a.required and n not in given)
+    return f"no attribute {missing[0]!r} (a required one)" if missing else None
 
 
 # -- constant folding (load-time evaluation) --------------------------------------------------
@@ -717,7 +762,10 @@ def _clamp(c: Converter, x: int, out: int, dtype: np.dtype[Any], shape: tuple[in
     def bound(value: float | None) -> int | None:
         if value is None:
             return None
-        return c.floats(np.array([value])) if dtype == np.float32 else _full(c, dtype, (1,), value)
+        if dtype.kind in "iu":  # within the operand's range (int64 runs as int32)
+            info = np.iinfo(_operand_dtype(dtype))
+            value = min(max(value, info.min), info.max)
+        return _full(c, dtype, (1,), value)
 
     _bounded(c, x, out, dtype, shape, bound(lo), bound(hi))
 
@@ -977,6 +1025,9 @@ def _batch_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     """Inference form: x·s + b with s = scale/√(var+ε), b = B − mean·s, per channel (axis 1)."""
     if len(node.output) > 1 and any(node.output[1:]) or a.get("training_mode", 0):
         raise _Unsupported("training mode")
+    shape = c.shape(node.input[0])
+    if len(shape) < 2 or any(c.shape(n) != shape[1:2] for n in node.input[1:5]):
+        raise _Unsupported("statistics that are not one per channel (axis 1)")
     if any(n not in c.constants for n in node.input[1:5]):
         _batch_norm_computed(c, node, a)
         return
@@ -1060,7 +1111,10 @@ def _weights_rows(c: Converter, name: str, transposed: bool, scale: float = 1.0)
 def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if c.dtype(node.input[0]) != np.float32 or c.dtype(node.input[1]) != np.float32:
         raise _Unsupported("operands that are not float32")
-    if len(c.shape(node.input[0])) < 2 or len(c.shape(node.input[1])) != 2:
+    a_shape, b_shape = c.shape(node.input[0]), c.shape(node.input[1])
+    if not a_shape or not b_shape or a_shape[-1] != b_shape[-2 if len(b_shape) > 1 else 0]:
+        raise _Unsupported(f"shapes {list(a_shape)} and {list(b_shape)} (no matrix product)")
+    if len(a_shape) < 2 or len(b_shape) != 2:
         _batched_matmul(c, node)
         return
     weights, _ = _weights_rows(c, node.input[1], transposed=False)
@@ -1184,8 +1238,7 @@ def _reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int,
         and target[len(target) - len(trimmed) :] == trimmed
         and all(d == 1 for d in target[: len(target) - len(trimmed)])
     ):
-        zeros = c.constant(OperandCode.TENSOR_INT32, np.zeros(target, np.int32), target)
-        c.add(OperationCode.ADD, [source, zeros, c.i32(FuseCode.NONE)], [out])
+        _apply(c, OperationCode.ADD, [source, _full(c, dtype, target, 0)], dtype, target, out)
     else:
         raise _Unsupported(f"{dtype} tensors (NNAPI's RESHAPE takes floats and quantized)")
     return out
@@ -1945,7 +1998,7 @@ def _mod(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     c.add(OperationCode.SELECT, [fix, fixed, rest], [_out(c, node)])
 
 
-def _gathered(c: Converter, node: onnx.NodeProto, sources: Sequence[str], positions: np.ndarray,
+def _gathered(c: Converter, sources: Sequence[str], positions: np.ndarray,
               out: int | None = None) -> int:  # fmt: skip
     """The elements at ``positions`` (flat indices into ``sources``, each flattened and
     laid end to end) as one GATHER; the positions' shape is the result's.  Indices
@@ -1987,7 +2040,7 @@ def _gather_elements(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> N
     axis = _axis(a.get("axis", 0), len(shape))
     where = _indices(c, node.input[1], shape[axis])
     ids = np.arange(int(np.prod(shape))).reshape(shape)
-    _gathered(c, node, node.input[:1], np.take_along_axis(ids, where, axis), _out(c, node))
+    _gathered(c, node.input[:1], np.take_along_axis(ids, where, axis), _out(c, node))
 
 
 @maps("GatherND")
@@ -2002,7 +2055,7 @@ def _gather_nd(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     rows = where.reshape(lead, -1, depth)
     picked = np.stack([inner[b][tuple(rows[b].T)] for b in range(lead)])
     positions = picked.reshape(c.shape(node.output[0]))
-    _gathered(c, node, node.input[:1], positions, _out(c, node))
+    _gathered(c, node.input[:1], positions, _out(c, node))
 
 
 @maps("ScatterElements", "Scatter", "ScatterND")
@@ -2016,13 +2069,18 @@ def _scatter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     size = int(np.prod(shape))
     update_ids = np.arange(int(np.prod(c.shape(updates)))).reshape(c.shape(updates))
     targets = np.arange(size).reshape(shape)
+    indices_shape = c.shape(node.input[1])
     if node.op_type == "ScatterND":
-        depth = c.shape(node.input[1])[-1]
+        depth = indices_shape[-1] if indices_shape else len(shape) + 1
+        if depth > len(shape) or c.shape(updates) != (*indices_shape[:-1], *shape[depth:]):
+            raise _Unsupported("indices or updates of shapes that do not fit the data")
         where = _indices(c, node.input[1], shape[:depth])
         target_of = np.stack([targets[tuple(i)] for i in where.reshape(-1, depth)])
         pairs = zip(target_of.reshape(-1), update_ids.reshape(-1))
     else:
         axis = _axis(a.get("axis", 0), len(shape))
+        if c.shape(updates) != indices_shape or len(indices_shape) != len(shape):
+            raise _Unsupported("indices and updates of different shapes or ranks")
         where = _indices(c, node.input[1], shape[axis])
         coordinates: list[np.ndarray] = list(np.indices(where.shape))
         coordinates[axis] = where
@@ -2033,7 +2091,7 @@ def _scatter(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     reduction = _text(a.get("reduction"), "none")
     if reduction == "none":
         positions = np.array([r[-1] + size if r else i for i, r in enumerate(received)])
-        _gathered(c, node, [data, updates], positions.reshape(shape), _out(c, node))
+        _gathered(c, [data, updates], positions.reshape(shape), _out(c, node))
         return
     operations = {
         "add": (OperationCode.ADD, 0.0),
@@ -2073,7 +2131,11 @@ def _reverse_sequence(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> 
     """Each batch entry's first sequence_lens[b] steps reversed: one GATHER."""
     shape = c.shape(node.input[0])
     batch_axis, time_axis = a.get("batch_axis", 1), a.get("time_axis", 0)
+    if len(shape) < 2 or {batch_axis, time_axis} != {0, 1}:
+        raise _Unsupported(f"batch axis {batch_axis} and time axis {time_axis}")
     lengths = c.value(node.input[1], "sequence lengths").astype(np.int64)
+    if lengths.shape != (shape[batch_axis],):
+        raise _Unsupported("not one sequence length per batch entry")
     ids = np.moveaxis(
         np.arange(int(np.prod(shape))).reshape(shape), (batch_axis, time_axis), (0, 1)
     )
@@ -2083,7 +2145,7 @@ def _reverse_sequence(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> 
             raise _Unsupported("sequence lengths out of range")
         flipped[b, :length] = ids[b, :length][::-1]
     positions = np.moveaxis(flipped, (0, 1), (batch_axis, time_axis))
-    _gathered(c, node, node.input[:1], positions, _out(c, node))
+    _gathered(c, node.input[:1], positions, _out(c, node))
 
 
 def _moments(c: Converter, x: int, shape: tuple[int, ...], axes: Sequence[int],
@@ -2147,7 +2209,7 @@ def _group_norm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     back and scaled per channel (opset 21's [C] scale and bias)."""
     name, shape = _float_input(c, node)
     groups = a["num_groups"]
-    if len(shape) < 3 or len(shape) > 4 or shape[1] % groups:
+    if len(shape) < 3 or len(shape) > 4 or groups < 1 or shape[1] % groups:
         raise _Unsupported(f"a rank-{len(shape)} input or uneven groups")
     if c.shape(node.input[1]) != (shape[1],) or c.shape(node.input[2]) != (shape[1],):
         raise _Unsupported("a per-group scale (before opset 21)")
@@ -2365,6 +2427,8 @@ def _loss(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         raise _Unsupported(f"reduction {reduction!r}")
     labels = np.asarray(c.value(target, "target")).astype(np.int64)
     batch, classes = shape[:2]
+    if labels.shape != (batch, *shape[2:]) or weight and c.shape(weight) != (classes,):
+        raise _Unsupported("a target or weight of a shape that does not fit the scores")
     inner = int(np.prod(shape[2:]))
     ignored = labels == a["ignore_index"] if "ignore_index" in a else np.zeros(labels.shape, bool)
     kept = labels[~ignored]
@@ -2402,7 +2466,7 @@ def _loss(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         return
     total = _apply(c, OperationCode.REDUCE_SUM, [losses, total_axes, keep], f32, (1,))
     if weights is not None:
-        count = _apply(c, OperationCode.REDUCE_SUM, [weights, c.ints([0]), keep], f32, (1,))
+        count = _apply(c, OperationCode.REDUCE_SUM, [weights, total_axes, keep], f32, (1,))
     else:
         count = c.floats(np.array([np.count_nonzero(~ignored)], np.float32))
     _apply(c, OperationCode.DIV, [total, count], f32, (1,), out)
@@ -2439,28 +2503,26 @@ def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     its output is reversed back; ``layout`` 1 (batch first) is time_major false.
     The directions' outputs are stacked into Y, Y_h and Y_c."""
     x, w, r, b, lengths, h0, c0, p = (*node.input, *[""] * 8)[:8]
-    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(c, node, a)
-    codes = _lstm_activations(a, directions)
+    backwards, layout, (steps, batch, size, hidden) = _recurrent(c, node, a, 4)
+    codes = _lstm_activations(a, len(backwards))
     if a.get("clip") is not None or a.get("input_forget", 0):
         raise _Unsupported("clip or input_forget")
-    x_shape = c.shape(x)
-    f32, time = np.dtype(np.float32), layout  # the time axis: 0, or 1 batch first
+    f32 = np.dtype(np.float32)
     sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
     wants_states = any(node.output[1:3])
     results: list[list[int]] = [[], [], []]  # Y, Y_h, Y_c per direction
-    for d in range(directions):
-        backward = direction == "reverse" or d == 1
+    for d, backward in enumerate(backwards):
         source = c.operand(x)
-        if backward:
-            source = _reversed(c, source, time, f32, x_shape)
+        if backward:  # the time axis: 0, or 1 batch first
+            source = _reversed(c, source, layout, f32, c.shape(x))
         weights = [_piece(c, w, (d, g * hidden, 0), (1, hidden, size)) for g in _LSTM_GATES]
         recurrent = [_piece(c, r, (d, g * hidden, 0), (1, hidden, hidden)) for g in _LSTM_GATES]
         if p:
             peepholes = [_piece(c, p, (d, g * hidden), (1, hidden)) for g in _LSTM_PEEPHOLES]
         else:
             peepholes = [_omitted(c, 1) for _ in range(3)]
-        biases = [_lstm_bias(c, b, d, g, hidden) for g in _LSTM_GATES]
-        states = [_lstm_state(c, s, d, layout, (batch, hidden)) for s in (h0, c0)]
+        biases = [_gate_bias(c, b, d, (g, g + 4), hidden) for g in _LSTM_GATES]  # Wb + Rb
+        states = [_initial_state(c, s, d, layout, (batch, hidden)) for s in (h0, c0)]
         inputs = [
             source, *weights, *recurrent, *peepholes, *biases, _omitted(c, 2), _omitted(c, 1),
             *states, c.i32(codes[d]), c.f32(0.0), c.f32(0.0), c.boolean(layout == 0),
@@ -2471,7 +2533,7 @@ def _lstm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
             outputs += [c.temporary(f32, (batch, hidden)) for _ in range(2)]
         c.add(OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM, inputs, outputs)
         if backward:
-            outputs[0] = _reversed(c, outputs[0], time, f32, sequence)
+            outputs[0] = _reversed(c, outputs[0], layout, f32, sequence)
         for k, operand in enumerate(outputs):
             results[k].append(operand)
     for k, name in enumerate(node.output[:3]):
@@ -2498,7 +2560,8 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
     h = (1 − z) ⊙ h̃ + z ⊙ h.  The reverse direction walks the steps backwards."""
     x, w, r, b, lengths, h0 = (*node.input, *[""] * 6)[:6]
     gru = node.op_type == "GRU"
-    direction, directions, layout, (steps, batch, size, hidden) = _recurrent(c, node, a)
+    backwards, layout, (steps, batch, size, hidden) = _recurrent(c, node, a, 3 if gru else 1)
+    directions = len(backwards)
     names = [_text(n, "") for n in a.get("activations", [])]
     per = 2 if gru else 1
     names = names or (["Sigmoid", "Tanh"] if gru else ["Tanh"]) * directions
@@ -2510,10 +2573,9 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
         raise _Unsupported(f"a sequence of more than {_MAX_UNROLLED_STEPS} steps")
     reset_first = bool(a.get("linear_before_reset", 0))
     f32, state = np.dtype(np.float32), (batch, hidden)
-    gates = 3 if gru else 1
-    one = (1, batch, hidden) if layout == 0 else (batch, 1, hidden)
-    sequences, finals = [], []
-    for d in range(directions):
+    gates, ones = 3 if gru else 1, c.floats(np.ones(1))
+    states: dict[tuple[int, int], int] = {}  # h after each step, by (step, direction)
+    for d, backward in enumerate(backwards):
         acts = [_GATE_ACTIVATIONS[n] for n in names[per * d : per * d + per]]
         f, g = acts[0], acts[-1]
         weights = [_piece(c, w, (d, k * hidden, 0), (1, hidden, size)) for k in range(gates)]
@@ -2524,9 +2586,7 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
             for k in range(gates)
         ]
         inner = _gate_bias(c, b, d, (gates + 2,), hidden) if gru and reset_first else None
-        h = _lstm_state(c, h0, d, layout, state)
-        outputs: dict[int, int] = {}
-        backward = direction == "reverse" or d == 1
+        h = _initial_state(c, h0, d, layout, state)
         for t in reversed(range(steps)) if backward else range(steps):
             begin = (t, 0, 0) if layout == 0 else (0, t, 0)
             cut = (1, batch, size) if layout == 0 else (batch, 1, size)
@@ -2549,23 +2609,17 @@ def _unrolled_rnn(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
                     reset_h = _apply(c, OperationCode.MUL, [reset, h], f32, state)
                     candidate = _gate(c, xs, state, weights[2], biases[2], reset_h, recurrent[2])
                 candidate = _apply(c, g, [candidate], f32, state)
-                keep = _apply(c, OperationCode.SUB, [c.floats(np.ones(1)), z], f32, state)
+                keep = _apply(c, OperationCode.SUB, [ones, z], f32, state)
                 new = _apply(c, OperationCode.MUL, [keep, candidate], f32, state)
                 old = _apply(c, OperationCode.MUL, [z, h], f32, state)
                 h = _apply(c, OperationCode.ADD, [new, old], f32, state)
-            outputs[t] = h
-        finals.append(h)
-        if node.output[0]:
-            pieces = [_reshaped(c, outputs[t], f32, state, one) for t in range(steps)]
-            sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
-            stacked = c.temporary(f32, sequence)
-            c.add(OperationCode.CONCATENATION, [*pieces, c.i32(layout)], [stacked])
-            sequences.append(stacked)
-    if node.output[0]:
-        sequence = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
-        _stacked(c, sequences, sequence, 1 + layout, node.output[0])
-    if len(node.output) > 1 and node.output[1]:
-        _stacked(c, finals, state, layout, node.output[1])
+            states[t, d] = h
+    if node.output[0]:  # Y: [steps, directions, batch, hidden], or batch first
+        every = [states[t, d] for t in range(steps) for d in range(directions)]
+        _stacked(c, every, state, layout, node.output[0])
+    if len(node.output) > 1 and node.output[1]:  # Y_h: the last step of each direction
+        last = [states[0 if backward else steps - 1, d] for d, backward in enumerate(backwards)]
+        _stacked(c, last, state, layout, node.output[1])
 
 
 def _gate(c: Converter, x: tuple[int, tuple[int, int]], state: tuple[int, int], weights: int,
@@ -2583,12 +2637,12 @@ def _gate(c: Converter, x: tuple[int, tuple[int, int]], state: tuple[int, int], 
 
 
 def _recurrent(
-    c: Converter, node: onnx.NodeProto, a: dict[str, Any]
-) -> tuple[str, int, int, tuple[int, int, int, int]]:
-    """What LSTM, RNN and GRU share: (direction, how many, layout, (steps,
-    batch, input size, hidden size)), refusing what none of them maps: another
-    direction or layout, non-float32 data, sequence_lens shorter than the
-    sequence."""
+    c: Converter, node: onnx.NodeProto, a: dict[str, Any], gates: int
+) -> tuple[list[bool], int, tuple[int, int, int, int]]:
+    """What LSTM, RNN and GRU (of ``gates`` gates) share: (whether each direction
+    runs backwards, layout, (steps, batch, input size, hidden size)), refusing what none of them
+    maps: another direction or layout, non-float32 data, inputs of other shapes
+    than X and the hidden size give, sequence_lens shorter than the sequence."""
     x, r, lengths = node.input[0], node.input[2], (*node.input, "", "", "", "", "")[4]
     direction = _text(a.get("direction"), "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
@@ -2597,11 +2651,24 @@ def _recurrent(
     if layout not in (0, 1) or c.dtype(x) != np.float32:
         raise _Unsupported(f"layout {layout} or {c.dtype(x)} tensors")
     x_shape = c.shape(x)
+    if len(x_shape) != 3:
+        raise _Unsupported(f"a rank-{len(x_shape)} input (X is [steps, batch, features])")
     (steps, batch), size = x_shape[:2] if layout == 0 else x_shape[1::-1], x_shape[2]
+    directions = 2 if direction == "bidirectional" else 1
+    hidden = a.get("hidden_size", c.shape(r)[-1] if c.shape(r) else 0)
+    state = (directions, batch, hidden) if layout == 0 else (batch, directions, hidden)
+    wanted = {  # each input's shape, by position (initial_c and P: LSTM's)
+        1: (directions, gates * hidden, size), 2: (directions, gates * hidden, hidden),
+        3: (directions, 2 * gates * hidden), 4: (batch,), 5: state, 6: state,
+        7: (directions, 3 * hidden),
+    }  # fmt: skip
+    for position, name in enumerate(node.input):
+        if name and position in wanted and c.shape(name) != wanted[position]:
+            shape = list(c.shape(name))
+            raise _Unsupported(f"{name!r} of shape {shape}, not {list(wanted[position])}")
     if lengths and (c.value(lengths, "sequence_lens") != steps).any():
         raise _Unsupported("sequence_lens shorter than the sequence")
-    directions = 2 if direction == "bidirectional" else 1
-    return direction, directions, layout, (steps, batch, size, c.shape(r)[-1])
+    return [direction == "reverse", True][:directions], layout, (steps, batch, size, hidden)
 
 
 def _lstm_activations(a: dict[str, Any], directions: int) -> list[int]:
@@ -2639,11 +2706,6 @@ def _piece(c: Converter, name: str, begin: Sequence[int], size: Sequence[int],
     return _reshaped(c, sliced, f32, sliced_shape, shape)
 
 
-def _lstm_bias(c: Converter, b: str, d: int, gate: int, hidden: int) -> int:
-    """A gate's bias, ONNX's Wb + Rb (zeros without B)."""
-    return _gate_bias(c, b, d, (gate, gate + 4), hidden)
-
-
 def _gate_bias(c: Converter, b: str, d: int, blocks: Sequence[int], hidden: int) -> int:
     """The sum of B's ``blocks`` (of ``hidden`` each) for direction ``d``: summed at
     load from a constant, ADD'ed at every run otherwise (zeros without B)."""
@@ -2660,7 +2722,7 @@ def _gate_bias(c: Converter, b: str, d: int, blocks: Sequence[int], hidden: int)
     return total
 
 
-def _lstm_state(c: Converter, name: str, d: int, layout: int, shape: tuple[int, int]) -> int:
+def _initial_state(c: Converter, name: str, d: int, layout: int, shape: tuple[int, int]) -> int:
     """Direction ``d``'s initial state (``shape``, [batch, hidden]) from ``name``
     ([directions, batch, hidden], batch first for layout 1); zeros without it."""
     if not name:
@@ -2680,13 +2742,17 @@ def _omitted(c: Converter, rank: int) -> int:
 
 def _stacked(c: Converter, parts: Sequence[int], shape: tuple[int, ...], axis: int,
              name: str) -> None:  # fmt: skip
-    """Float32 ``parts`` of ``shape`` stacked on a new ``axis``, into tensor ``name``."""
-    f32, one = np.dtype(np.float32), (*shape[:axis], 1, *shape[axis:])
-    if len(parts) == 1:
-        _reshaped(c, parts[0], f32, shape, one, name)
-        return
-    pieces = [_reshaped(c, part, f32, shape, one) for part in parts]
-    c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [c.operand(name)])
+    """Float32 ``parts`` of ``shape`` stacked on a new ``axis`` (several: in the parts'
+    order, major first), into tensor ``name``: a CONCATENATION along ``axis`` lays them
+    out as the stack, a RESHAPE gives it the stack's shape."""
+    f32, joined = (
+        np.dtype(np.float32),
+        (*shape[:axis], shape[axis] * len(parts), *shape[axis + 1 :]),
+    )
+    source = parts[0]
+    if len(parts) > 1:
+        source = _apply(c, OperationCode.CONCATENATION, [*parts, c.i32(axis)], f32, joined)
+    _reshaped(c, source, f32, joined, c.shape(name), name)
 
 
 def _outer_names(graph: onnx.GraphProto) -> set[str]:
@@ -2790,6 +2856,8 @@ def _loop(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if not trip and not cond:
         raise _Unsupported("no trip count and no condition (a loop that never ends)")
     carried, prefix = list(node.input[2:]), f"{node.output[0]}/loop."
+    if len(body.input) != 2 + len(carried) or len(body.output) != len(node.output) + 1:
+        raise _Unsupported("a body whose inputs or outputs do not match the loop's")
     iteration, flag = (i.name for i in body.input[:2])
     rows = [o.name for o in body.output[1 + len(carried) :]]
     scans = list(node.output[len(carried) :])
@@ -2804,7 +2872,7 @@ def _loop(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         *(_value_info(c, n) for n in sorted(_outer_names(body)) if n not in c.constants),
     ]
     for scan in scans:
-        if c.shape(scan)[0] != count:
+        if c.shape(scan)[:1] != (count,):
             raise _Unsupported(f"scan output {scan!r} longer or shorter than the loop")
     # The body, then i + 1 and each scan buffer with row i written.
     one, following = f"{prefix}one", f"{prefix}next"
