@@ -4,6 +4,9 @@ detected and ignored."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+
 import numpy as np
 import pytest
 
@@ -128,6 +131,35 @@ def test_a_token_reused_for_another_model_is_not_trusted(tmp_path):
     compilation.finish()
     assert not compilation._prepared.cache_hit
     compilation.close()
+
+
+def test_states_that_do_not_fit_the_kernels_are_ignored_and_rewritten(tmp_path, caplog):
+    """A cache whose key matches but whose states this code cannot bind (written by
+    other code of the same version) is compiled afresh, not an OP_FAILED."""
+    model = conv_model()
+    expected, _ = compile_and_run(model, tmp_path)
+    path = compilation_cache.cache_path(tmp_path, TOKEN)
+    key = compilation_cache.structure_key(model._hal)
+    order, states = compilation_cache.load(path, key)
+    conv = order.index(0)
+    # The filter as an older checkout laid it out: not what ConvLoop binds.
+    states[conv] = dataclasses.replace(states[conv], filter=np.zeros((75, 24), np.float32))
+    assert compilation_cache.save(path, key, order, states)
+    with caplog.at_level(logging.WARNING, logger="nnburst.cpu"):
+        again, hit = compile_and_run(model, tmp_path)
+    assert not hit and np.array_equal(expected, again)
+    assert "does not fit" in caplog.text
+    _, hit = compile_and_run(model, tmp_path)
+    assert hit  # rewritten
+
+
+def test_the_key_covers_the_driver_code(monkeypatch):
+    """States prepared by other code (another checkout of the same version) are not
+    trusted: the key changes with the CPU driver's sources."""
+    model = conv_model()
+    key = compilation_cache.structure_key(model._hal)
+    monkeypatch.setattr(compilation_cache, "code_fingerprint", lambda: "other code")
+    assert compilation_cache.structure_key(model._hal) != key
 
 
 def test_cached_states_only_rebuild_driver_dataclasses():

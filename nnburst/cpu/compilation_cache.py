@@ -12,13 +12,17 @@ own dataclasses are rebuilt).  As in
 NNAPI the app guarantees the token is unique to the model; a cheap structural
 key (operand types, shapes, operation codes and connections; not the
 constants' values) guards against a token reused for a different model, and
-a SHA-256 over the description and the blob catches corruption.  A
-cache that does not match or does not read is ignored and rewritten.
+a SHA-256 over the description and the blob catches corruption.  The key
+also covers the CPU driver's own source (:func:`code_fingerprint`): states
+written by other code (another checkout of the same version, an edited
+operation) may not fit this code's kernels.  A cache that does not match or
+does not read is ignored and rewritten.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib
 import json
@@ -44,9 +48,21 @@ def cache_path(cache_dir: str | os.PathLike[str], token: bytes) -> Path:
     return Path(cache_dir) / f"nnburst-cpu-{token.hex()}.cache"
 
 
+@functools.cache
+def code_fingerprint() -> str:
+    """SHA-256 of the CPU driver's sources, which decide what a prepared state
+    holds and how kernels read it (hashed once per process, ~1 ms)."""
+    digest = hashlib.sha256()
+    for source in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(source.relative_to(Path(__file__).parent).as_posix().encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
 def structure_key(model: HalModel) -> str:
-    """A hash of the model's structure (not its constant values)."""
-    parts: list[Any] = [FORMAT, __version__, model.relax_float32_to_float16]
+    """A hash of the model's structure (not its constant values) and of the code
+    that prepares it."""
+    parts: list[Any] = [FORMAT, __version__, code_fingerprint(), model.relax_float32_to_float16]
     for subgraph in model.subgraphs():
         for operand in subgraph.operands:
             info, value, quant = operand.info, operand.value, operand.info.channel_quant

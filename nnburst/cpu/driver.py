@@ -189,9 +189,15 @@ class CpuPreparedModel(IPreparedModel):
         path = compilation_cache.cache_path(cache_dir, token)
         key = compilation_cache.structure_key(model)
         cached = compilation_cache.load(path, key)
-        executor = PreparedModel(model, cached)
-        self.cache_hit = cached is not None
-        if not self.cache_hit:
+        executor = None
+        if cached is not None:
+            try:
+                executor = PreparedModel(model, cached)
+            except Exception as exc:  # states this code's kernels cannot bind
+                logger.warning("compilation cache %s does not fit: %s; rewritten", path, exc)
+        self.cache_hit = executor is not None
+        if executor is None:
+            executor = PreparedModel(model)
             compilation_cache.save(
                 path, key, executor.main.order, [op.state for op in executor.main.operations]
             )
