@@ -32,6 +32,7 @@ from nnburst.cpu.ops.native import (
     depthwise_conv_f32,
     pool_f32,
 )
+from nnburst.cpu.registry import ExecutionContext
 from nnburst.operands import ChannelQuant, OperandInfo
 
 from .op_models import model, run
@@ -743,3 +744,96 @@ def test_c_pool_kernel_refuses_what_does_not_fit():
         pool_f32(x, (3, 3), Window2D(0, 0, 0, 0, 1, 1, 1, 1, 3, 2), POOL_MAX)
     with pytest.raises(ValueError, match="kind 7"):
         pool_f32(x, (2, 2), Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2), 7)
+
+
+# --------------------------------------------- kernels bound at prepare time
+
+
+def _bound_and_unbound(code, inputs, out, *feed):
+    """The operation's bound kernel's result and ``execute``'s, on ``feed``."""
+    prepared = PreparedModel(model(code, inputs, [out]))
+    (operation,) = prepared.main.operations
+    assert operation.kernel is not None, "no kernel was bound"
+    values = [value for _, value in (i for i in inputs if isinstance(i, tuple))]
+    arguments = [*feed, *values]
+    context = ExecutionContext(operation.signature, arguments, operation.state)
+    return operation.kernel(arguments), operation.registration.execute(context)
+
+
+@pytest.mark.parametrize(
+    ("code", "dtype", "pads"),
+    [
+        (Op.MAX_POOL_2D, np.float32, (0, 1, 0, 1)),
+        (Op.MAX_POOL_2D, np.uint8, (0, 0, 0, 0)),
+        (Op.AVERAGE_POOL_2D, np.float32, (1, 1, 1, 1)),
+        (Op.AVERAGE_POOL_2D, np.uint8, (1, 1, 1, 1)),  # float32 sums, rounded as integers
+        (Op.AVERAGE_POOL_2D, np.int8, (0, 1, 0, 1)),  # negative sums round away from zero
+        (Op.L2_POOL_2D, np.float32, (0, 0, 0, 0)),
+    ],
+)
+def test_a_pool_with_constant_parameters_runs_a_bound_kernel(code, dtype, pads):
+    rng = np.random.default_rng([int(code), pads[0]])
+    shape = (1, 9, 9, 6)
+    if dtype == np.float32:
+        info = OperandInfo(T.TENSOR_FLOAT32, shape)
+        x = rng.standard_normal(shape).astype(np.float32)
+    else:
+        code_t = T.TENSOR_QUANT8_ASYMM if dtype == np.uint8 else T.TENSOR_QUANT8_ASYMM_SIGNED
+        info = OperandInfo(code_t, shape, 0.5, 3)
+        limits = np.iinfo(dtype)
+        x = rng.integers(limits.min, int(limits.max) + 1, shape).astype(dtype)
+    side = (9 + pads[0] + pads[1] - 3) // 2 + 1
+    out = OperandInfo(info.code, (1, side, side, 6), info.scale, info.zero_point)
+    padding = [scalar(p) for p in (pads[2], pads[3], pads[0], pads[1])]
+    fuse = FuseCode.RELU6 if dtype == np.float32 else FuseCode.RELU
+    ins = [info, *padding, scalar(2), scalar(2), scalar(3), scalar(3), scalar(fuse), flag(False)]
+    bound, unbound = _bound_and_unbound(code, ins, out, x)
+    np.testing.assert_array_equal(bound, unbound)
+    # Another shape than the one prepared takes the unbound path.
+    bound, unbound = _bound_and_unbound(code, ins, out, x[:, :5, :5])
+    assert bound[0].shape == (1, (pads[0] + pads[1]) // 2 + 2, (pads[2] + pads[3]) // 2 + 2, 6)
+    np.testing.assert_array_equal(bound, unbound)
+
+
+def test_a_pointwise_conv_blas_runs_best_runs_a_bound_kernel():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 8, 8, 96), np.float32)  # few pixels: BLAS
+    w = rng.standard_normal((40, 1, 1, 96), np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    ins = [
+        OperandInfo(T.TENSOR_FLOAT32, x.shape),
+        (OperandInfo(T.TENSOR_FLOAT32, w.shape), w),
+        (OperandInfo(T.TENSOR_FLOAT32, b.shape), b),
+        *(scalar(v) for v in (PaddingCode.VALID, 1, 1, FuseCode.RELU)),
+    ]
+    out = OperandInfo(T.TENSOR_FLOAT32, (1, 8, 8, 40))
+    bound, unbound = _bound_and_unbound(Op.CONV_2D, ins, out, x)
+    np.testing.assert_array_equal(bound, unbound)
+    want = np.maximum(x.astype(np.float64).reshape(64, 96) @ w.reshape(40, 96).T + b, 0)
+    np.testing.assert_allclose(bound[0].reshape(64, 40), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.int8])
+def test_a_fully_connected_layer_with_constant_weights_runs_a_bound_kernel(dtype):
+    rng = np.random.default_rng(np.dtype(dtype).num)
+    if dtype == np.float32:
+        info = OperandInfo(T.TENSOR_FLOAT32, (3, 10))
+        w_info, b_info = OperandInfo(T.TENSOR_FLOAT32, (4, 10)), OperandInfo(T.TENSOR_FLOAT32, (4,))
+        x = rng.standard_normal((3, 10)).astype(np.float32)
+        w, b = rng.standard_normal((4, 10)).astype(np.float32), np.ones(4, np.float32)
+        out = OperandInfo(T.TENSOR_FLOAT32, (3, 4))
+    else:
+        code = T.TENSOR_QUANT8_ASYMM if dtype == np.uint8 else T.TENSOR_QUANT8_ASYMM_SIGNED
+        info = OperandInfo(code, (3, 10), 0.5, 3)
+        w_info, b_info = (
+            OperandInfo(code, (4, 10), 0.25, 1),
+            OperandInfo(T.TENSOR_INT32, (4,), 0.125),
+        )
+        limits = np.iinfo(dtype)
+        x = rng.integers(limits.min, int(limits.max) + 1, (3, 10)).astype(dtype)
+        w = rng.integers(limits.min, int(limits.max) + 1, (4, 10)).astype(dtype)
+        b = rng.integers(-500, 500, 4).astype(np.int32)
+        out = OperandInfo(code, (3, 4), 4.0, 2)
+    ins = [info, (w_info, w), (b_info, b), scalar(FuseCode.RELU)]
+    bound, unbound = _bound_and_unbound(Op.FULLY_CONNECTED, ins, out, x)
+    np.testing.assert_array_equal(bound, unbound)

@@ -522,6 +522,26 @@ def test_pad_mean_squeeze_reshape_transpose() -> None:
     )
 
 
+def test_reshape_to_a_constant_shape_runs_a_bound_kernel() -> None:
+    """The target is resolved once; the result is a copy, and an input of
+    another size takes the unbound path and its error."""
+    prepared = PreparedModel(
+        model(
+            OperationCode.RESHAPE,
+            [(t(F32, (1, 2, 2, 3)), RUNTIME), (t(I32, (2,)), [-1, 4])],
+            [t(F32, (3, 4))],
+        )
+    )
+    (operation,) = prepared.main.operations
+    assert operation.kernel is not None
+    x = np.arange(12, dtype=np.float32).reshape(1, 2, 2, 3)
+    (out,) = prepared.run([x])
+    np.testing.assert_array_equal(out, x.reshape(3, 4))
+    assert not np.shares_memory(out, x)
+    with pytest.raises(NNError, match="cannot infer the -1"):
+        operation.kernel([np.zeros((1, 5), np.float32), np.array([-1, 4], np.int32)])
+
+
 def test_shape_validation_rejections() -> None:
     x = t(F32, (1, 2, 2, 4))
     rejects(OperationCode.RESHAPE, [(x, RUNTIME), (t(I32, (2,)), [-1, -1])], [t(F32, (4, 4))])

@@ -17,13 +17,14 @@ Parameters, padding, window counts and the fused clamp are resolved in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ...codes import OperandCode, OperationCode
-from ..registry import ExecutionContext, OperationSignature, register
+from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .common import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
@@ -116,42 +117,104 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     _, in_h, in_w, _ = x.shape
     fh, fw = _filter_hw(values)
     win = plan.resolve(in_h, in_w, fh, fw, fail)
-    out_info = sig.outputs[0]
-    fuse = int(values["fuse"])
-    quantized = sig.inputs[0].code in QUANT8_ASYMM_CODES
-
-    if sig.code == OperationCode.MAX_POOL_2D:
-        lowest = np.iinfo(x.dtype).min if quantized else -np.inf
-        padded = pad_nhwc(x, win, x.dtype, lowest)
-        if x.dtype == np.float32:
-            result = pool_f32(padded, (fh, fw), win, POOL_MAX)
-        else:
-            result = reduce_windows(padded, win, fh, fw, np.maximum)
-    else:
+    counts = None
+    if sig.code != OperationCode.MAX_POOL_2D:
         counts = state.counts
         if counts is None or win is not plan.window:
             counts = _counts(win, in_h, in_w, fh, fw)
         if (counts == 0).any():
             raise fail("a pooling window lies entirely in the padding")
-        if sig.code == OperationCode.L2_POOL_2D:
-            squares = np.square(x, dtype=np.float32)
-            sums = pool_f32(pad_nhwc(squares, win, np.float32), (fh, fw), win, POOL_SUM)
-            result = np.sqrt(sums / counts, dtype=np.float32)
-        elif quantized:
-            sums = reduce_windows(pad_nhwc(x, win, np.int64), win, fh, fw, np.add)
-            half = counts // 2
-            result = np.where(sums >= 0, (sums + half) // counts, -((half - sums) // counts))
-        else:
-            sums = pool_f32(pad_nhwc(x, win, np.float32), (fh, fw), win, POOL_SUM)
-            result = np.divide(sums, counts, dtype=np.float32)
-
-    if quantized:
-        lo, hi = state.bounds or fused_activation_bounds(fuse, out_info)
-        result = np.clip(result, lo, hi).astype(out_info.dtype)
-    else:
-        result = activate(result, fuse).astype(out_info.dtype, copy=False)
+    fuse = int(values["fuse"])
+    bounds = state.bounds
+    if bounds is None and sig.inputs[0].code in QUANT8_ASYMM_CODES:
+        bounds = fused_activation_bounds(fuse, sig.outputs[0])
+    result = _pooled(sig.code, x, win, (fh, fw), counts, fuse, bounds, sig.outputs[0].dtype)
     return [from_nhwc(result, nchw)]
 
 
+def _pooled(
+    code: OperationCode,
+    x: np.ndarray,
+    win: Window2D,
+    filter_hw: tuple[int, int],
+    counts: np.ndarray | None,
+    fuse: int,
+    bounds: tuple[int, int] | None,
+    dtype: np.dtype,
+) -> np.ndarray:
+    """The pool of NHWC ``x`` over the resolved window: what both ``_execute``
+    and a bound kernel compute.  ``counts`` (average and L2 pools) has no zero;
+    ``bounds`` is the quantized clamp, None for float."""
+    quantized = bounds is not None
+    if code == OperationCode.MAX_POOL_2D:
+        lowest = np.iinfo(x.dtype).min if quantized else -np.inf
+        padded = pad_nhwc(x, win, x.dtype, lowest)
+        if x.dtype == np.float32:
+            result = pool_f32(padded, filter_hw, win, POOL_MAX)
+        else:
+            result = reduce_windows(padded, win, *filter_hw, np.maximum)
+    elif counts is None:
+        raise ValueError(f"{code.name} needs the window counts")
+    elif code == OperationCode.L2_POOL_2D:
+        squares = np.square(x, dtype=np.float32)
+        sums = pool_f32(pad_nhwc(squares, win, np.float32), filter_hw, win, POOL_SUM)
+        result = np.sqrt(sums / counts, dtype=np.float32)
+    elif quantized:
+        if filter_hw[0] * filter_hw[1] <= _EXACT_FLOAT32_TAPS:
+            # 8-bit sums of this many taps are exact in float32; the rounded
+            # quotient of two integers below 2^53 is exact in float64.
+            sums = pool_f32(pad_nhwc(x, win, np.float32), filter_hw, win, POOL_SUM)
+            sums = sums.astype(np.float64)
+        else:
+            sums = reduce_windows(pad_nhwc(x, win, np.int64), win, *filter_hw, np.add)
+        half = counts // 2
+        result = np.where(sums >= 0, (sums + half) // counts, -((half - sums) // counts))
+    else:
+        sums = pool_f32(pad_nhwc(x, win, np.float32), filter_hw, win, POOL_SUM)
+        result = np.divide(sums, counts, dtype=np.float32)
+    if bounds is not None:
+        return np.clip(result, *bounds).astype(dtype)
+    return activate(result, fuse).astype(dtype, copy=False)
+
+
+#: Windows of at most this many taps sum 8-bit values exactly in float32 (< 2^24).
+_EXACT_FLOAT32_TAPS = (1 << 24) // 256
+
+
+def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
+    """A kernel for an NHWC pool whose parameters and input shape are constant:
+    the window, counts and clamp are resolved once, so a run is the pool alone
+    (the per-run resolution cost 20-30 us, more than many pools themselves)."""
+    plan, inp = state.plan, sig.inputs[0]
+    in_shape = tuple(inp.dimensions or ())
+    if (
+        plan is None
+        or plan.window is None
+        or plan.values["nchw"]
+        or len(in_shape) != 4
+        or 0 in in_shape
+        or (state.counts is not None and (state.counts == 0).any())
+    ):
+        return None  # _execute resolves at run time (and explains what is wrong)
+    args = (
+        sig.code,
+        plan.window,
+        _filter_hw(plan.values),
+        state.counts,
+        int(plan.values["fuse"]),
+        state.bounds,
+        sig.outputs[0].dtype,
+    )
+    dtype = inp.dtype
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if type(x) is np.ndarray and x.shape == in_shape and x.dtype == dtype:
+            return [_pooled(args[0], x, *args[1:])]
+        return _execute(ExecutionContext(sig, inputs, state))
+
+    return kernel
+
+
 for _code in (OperationCode.AVERAGE_POOL_2D, OperationCode.MAX_POOL_2D, OperationCode.L2_POOL_2D):
-    register(_code, validate=_validate, execute=_execute, prepare=_prepare)
+    register(_code, validate=_validate, execute=_execute, prepare=_prepare, bind=_bind)
