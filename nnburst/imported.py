@@ -8,6 +8,7 @@ reusable execution bound to fixed buffers, computed through a burst.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -23,7 +24,10 @@ from .compilation import Compilation
 from .devices import Device, get_devices
 from .errors import BadDataError
 from .execution import Execution
+from .hal.types import pool_view
+from .memory import Memory
 from .model import Model, OperandType
+from .operands import OperandInfo
 
 __all__ = [
     "LoadedModel",
@@ -213,6 +217,40 @@ def _device(device: str | Device | None) -> list[Device] | None:
     raise BadDataError(f"no device named {device!r} (devices: {names})")
 
 
+#: Each buffer of a runner starts on a cache line.
+_ALIGN = 64
+
+
+def _bind_buffers(
+    execution: Execution, input_types: Sequence[OperandInfo], output_types: Sequence[OperandInfo]
+) -> tuple[Memory, list[np.ndarray], list[np.ndarray]]:
+    """One shared memory holding every input and output, bound to ``execution``
+    and viewed as arrays: a driver in another process maps it once per burst,
+    where buffers of this process's own would be copied in and out of a staging
+    memory on every call.  An empty output stays an array of its own."""
+    types = [*input_types, *output_types]
+    shapes = [tuple(t.dimensions or ()) for t in types]
+    sizes = [math.prod(shape) * np.dtype(t.dtype).itemsize for t, shape in zip(types, shapes)]
+    offsets, end = [], 0
+    for size in sizes:
+        offsets.append(end)
+        end += -(-size // _ALIGN) * _ALIGN
+    memory = Memory.create_shared(max(end, _ALIGN))
+    view = pool_view(memory)
+    buffers = []
+    for i, (t, shape, size, offset) in enumerate(zip(types, shapes, sizes, offsets)):
+        is_input, index = i < len(input_types), i if i < len(input_types) else i - len(input_types)
+        if size == 0:
+            buffer = np.zeros(shape, t.dtype)
+            (execution.set_input if is_input else execution.set_output)(index, buffer)
+        else:
+            buffer = np.frombuffer(view, t.dtype, math.prod(shape), offset).reshape(shape)
+            bind = execution.set_input_from_memory if is_input else execution.set_output_from_memory
+            bind(index, memory, offset, size)
+        buffers.append(buffer)
+    return memory, buffers[: len(input_types)], buffers[len(input_types) :]
+
+
 class Runner:
     """Runs an imported model: ``runner(*inputs)`` → outputs, as numpy arrays in the
     model's order.
@@ -242,15 +280,11 @@ class Runner:
             directory.mkdir(parents=True, exist_ok=True)
             self.compilation.set_caching(directory, self.loaded.digest)
         self.compilation.finish()
-        model_types = self.loaded.model.input_types, self.loaded.model.output_types
-        self._inputs = [np.zeros(t.dimensions or (), t.dtype) for t in model_types[0]]
-        self._outputs = [np.zeros(t.dimensions or (), t.dtype) for t in model_types[1]]
         self.execution = Execution(self.compilation)
         self.execution.set_reusable(True)
-        for i, buffer in enumerate(self._inputs):
-            self.execution.set_input(i, buffer)
-        for i, buffer in enumerate(self._outputs):
-            self.execution.set_output(i, buffer)
+        self._memory, self._inputs, self._outputs = _bind_buffers(
+            self.execution, self.loaded.model.input_types, self.loaded.model.output_types
+        )
         self.burst = Burst(self.compilation) if burst else None
         #: where each variable's value goes in (model inputs) and comes out (outputs)
         count = len(self.loaded.state)
@@ -308,6 +342,7 @@ class Runner:
             self.burst.close()
         self.execution.close()
         self.compilation.close()
+        self._memory.close()
 
     def __enter__(self) -> Runner:
         return self

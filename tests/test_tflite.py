@@ -529,7 +529,13 @@ def test_a_chain_runs_on_a_service_device_through_a_burst(services_env) -> None:
         [0],
         [4],
     )
-    compare(model, [rand(1, 6, 6, 3)], device="nnburst-sample-all")
+    x = rand(1, 6, 6, 3)
+    compare(model, [x], device="nnburst-sample-all")
+    with tflite.Runner(model, device="nnburst-sample-all", cache_dir=None) as runner:
+        first = runner(x)[0]
+        np.testing.assert_array_equal(runner(x)[0], first)
+        # Its buffers are one shared memory the service maps: nothing is staged.
+        assert runner.burst is not None and runner.burst._staged.memory is None
 
 
 # -- what cannot be run -----------------------------------------------------------------------
