@@ -766,7 +766,7 @@ def _bound_and_unbound(code, inputs, out, *feed):
         (Op.MAX_POOL_2D, np.float32, (0, 1, 0, 1)),
         (Op.MAX_POOL_2D, np.uint8, (0, 0, 0, 0)),
         (Op.AVERAGE_POOL_2D, np.float32, (1, 1, 1, 1)),
-        (Op.AVERAGE_POOL_2D, np.uint8, (1, 1, 1, 1)),  # float32 sums, rounded as integers
+        (Op.AVERAGE_POOL_2D, np.uint8, (1, 1, 1, 1)),  # the counts shrink at the edges
         (Op.AVERAGE_POOL_2D, np.int8, (0, 1, 0, 1)),  # negative sums round away from zero
         (Op.L2_POOL_2D, np.float32, (0, 0, 0, 0)),
     ],
