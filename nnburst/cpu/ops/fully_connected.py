@@ -147,7 +147,8 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
 def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
     """Constant weights, bias and activation, with sums in float32: a run is the
     matrix product and one pass for the bias and activation (float) or one C
-    requantization prepared here (quantized; building it took ~30 us a call)."""
+    requantization prepared here (quantized): 6 us a call where ``_execute``
+    took 17."""
     weights_t, bias = state.weights_t, state.bias
     fuse = constant_scalar(sig, 3)
     inp = sig.inputs[0]
