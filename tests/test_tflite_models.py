@@ -290,3 +290,71 @@ def test_cifar10_resnet_matches_litert() -> None:
             got, want = run(image), reference(image)
             within_one(got[1:], want[1:])
             within_one(got[:1], reference_softmax(got[1]))
+
+
+#: Google ML Kit's text recognizers, as shipped inside an APK in the adb-mlkit wheel:
+#: two stacked quantized basic LSTM cells (uint8 activations, int16 cell state) then a
+#: fully connected layer and a softmax, one time step per call; the app carries the
+#: state (four model inputs, four outputs).
+ADB_MLKIT = ("adb-mlkit", "0.1.2", "adb_mlkit/assets/adb-mlkit.apk")
+OCR_LINES = "assets/mlkit-google-ocr-models/gocr/gocr_models/line_recognition_legacy_mobile"
+
+
+def mlkit_lstm(script: str) -> bytes:
+    with zipfile.ZipFile(wheel_member(*ADB_MLKIT)) as apk:
+        return apk.read(f"{OCR_LINES}/{script}_ctc/optical/lstm_model.fb")
+
+
+def step_like_litert(run: tflite.Runner, model: bytes, steps: int) -> None:
+    """Each step starts both from LiteRT's state after the last one (the app carries
+    it: inputs named ``.../zeros``, outputs ``.../Add_1`` and ``.../Mul_2``) and a
+    new frame; every output, state included, within 1 of LiteRT's."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    reference = Interpreter(
+        model_content=model,
+        num_threads=1,
+        experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+    )
+    reference.allocate_tensors()
+    names = [i.name for i in run.inputs]
+    next_state = {
+        name: name.replace("BasicLSTMCellZeroState/zeros_1", "basic_lstm_cell/Mul_2").replace(
+            "BasicLSTMCellZeroState/zeros", "basic_lstm_cell/Add_1"
+        )
+        for name in names[1:]
+    }
+    rng = np.random.default_rng(7)
+    feeds = {i.name: np.zeros(i.shape, i.dtype) for i in run.inputs}
+    for _ in range(steps):
+        feeds[names[0]] = rng.integers(0, 256, run.inputs[0].shape, dtype=np.uint8)
+        for detail in reference.get_input_details():
+            reference.set_tensor(detail["index"], feeds[detail["name"]])
+        reference.invoke()
+        want = {d["name"]: reference.get_tensor(d["index"]) for d in reference.get_output_details()}
+        got = run(*(feeds[name] for name in names))
+        within_one(got, [want[o.name] for o in run.outputs])
+        for name, source in next_state.items():
+            feeds[name] = want[source]
+
+
+@pytest.mark.parametrize("script", ["Latn", "Kore"])
+def test_mlkit_text_recognizer_lstm_steps_like_litert(script: str) -> None:
+    """The basic cells are QUANTIZED_16BIT_LSTM.  Where LiteRT and NNAPI part: NNAPI
+    scales each gate's sums with two roundings (gemmlowp's), LiteRT with one, so
+    now and then a gate is 1 lower, and the int16 cell state with it."""
+    model = mlkit_lstm(script)
+    loaded = tflite.load(model)
+    codes = [op.code.name for op in loaded.model.hal_model.main.operations]
+    assert codes.count("QUANTIZED_16BIT_LSTM") == 2 and "FULLY_CONNECTED" in codes
+    assert [i.dtype for i in loaded.inputs] == [np.uint8, np.int16, np.uint8, np.int16, np.uint8]
+    assert len(loaded.outputs) == 5 and not loaded.state  # the app carries the state
+    with tflite.Runner(loaded, "nnburst-reference", cache_dir=None) as run:
+        step_like_litert(run, model, steps=20)
+
+
+@pytest.mark.usefixtures("services_env")
+def test_mlkit_text_recognizer_lstm_steps_through_a_service_burst() -> None:
+    model = mlkit_lstm("Latn")
+    with tflite.Runner(model, "nnburst-sample-all", cache_dir=None) as run:
+        step_like_litert(run, model, steps=5)

@@ -405,7 +405,7 @@ def test_state_that_is_not_a_variable_tensor_is_refused() -> None:
     refused(repack(parsed), "a state input that is not a variable tensor")
     parsed.subgraphs[0].tensors[4].isVariable = True
     parsed.subgraphs[0].inputs = [0, 4]
-    refused(repack(parsed), "a variable tensor that is an input")
+    refused(repack(parsed), "a state input that is not a variable tensor of its own")
 
 
 def test_malformed_recurrent_operators_are_refused_clearly() -> None:
@@ -441,3 +441,61 @@ def test_variable_tensors_as_model_outputs() -> None:
             np.testing.assert_array_equal(got, x)
             np.testing.assert_array_equal(stays, np.zeros((1, 4), F32))
     assert [w.tolist() for w in run_litert_calls(model, [[x]])[0]] == [x.tolist(), stays.tolist()]
+
+
+# -- the quantized basic LSTM cell (kernel_type BASIC) ---------------------------------------
+
+
+def basic_lstm_cell(batch: int, n_input: int, units: int, kernel_type: int = 1) -> bytes:
+    """TFLite's quantized basic cell: uint8 input and output at 1/128, zero point 128,
+    packed uint8 weights [4·units, input + units], int32 bias, int16 cell state at
+    2^-11; two scratch outputs.  The state comes in and goes out as model tensors."""
+    q8 = {"scale": 1 / 128, "zero_point": 128}
+    cell = {"scale": 2.0**-11, "zero_point": 0}
+    w_scale = 0.05
+    x, previous = Tensor((batch, n_input), np.uint8, **q8), Tensor((batch, units), np.uint8, **q8)
+    packed = RNG.integers(60, 200, (4 * units, n_input + units)).astype(np.uint8)
+    w = Tensor(packed.shape, np.uint8, packed, scale=w_scale, zero_point=130)
+    b = Tensor((4 * units,), np.int32, RNG.integers(-3000, 3000, 4 * units).astype(np.int32),
+               scale=w_scale / 128, zero_point=0)  # fmt: skip
+    prev_cell = Tensor((batch, units), np.int16, **cell)
+    out, new_cell = Tensor((batch, units), np.uint8, **q8), Tensor((batch, units), np.int16, **cell)
+    concat = Tensor((batch, n_input + units), np.uint8, **q8)
+    gates = Tensor((batch, 4 * units), np.int16, scale=2.0**-12, zero_point=0)
+    o = options(
+        schema.LSTMOptionsT,
+        fusedActivationFunction=ACT.TANH,
+        kernelType=kernel_type,
+    )
+    tensors = [x, previous, w, b, prev_cell, out, new_cell, concat, gates]
+    return graph(tensors, [("LSTM", [0, 1, 2, 3, 4], [5, 6, 7, 8], o, 2)], [0, 1, 4], [5, 6])
+
+
+@pytest.mark.parametrize(("n_input", "units"), [(3, 5), (6, 4), (4, 4)])
+def test_basic_quantized_lstm_cell_steps_like_litert(n_input: int, units: int) -> None:
+    """QUANTIZED_16BIT_LSTM, whatever the input and unit counts (the packed weights'
+    first columns go to NNAPI's recurrent operands: see the importer).  NNAPI
+    rounds each gate's sums twice, LiteRT once: a gate is now and then 1 lower,
+    which moves the int16 cell state by at most 2 of its steps."""
+    model = basic_lstm_cell(2, n_input, units)
+    loaded = tflite.load(model)
+    assert [op.code.name for op in loaded.model.hal_model.main.operations] == [
+        "QUANTIZED_16BIT_LSTM"
+    ]
+    calls = [
+        [
+            RNG.integers(0, 256, (2, n_input)).astype(np.uint8),
+            RNG.integers(0, 256, (2, units)).astype(np.uint8),
+            RNG.integers(-12000, 12000, (2, units)).astype(np.int16),
+        ]
+        for _ in range(8)
+    ]
+    with tflite.Runner(loaded, cache_dir=None) as run:
+        for inputs, (out, cell) in zip(calls, run_litert_calls(model, calls)):
+            got_out, got_cell = run(*inputs)
+            assert np.abs(got_out.astype(int) - out).max() <= 1
+            assert np.abs(got_cell.astype(int) - cell).max() <= 2
+
+
+def test_a_float_lstm_cell_is_refused() -> None:
+    refused(basic_lstm_cell(1, 3, 4, kernel_type=0), "LSTM (a float LSTM cell")

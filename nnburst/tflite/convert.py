@@ -104,7 +104,7 @@ class Converter(ModelBuilder):
         if index in self._operands:
             return self._operands[index]
         t = self.tensor(index)
-        if t.variable:
+        if t.variable and index not in self.graph.inputs:  # an input is the app's to carry
             return self._variable_tensor(index)
         values = self._folded.get(index, t.data)
         if values is not None and values.dtype == np.int64:
@@ -372,10 +372,8 @@ def _unsupported(graph: Subgraph, main: bool) -> Counter[str]:
     for t in graph.tensors:
         if t.dtype is None and t.type_name != "RESOURCE":
             found[f"{t.type_name} tensors"] += 1
-        if t.variable and (not main or t.data is not None or t.index in graph.inputs):
-            found[
-                "a variable tensor that is an input, has data or is not in the main subgraph"
-            ] += 1
+        if t.variable and (not main or t.data is not None):
+            found["a variable tensor that has data or is not in the main subgraph"] += 1
     return found
 
 
@@ -936,8 +934,8 @@ def _recurrent(
     operator's, then a new operand per state input (variable tensor), which holds
     that variable's value from here on.  LiteRT keeps state only in variable tensors."""
     for i in states:
-        if i < 0 or not c.tensor(i).variable:
-            raise _Unsupported("a state input that is not a variable tensor")
+        if i < 0 or not c.tensor(i).variable or i in c.graph.inputs:
+            raise _Unsupported("a state input that is not a variable tensor of its own")
     if len(op.outputs) < sequences:
         raise BadDataError(
             f"operator {op.index} ({op.name}): {len(op.outputs)} outputs of {sequences}"
@@ -988,6 +986,80 @@ def _bidirectional_lstm(c: Converter, op: Operator) -> None:
     operands += [c.boolean(bool(o.TimeMajor())), *(c.optional(-1) for _ in range(8))]
     sequences = 1 if o.MergeOutputs() else 2
     _recurrent(c, op, OperationCode.BIDIRECTIONAL_SEQUENCE_LSTM, operands, sequences, inputs[35:39])
+
+
+#: TFLite's LSTM kernel types (LSTMKernelType): FULL is the float cell, BASIC the
+#: quantized 8/16-bit cell of TensorFlow's BasicLSTMCell.
+_BASIC = 1
+
+
+@maps("LSTM")
+def _basic_lstm(c: Converter, op: Operator) -> None:
+    """TFLite's quantized basic LSTM cell is NNAPI's QUANTIZED_16BIT_LSTM, as the
+    NNAPI delegate maps it: inputs (input, previous output, weights [4H, I+H],
+    bias [4H], previous cell state), outputs (output, cell state, two scratch
+    tensors).  Its packed weights multiply ``[input, previous output]`` with the
+    gates in rows i, g (cell), f, o.  NNAPI's reference rebuilds that matrix from
+    the eight weight operands with the recurrent ones in its first H columns
+    (``quantized_lstm``): handing it the packed matrix's first H columns as the
+    recurrent weights and the rest as the input weights gives back the same
+    matrix, so the step computes what LiteRT's does, whatever I and H are.  The
+    state travels as model inputs and outputs (the app carries it, as in LiteRT)."""
+    o = op.options
+    if o.KernelType() != _BASIC:
+        raise _Unsupported("a float LSTM cell (the sequence layers are mapped, not the cell)")
+    if len(op.inputs) != 5 or len(op.outputs) != 4:
+        raise BadDataError(
+            f"operator {op.index} ({op.name}): a basic LSTM cell has 5 inputs and 4 outputs, "
+            f"not {len(op.inputs)} and {len(op.outputs)}"
+        )
+    if o.FusedActivationFunction() != _TANH or o.CellClip() or o.ProjClip():
+        raise _Unsupported("a basic cell without TANH or with clipping")
+    x, previous, packed, packed_bias, cell = (c.tensor(i) for i in op.inputs)
+    if (x.dtype, previous.dtype, packed.dtype, packed_bias.dtype, cell.dtype) != (
+        np.uint8, np.uint8, np.uint8, np.int32, np.int16
+    ):  # fmt: skip
+        raise _Unsupported("a basic cell whose tensors are not uint8, int32 and int16")
+    weights = c.values(op.inputs[2], "weights")
+    bias = c.values(op.inputs[3], "bias")
+    units = previous.shape[-1] if previous.shape else 0
+    if (
+        units <= 0
+        or weights.ndim != 2
+        or weights.shape[0] != 4 * units
+        or bias.shape != (4 * units,)
+    ):
+        raise BadDataError(
+            f"operator {op.index} ({op.name}): weights {weights.shape} and bias {bias.shape} "
+            f"do not fit {units} units"
+        )
+    weight_type = c.operand_type(packed)
+    bias_scale = weight_type.scale / 128  # the reference's, to the last bit
+    rows = [slice(g * units, (g + 1) * units) for g in (0, 2, 1, 3)]  # NNAPI's i, f, g, o
+
+    def constant(values: np.ndarray, operand_type: OperandType) -> int:
+        operand = c.model.add_operand(operand_type)
+        c.model.set_operand_value(operand, np.ascontiguousarray(values))
+        return operand
+
+    def weight(values: np.ndarray) -> int:
+        return constant(
+            values,
+            OperandType(weight_type.code, values.shape, weight_type.scale, weight_type.zero_point),
+        )
+
+    inputs = [weight(weights[r, units:]) for r in rows]
+    recurrent = [weight(weights[r, :units]) for r in rows]
+    biases = [
+        constant(bias[r], OperandType(OperandCode.TENSOR_INT32, (units,), bias_scale)) for r in rows
+    ]
+    operands = [c.operand(op.inputs[0]), *inputs, *recurrent, *biases]
+    operands += [c.operand(op.inputs[4]), c.operand(op.inputs[1])]
+    c.add(
+        OperationCode.QUANTIZED_16BIT_LSTM,
+        operands,
+        [c.operand(op.outputs[1]), c.operand(op.outputs[0])],
+    )
 
 
 def _rnn_activation(c: Converter, o: Any) -> int:
