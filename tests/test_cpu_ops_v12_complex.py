@@ -3012,6 +3012,25 @@ def test_quantized_16bit_lstm_known_answer() -> None:
     np.testing.assert_array_equal(out, [[140, 151, 146, 112], [136, 156, 142, 112]])
 
 
+def test_quantized_16bit_lstm_with_weights_given_at_run_time() -> None:
+    """The weights packed per run (model inputs) give what the packing done once
+    at prepare time (constants) gives."""
+    outs = [
+        info(T.TENSOR_QUANT16_SYMM, 2, 4, scale=1 / 2048),
+        info(T.TENSOR_QUANT8_ASYMM, 2, 4, scale=1 / 128, zp=128),
+    ]
+    args = q16_lstm_inputs(2)
+    x = np.array([[166, 179], [50, 150]], np.uint8)
+    cell = np.array([[876, 1034, 955, -909], [761, 1029, 796, -1036]], np.int16)
+    previous = np.array([[136, 150, 140, 115], [135, 152, 138, 112]], np.uint8)
+    want = run(Op.QUANTIZED_16BIT_LSTM, args, outs, x, cell, previous)
+    feeds = [value for _, value in args[1:13]]
+    runtime = [args[0], *(i for i, _ in args[1:13]), *args[13:]]
+    got = run(Op.QUANTIZED_16BIT_LSTM, runtime, outs, x, *feeds, cell, previous)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_quantized_16bit_lstm_validation() -> None:
     outs = [
         info(T.TENSOR_QUANT16_SYMM, 1, 4, scale=1 / 2048),

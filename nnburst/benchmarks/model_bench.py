@@ -103,15 +103,27 @@ def disagreement(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str |
     return None
 
 
+#: How long each row runs before the next takes its turn.  A VM's speed drifts
+#: by a third within a second (face_detection: 1.6-2.6 ms in one process, 0.5 s
+#: apart), so rows compared with each other take short turns.
+TURN_S = 0.1
+
+
+def turns(seconds: float) -> int:
+    """How many turns each row's ``seconds`` are cut into."""
+    return max(ROUNDS, round(seconds / TURN_S))
+
+
 def time_in_turns(
     calls: list[tuple[str, Callable[[], object]]], seconds: float
 ) -> list[LatencyStats]:
-    """Each call timed for ``seconds`` in all, in :data:`~.runtime_bench.ROUNDS`
-    slices taken one call after another, as ``nnburst bench`` times its rows."""
+    """Each call timed for ``seconds`` in all, in :func:`turns` slices taken one
+    call after another."""
     samples: dict[str, list[np.ndarray]] = {name: [] for name, _ in calls}
-    for _ in range(ROUNDS):
+    count = turns(seconds)
+    for _ in range(count):
         for name, call in calls:
-            samples[name].append(measure(call, None, seconds / ROUNDS))
+            samples[name].append(measure(call, None, seconds / count))
     return [LatencyStats.from_ns(name, np.concatenate(samples[name])) for name, _ in calls]
 
 
@@ -172,7 +184,7 @@ def run(
 def main(path: str | Path, seconds: float = DEFAULT_DURATION_S) -> None:
     rows, notes, peer = run(path, seconds)
     print(
-        f"{Path(path).name}: one execution per call, {seconds:g} s per row in {ROUNDS} turns"
+        f"{Path(path).name}: one execution per call, {seconds:g} s per row in {turns(seconds)} turns"
         f" (the rows take turns), BLAS and {peer} on one thread"
     )
     print(latency_table(rows, baseline=peer if any(r.name == peer for r in rows) else None))
