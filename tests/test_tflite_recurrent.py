@@ -499,3 +499,15 @@ def test_basic_quantized_lstm_cell_steps_like_litert(n_input: int, units: int) -
 
 def test_a_float_lstm_cell_is_refused() -> None:
     refused(basic_lstm_cell(1, 3, 4, kernel_type=0), "LSTM (a float LSTM cell")
+
+
+def test_a_basic_cell_that_does_not_add_up_is_refused_clearly() -> None:
+    """Weights for another input size: an importer error naming the sizes; a
+    scratch output the model reads (nothing computes it): refused."""
+    parsed = schema.ModelT.InitFromPackedBuf(basic_lstm_cell(1, 3, 4), 0)
+    parsed.subgraphs[0].tensors[0].shape = [1, 5]
+    with pytest.raises(BadDataError, match=r"weights \(16, 7\) .* do not fit 5 inputs and 4"):
+        tflite.load(repack(parsed))
+    parsed = schema.ModelT.InitFromPackedBuf(basic_lstm_cell(1, 3, 4), 0)
+    parsed.subgraphs[0].outputs = [5, 6, 8]
+    refused(repack(parsed), "LSTM (a basic cell whose scratch outputs are read)")

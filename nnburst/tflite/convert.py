@@ -1023,16 +1023,15 @@ def _basic_lstm(c: Converter, op: Operator) -> None:
     weights = c.values(op.inputs[2], "weights")
     bias = c.values(op.inputs[3], "bias")
     units = previous.shape[-1] if previous.shape else 0
-    if (
-        units <= 0
-        or weights.ndim != 2
-        or weights.shape[0] != 4 * units
-        or bias.shape != (4 * units,)
-    ):
+    n_input = x.shape[-1] if x.shape else 0
+    if weights.shape != (4 * units, n_input + units) or bias.shape != (4 * units,) or not units:
         raise BadDataError(
             f"operator {op.index} ({op.name}): weights {weights.shape} and bias {bias.shape} "
-            f"do not fit {units} units"
+            f"do not fit {n_input} inputs and {units} units"
         )
+    scratch = set(op.outputs[2:])
+    if scratch & {*c.graph.outputs, *(i for other in c.graph.operators for i in other.inputs)}:
+        raise _Unsupported("a basic cell whose scratch outputs are read")
     weight_type = c.operand_type(packed)
     bias_scale = weight_type.scale / 128  # the reference's, to the last bit
     rows = [slice(g * units, (g + 1) * units) for g in (0, 2, 1, 3)]  # NNAPI's i, f, g, o
