@@ -228,27 +228,38 @@ def _bind_buffers(
     and viewed as arrays: a driver in another process maps it once per burst,
     where buffers of this process's own would be copied in and out of a staging
     memory on every call.  An empty output stays an array of its own."""
-    types = [*input_types, *output_types]
-    shapes = [tuple(t.dimensions or ()) for t in types]
-    sizes = [math.prod(shape) * np.dtype(t.dtype).itemsize for t, shape in zip(types, shapes)]
+    shapes = [tuple(t.dimensions or ()) for t in (*input_types, *output_types)]
+    sizes = [
+        math.prod(shape) * t.dtype.itemsize
+        for t, shape in zip((*input_types, *output_types), shapes)
+    ]
     offsets, end = [], 0
     for size in sizes:
         offsets.append(end)
         end += -(-size // _ALIGN) * _ALIGN
     memory = Memory.create_shared(max(end, _ALIGN))
     view = pool_view(memory)
-    buffers = []
-    for i, (t, shape, size, offset) in enumerate(zip(types, shapes, sizes, offsets)):
-        is_input, index = i < len(input_types), i if i < len(input_types) else i - len(input_types)
+    places = iter(zip(shapes, sizes, offsets))
+
+    def bind(t: OperandInfo, is_input: bool, index: int) -> np.ndarray:
+        shape, size, offset = next(places)
         if size == 0:
             buffer = np.zeros(shape, t.dtype)
             (execution.set_input if is_input else execution.set_output)(index, buffer)
+            return buffer
+        if is_input:
+            execution.set_input_from_memory(index, memory, offset, size)
         else:
-            buffer = np.frombuffer(view, t.dtype, math.prod(shape), offset).reshape(shape)
-            bind = execution.set_input_from_memory if is_input else execution.set_output_from_memory
-            bind(index, memory, offset, size)
-        buffers.append(buffer)
-    return memory, buffers[: len(input_types)], buffers[len(input_types) :]
+            execution.set_output_from_memory(index, memory, offset, size)
+        return np.frombuffer(view, t.dtype, math.prod(shape), offset).reshape(shape)
+
+    try:
+        inputs = [bind(t, True, i) for i, t in enumerate(input_types)]
+        outputs = [bind(t, False, i) for i, t in enumerate(output_types)]
+    except BaseException:
+        memory.close()
+        raise
+    return memory, inputs, outputs
 
 
 class Runner:

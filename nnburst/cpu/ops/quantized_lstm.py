@@ -287,7 +287,11 @@ def _pack_q16(
 
 
 def _prepare_q16(sig: OperationSignature) -> _Packed | None:
-    """Packed once when every weight and bias is a constant of a declared shape."""
+    """Packed once when every weight and bias is a constant of a declared shape.
+    The gate tables (~60 ms, once per process) are built here too, so that the
+    first execution does not pay for them."""
+    _table(_logistic16, 3)
+    _table(_tanh16, 3)
     values = [sig.constants.get(i) for i in range(13)]
     first = values[1]
     if first is None or any(v is None for v in values[1:]):
