@@ -228,11 +228,9 @@ def _bind_buffers(
     and viewed as arrays: a driver in another process maps it once per burst,
     where buffers of this process's own would be copied in and out of a staging
     memory on every call.  An empty output stays an array of its own."""
-    shapes = [tuple(t.dimensions or ()) for t in (*input_types, *output_types)]
-    sizes = [
-        math.prod(shape) * t.dtype.itemsize
-        for t, shape in zip((*input_types, *output_types), shapes)
-    ]
+    types = (*input_types, *output_types)
+    shapes = [tuple(t.dimensions or ()) for t in types]
+    sizes = [math.prod(shape) * t.dtype.itemsize for t, shape in zip(types, shapes)]
     offsets, end = [], 0
     for size in sizes:
         offsets.append(end)

@@ -31,6 +31,14 @@ def make_model(
     initializers: dict[str, np.ndarray],
     opset: int = 17,
 ) -> Any:
+    model = _unchecked_model(nodes, inputs, outputs, initializers, opset)
+    onnx.checker.check_model(model)
+    return model
+
+
+def _unchecked_model(nodes: list[Any], inputs: list[Any], outputs: list[Any],
+                     initializers: dict[str, np.ndarray], opset: int = 18) -> Any:  # fmt: skip
+    """make_model without ONNX's checker: a model it would reject."""
     graph = helper.make_graph(
         nodes,
         "g",
@@ -38,9 +46,7 @@ def make_model(
         outputs,
         [numpy_helper.from_array(v, k) for k, v in initializers.items()],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    onnx.checker.check_model(model)
-    return model
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def against_onnxruntime(model: Any, feeds: dict[str, np.ndarray], **load: Any) -> None:
@@ -1174,19 +1180,6 @@ def test_an_integer_clip_to_the_int64_extremes_clamps_nothing_more_like_onnxrunt
         },  # fmt: skip
     )
     against_onnxruntime(model, {"x": np.array([-5, 0, 3, 7], np.int64)})
-
-
-def _unchecked_model(nodes: list[Any], inputs: list[Any], outputs: list[Any],
-                     initializers: dict[str, np.ndarray], opset: int = 18) -> Any:  # fmt: skip
-    """make_model without ONNX's checker: a model it would reject."""
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        inputs,
-        outputs,
-        [numpy_helper.from_array(v, k) for k, v in initializers.items()],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 @pytest.mark.parametrize(

@@ -333,7 +333,7 @@ class Converter(ModelBuilder):
         passed = index in self.graph.inputs or t.data is not None or t.variable
         if not passed and operand not in taken:
             return operand
-        return self.copy(operand, self.operand_type(self.tensor(index)))
+        return self.copy(operand, self.operand_type(t))
 
     def _fold_constant_weights(self) -> None:
         """What a delegate computes once from constants is computed here once too: a

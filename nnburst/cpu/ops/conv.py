@@ -55,7 +55,7 @@ from .common import (
 from .native import TILE, ConvLoop, Requantizer, conv_f32, depthwise_conv_f32
 from .windows import (
     WindowPlan,
-    activate,
+    biased,
     constant_plan,
     conv_output,
     exact_dtype,
@@ -373,7 +373,7 @@ def _float_kernel(
 
     def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
-        if type(x) is np.ndarray and loop.fits(x):
+        if x is not None and loop.fits(x):
             return [loop(x)]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
@@ -387,18 +387,14 @@ def _float_product_kernel(
     the fused clamp in place, as ``_execute`` computes it without its per-run
     checks (4-8 us a layer; face_detection has 15 such layers)."""
     assert state.plan is not None and state.bias is not None
-    weights = np.ascontiguousarray(filt.weights[:, : filt.depth_out])
-    shape = (*in_shape[:3], filt.depth_out)
+    sums = _pointwise_sums(filt, in_shape)
     bias = state.bias if state.bias.any() else None
     fuse = int(state.plan.values["fuse"])
 
     def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         x = inputs[0]
         if type(x) is np.ndarray and x.shape == in_shape and x.dtype == np.float32:
-            acc = _matrix_product(weights, shape, x)
-            if bias is not None:
-                acc += bias
-            return [activate(acc, fuse)]
+            return [biased(sums(x), bias, fuse)]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
     return kernel
@@ -421,8 +417,7 @@ def _quantized_kernel(
     out = sig.outputs[0]
     sums: Callable[[np.ndarray], np.ndarray]
     if blas:
-        weights = filt.weights[:, : filt.depth_out]
-        sums = functools.partial(_matrix_product, weights, (*in_shape[:3], filt.depth_out))
+        sums = _pointwise_sums(filt, in_shape)
     else:
         zeros = np.zeros(filt.depth_out, np.float32)
         hw = (filt.filter_h, filt.filter_w)
@@ -439,6 +434,13 @@ def _quantized_kernel(
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
     return kernel
+
+
+def _pointwise_sums(filt: _Filter, in_shape: tuple[int, ...]) -> Callable[[np.ndarray], np.ndarray]:
+    """A 1x1 layer's sums for an input of ``in_shape``: one matrix product with
+    the filter's columns of real channels, made contiguous once."""
+    weights = np.ascontiguousarray(filt.weights[:, : filt.depth_out])
+    return functools.partial(_matrix_product, weights, (*in_shape[:3], filt.depth_out))
 
 
 def _matrix_product(weights: np.ndarray, shape: tuple[int, ...], x: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ from .common import (
     require_operand_type,
 )
 from .native import Requantizer
-from .windows import activate, conv_output, exact_dtype
+from .windows import biased, conv_output, exact_dtype
 
 
 def _validate(sig: OperationSignature) -> None:
@@ -164,7 +164,7 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
             return None
         finish = Requantizer(units, bias, *state.requant, out.zero_point, state.bounds, out.dtype)
     else:
-        finish = functools.partial(_biased, bias if bias.any() else None, int(fuse))
+        finish = functools.partial(biased, bias=bias if bias.any() else None, fuse=int(fuse))
     zero_point, dtype = (inp.zero_point if state.requant is not None else 0), inp.dtype
 
     def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
@@ -175,13 +175,6 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
     return kernel
-
-
-def _biased(bias: np.ndarray | None, fuse: int, acc: np.ndarray) -> np.ndarray:
-    """Float sums with their bias and fused activation, in place (as conv_output)."""
-    if bias is not None:
-        acc += bias
-    return activate(acc, fuse)
 
 
 register(

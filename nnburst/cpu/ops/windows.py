@@ -187,6 +187,14 @@ def activate(acc: np.ndarray, fuse: int) -> np.ndarray:
     return acc
 
 
+def biased(acc: np.ndarray, bias: np.ndarray | None, fuse: int) -> np.ndarray:
+    """Float sums with their ``bias`` (None: all zeros, nothing to add) and fused
+    activation, in place."""
+    if bias is not None:
+        acc += bias
+    return activate(acc, fuse)
+
+
 def conv_output(
     acc: np.ndarray,
     bias: np.ndarray,
@@ -202,9 +210,7 @@ def conv_output(
     ``bounds`` is the fused clamp when already known.
     """
     if requant is None:
-        if bias.any():
-            acc += bias
-        return activate(acc, fuse).astype(out.dtype, copy=False)
+        return biased(acc, bias if bias.any() else None, fuse).astype(out.dtype, copy=False)
     lo, hi = bounds if bounds is not None else fused_activation_bounds(fuse, out)
     if acc.dtype == np.float32 and out.dtype in (np.uint8, np.int8):
         return requantize_f32(acc, bias, *requant, out.zero_point, (lo, hi), out.dtype)
