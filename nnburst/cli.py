@@ -83,6 +83,51 @@ def _runner_class(path: str) -> Any:
         raise CliError(str(exc)) from None
 
 
+def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``NAME=D,D,...`` (``--input-shape``)."""
+    name, equals, dims = text.rpartition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        shape = ()
+    if not equals or not name or not shape or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"expected NAME=D,D,... (e.g. input=1,512), got {text!r}")
+    return name, shape
+
+
+def _read_inputs(files: Sequence[str]) -> list[Any]:
+    import numpy as np
+
+    arrays = []
+    for file in files:
+        try:
+            arrays.append(np.load(file, allow_pickle=False))
+        except (OSError, ValueError) as exc:
+            raise CliError(f"--input {file}: {exc}") from None
+    return arrays
+
+
+def _loaded_model(path: str, shapes: dict[str, tuple[int, ...]], arrays: Sequence[Any]) -> Any:
+    """The model file converted for the shapes asked for: ``--input-shape`` first,
+    then the shapes of the ``--input`` arrays (an ONNX model's symbolic dimensions
+    are fixed by them)."""
+    runner_class = _runner_class(path)
+    if not path.endswith(".onnx"):
+        if shapes:
+            raise CliError("--input-shape: a TFLite model runs at the shapes its file declares")
+        return runner_class.load(path)
+    from . import onnx as nn_onnx
+
+    names = nn_onnx.input_names(path)
+    if arrays and len(arrays) != len(names):
+        raise CliError(f"the model takes {len(names)} inputs, got {len(arrays)} --input")
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise CliError(f"--input-shape names no input of the model: {unknown} (inputs: {names})")
+    given = {name: tuple(array.shape) for name, array in zip(names, arrays)}
+    return nn_onnx.load(path, {**given, **shapes})
+
+
 def _run(args: argparse.Namespace) -> int:
     """``nnburst run MODEL.tflite|.onnx``: one execution, its outputs summarized."""
     import numpy as np
@@ -90,21 +135,15 @@ def _run(args: argparse.Namespace) -> int:
     from .errors import NNError
 
     runner_class = _runner_class(args.model)
+    arrays = _read_inputs(args.input)
     try:
-        with runner_class(args.model, device=args.device) as runner:
-            if args.input and len(args.input) != len(runner.inputs):
+        loaded = _loaded_model(args.model, dict(args.input_shape), arrays)
+        with runner_class(loaded, device=args.device) as runner:
+            if arrays and len(arrays) != len(runner.inputs):
                 raise CliError(
-                    f"the model takes {len(runner.inputs)} inputs, got {len(args.input)} --input"
+                    f"the model takes {len(runner.inputs)} inputs, got {len(arrays)} --input"
                 )
-            inputs = []
-            for i, info in enumerate(runner.inputs):
-                if not args.input:
-                    inputs.append(np.zeros(info.shape, info.dtype))
-                    continue
-                try:
-                    inputs.append(np.load(args.input[i], allow_pickle=False))
-                except (OSError, ValueError) as exc:
-                    raise CliError(f"--input {args.input[i]}: {exc}") from None
+            inputs = arrays or [np.zeros(info.shape, info.dtype) for info in runner.inputs]
             outputs = runner(*inputs)
             device = runner.compilation.device
             print(f"{args.model} on {device.name if device else 'several devices'}:")
@@ -490,12 +529,27 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="run a TFLite or ONNX model once and print its outputs' shapes and checksums",
         description="Load a .tflite or .onnx file, compile it for a device and run it through a "
-        "burst. Inputs come from .npy files (in the model's input order), or are zeros.",
+        "burst. Inputs come from .npy files (in the model's input order), or are zeros. Each "
+        "input's dtype must be the model's (or one that casts to it without changing a value).",
     )
     run.add_argument("model", metavar="MODEL.tflite|MODEL.onnx", help="the model file")
     run.add_argument("--device", metavar="NAME", help="a device name from `nnburst devices`")
     run.add_argument(
-        "--input", action="append", default=[], metavar="FILE.npy", help="an input (repeatable)"
+        "--input",
+        action="append",
+        default=[],
+        metavar="FILE.npy",
+        help="an input, in the model's input order (repeatable); an ONNX model's symbolic "
+        "dimensions take the array's shape",
+    )
+    run.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        type=_input_shape,
+        metavar="NAME=D,D,...",
+        help="fix an ONNX input's shape (repeatable), e.g. --input-shape input=1,512; without "
+        "--input files the inputs are zeros of these shapes",
     )
     run.set_defaults(run=_run)
 

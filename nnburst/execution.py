@@ -690,8 +690,11 @@ class Execution:
             ]
             detail = "; ".join(short) or "an output buffer is too small"
             raise NNError(f"{what}: {detail}", ResultCode.OUTPUT_INSUFFICIENT_SIZE)
+        reason = self._prepared.failure_reason()
         raise NNError(
-            f"{what}: the execution failed{where} ({status.name})", result_code_for_status(status)
+            f"{what}: the execution failed{where} ({status.name})"
+            + (f": {reason}" if reason else ""),
+            result_code_for_status(status),
         )
 
     def _declared_shape(self, i: int) -> tuple[int, ...]:

@@ -477,6 +477,15 @@ class ExecutionPlan(IPreparedModel):
     def fallback_enabled(self) -> bool:
         return self._cpu is not None
 
+    def failure_reason(self) -> str | None:
+        """The reason a step's (or the CPU fallback's) driver gives, if one does."""
+        candidates = [self._whole_cpu] + [step.prepared for step in self.steps]
+        for prepared in candidates:
+            reason = prepared.failure_reason() if prepared is not None else None
+            if reason:
+                return reason
+        return None
+
     # -- execution -----------------------------------------------------------------------
     def create_reusable_execution(
         self, request: Request, measure: MeasureTiming, loop_timeout_ns: int | None = None

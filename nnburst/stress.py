@@ -1307,6 +1307,13 @@ def _run(args: argparse.Namespace, stats: Stats, leaks: LeakCheck) -> None:
         leaks.measure(child_pids, stats)
 
 
+def verdict(stats: Stats) -> str:
+    """FAIL on any failure; an interrupted run has not passed, whatever it saw."""
+    if not stats.passed:
+        return "FAIL"
+    return "INTERRUPTED (no failure before it)" if stats.interrupted else "PASS"
+
+
 def format_summary(stats: Stats, args: argparse.Namespace) -> str:
     doc = stats.to_json()
     by_target = ", ".join(f"{k} {v}" for k, v in sorted(doc["by_target"].items())) or "none"
@@ -1340,12 +1347,14 @@ def format_summary(stats: Stats, args: argparse.Namespace) -> str:
         faults.append(f"shrink-queues: {doc['fallbacks']} synchronous fallbacks")
     lines += [f"  fault        {f}" for f in faults]
     lines += [f"  ! {d}" for d in doc["details"][:10]]
-    lines.append("  result       " + ("PASS" if stats.passed else "FAIL"))
+    lines.append("  result       " + verdict(stats))
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``nnburst stress``; returns the exit code (0: no mismatch, hang, leak or unclean failure)."""
+    """``nnburst stress``; returns the exit code: 0 when the whole run saw no
+    mismatch, hang, leak or unclean failure, 1 when it saw one, 130 when it was
+    interrupted before its end without one."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.seed is None:
@@ -1382,7 +1391,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-    return 0 if stats.passed else 1
+    if not stats.passed:
+        return 1
+    return 130 if stats.interrupted else 0  # 130: as a shell reports a Ctrl-C
 
 
 if __name__ == "__main__":

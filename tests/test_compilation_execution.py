@@ -864,3 +864,41 @@ def test_memory_and_burst_can_be_freed_in_either_order(memory_first):
     else:
         burst.close()
         memory.close()
+
+
+def _conv_on_unknown_sizes() -> nn.Model:
+    """A 3x3 VALID convolution over an input whose height and width come with the call."""
+    model = nn.Model()
+    x = model.add_operand(nn.OperandType(nn.OperandCode.TENSOR_FLOAT32, (1, 0, 0, 1)))
+    w = model.add_operand(nn.OperandType(nn.OperandCode.TENSOR_FLOAT32, (1, 3, 3, 1)))
+    model.set_operand_value(w, np.ones((1, 3, 3, 1), np.float32))
+    b = model.add_operand(nn.OperandType(nn.OperandCode.TENSOR_FLOAT32, (1,)))
+    model.set_operand_value(b, np.zeros(1, np.float32))
+    scalars = []
+    for value in (0, 0, 0, 0, 1, 1, 0):  # explicit padding 0, strides 1, no activation
+        scalars.append(model.add_operand(nn.OperandType(nn.OperandCode.INT32)))
+        model.set_operand_value(scalars[-1], np.int32(value))
+    out = model.add_operand(nn.OperandType(nn.OperandCode.TENSOR_FLOAT32, (1, 0, 0, 1)))
+    model.add_operation(nn.OperationCode.CONV_2D, [x, w, b, *scalars], [out])
+    model.identify_inputs_and_outputs([x], [out])
+    model.finish()
+    return model
+
+
+@pytest.mark.parametrize("path", ["compute", "burst_compute", "start_compute"])
+def test_a_failed_execution_says_why(path: str) -> None:
+    """The driver's reason is in the error, not only in NNBURST_VLOG's log."""
+    compilation = nn.Compilation(_conv_on_unknown_sizes(), [cpu()])
+    compilation.finish()
+    with compilation, nn.Burst(compilation) as burst:
+        execution = nn.Execution(compilation)
+        execution.set_input(0, np.ones((1, 2, 2, 1), np.float32))
+        execution.set_output(0, np.empty((1, 2, 2, 1), np.float32))
+        with pytest.raises(nn.NNError, match="window .* does not fit the padded 2x2 input"):
+            if path == "burst_compute":
+                execution.burst_compute(burst)
+            elif path == "start_compute":
+                execution.start_compute().wait()
+            else:
+                execution.compute()
+        execution.close()

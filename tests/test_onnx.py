@@ -4,6 +4,9 @@ and ONNX's own backend node tests driven through nnburst.onnx.backend."""
 from __future__ import annotations
 
 import collections
+import os
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -20,6 +23,7 @@ from nnburst import onnx as nn_onnx  # noqa: E402
 from nnburst.errors import BadDataError  # noqa: E402
 
 from .model_cache import wheel_directory, wheel_member  # noqa: E402
+from .peers import REPO  # noqa: E402
 
 RNG = np.random.default_rng(11)
 
@@ -1325,3 +1329,46 @@ def test_a_loop_whose_body_does_not_match_it_is_unsupported_not_a_crash() -> Non
     )
     with pytest.raises(nn_onnx.UnsupportedModelError, match="a body whose inputs or outputs"):
         nn_onnx.load(model)
+
+
+def _nnburst_run(tmp_path: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    home = dict(os.environ, HOME=str(tmp_path))  # the compilation cache goes under it
+    return subprocess.run(
+        [sys.executable, "-m", "nnburst", "run", *args],
+        env=home, cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_nnburst_run_takes_symbolic_shapes_from_the_inputs_or_an_option(tmp_path) -> None:
+    """A model with a dynamic dimension runs from the CLI: the .npy files' shapes
+    fix it, or --input-shape does."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "samples"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "samples"])
+    model = make_model(
+        [helper.make_node("Mul", ["x", "two"], ["y"])], [x], [y], {"two": np.float32([2])}
+    )
+    path = tmp_path / "double.onnx"
+    path.write_bytes(model.SerializeToString())
+    chunk = np.arange(512, dtype=np.float32).reshape(1, 512)
+    np.save(tmp_path / "chunk.npy", chunk)
+
+    refused = _nnburst_run(tmp_path, str(path))
+    assert refused.returncode == 1 and "dynamic dimension" in refused.stderr
+
+    given = _nnburst_run(tmp_path, str(path), "--input", str(tmp_path / "chunk.npy"))
+    assert given.returncode == 0, given.stderr
+    assert f"[1, 512] float32 sum {float(chunk.sum() * 2):.6g}" in given.stdout
+
+    shaped = _nnburst_run(tmp_path, str(path), "--input-shape", "x=1,300")
+    assert shaped.returncode == 0, shaped.stderr
+    assert "[1, 300] float32 sum 0" in shaped.stdout
+
+    wrong = _nnburst_run(tmp_path, str(path), "--input-shape", "audio=1,300")
+    assert wrong.returncode == 1 and "names no input of the model: ['audio']" in wrong.stderr
+    bad = _nnburst_run(tmp_path, str(path), "--input-shape", "x=1,-3")
+    assert bad.returncode == 2 and "expected NAME=D,D" in bad.stderr
+
+    np.save(tmp_path / "wide.npy", chunk.astype(np.float64))
+    cast = _nnburst_run(tmp_path, str(path), "--input", str(tmp_path / "wide.npy"))
+    assert cast.returncode == 1 and "'x' takes float32, got float64" in cast.stderr
+    assert "Traceback" not in cast.stderr

@@ -5,8 +5,10 @@ models, invalid packets, the watchdog)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,28 @@ def test_worker_processes_through_python_m(tmp_path: Path) -> None:
     summary = json.loads(out.read_text())
     assert summary["processes"] == 2
     assert_clean(summary)
+
+
+def test_an_interrupted_run_has_not_passed(tmp_path: Path) -> None:
+    """Ctrl-C mid-run: the summary says so and the exit code is 130, not PASS and 0."""
+    out = tmp_path / "summary.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nnburst", "stress", "--services", "0", "--threads", "1",
+         "--duration", "60", "--json", str(out)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(3)  # running by then (its import takes ~1 s)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stdout + stderr
+    assert "result       INTERRUPTED" in stdout and "PASS" not in stdout
+    summary = json.loads(out.read_text())
+    assert summary["interrupted"]
 
 
 def test_bad_options_are_refused() -> None:

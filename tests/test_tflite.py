@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -622,6 +623,72 @@ def test_runner_checks_its_inputs() -> None:
         first = run(*inputs)
         again = run(*inputs)
         np.testing.assert_array_equal(first[0], again[0])
+
+
+def _quantized_add() -> bytes:
+    x = Tensor((1, 4), np.int8, scale=0.5, zero_point=3)
+    return graph([x, x, x], [("ADD", [0, 1], [2], None)], [0, 1], [2])
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (np.array([[200, 1, 2, 3]], np.int32), "takes int8, got int32"),
+        (np.array([[1, 2, 3, 4]], np.uint8), "takes int8, got uint8"),
+        (np.array([[1, 2, 3, 4]], np.float32), "takes int8, got float32"),
+        ([[1, 2, 3, 300]], "int64 values that change as int8"),
+        ([[1.5, 2, 3, 4]], "float64 values that change as int8"),
+    ],
+    ids=["int32 200", "uint8 codes", "floats", "list past the range", "list of fractions"],
+)
+def test_runner_refuses_an_input_whose_values_would_change(given: Any, message: str) -> None:
+    """numpy's same_kind casting turned an int32 200 into an int8 -56: lost data."""
+    with tflite.Runner(_quantized_add(), burst=False, cache_dir=None) as run:
+        ok = np.array([[1, 2, 3, 4]], np.int8)
+        with pytest.raises(BadDataError, match=message) as error:
+            run(given, ok)
+        assert "input " in str(error.value) and "round(x / 0.5) + 3" in str(error.value)
+        with pytest.raises(BadDataError, match=message):
+            run(ok, given)
+
+
+def test_runner_takes_inputs_that_keep_their_values() -> None:
+    model, inputs = CASES["add relu"]()
+    with tflite.Runner(model, burst=False, cache_dir=None) as run:
+        want = run(*inputs)[0]
+        with pytest.raises(BadDataError, match="takes float32, got float64"):
+            run(inputs[0].astype(np.float64), inputs[1])
+        halves = [x.astype(np.float16) for x in inputs]
+        np.testing.assert_array_equal(
+            run(*halves)[0], run(*[h.astype(F32) for h in halves])[0]
+        )  # float16 -> float32 keeps every value
+        np.testing.assert_array_equal(run(inputs[0].tolist(), inputs[1])[0], want)
+    with tflite.Runner(_quantized_add(), burst=False, cache_dir=None) as run:
+        codes = np.array([[1, 2, 3, 4]], np.int8)
+        np.testing.assert_array_equal(run([[1, 2, 3, 4]], codes)[0], run(codes, codes)[0])
+
+
+def test_a_runner_shared_by_threads_takes_turns() -> None:
+    """Its buffers are one set: a second thread's call waited, it did not fail with BAD_STATE."""
+    model, inputs = CASES["add relu"]()
+    errors: list[BaseException] = []
+    with tflite.Runner(model, cache_dir=None) as run:
+        want = run(*inputs)[0]
+
+        def calls(scale: float) -> None:
+            try:
+                for _ in range(200):
+                    got = run(inputs[0] * F32(scale), inputs[1] * F32(scale))[0]
+                    np.testing.assert_array_equal(got, np.maximum(want * F32(scale), 0))
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=calls, args=(s,)) for s in (1.0, 2.0)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert not errors, errors[0]
 
 
 def test_the_compilation_is_cached_by_the_files_digest(tmp_path) -> None:

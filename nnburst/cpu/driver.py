@@ -182,6 +182,10 @@ class CpuPreparedModel(IPreparedModel):
             self.executor = self._prepare_with_cache(model, *cache)
         self.input_specs = _specs(model.main, model.main.input_indexes)
         self.output_specs = _specs(model.main, model.main.output_indexes)
+        self._failure: str | None = None
+
+    def failure_reason(self) -> str | None:
+        return self._failure
 
     def _prepare_with_cache(self, model: HalModel, cache_dir: str, token: bytes) -> PreparedModel:
         """Reuse the order and prepared states cached under ``token``, or
@@ -330,6 +334,7 @@ class CpuExecution(IExecution):
         measure: MeasureTiming,
         loop_timeout_ns: int | None,
     ) -> None:
+        self._prepared = prepared
         self._run_model = prepared.executor.main.run  # the main subgraph, one call fewer
         self._loops = bool(prepared.executor.model.referenced)
         self._measure = measure == MeasureTiming.YES
@@ -339,7 +344,7 @@ class CpuExecution(IExecution):
         #: memories whose closing invalidates this execution
         self._memories = [pool for pool in request.pools if isinstance(pool, MappedMemory)]
         self._outputs = request.outputs
-        self._invalid = False
+        self._invalid: str | None = None  # why every computation is INVALID_ARGUMENT
         self._inputs: list[np.ndarray | None] = []
         self._targets: list[memoryview | None] = []
         #: typed arrays over the outputs' locations, and their shapes, when the
@@ -353,10 +358,10 @@ class CpuExecution(IExecution):
             self._fix_outputs(prepared)
         except _InvalidRequest as exc:
             logger.debug("invalid request: %s", exc)
-            self._invalid = True
+            self._invalid = f"invalid request: {exc}"
         except Exception as exc:  # a closed Memory, a pool without a buffer, a malformed argument
             logger.debug("invalid request: %s: %s", type(exc).__name__, exc)
-            self._invalid = True
+            self._invalid = f"invalid request: {type(exc).__name__}: {exc}"
 
     def _fix_outputs(self, prepared: CpuPreparedModel) -> None:
         fixed: list[np.ndarray | None] = []
@@ -381,13 +386,20 @@ class CpuExecution(IExecution):
 
     def close(self) -> None:
         """Drop the views of the request's buffers (so their mappings can close)."""
-        self._invalid = True
+        self._invalid = "the execution was closed"
         self._inputs, self._targets, self._fixed = [], [], None
+
+    def _failed(self, status: ErrorStatus, reason: str) -> ExecutionResult:
+        """A failed computation's result; its reason kept for the runtime's error."""
+        self._prepared._failure = reason
+        return status, [], NO_TIMING
 
     def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
         driver_start = time.perf_counter_ns() if self._measure else 0
         if self._invalid or (self._memories and any(m.closed for m in self._memories)):
-            return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
+            return self._failed(
+                ErrorStatus.INVALID_ARGUMENT, self._invalid or "a memory of the request was closed"
+            )
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING
         # Only a WHILE (in a referenced subgraph) reads the loop deadline.
@@ -405,10 +417,10 @@ class CpuExecution(IExecution):
             )
         except NNError as exc:
             logger.info("execution failed: %s", exc)
-            return status_for_exception(exc), [], NO_TIMING
+            return self._failed(status_for_exception(exc), str(exc.args[0] if exc.args else exc))
         except Exception as exc:
             logger.warning("execution failed unexpectedly: %s: %s", type(exc).__name__, exc)
-            return _GENERAL_FAILURE, [], NO_TIMING
+            return self._failed(_GENERAL_FAILURE, f"{type(exc).__name__}: {exc}")
         device_end = time.perf_counter_ns() if self._measure else 0
         try:
             fixed = self._fixed
@@ -426,7 +438,7 @@ class CpuExecution(IExecution):
                 status, shapes = _write_outputs(self._outputs, self._targets, results)
         except Exception as exc:  # e.g. an operation returned something that is not an array
             logger.warning("cannot write the outputs: %s: %s", type(exc).__name__, exc)
-            return _GENERAL_FAILURE, [], NO_TIMING
+            return self._failed(_GENERAL_FAILURE, f"cannot write the outputs: {exc}")
         if status is not _NONE and status != ErrorStatus.OUTPUT_INSUFFICIENT_SIZE:
             return status, [], NO_TIMING
         timing = NO_TIMING

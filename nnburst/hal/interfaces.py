@@ -111,6 +111,15 @@ class IPreparedModel(abc.ABC):
         """
         return _ResubmittedExecution(self, request, measure, loop_timeout_ns)
 
+    def failure_reason(self) -> str | None:
+        """Why the latest failed execution failed, when the driver keeps it.
+
+        The HAL reports only a status; an in-process driver can say more, and
+        the runtime puts it in its error.  With executions running at once it
+        names one of the latest failures.  None by default (a driver in
+        another process logs the reason there)."""
+        return None
+
     @abc.abstractmethod
     def execute_synchronously(
         self,

@@ -29,7 +29,22 @@ from ..errors import BadDataError
 from ..imported import LoadedModel, TensorInfo, UnsupportedModelError
 from .convert import convert
 
-__all__ = ["LoadedModel", "Runner", "TensorInfo", "UnsupportedModelError", "load"]
+__all__ = ["LoadedModel", "Runner", "TensorInfo", "UnsupportedModelError", "input_names", "load"]
+
+
+def input_names(source: str | os.PathLike[str] | bytes | onnx.ModelProto) -> list[str]:
+    """The graph's input names in the order a Runner takes them (initializers
+    excluded): what ``input_shapes`` and ``constants`` name."""
+    proto = source if isinstance(source, onnx.ModelProto) else _parse(imported.read_source(source))
+    initializers = {t.name for t in proto.graph.initializer}
+    return [i.name for i in proto.graph.input if i.name not in initializers]
+
+
+def _parse(data: bytes) -> onnx.ModelProto:
+    try:
+        return onnx.load_from_string(data)
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise BadDataError(f"not an ONNX model: {exc}") from None
 
 
 def load(
@@ -58,10 +73,7 @@ def load(
         proto, data = source, source.SerializeToString()
     else:
         data = imported.read_source(source)
-        try:
-            proto = onnx.load_from_string(data)
-        except Exception as exc:  # protobuf's DecodeError and friends
-            raise BadDataError(f"not an ONNX model: {exc}") from None
+        proto = _parse(data)
     if not proto.graph.node and not proto.graph.output:
         raise BadDataError("not an ONNX model: it has no graph")
     fixed = {name: _constant(proto, name, value) for name, value in (constants or {}).items()}
