@@ -1,18 +1,19 @@
-"""Burst execution: many computations of one model over two Fast Message Queues.
+"""Burst execution: many computations of one model, the request checked once.
 
-A ``nn.Burst`` opens a request queue and a result queue in shared memory and
-a driver thread that serves them. With a *reusable* execution
-(``set_reusable(True)``, NNAPI feature level 5) the inputs and outputs are
-bound once; each ``burst_compute(burst)`` then sends one small packet and
-waits for the answer, without a system call when the driver answers within
-the polling window. The input arrays are read at every computation, so
-updating them in place feeds new data.
+A ``nn.Burst`` on a device in another process (a driver service) opens a
+request queue and a result queue in shared memory, served by a burst server
+thread there; on the in-process CPU device it needs no queues: each
+computation runs on the caller's thread (a hop to another thread of the same
+interpreter costs more than a small model's computation; see "Bursts" in
+docs/architecture.md). With a *reusable* execution (``set_reusable(True)``,
+NNAPI feature level 5) the inputs and outputs are bound once; each
+``burst_compute(burst)`` then skips the per-request work. The input arrays
+are read at every computation, so updating them in place feeds new data.
 
 This is the README's example, run for a stream of frames, with the time per
-computation printed next to plain ``compute()`` on the same execution. With
-the in-process CPU driver, ``compute()`` is a direct call while a burst hands
-each request to the driver thread, so do not expect the burst to win here:
-bursts pay off when the driver runs in another process
+computation printed next to plain ``compute()`` on the same execution. In
+process the two paths do nearly the same work, so expect them close: bursts
+pay off when the driver runs in another process
 (``examples/service_device.py`` measures both paths there).
 
 Run it (after ``pip install .``)::
@@ -54,7 +55,8 @@ def main() -> None:
     result = np.empty((3, 4), np.float32)
 
     with nn.Compilation(add_model(frame.shape)) as compilation:
-        # SUSTAINED_SPEED: the driver thread polls longest before sleeping (see docs/architecture.md).
+        # SUSTAINED_SPEED: a service's burst server polls longest before sleeping
+        # (docs/architecture.md); in process it changes nothing.
         compilation.set_preference(nn.PreferenceCode.SUSTAINED_SPEED)
         compilation.finish()
         execution = nn.Execution(compilation)
@@ -64,7 +66,7 @@ def main() -> None:
         execution.set_output(0, result)
 
         burst_ns: list[int] = []
-        with nn.Burst(compilation) as burst:  # two FMQs and a driver thread
+        with nn.Burst(compilation) as burst:  # in process: the caller's thread, no FMQs
             for i in range(FRAMES):
                 frame[...] = i  # new data, same array: no re-binding
                 start = time.perf_counter_ns()

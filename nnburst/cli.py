@@ -95,6 +95,25 @@ def _input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
+def _constant(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` (``--constant``): a number, or a .npy file."""
+    name, equals, value = text.partition("=")
+    if not equals or not name or not value:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE or NAME=FILE.npy, got {text!r}")
+    return name, value
+
+
+def _constant_value(name: str, value: str) -> Any:
+    import numpy as np
+
+    if value.endswith(".npy"):
+        return _read_inputs([value])[0]
+    try:
+        return np.asarray(float(value) if any(c in value for c in ".eEn") else int(value))
+    except ValueError:
+        raise CliError(f"--constant {name}={value}: not a number or a .npy file") from None
+
+
 def _read_inputs(files: Sequence[str]) -> list[Any]:
     import numpy as np
 
@@ -107,25 +126,36 @@ def _read_inputs(files: Sequence[str]) -> list[Any]:
     return arrays
 
 
-def _loaded_model(path: str, shapes: dict[str, tuple[int, ...]], arrays: Sequence[Any]) -> Any:
-    """The model file converted for the shapes asked for: ``--input-shape`` first,
-    then the shapes of the ``--input`` arrays (an ONNX model's symbolic dimensions
-    are fixed by them)."""
+def _loaded_model(
+    path: str,
+    shapes: dict[str, tuple[int, ...]],
+    constants: dict[str, str],
+    arrays: Sequence[Any],
+) -> Any:
+    """The model file converted as asked: ONNX inputs fixed for good by
+    ``--constant``, symbolic dimensions by ``--input-shape`` or else by the
+    shapes of the ``--input`` arrays (given for the inputs left, in order)."""
     runner_class = _runner_class(path)
     if not path.endswith(".onnx"):
-        if shapes:
-            raise CliError("--input-shape: a TFLite model runs at the shapes its file declares")
+        if shapes or constants:
+            option = "--input-shape" if shapes else "--constant"
+            raise CliError(f"{option}: a TFLite model runs at the shapes its file declares")
         return runner_class.load(path)
     from . import onnx as nn_onnx
 
     names = nn_onnx.input_names(path)
-    if arrays and len(arrays) != len(names):
-        raise CliError(f"the model takes {len(names)} inputs, got {len(arrays)} --input")
-    unknown = sorted(set(shapes) - set(names))
-    if unknown:
-        raise CliError(f"--input-shape names no input of the model: {unknown} (inputs: {names})")
-    given = {name: tuple(array.shape) for name, array in zip(names, arrays)}
-    return nn_onnx.load(path, {**given, **shapes})
+    for option, named in (("--input-shape", shapes), ("--constant", constants)):
+        unknown = sorted(set(named) - set(names))
+        if unknown:
+            raise CliError(f"{option} names no input of the model: {unknown} (inputs: {names})")
+    left = [name for name in names if name not in constants]
+    if arrays and len(arrays) != len(left):
+        raise CliError(
+            f"the model takes {len(left)} inputs ({', '.join(left)}), got {len(arrays)} --input"
+        )
+    given = {name: tuple(array.shape) for name, array in zip(left, arrays)}
+    fixed = {name: _constant_value(name, value) for name, value in constants.items()}
+    return nn_onnx.load(path, {**given, **shapes}, constants=fixed)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -137,7 +167,7 @@ def _run(args: argparse.Namespace) -> int:
     runner_class = _runner_class(args.model)
     arrays = _read_inputs(args.input)
     try:
-        loaded = _loaded_model(args.model, dict(args.input_shape), arrays)
+        loaded = _loaded_model(args.model, dict(args.input_shape), dict(args.constant), arrays)
         with runner_class(loaded, device=args.device) as runner:
             if arrays and len(arrays) != len(runner.inputs):
                 raise CliError(
@@ -551,6 +581,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="fix an ONNX input's shape (repeatable), e.g. --input-shape input=1,512; without "
         "--input files the inputs are zeros of these shapes",
     )
+    run.add_argument(
+        "--constant",
+        action="append",
+        default=[],
+        type=_constant,
+        metavar="NAME=VALUE",
+        help="fix an ONNX input for good (repeatable): a number or a .npy file, e.g. --constant "
+        "sr=16000; what depends on it alone is decided at load (an If keeps one branch), and "
+        "--input gives the other inputs",
+    )
     run.set_defaults(run=_run)
 
     bench = commands.add_parser(
@@ -558,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long one execution takes on each path, against a Pipe baseline",
         description="Time executions through the NNAPI runtime's paths (sync, async, burst; in-process "
         "and across processes) against a multiprocessing.Pipe round trip of the same bytes, and, "
-        "when onnxruntime is installed (pip install 'nnburst[peers]'), against onnxruntime running "
+        "when onnxruntime is installed (pip install onnxruntime onnx), against onnxruntime running "
         "the same models in-process and in a worker process behind a Pipe (one session, one "
         "intra-op and one inter-op thread, sequential execution; outputs checked against "
         "nnburst's first). 'fmq' and 'hal' time the layers underneath.",
@@ -597,8 +637,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_bench_model,
         metavar="{add-mul,conv,all,FILE.tflite,FILE.onnx}",
         help="a two-operation ADD+MUL model on 3x4 tensors, a 3x3 conv block, both (default), "
-        "or a model file: TensorFlow Lite (timed against LiteRT; pip install 'nnburst[litert]') "
-        "or ONNX (against onnxruntime; pip install 'nnburst[onnx,peers]')",
+        "or a model file: TensorFlow Lite (timed against LiteRT; pip install ai-edge-litert) "
+        "or ONNX (against onnxruntime; pip install onnx onnxruntime)",
     )
     bench.add_argument(
         "--conv-size",

@@ -198,4 +198,7 @@ def test_an_onnx_file_without_the_onnx_extra_is_a_one_line_error(
     path.write_bytes(b"not read")
     code, out, err = run(capsys, *command, str(path))
     assert code == 1 and out == ""
-    assert "pip install 'nnburst[onnx]'" in err and "Traceback" not in err
+    assert (
+        "pip install onnx (or pip install '.[onnx]' in nnburst's checkout)" in err
+        and "Traceback" not in err
+    )

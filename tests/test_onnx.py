@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx", reason="nnburst.onnx needs onnx (pip install 'nnburst[onnx]')")
+onnx = pytest.importorskip("onnx", reason="nnburst.onnx needs onnx (pip install '.[onnx]')")
 ort = pytest.importorskip(
-    "onnxruntime", reason="onnxruntime (pip install 'nnburst[peers]') is the reference"
+    "onnxruntime", reason="onnxruntime (pip install '.[peers]') is the reference"
 )
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -1367,6 +1367,20 @@ def test_nnburst_run_takes_symbolic_shapes_from_the_inputs_or_an_option(tmp_path
     assert wrong.returncode == 1 and "names no input of the model: ['audio']" in wrong.stderr
     bad = _nnburst_run(tmp_path, str(path), "--input-shape", "x=1,-3")
     assert bad.returncode == 2 and "expected NAME=D,D" in bad.stderr
+
+    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [1])
+    scaled = make_model([helper.make_node("Mul", ["x", "k"], ["y"])], [x, k], [y], {})
+    (tmp_path / "scale.onnx").write_bytes(scaled.SerializeToString())
+    fixed = _nnburst_run(
+        tmp_path, str(tmp_path / "scale.onnx"), "--constant", "k=3",
+        "--input", str(tmp_path / "chunk.npy"),
+    )  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    assert f"sum {float(chunk.sum() * 3):.6g}" in fixed.stdout
+    unfixed = _nnburst_run(
+        tmp_path, str(tmp_path / "scale.onnx"), "--input", str(tmp_path / "chunk.npy")
+    )
+    assert unfixed.returncode == 1 and "takes 2 inputs (x, k), got 1 --input" in unfixed.stderr
 
     np.save(tmp_path / "wide.npy", chunk.astype(np.float64))
     cast = _nnburst_run(tmp_path, str(path), "--input", str(tmp_path / "wide.npy"))

@@ -25,9 +25,7 @@ from nnburst.service import remote
 from .peers import REPO
 from .test_service import healthy_service
 
-pytest.importorskip(
-    "ai_edge_litert", reason="LiteRT (pip install 'nnburst[litert]') is the reference"
-)
+pytest.importorskip("ai_edge_litert", reason="LiteRT (pip install '.[litert]') is the reference")
 
 from .tflite_builder import (
     Tensor,

@@ -19,9 +19,7 @@ from nnburst.tflite.reader import read
 from .model_cache import wheel_directory, wheel_member
 from .test_tflite import service, services_env  # noqa: F401 -- fixtures
 
-pytest.importorskip(
-    "ai_edge_litert", reason="LiteRT (pip install 'nnburst[litert]') is the reference"
-)
+pytest.importorskip("ai_edge_litert", reason="LiteRT (pip install '.[litert]') is the reference")
 
 from .tflite_builder import Tensor, run_litert, schema, single_op, with_outputs
 

@@ -153,7 +153,11 @@ def run(
         stack.enter_context(threadpoolctl.threadpool_limits(limits=1, user_api="blas"))
         want = peer(*inputs) if peer is not None else None
         if peer is None:
-            notes.append(f"{peer_name}: not installed (pip install 'nnburst[{extra}]')")
+            packages = {"litert": "ai-edge-litert", "peers": "onnxruntime"}[extra]
+            notes.append(
+                f"{peer_name}: not installed (pip install {packages}, "
+                f"or '.[{extra}]' in nnburst's checkout)"
+            )
         else:
             calls.append((peer_name, lambda: peer(*inputs)))
         if peer is not None and want is not None and str(path).endswith(".onnx"):

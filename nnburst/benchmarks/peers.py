@@ -20,7 +20,7 @@ returns the NHWC tensors nnburst does, with a Transpose on each side inside
 the graph, so the timed call includes them, as it would for a user whose
 data is NHWC.  The filters are transposed once, when the graph is built.
 
-Needs ``pip install 'nnburst[peers]'`` (onnxruntime and onnx); without them
+Needs ``pip install onnxruntime onnx`` (the ``peers`` extra: ``pip install '.[peers]'`` in the checkout) (onnxruntime and onnx); without them
 the bench says so in one line and runs the other rows.
 """
 
@@ -46,7 +46,7 @@ import numpy as np
 from ..service.launch import child_python, spawn, stop_process
 from .runtime_paths import Workload
 
-NOT_INSTALLED = "onnxruntime peers: not installed (pip install 'nnburst[peers]')"
+NOT_INSTALLED = "onnxruntime peers: not installed (pip install onnxruntime onnx, or '.[peers]' in nnburst's checkout)"
 IN_PROCESS = "onnxruntime in-process"
 VIA_PIPE = "onnxruntime via Pipe"
 #: How the peers' sessions are configured (also written to --json).

@@ -22,7 +22,9 @@ try:
     import onnx
     from onnx import helper, numpy_helper
 except ImportError as exc:  # an optional extra, as onnxruntime is
-    raise ImportError("nnburst.onnx needs the onnx package: pip install 'nnburst[onnx]'") from exc
+    raise ImportError(
+        "nnburst.onnx needs the onnx package: pip install onnx (or pip install '.[onnx]' in nnburst's checkout)"
+    ) from exc
 
 from .. import imported
 from ..errors import BadDataError
@@ -101,6 +103,8 @@ def _constant(proto: onnx.ModelProto, name: str, value: Any) -> np.ndarray:
         raise BadDataError(f"constants: {name!r} cannot be {value!r}: {exc}") from None
     if tensor.HasField("shape"):
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+        if array.ndim == 0 and all(d == 1 for d in dims):  # a number for a one-element input
+            array = array.reshape([1] * len(dims))
         if len(dims) != array.ndim or any(d not in (None, n) for d, n in zip(dims, array.shape)):
             raise BadDataError(
                 f"constants: {name!r} is declared with shape {dims}; got {list(array.shape)}"
