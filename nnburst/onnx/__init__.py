@@ -30,8 +30,20 @@ from .. import imported
 from ..errors import BadDataError
 from ..imported import LoadedModel, TensorInfo, UnsupportedModelError
 from .convert import convert
+from .session import GraphOptimizationLevel, InferenceSession, RunOptions, SessionOptions
 
-__all__ = ["LoadedModel", "Runner", "TensorInfo", "UnsupportedModelError", "input_names", "load"]
+__all__ = [
+    "GraphOptimizationLevel",
+    "InferenceSession",
+    "LoadedModel",
+    "Runner",
+    "RunOptions",
+    "SessionOptions",
+    "TensorInfo",
+    "UnsupportedModelError",
+    "input_names",
+    "load",
+]
 
 
 def input_names(source: str | os.PathLike[str] | bytes | onnx.ModelProto) -> list[str]:
