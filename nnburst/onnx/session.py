@@ -294,10 +294,13 @@ class InferenceSession:
         values = []
         for arg, dtype in zip(self._inputs, self._dtypes):
             value = np.asarray(input_feed[arg.name])
-            if value.dtype == dtype and len(value.shape) == len(arg.shape):
-                if all(not isinstance(w, int) or w == g for g, w in zip(value.shape, arg.shape)):
-                    values.append(value)  # the usual feed: no names to spell
-                    continue
+            if (
+                value.dtype == dtype
+                and len(value.shape) == len(arg.shape)
+                and all(not isinstance(w, int) or w == g for g, w in zip(value.shape, arg.shape))
+            ):
+                values.append(value)  # the usual feed: no names to spell
+                continue
             try:
                 given = _type_name(helper.np_dtype_to_tensor_dtype(value.dtype))
             except (KeyError, TypeError, ValueError):
