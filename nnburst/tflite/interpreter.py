@@ -1,0 +1,315 @@
+"""LiteRT's ``Interpreter`` on nnburst: code written for LiteRT (or
+``tf.lite``) runs on any nnburst device by changing one import.
+
+    >>> from nnburst.tflite import Interpreter   # was: from ai_edge_litert.interpreter import ...
+    >>> interpreter = Interpreter(model_path="model.tflite")
+    >>> interpreter.allocate_tensors()
+    >>> interpreter.set_tensor(interpreter.get_input_details()[0]["index"], image)
+    >>> interpreter.invoke()
+    >>> scores = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+Tensors are named by the file's tensor indices, as LiteRT names them; only
+the main subgraph's inputs can be set and only its inputs and outputs read
+(the model runs as one NNAPI model, whose intermediates have no place to be
+read from).  Stateful models keep their variables from ``invoke`` to
+``invoke``, as LiteRT does.  Like LiteRT's, an Interpreter is for one thread
+at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tflite as schema
+
+from .. import imported
+from ..devices import Device
+from ..errors import BadDataError
+from .loading import Runner, load
+from .reader import Tensor, read
+
+__all__ = ["Interpreter", "InterpreterError", "SignatureRunner"]
+
+
+class InterpreterError(BadDataError, ValueError):
+    """A call LiteRT would refuse with a ValueError, in LiteRT's words: code that
+    catches ValueError keeps working."""
+
+
+def _details(tensor: Tensor, signature: Sequence[int]) -> dict[str, Any]:
+    """One entry of ``get_input_details()``, with LiteRT's keys and types."""
+    scales = tensor.scales if tensor.scales is not None else np.zeros(0)
+    zero_points = tensor.zero_points if tensor.zero_points is not None else np.zeros(0)
+    per_tensor = (float(scales[0]), int(zero_points[0])) if scales.size == 1 else (0.0, 0)
+    return {
+        "name": tensor.name,
+        "index": tensor.index,
+        "shape": np.array(tensor.shape, np.int32),
+        "shape_signature": np.array(signature, np.int32),
+        "dtype": tensor.dtype.type if tensor.dtype is not None else None,
+        "quantization": per_tensor,
+        "quantization_parameters": {
+            "scales": np.asarray(scales, np.float32),
+            "zero_points": np.asarray(zero_points, np.int32),
+            "quantized_dimension": tensor.quantized_dimension,
+            "block_size": 0,
+        },
+        "sparsity_parameters": {},
+    }
+
+
+def _type_name(dtype: np.dtype[Any]) -> str:
+    return {"float32": "FLOAT32", "float64": "FLOAT64", "bool": "BOOL"}.get(
+        dtype.name, dtype.name.upper()
+    )
+
+
+class Interpreter:
+    """LiteRT's ``Interpreter``, running the model on an nnburst device.
+
+    ``num_threads`` is accepted and changes nothing (one kernel thread);
+    ``experimental_delegates`` must be empty: ``device`` (an nnburst device
+    name, or a :class:`~nnburst.Device`) says where the model runs, a driver
+    service device included, through a burst.
+    """
+
+    def __init__(
+        self,
+        model_path: str | None = None,
+        model_content: bytes | None = None,
+        experimental_delegates: Sequence[Any] | None = None,
+        num_threads: int | None = None,
+        device: str | Device | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if (model_path is None) == (model_content is None):
+            raise InterpreterError("`model_path` or `model_content` must be specified.")
+        if experimental_delegates:
+            raise InterpreterError(
+                "experimental_delegates: nnburst runs no LiteRT delegate; name an nnburst "
+                "device with device= instead"
+            )
+        self._data = imported.read_source(model_path if model_path is not None else model_content)  # type: ignore[arg-type]
+        flat = read(self._data)
+        self._graph = flat.subgraphs[0]
+        try:  # what the reader does not read, from the same flatbuffer
+            self._signature = _shape_signatures(self._data)
+            self._signatures = _signature_defs(self._data)
+        except BadDataError:
+            raise
+        except Exception as exc:  # flatbuffers' struct.error, IndexError, ... on a broken file
+            raise BadDataError(
+                f"malformed TFLite signatures: {type(exc).__name__}: {exc}"
+            ) from None
+        self._device = device
+        self.num_threads = num_threads
+        self._inputs = list(self._graph.inputs)
+        self._outputs = list(self._graph.outputs)
+        #: the inputs as set (zeros until then) and the outputs of the last invoke
+        self._values: dict[int, np.ndarray] = {
+            i: np.zeros(self._tensor(i).shape, self._tensor(i).dtype or np.float32)
+            for i in self._inputs
+        }
+        self._runner: Runner | None = None
+
+    # -- descriptions ------------------------------------------------------------------
+    def _tensor(self, index: int) -> Tensor:
+        count = len(self._graph.tensors)
+        if not isinstance(index, int | np.integer) or not 0 <= index < count:
+            raise InterpreterError(f"Invalid tensor index {index} exceeds max tensor index {count}")
+        return self._graph.tensors[int(index)]
+
+    def _described(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        return [
+            _details(self._tensor(i), self._signature.get(i, self._tensor(i).shape))
+            for i in indices
+        ]
+
+    def get_input_details(self) -> list[dict[str, Any]]:
+        return self._described(self._inputs)
+
+    def get_output_details(self) -> list[dict[str, Any]]:
+        return self._described(self._outputs)
+
+    def get_signature_list(self) -> dict[str, dict[str, list[str]]]:
+        return {
+            key: {"inputs": list(inputs), "outputs": list(outputs)}
+            for key, (inputs, outputs) in self._signatures.items()
+        }
+
+    def get_signature_runner(self, signature_key: str | None = None) -> SignatureRunner:
+        if signature_key is None:
+            if len(self._signatures) != 1:
+                raise InterpreterError(
+                    f"SignatureDef signature_key is None and model has {len(self._signatures)} "
+                    "Signatures. None is only allowed when the model has 1 SignatureDef"
+                )
+            (signature_key,) = self._signatures
+        if signature_key not in self._signatures:
+            raise InterpreterError(f"SignatureDef signature_key {signature_key!r} was not found")
+        inputs, outputs = self._signatures[signature_key]
+        return SignatureRunner(self, inputs, outputs)
+
+    # -- running -----------------------------------------------------------------------
+    def allocate_tensors(self) -> None:
+        """Compile the model (once, cached on disk)."""
+        if self._runner is None:
+            self._runner = Runner(load(self._data), self._device)
+
+    def resize_tensor_input(
+        self, input_index: int, tensor_size: Sequence[int], strict: bool = False
+    ) -> None:
+        """Only to the file's own shape: nnburst compiles a TFLite model at the
+        shapes its file declares."""
+        tensor = self._tensor(input_index)
+        if tuple(int(d) for d in tensor_size) != tensor.shape:
+            raise InterpreterError(
+                f"resize_tensor_input: input {input_index} ({tensor.name}) runs at its file's "
+                f"shape {list(tensor.shape)} on nnburst, not {list(tensor_size)}"
+            )
+
+    def set_tensor(self, tensor_index: int, value: Any) -> None:
+        tensor = self._tensor(tensor_index)
+        position = self._inputs.index(tensor.index) if tensor.index in self._inputs else -1
+        if position < 0:
+            raise InterpreterError(
+                f"Cannot set tensor: tensor {tensor.index} ({tensor.name}) is not an input of "
+                "the model (nnburst sets inputs only)"
+            )
+        array = np.asarray(value)
+        if array.dtype != tensor.dtype:
+            raise InterpreterError(
+                f"Cannot set tensor: Got value of type {_type_name(array.dtype)} but expected "
+                f"type {_type_name(np.dtype(tensor.dtype))} for input {position}, name: "
+                f"{tensor.name} "
+            )
+        if array.ndim != len(tensor.shape):
+            raise InterpreterError(
+                f"Cannot set tensor: Dimension mismatch. Got {array.ndim} but expected "
+                f"{len(tensor.shape)} for input {position}."
+            )
+        for axis, (got, want) in enumerate(zip(array.shape, tensor.shape)):
+            if got != want:
+                raise InterpreterError(
+                    f"Cannot set tensor: Dimension mismatch. Got {got} but expected {want} "
+                    f"for dimension {axis} of input {position}."
+                )
+        self._values[tensor.index] = array.copy()
+
+    def invoke(self) -> None:
+        if self._runner is None:
+            raise InterpreterError("Invoke called on model that is not ready.")
+        outputs = self._runner(*(self._values[i] for i in self._inputs))
+        for index, value in zip(self._outputs, outputs):
+            self._values[index] = value
+
+    def get_tensor(self, tensor_index: int) -> np.ndarray:
+        """A copy of an input as set, or of an output after ``invoke``."""
+        tensor = self._tensor(tensor_index)
+        if tensor.index not in self._values:
+            kind = (
+                "an output before invoke"
+                if tensor.index in self._outputs
+                else "not an input or output"
+            )
+            raise InterpreterError(
+                f"get_tensor: tensor {tensor.index} ({tensor.name}) is {kind}: nnburst keeps the "
+                "model's inputs and outputs only"
+            )
+        return self._values[tensor.index].copy()
+
+    def tensor(self, tensor_index: int) -> Callable[[], np.ndarray]:
+        """A function returning the tensor's current value (a copy here, where
+        LiteRT returns a view of its buffer)."""
+        self._tensor(tensor_index)
+        return lambda: self.get_tensor(tensor_index)
+
+    def reset_all_variables(self) -> None:
+        if self._runner is not None:
+            self._runner.reset()
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+
+class SignatureRunner:
+    """``get_signature_runner(...)``: the model called with keyword inputs by
+    signature name, outputs as a dict by signature name."""
+
+    def __init__(
+        self, interpreter: Interpreter, inputs: dict[str, int], outputs: dict[str, int]
+    ) -> None:
+        self._interpreter = interpreter
+        self._inputs = inputs
+        self._outputs = outputs
+
+    def get_input_details(self) -> dict[str, dict[str, Any]]:
+        described = self._interpreter._described(list(self._inputs.values()))
+        return dict(zip(self._inputs, described))
+
+    def get_output_details(self) -> dict[str, dict[str, Any]]:
+        described = self._interpreter._described(list(self._outputs.values()))
+        return dict(zip(self._outputs, described))
+
+    def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
+        missing = sorted(set(self._inputs) - set(inputs))
+        unknown = sorted(set(inputs) - set(self._inputs))
+        if unknown or missing:
+            raise InterpreterError(
+                f"Invalid Input name ({unknown[0]}) for SignatureDef"
+                if unknown
+                else f"Missing inputs for SignatureDef: {missing}"
+            )
+        interpreter = self._interpreter
+        interpreter.allocate_tensors()
+        for name, value in inputs.items():
+            interpreter.set_tensor(self._inputs[name], value)
+        interpreter.invoke()
+        return {name: interpreter.get_tensor(index) for name, index in self._outputs.items()}
+
+
+def _root(data: bytes) -> Any:
+    return schema.Model.GetRootAsModel(data, 0)
+
+
+def _shape_signatures(data: bytes) -> dict[int, tuple[int, ...]]:
+    """The main subgraph's tensors' shape signatures (-1 for a dynamic dimension),
+    where the file has them."""
+    graph = _root(data).Subgraphs(0)
+    signatures = {}
+    for i in [*graph.InputsAsNumpy().tolist(), *graph.OutputsAsNumpy().tolist()]:
+        tensor = graph.Tensors(i)
+        if tensor is not None and tensor.ShapeSignatureLength():
+            signatures[i] = tuple(int(d) for d in tensor.ShapeSignatureAsNumpy())
+    return signatures
+
+
+def _signature_defs(data: bytes) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+    """Signature key → (input name → tensor index, output name → tensor index), for
+    the signatures of the main subgraph."""
+    model = _root(data)
+    found = {}
+    for i in range(model.SignatureDefsLength()):
+        signature = model.SignatureDefs(i)
+        if signature.SubgraphIndex() != 0:
+            continue  # another subgraph's entry point: nnburst runs the main one
+        inputs = {_text(m.Name()): m.TensorIndex() for m in _maps(signature, "Inputs")}
+        outputs = {_text(m.Name()): m.TensorIndex() for m in _maps(signature, "Outputs")}
+        found[_text(signature.SignatureKey())] = (inputs, outputs)
+    return found
+
+
+def _maps(signature: Any, field: str) -> list[Any]:
+    get, count = getattr(signature, field), getattr(signature, field + "Length")()
+    return [get(i) for i in range(count)]
+
+
+def _text(raw: bytes | None) -> str:
+    try:
+        return (raw or b"").decode()
+    except UnicodeDecodeError:
+        raise BadDataError("a signature name is not UTF-8") from None
