@@ -30,7 +30,8 @@ from onnx import helper
 from .. import imported
 from ..devices import get_devices
 from ..errors import BadDataError
-from ..imported import DEFAULT_CACHE_DIR, LoadedModel, Runner, UnsupportedModelError
+from ..imported import DEFAULT_CACHE_DIR, LoadedModel, UnsupportedModelError
+from .loading import Runner, load
 
 __all__ = [
     "GraphOptimizationLevel",
@@ -364,16 +365,12 @@ class InferenceSession:
         return tuple((v.shape, None) for v in values)
 
     def _load(self, values: list[np.ndarray], frozen: frozenset[str]) -> LoadedModel:
-        from . import load
-
         shapes = {n: v.shape for n, v in zip(self._input_names, values) if n not in frozen}
         constants = {n: v for n, v in zip(self._input_names, values) if n in frozen}
         return load(self._model, shapes, constants=constants)
 
     def _compile(self, loaded: LoadedModel) -> Runner:
-        from . import Runner as OnnxRunner
-
-        return OnnxRunner(loaded, self._device, cache_dir=DEFAULT_CACHE_DIR)
+        return Runner(loaded, self._device, cache_dir=DEFAULT_CACHE_DIR)
 
     def close(self) -> None:
         """Release the compiled models (onnxruntime has no close; a session's
