@@ -20,6 +20,7 @@ import nnburst as nn
 from nnburst import tflite
 from nnburst.errors import BadDataError
 from nnburst.service import remote
+from nnburst.tflite import reader as tflite_reader
 
 from .peers import REPO
 from .test_service import healthy_service
@@ -491,6 +492,34 @@ def test_quantize_and_dequantize_round_trip() -> None:
         Tensor((2, 4), F32),
     ]
     model = graph(tensors, [("QUANTIZE", [0], [1], None), ("DEQUANTIZE", [1], [2], None)], [0], [2])
+    compare(model, [rand(2, 4)])
+
+
+def test_operator_codes_written_only_in_the_int32_field_are_read() -> None:
+    """ai-edge-quantizer writes each operator code only in the 4-byte
+    ``builtin_code`` and leaves the deprecated byte at 0 (ADD); the schema says
+    to take the larger of the two, as LiteRT does.  The ``tflite`` package's
+    ``BuiltinCode()`` hides such a code below 127 behind the byte."""
+    tensors = [
+        Tensor((2, 4), F32),
+        Tensor((2, 4), np.int8, scale=0.02, zero_point=1),
+        Tensor((2, 4), F32),
+    ]
+    parsed = schema.ModelT.InitFromPackedBuf(
+        graph(tensors, [("QUANTIZE", [0], [1], None), ("DEQUANTIZE", [1], [2], None)], [0], [2]), 0
+    )
+    for code in parsed.operatorCodes:
+        code.deprecatedBuiltinCode = 0
+    model = repack(parsed)
+    written = schema.ModelT.InitFromPackedBuf(model, 0).operatorCodes
+    assert [(c.builtinCode, c.deprecatedBuiltinCode) for c in written] == [
+        (schema.BuiltinOperator.QUANTIZE, 0),
+        (schema.BuiltinOperator.DEQUANTIZE, 0),
+    ]
+    assert [op.name for op in tflite_reader.read(model).subgraphs[0].operators] == [
+        "QUANTIZE",
+        "DEQUANTIZE",
+    ]
     compare(model, [rand(2, 4)])
 
 
