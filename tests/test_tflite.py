@@ -7,7 +7,9 @@ outputs must match within the CTS's relaxed tolerance, quantized ones within 1.
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -588,6 +590,19 @@ def test_a_fused_activation_litert_would_ignore_is_refused() -> None:
     model, _ = _conv_case(schema.Padding.SAME, 1, ACT.TANH)
     with pytest.raises(tflite.UnsupportedModelError, match="CONV_2D \\(fused activation 4\\)"):
         tflite.load(model)
+
+
+def test_every_operator_family_is_imported_by_convert() -> None:
+    """A family module convert.py leaves out registers nothing, and its
+    operators would be refused as unknown."""
+    from nnburst.tflite import ops
+
+    convert = importlib.import_module(
+        "nnburst.tflite.convert"
+    )  # the package's convert is the function
+    families = {module.__name__.rsplit(".", 1)[-1] for module in convert.FAMILIES}
+    modules = {module.name for module in pkgutil.iter_modules(ops.__path__)}
+    assert modules <= families
 
 
 def test_not_a_tflite_file_is_bad_data(tmp_path) -> None:

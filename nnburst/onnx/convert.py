@@ -27,11 +27,13 @@ import onnx
 
 from ..imported import TensorInfo
 from ..model import Model
-
-# Importing the operator families fills the registries: each mapper registers itself.
-from . import folding  # noqa: F401
+from . import folding
 from .converter import Converter
-from .ops import control, convolution, elementwise, indexing, recurrent, reduction, shape  # noqa: F401
+from .ops import control, convolution, elementwise, indexing, recurrent, reduction, shape
+
+#: The modules whose mappers and folders register themselves as they load: importing them
+#: here fills the registries before any model is converted.
+FAMILIES = (folding, control, convolution, elementwise, indexing, recurrent, reduction, shape)
 
 
 def describe(c: Converter, names: Sequence[str]) -> list[TensorInfo]:

@@ -1,10 +1,11 @@
 """TFLite operators → NNAPI operations, the way an NNAPI delegate maps them.
 
-Each builtin operator has one mapper in :data:`~nnburst.tflite.converter.MAPPERS`.  A mapper reads the
-operator's options, creates the scalar operands NNAPI wants (padding code,
-strides, fused activation, ...) and adds one or more operations.  Operators
-without a direct NNAPI equivalent are decomposed into ones that have
-(LEAKY_RELU → PRELU, SPLIT_V → SLICEs, PACK → RESHAPEs + CONCATENATION).
+Each builtin operator has one mapper in
+:data:`~nnburst.tflite.converter.MAPPERS`.  A mapper reads the operator's
+options, creates the scalar operands NNAPI wants (padding code, strides, fused
+activation, ...) and adds one or more operations.  Operators without a direct
+NNAPI equivalent are decomposed into ones that have (LEAKY_RELU → PRELU,
+SPLIT_V → SLICEs, PACK → RESHAPEs + CONCATENATION).
 
 Conversion is all or nothing: every operator is checked first, and a model
 using anything nnburst cannot run fails with one error that lists every
@@ -27,10 +28,12 @@ import numpy as np
 from ..imported import TensorInfo, Variable
 from ..model import Model
 from .converter import Converter
-
-# Importing the operator families fills the registry: each mapper registers itself.
-from .ops import control, convolution, elementwise, quantization, recurrent, reduction, shape  # noqa: F401
+from .ops import control, convolution, elementwise, quantization, recurrent, reduction, shape
 from .reader import FlatModel, Subgraph
+
+#: The modules whose mappers register themselves as they load: importing them
+#: here fills the registry before any model is converted.
+FAMILIES = (control, convolution, elementwise, quantization, recurrent, reduction, shape)
 
 
 def describe(graph: Subgraph, indices: Sequence[int]) -> list[TensorInfo]:
