@@ -4,7 +4,9 @@ and ONNX's own backend node tests driven through nnburst.onnx.backend."""
 from __future__ import annotations
 
 import collections
+import importlib
 import os
+import pkgutil
 import subprocess
 import sys
 from typing import Any
@@ -178,6 +180,19 @@ def test_dynamic_dimensions_need_input_shapes() -> None:
     )
     with pytest.raises(BadDataError, match="names no input"):
         nn_onnx.load(model, {"nope": (1, 2)})
+
+
+def test_every_operator_family_is_imported_by_convert() -> None:
+    """A family module convert.py leaves out registers nothing, and its
+    operators would be refused as unknown."""
+    from nnburst.onnx import ops
+
+    convert = importlib.import_module(
+        "nnburst.onnx.convert"
+    )  # the package's convert is the function
+    families = {module.__name__.rsplit(".", 1)[-1] for module in convert.FAMILIES}
+    modules = {module.name for module in pkgutil.iter_modules(ops.__path__)}
+    assert modules - {"building"} <= families
 
 
 def test_not_an_onnx_file_is_bad_data(tmp_path) -> None:

@@ -7,7 +7,9 @@ outputs must match within the CTS's relaxed tolerance, quantized ones within 1.
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 import subprocess
 import sys
 import threading
@@ -21,6 +23,7 @@ import nnburst as nn
 from nnburst import tflite
 from nnburst.errors import BadDataError
 from nnburst.service import remote
+from nnburst.tflite import reader as tflite_reader
 
 from .peers import REPO
 from .test_service import healthy_service
@@ -493,6 +496,34 @@ def test_quantize_and_dequantize_round_trip() -> None:
     compare(model, [rand(2, 4)])
 
 
+def test_operator_codes_written_only_in_the_int32_field_are_read() -> None:
+    """ai-edge-quantizer writes each operator code only in the 4-byte
+    ``builtin_code`` and leaves the deprecated byte at 0 (ADD); the schema says
+    to take the larger of the two, as LiteRT does.  The ``tflite`` package's
+    ``BuiltinCode()`` hides such a code below 127 behind the byte."""
+    tensors = [
+        Tensor((2, 4), F32),
+        Tensor((2, 4), np.int8, scale=0.02, zero_point=1),
+        Tensor((2, 4), F32),
+    ]
+    parsed = schema.ModelT.InitFromPackedBuf(
+        graph(tensors, [("QUANTIZE", [0], [1], None), ("DEQUANTIZE", [1], [2], None)], [0], [2]), 0
+    )
+    for code in parsed.operatorCodes:
+        code.deprecatedBuiltinCode = 0
+    model = repack(parsed)
+    written = schema.ModelT.InitFromPackedBuf(model, 0).operatorCodes
+    assert [(c.builtinCode, c.deprecatedBuiltinCode) for c in written] == [
+        (schema.BuiltinOperator.QUANTIZE, 0),
+        (schema.BuiltinOperator.DEQUANTIZE, 0),
+    ]
+    assert [op.name for op in tflite_reader.read(model).subgraphs[0].operators] == [
+        "QUANTIZE",
+        "DEQUANTIZE",
+    ]
+    compare(model, [rand(2, 4)])
+
+
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     yield from healthy_service(str(tmp_path_factory.mktemp("svc") / "driver.sock"), args=())
@@ -558,6 +589,19 @@ def test_a_fused_activation_litert_would_ignore_is_refused() -> None:
     model, _ = _conv_case(schema.Padding.SAME, 1, ACT.TANH)
     with pytest.raises(tflite.UnsupportedModelError, match="CONV_2D \\(fused activation 4\\)"):
         tflite.load(model)
+
+
+def test_every_operator_family_is_imported_by_convert() -> None:
+    """A family module convert.py leaves out registers nothing, and its
+    operators would be refused as unknown."""
+    from nnburst.tflite import ops
+
+    convert = importlib.import_module(
+        "nnburst.tflite.convert"
+    )  # the package's convert is the function
+    families = {module.__name__.rsplit(".", 1)[-1] for module in convert.FAMILIES}
+    modules = {module.name for module in pkgutil.iter_modules(ops.__path__)}
+    assert modules <= families
 
 
 def test_not_a_tflite_file_is_bad_data(tmp_path) -> None:

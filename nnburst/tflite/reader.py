@@ -10,6 +10,7 @@ bytes, not copies.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,10 +85,24 @@ class FlatModel:
     description: str = ""
 
 
+#: OperatorCode's ``builtin_code`` (int32), the fourth field: its vtable slot.
+_BUILTIN_CODE_SLOT = 10
+
+
+def _builtin_code(code: Any) -> int:
+    """The larger of OperatorCode's two code fields, as TFLite's schema says: files
+    written before the int32 existed leave it at 0 (ADD), newer converters write 127
+    (the escape) in the byte for larger codes, and some (ai-edge-quantizer) write
+    only the int32.  The int32 is read raw: the ``tflite`` package's
+    ``BuiltinCode()`` returns the byte whenever the int32 is below 127."""
+    table = code._tab  # the generated accessors' flatbuffers table
+    offset = table.Offset(_BUILTIN_CODE_SLOT)  # 0: the field is absent (its default, 0)
+    wide = struct.unpack_from("<i", table.Bytes, table.Pos + offset)[0] if offset else 0
+    return max(wide, code.DeprecatedBuiltinCode())
+
+
 def _operator_name(code: Any) -> str:
-    # Files written before the 4-byte field existed leave BuiltinCode at 0 (ADD) and
-    # newer ones leave the deprecated byte at 127 (the escape): the larger is right.
-    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    builtin = _builtin_code(code)
     if builtin == tflite.BuiltinOperator.CUSTOM:
         custom = code.CustomCode()
         return "CUSTOM:" + (custom.decode(errors="replace") if custom else "?")

@@ -1,0 +1,125 @@
+"""What the ONNX mappers build from: one NNAPI operation (:func:`apply`), a
+tensor of one value (:func:`filled`), reshapes, broadcasts, permutations and
+reversals, and the readings of a node that several families share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ...codes import FuseCode, OperandCode, OperationCode
+from ..converter import Converter, Unsupported, operand_dtype, operand_type_of
+
+
+def output_of(c: Converter, node: onnx.NodeProto, i: int = 0) -> int:
+    return c.operand(node.output[i])
+
+
+def permuted(c: Converter, source: int, shape: Sequence[int], perm: Sequence[int]) -> int:
+    """A float32 ``source`` of ``shape``, TRANSPOSE'd by ``perm`` at every execution."""
+    out = c.temporary(np.dtype(np.float32), tuple(shape[p] for p in perm))
+    c.add(OperationCode.TRANSPOSE, [source, c.ints(perm)], [out])
+    return out
+
+
+def scaled_by(c: Converter, source: int, shape: tuple[int, ...], factor: float) -> int:
+    """A float32 ``source`` of ``shape`` times ``factor``, at every execution."""
+    out = c.temporary(np.dtype(np.float32), shape)
+    c.add(OperationCode.MUL, [source, c.floats(np.array([factor])), c.i32(FuseCode.NONE)], [out])
+    return out
+
+
+def reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int, ...],
+              target: tuple[int, ...], name: str | None = None) -> int:  # fmt: skip
+    """``source`` with the ``target`` shape, into tensor ``name`` (a new operand if
+    None): the same operand where NNAPI's shapes agree (a scalar is [1]), RESHAPE for
+    floats, an ADD broadcasting zeros for integers when only leading ones are added."""
+    target, trimmed = target or (1,), shape or (1,)
+    if len(shape) > 4 or len(target) > 4:
+        raise Unsupported("a tensor of rank over 4")
+    if trimmed == target:
+        if name is not None:
+            c.alias(name, source)
+        return source
+    out = c.operand(name) if name is not None else c.temporary(dtype, target)
+    if dtype in (np.float32, np.float16):
+        c.add(OperationCode.RESHAPE, [source, c.ints(target)], [out])
+    elif (
+        dtype.kind in "iu"
+        and target[len(target) - len(trimmed) :] == trimmed
+        and all(d == 1 for d in target[: len(target) - len(trimmed)])
+    ):
+        apply(c, OperationCode.ADD, [source, filled(c, dtype, target, 0)], dtype, target, out)
+    else:
+        raise Unsupported(f"{dtype} tensors (NNAPI's RESHAPE takes floats and quantized)")
+    return out
+
+
+def like(c: Converter, name: str, value: float) -> int:
+    """A one-element constant of ``name``'s type (broadcast by the operation)."""
+    return filled(c, c.dtype(name), (1,), value)
+
+
+def float_input(c: Converter, node: onnx.NodeProto) -> tuple[str, tuple[int, ...]]:
+    name = node.input[0]
+    if c.dtype(name) != np.float32:
+        raise Unsupported(f"{c.dtype(name)} operands")
+    return name, c.shape(name)
+
+
+def broadcast(c: Converter, name: str, shape: tuple[int, ...], out: int | None = None) -> int:
+    """``name`` broadcast to ``shape`` (into ``out``, or a new operand): x + (-0.0) of
+    that shape (which keeps every value, -0.0 and NaN included), x + 0 for integers,
+    x OR false for booleans."""
+    dtype = c.dtype(name)
+    if dtype == np.bool_:
+        falses = filled(c, dtype, shape, False)
+        return apply(c, OperationCode.LOGICAL_OR, [c.operand(name), falses], dtype, shape, out)
+    zeros = filled(c, dtype, shape, -0.0 if np.issubdtype(dtype, np.floating) else 0)
+    return apply(c, OperationCode.ADD, [c.operand(name), zeros], dtype, shape, out)
+
+
+def reversed_along(
+    c: Converter, x: int, axis: int, dtype: np.dtype[Any], shape: tuple[int, ...]
+) -> int:
+    """``x`` with ``axis`` reversed (a GATHER): an operation that picks the first of
+    equal values then picks the last; unreversed maps its indices back."""
+    backwards = c.ints(np.arange(shape[axis])[::-1].tolist())
+    return apply(c, OperationCode.GATHER, [x, c.i32(axis), backwards], dtype, shape)
+
+
+def unreversed(c: Converter, found: int, n: int, shape: tuple[int, ...],
+                out: int | None = None) -> int:  # fmt: skip
+    """Indices ``found`` along an axis of ``n`` reversed, as indices along the axis: n − 1 − i."""
+    return apply(c, OperationCode.SUB, [c.ints([n - 1]), found], np.dtype(np.int32), shape, out)
+
+
+def apply(c: Converter, code: OperationCode, inputs: Sequence[int], dtype: np.dtype[Any],
+           shape: tuple[int, ...], out: int | None = None) -> int:  # fmt: skip
+    """``code`` on ``inputs`` into ``out`` (a new operand of ``dtype`` and ``shape`` if None);
+    ADD, SUB, MUL and DIV get their NONE activation."""
+    target = c.temporary(dtype, shape) if out is None else out
+    fused = code in (OperationCode.ADD, OperationCode.SUB, OperationCode.MUL, OperationCode.DIV)
+    c.add(code, [*inputs, c.i32(FuseCode.NONE)] if fused else list(inputs), [target])
+    return target
+
+
+def filled(c: Converter, dtype: np.dtype[Any], shape: tuple[int, ...], value: float) -> int:
+    """A constant of ``shape`` filled with ``value`` (SELECT wants whole shapes)."""
+    operand = c.model.add_operand(operand_type_of(dtype, shape))
+    c.model.set_operand_value(operand, np.full(shape or (1,), value, operand_dtype(dtype)))
+    return operand
+
+
+def int_tensor(c: Converter, values: np.ndarray) -> int:
+    array = np.ascontiguousarray(values, np.int32)
+    return c.constant(OperandCode.TENSOR_INT32, array, array.shape)
+
+
+def text(value: Any, default: str) -> str:
+    if value is None:
+        return default
+    return value.decode() if isinstance(value, bytes) else str(value)

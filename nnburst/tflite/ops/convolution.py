@@ -1,0 +1,160 @@
+"""Convolutions, pools, fully connected layers, batch matrix products and
+resizing: the operators with a window or weights, and their bias operands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...codes import FuseCode, OperandCode, OperationCode, PaddingCode
+from ...model import OperandType
+from ..converter import Converter, Mapper, Unsupported, maps
+from ..reader import Operator
+
+_PADDING = {0: PaddingCode.SAME, 1: PaddingCode.VALID}
+
+
+def _bias(c: Converter, op: Operator, input_index: int, filter_index: int, channels: int) -> int:
+    """The bias operand: TFLite may omit it; NNAPI wants one, with the scale its rules derive."""
+    x, w = c.tensor(input_index), c.tensor(filter_index)
+    bias = op.inputs[2] if len(op.inputs) > 2 else -1
+    if x.dtype == np.float32:
+        if bias >= 0:
+            return c.operand(bias)
+        return c.constant(OperandCode.TENSOR_FLOAT32, np.zeros(channels, np.float32), (channels,))
+    values = c.values(bias, "bias").astype(np.int32) if bias >= 0 else np.zeros(channels, np.int32)
+    # Per-channel filters: scale 0 (NNAPI derives each channel's); per-tensor: in × filter.
+    scale = 0.0 if w.per_channel else float(x.scales[0] * w.scales[0])  # type: ignore[index]
+    operand = c.model.add_operand(OperandType(OperandCode.TENSOR_INT32, (channels,), scale))
+    c.model.set_operand_value(operand, values)
+    return operand
+
+
+def _conv_tail(c: Converter, o: Any) -> list[int]:
+    if o.Padding() not in _PADDING:
+        raise Unsupported(f"padding {o.Padding()}")
+    return [c.i32(_PADDING[o.Padding()]), c.i32(o.StrideW()), c.i32(o.StrideH())]
+
+
+def _dilations(c: Converter, o: Any) -> list[int]:
+    return [c.boolean(False), c.i32(o.DilationWFactor()), c.i32(o.DilationHFactor())]
+
+
+@maps("CONV_2D")
+def _conv(c: Converter, op: Operator) -> None:
+    o = op.options
+    channels = c.tensor(op.inputs[1]).shape[0]
+    fuse, out = c.activation(o), c.operand(op.outputs[0])
+    inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
+    inputs += [_bias(c, op, op.inputs[0], op.inputs[1], channels), *_conv_tail(c, o), fuse]
+    c.add(OperationCode.CONV_2D, [*inputs, *_dilations(c, o)], [out])
+
+
+@maps("DEPTHWISE_CONV_2D")
+def _depthwise(c: Converter, op: Operator) -> None:
+    o = op.options
+    filt = c.tensor(op.inputs[1])
+    channels = filt.shape[3]
+    multiplier = max(1, channels // max(1, c.tensor(op.inputs[0]).shape[3]))
+    fuse, out = c.activation(o), c.operand(op.outputs[0])
+    inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
+    inputs += [_bias(c, op, op.inputs[0], op.inputs[1], channels), *_conv_tail(c, o)]
+    inputs += [c.i32(multiplier), fuse, *_dilations(c, o)]
+    c.add(OperationCode.DEPTHWISE_CONV_2D, inputs, [out])
+
+
+@maps("TRANSPOSE_CONV")
+def _transpose_conv(c: Converter, op: Operator) -> None:
+    o = op.options
+    shape, weights, x = op.inputs[:3]
+    channels = c.tensor(weights).shape[0]
+    bias_op = Operator(
+        op.index, op.name, [x, weights, op.inputs[3] if len(op.inputs) > 3 else -1], []
+    )
+    fuse, out = c.activation(o), c.operand(op.outputs[0])
+    inputs = [c.operand(x), c.operand(weights), _bias(c, bias_op, x, weights, channels)]
+    inputs += [c.ints(c.values(shape, "output shape").tolist()), *_conv_tail(c, o), fuse]
+    c.add(OperationCode.TRANSPOSE_CONV_2D, [*inputs, c.boolean(False)], [out])
+
+
+@maps("FULLY_CONNECTED")
+def _fully_connected(c: Converter, op: Operator) -> None:
+    o = op.options
+    if o is not None and o.WeightsFormat() != 0:
+        raise Unsupported("shuffled weights")
+    units = c.tensor(op.inputs[1]).shape[0]
+    result = c.tensor(op.outputs[0])
+    fuse, out = c.activation(o), c.operand(op.outputs[0])
+    x = c.operand(op.inputs[0])
+    inputs = [x, c.operand(op.inputs[1]), _bias(c, op, op.inputs[0], op.inputs[1], units), fuse]
+    if len(result.shape) == 2:
+        c.add(OperationCode.FULLY_CONNECTED, inputs, [out])
+        return
+    # keep_num_dims: NNAPI's result is [batch, units]; reshape it to the declared shape.
+    flat = c.model.add_operand(
+        OperandType(c.operand_type(result).code, (int(np.prod(result.shape[:-1])), units),
+                    c.operand_type(result).scale, c.operand_type(result).zero_point)
+    )  # fmt: skip
+    c.add(OperationCode.FULLY_CONNECTED, inputs, [flat])
+    c.add(OperationCode.RESHAPE, [flat, c.ints(result.shape)], [out])
+
+
+def _pool(code: OperationCode) -> Mapper:
+    def mapper(c: Converter, op: Operator) -> None:
+        o = op.options
+        fuse, out = c.activation(o), c.operand(op.outputs[0])
+        inputs = [c.operand(op.inputs[0]), *_conv_tail(c, o)]
+        c.add(code, [*inputs, c.i32(o.FilterWidth()), c.i32(o.FilterHeight()), fuse], [out])
+
+    return mapper
+
+
+maps("AVERAGE_POOL_2D")(_pool(OperationCode.AVERAGE_POOL_2D))
+maps("MAX_POOL_2D")(_pool(OperationCode.MAX_POOL_2D))
+maps("L2_POOL_2D")(_pool(OperationCode.L2_POOL_2D))
+
+
+def _resize(code: OperationCode) -> Mapper:
+    def mapper(c: Converter, op: Operator) -> None:
+        height, width = (int(v) for v in c.values(op.inputs[1], "size").reshape(-1))
+        o = op.options
+        flags = [c.boolean(bool(o.AlignCorners())), c.boolean(bool(o.HalfPixelCenters()))]
+        inputs = [c.operand(op.inputs[0]), c.i32(width), c.i32(height), c.boolean(False), *flags]
+        c.add(code, inputs, [c.operand(op.outputs[0])])
+
+    return mapper
+
+
+maps("RESIZE_BILINEAR")(_resize(OperationCode.RESIZE_BILINEAR))
+maps("RESIZE_NEAREST_NEIGHBOR")(_resize(OperationCode.RESIZE_NEAREST_NEIGHBOR))
+
+
+@maps("BATCH_MATMUL")
+def _batch_matmul(c: Converter, op: Operator) -> None:
+    """x @ W with a constant W (NNAPI 1.3 has no BATCH_MATMUL): FULLY_CONNECTED
+    over x's rows, between two RESHAPEs."""
+    o = op.options
+    x, out = c.tensor(op.inputs[0]), c.tensor(op.outputs[0])
+    if o is not None and o.AdjX():
+        raise Unsupported("adj_x")
+    w = c.values(op.inputs[1], "right-hand side (only a constant one maps to FULLY_CONNECTED)")
+    if w.ndim < 2 or any(d != 1 for d in w.shape[:-2]):
+        raise Unsupported("a right-hand side that is not one matrix")
+    w2 = w.reshape(w.shape[-2], w.shape[-1])
+    weights = w2 if o is not None and o.AdjY() else w2.T  # FULLY_CONNECTED wants [units, depth]
+    if x.dtype != np.float32:
+        raise Unsupported(f"{x.dtype} operands")
+    units, depth = int(weights.shape[0]), int(weights.shape[1])
+    rows = int(np.prod(x.shape[:-1]))
+    flat_x = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (rows, depth)))
+    c.add(OperationCode.RESHAPE, [c.operand(op.inputs[0]), c.ints((rows, depth))], [flat_x])
+    w_operand = c.constant(
+        OperandCode.TENSOR_FLOAT32, np.ascontiguousarray(weights, np.float32), (units, depth)
+    )
+    bias = c.constant(OperandCode.TENSOR_FLOAT32, np.zeros(units, np.float32), (units,))
+    flat_out = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (rows, units)))
+    c.add(
+        OperationCode.FULLY_CONNECTED, [flat_x, w_operand, bias, c.i32(FuseCode.NONE)], [flat_out]
+    )
+    c.add(OperationCode.RESHAPE, [flat_out, c.ints(out.shape or (1,))], [c.operand(op.outputs[0])])
