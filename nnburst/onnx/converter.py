@@ -349,7 +349,8 @@ def _fix_input_shapes(model: onnx.ModelProto, shapes: dict[str, Sequence[int]]) 
                 else:
                     raise BadDataError(
                         f"input {info.name!r} has a dynamic dimension {i} ({d.dim_param or '?'}): "
-                        "pass input_shapes={name: shape}"
+                        "pass input_shapes={name: shape} (nnburst run: --input FILE.npy or "
+                        "--input-shape NAME=D,D,...)"
                     )
         for d, value in zip(dims, wanted):
             d.Clear()
