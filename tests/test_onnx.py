@@ -1401,3 +1401,67 @@ def test_nnburst_run_takes_symbolic_shapes_from_the_inputs_or_an_option(tmp_path
     cast = _nnburst_run(tmp_path, str(path), "--input", str(tmp_path / "wide.npy"))
     assert cast.returncode == 1 and "'x' takes float32, got float64" in cast.stderr
     assert "Traceback" not in cast.stderr
+
+
+# -- external data ----------------------------------------------------------------------------
+
+
+def _with_external_weights(directory: Any, location: str = "weights.bin") -> tuple[Any, np.ndarray]:
+    """y = x + w, w's 16 floats kept in ``directory/location`` (as onnx.save writes big models)."""
+    from onnx import external_data_helper
+
+    w = np.arange(16, dtype=np.float32).reshape(4, 4)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])
+    model = make_model([helper.make_node("Add", ["x", "w"], ["y"])], [x], [y], {"w": w})
+    external_data_helper.convert_model_to_external_data(
+        model, all_tensors_to_one_file=True, location=location, size_threshold=0
+    )
+    onnx.save_model(model, str(directory / "model.onnx"))  # writes directory/location too
+    return model, w
+
+
+def test_external_data_is_read_only_when_asked_and_only_beside_the_model(
+    tmp_path, monkeypatch
+) -> None:
+    """A model's bytes naming `weights.bin` read nothing from the current directory."""
+    model, w = _with_external_weights(tmp_path)
+    path = tmp_path / "model.onnx"
+    x = np.ones((4, 4), np.float32)
+    monkeypatch.chdir(tmp_path)  # where onnx's own loader would look for bytes
+    for source in (path.read_bytes(), model):
+        with pytest.raises(BadDataError, match="reads no file"):
+            nn_onnx.load(source)
+    with pytest.raises(BadDataError, match=r"external_data=True\) reads it"):
+        nn_onnx.load(path)
+    with nn_onnx.Runner(nn_onnx.load(path, external_data=True), cache_dir=None) as run:
+        np.testing.assert_array_equal(run(x)[0], x + w)
+    session = nn_onnx.InferenceSession(str(path))  # as onnxruntime: beside the model
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], x + w)
+
+
+@pytest.mark.parametrize("escape", ["up", "absolute", "symlink"])
+def test_external_data_outside_the_models_directory_is_refused(tmp_path, escape: str) -> None:
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.full(16, 7, np.float32).tobytes())
+    directory = tmp_path / "model"
+    directory.mkdir()
+    location = {"up": "../secret.bin", "absolute": str(secret), "symlink": "link.bin"}[escape]
+    if escape == "symlink":
+        (directory / "link.bin").symlink_to(secret)
+    _with_external_weights(directory)
+    model = onnx.load(str(directory / "model.onnx"), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    (directory / "model.onnx").write_bytes(model.SerializeToString())
+    with pytest.raises(BadDataError, match="is not a file in the model's directory"):
+        nn_onnx.load(directory / "model.onnx", external_data=True)
+
+
+def test_external_data_of_the_wrong_size_is_bad_data(tmp_path) -> None:
+    _with_external_weights(tmp_path)
+    (tmp_path / "weights.bin").write_bytes(b"\0" * 10)
+    with pytest.raises(BadDataError, match="holds 10 of its 64 bytes"):
+        nn_onnx.load(tmp_path / "model.onnx", external_data=True)

@@ -27,11 +27,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .. import imported
 from ..devices import get_devices
 from ..errors import BadDataError
 from ..imported import DEFAULT_CACHE_DIR, LoadedModel, UnsupportedModelError
-from .loading import Runner, load
+from .loading import Runner, load, read_model
 
 __all__ = [
     "GraphOptimizationLevel",
@@ -201,14 +200,8 @@ class InferenceSession:
         provider_options: Sequence[Mapping[str, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
-        if isinstance(path_or_bytes, onnx.ModelProto):
-            self._model = path_or_bytes
-        else:
-            data = imported.read_source(path_or_bytes)
-            try:
-                self._model = onnx.load_from_string(data)
-            except Exception as exc:  # protobuf's DecodeError and friends
-                raise BadDataError(f"not an ONNX model: {exc}") from None
+        # As onnxruntime: a model from a path reads its external data beside it.
+        self._model, _ = read_model(path_or_bytes, external_data=True)
         self._options = sess_options or SessionOptions()
         self._device = _device_name(providers)
         self._provider_options = list(provider_options or [{}])
