@@ -1465,3 +1465,20 @@ def test_external_data_of_the_wrong_size_is_bad_data(tmp_path) -> None:
     (tmp_path / "weights.bin").write_bytes(b"\0" * 10)
     with pytest.raises(BadDataError, match="holds 10 of its 64 bytes"):
         nn_onnx.load(tmp_path / "model.onnx", external_data=True)
+
+
+@pytest.mark.parametrize("op", ["Expand", "ConstantOfShape"])
+def test_a_huge_folded_constant_is_refused_before_it_is_allocated(op: str) -> None:
+    """A 200-byte model asking for 60000x60000 floats grew a process to 24 GB."""
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    one = np.ones((1, 1), np.float32)
+    node, constants = {
+        "Expand": (helper.make_node("Expand", ["one", "shape"], ["big"]), {"one": one, "shape": np.int64([60000, 60000])}),
+        "ConstantOfShape": (helper.make_node("ConstantOfShape", ["shape"], ["big"]), {"shape": np.int64([60000, 60000])}),
+    }[op]  # fmt: skip
+    model = _unchecked_model(
+        [node, helper.make_node("Add", ["x", "big"], ["y"])], [x], [y], constants
+    )
+    with pytest.raises(BadDataError, match="a constant of 3600000000 elements, over the"):
+        nn_onnx.load(model)

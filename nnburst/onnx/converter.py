@@ -10,6 +10,7 @@ is converted.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -19,6 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..codes import OperandCode
+from ..cpu.ops import common as arguments  # the limit on one tensor
 from ..errors import BadDataError
 from ..imported import ModelBuilder, Registry, UnsupportedModelError
 from ..model import Model, OperandType
@@ -78,7 +80,7 @@ class Converter(ModelBuilder):
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         super().__init__()
         self.constants: dict[str, np.ndarray] = {
-            t.name: numpy_helper.to_array(t) for t in self.graph.initializer
+            t.name: tensor_value(t) for t in self.graph.initializer
         }
         self.types: dict[str, tuple[np.dtype[Any] | None, tuple[int, ...] | None]] = {}
         #: sequences, maps and optionals: refused by name
@@ -226,12 +228,44 @@ class Converter(ModelBuilder):
                     continue
             elif not all(n in self.constants for n in inputs):
                 continue
+            self._check_fold_size(node)
             try:
                 results = fold(self, node, node_attributes(node))
             except (Unsupported, ArithmeticError, IndexError, TypeError, ValueError):
                 continue  # numpy refusing the node's values: left to its mapper, or _check
             for name, value in zip(node.output, results):
                 self.constants[name] = np.asarray(value)
+
+    def _check_fold_size(self, node: onnx.NodeProto) -> None:
+        """Refuse, before numpy allocates it, a folded tensor over the CPU driver's
+        limit on one tensor: a 200-byte model can ask for Expand to [60000, 60000]."""
+        elements = self._fold_elements(node)
+        if elements is not None:
+            check_constant_size(f"{node.op_type} {node.name or ', '.join(node.output)!r}", elements)
+
+    def _fold_elements(self, node: onnx.NodeProto) -> int | None:
+        """How many elements folding ``node`` makes: from its inputs for the
+        operators that make more than they are given (a graph's value_info may
+        claim any shape), else as shape inference says (None: unknown)."""
+        known: list[np.ndarray] = [self.constants[n] for n in node.input if n in self.constants]
+
+        def ints(k: np.ndarray) -> list[int]:  # a shape or repeats: a few values
+            return [int(v) for v in k.reshape(-1)[:64]]
+
+        try:
+            if node.op_type == "ConstantOfShape" and known:
+                return math.prod(ints(known[0]))
+            if node.op_type == "Expand" and len(known) == 2:
+                return math.prod(np.broadcast_shapes(known[0].shape, tuple(ints(known[1]))))
+            if node.op_type == "Tile" and len(known) == 2:
+                return known[0].size * math.prod(ints(known[1]))
+            if node.op_type == "Range" and len(known) == 3:
+                start, limit, delta = (float(k.reshape(-1)[0]) for k in known)
+                return max(0, math.ceil((limit - start) / delta))
+        except (ValueError, ZeroDivisionError, OverflowError, TypeError):
+            return None  # the folder refuses these values itself
+        shape = self.types.get(node.output[0], (None, None))[1] if node.output else None
+        return math.prod(shape) if shape is not None and min(shape, default=0) >= 0 else None
 
     def _inline_decided_ifs(self) -> bool:
         """Put the taken branch of each If whose condition folded (one on shapes, say
@@ -256,7 +290,7 @@ class Converter(ModelBuilder):
                     renames[name] += "'"
             branch = _renamed(branch, renames)
             for t in branch.initializer:
-                self.constants[t.name] = numpy_helper.to_array(t)
+                self.constants[t.name] = tensor_value(t)
             outputs = [helper.make_node("Identity", [b.name], [o])
                        for b, o in zip(branch.output, node.output)]  # fmt: skip
             nodes += [*branch.node, *outputs]
@@ -429,11 +463,30 @@ _PLACEHOLDERS = {
 }  # fmt: skip
 
 
+def check_constant_size(what: str, elements: int) -> None:
+    """Refuse, before numpy allocates it, a constant the importer would make over
+    the CPU driver's limit on one tensor (8-byte elements counted)."""
+    if elements * 8 > arguments.MAX_TENSOR_BYTES:
+        raise BadDataError(
+            f"{what}: a constant of {elements} elements, over the "
+            f"{arguments.MAX_TENSOR_BYTES}-byte limit on one tensor"
+        )
+
+
+def tensor_value(tensor: onnx.TensorProto) -> np.ndarray:
+    """A tensor's values; one whose data does not fit its type and dimensions (or
+    that has none) is bad data, not numpy's ValueError."""
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError, KeyError, AttributeError, UnicodeDecodeError) as exc:
+        raise BadDataError(f"not a valid ONNX model: tensor {tensor.name!r}: {exc}") from None
+
+
 def _check(c: Converter, node: onnx.NodeProto) -> str | None:
     if node.domain not in ("", "ai.onnx"):
         return f"{node.domain}.{node.op_type}"
-    if node.op_type not in MAPPERS:
-        return node.op_type
+    if node.op_type not in MAPPERS:  # (protobuf gives a non-UTF-8 name as bytes)
+        return str(node.op_type) or "a node without an operator type"
     broken = _malformed(node, c.opset)
     if broken:
         label = node.name or ", ".join(node.output)

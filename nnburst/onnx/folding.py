@@ -10,15 +10,15 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from .converter import DTYPES, Converter, Folder, Unsupported, axis_index, folds
+from .converter import DTYPES, Converter, Folder, Unsupported, axis_index, folds, tensor_value
 
 
 @folds("Constant")
 def fold_constant(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
     if "value" in a:
-        return [numpy_helper.to_array(a["value"])]
+        return [tensor_value(a["value"])]
     for key, dtype in (("value_float", np.float32), ("value_int", np.int64),
                        ("value_floats", np.float32), ("value_ints", np.int64)):  # fmt: skip
         if key in a:
@@ -136,7 +136,7 @@ def _fold_range(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[n
 def _fold_constant_of_shape(
     c: Converter, node: onnx.NodeProto, a: dict[str, Any]
 ) -> list[np.ndarray]:
-    value = numpy_helper.to_array(a["value"]) if "value" in a else np.zeros(1, np.float32)
+    value = tensor_value(a["value"]) if "value" in a else np.zeros(1, np.float32)
     return [np.full(_known(c, node)[0].tolist(), value.reshape(-1)[0], value.dtype)]
 
 

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 from typing import Any
 
 from .. import imported
+from ..errors import BadDataError
 from ..imported import LoadedModel
 from .convert import convert
 from .reader import read
 
 __all__ = ["Runner", "load"]
+
+#: What the ``tflite`` schema package raises on a corrupt offset or string.  It
+#: reads tables lazily, so these surface wherever a mapper reads an option (an
+#: options table of another type than its operator's is an AttributeError).
+_CORRUPT_FLATBUFFER = (struct.error, UnicodeDecodeError, AttributeError, IndexError)
 
 
 def load(source: str | os.PathLike[str] | bytes) -> LoadedModel:
@@ -23,7 +30,10 @@ def load(source: str | os.PathLike[str] | bytes) -> LoadedModel:
         BadDataError: it is not a valid TFLite model.
     """
     data = imported.read_source(source)
-    converted = convert(read(data))
+    try:
+        converted = convert(read(data))
+    except _CORRUPT_FLATBUFFER as exc:
+        raise BadDataError(f"a malformed TFLite model: {type(exc).__name__}: {exc}") from None
     digest = hashlib.sha256(data).digest()
     return LoadedModel(
         converted.model, converted.inputs, converted.outputs, digest, converted.variables

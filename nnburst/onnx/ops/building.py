@@ -4,6 +4,7 @@ reversals, and the readings of a node that several families share."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,13 @@ import numpy as np
 import onnx
 
 from ...codes import FuseCode, OperandCode, OperationCode
-from ..converter import Converter, Unsupported, operand_dtype, operand_type_of
+from ..converter import (
+    Converter,
+    Unsupported,
+    check_constant_size,
+    operand_dtype,
+    operand_type_of,
+)
 
 
 def output_of(c: Converter, node: onnx.NodeProto, i: int = 0) -> int:
@@ -109,6 +116,7 @@ def apply(c: Converter, code: OperationCode, inputs: Sequence[int], dtype: np.dt
 
 def filled(c: Converter, dtype: np.dtype[Any], shape: tuple[int, ...], value: float) -> int:
     """A constant of ``shape`` filled with ``value`` (SELECT wants whole shapes)."""
+    check_constant_size(f"a {list(shape)} constant", math.prod(shape))
     operand = c.model.add_operand(operand_type_of(dtype, shape))
     c.model.set_operand_value(operand, np.full(shape or (1,), value, operand_dtype(dtype)))
     return operand
