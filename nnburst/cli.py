@@ -229,7 +229,7 @@ def _bench(args: argparse.Namespace) -> int:
             f"ADD of two float32 [3, 4] tensors on the CPU reference driver, "
             f"{iterations} executions per mode:"
         )
-        print(latency_table(rows, baseline="multiprocessing.Pipe"))
+        print(latency_table(rows, baseline="multiprocessing.Pipe", ratio_title="x Pipe"))
     from .benchmarks import report
 
     document = report.build(
@@ -344,8 +344,8 @@ def _bench_runtime(args: argparse.Namespace) -> int:
         )
     settings = _runtime_settings(args)
     cpus = runtime_bench.pin_cpus(settings.pin)
-    head = runtime_bench.header(settings, cpus)
-    print(head, flush=True)
+    key = runtime_bench.key(settings, cpus)
+    print(runtime_bench.intro(settings), flush=True)
     try:
         with Progress(len(runtime_bench.plan(settings)) * runtime_bench.ROUNDS) as progress:
             result = runtime_bench.run(settings, progress)
@@ -354,8 +354,10 @@ def _bench_runtime(args: argparse.Namespace) -> int:
     print()
     if result.rows:
         print(runtime_bench.table(result))
-    print(runtime_bench.summary(result), flush=True)
-    _write_runtime_files(result, head, targets)
+    print(runtime_bench.summary(result))
+    print()
+    print(key, flush=True)
+    _write_runtime_files(result, key, targets)
     if result.interrupted:
         return 130
     return 1 if result.failures else 0

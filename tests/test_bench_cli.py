@@ -115,8 +115,13 @@ def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
         str(files["bench.html"]),
     )
     assert code == 0, err
-    assert out.startswith("nnburst bench: how long one execution takes")
-    assert "Baseline: a multiprocessing.Pipe round trip of the same bytes" in out
+    # The results lead: a two-line intro, then the tables; the key comes after them.
+    assert out.startswith("nnburst bench: one execution through each path")
+    assert out.splitlines()[3] == "add+mul 3x4 (96 bytes in, 48 bytes out)"
+    key = out.index("How to read the tables:")
+    assert key > out.index("conv 8x8x16") and key > out.index(" modes in ")
+    assert "Baseline: a multiprocessing.Pipe round trip of the same bytes" in out[key:]
+    assert [line for line in out.splitlines() if len(line) > 100] == []
     assert table_rows(out, "add+mul 3x4 (96 bytes in, 48 bytes out)") == CLI_MODES
     assert table_rows(out, "conv 8x8x16 (4096 bytes in, 2048 bytes out)") == CLI_MODES
     assert f"{2 * len(CLI_MODES)} modes in" in out and "Traceback" not in err
@@ -465,10 +470,14 @@ def test_a_peer_whose_output_differs_is_a_failure_row(capsys, monkeypatch):
         for line in out.splitlines()
         if line.startswith("onnxruntime")
     }
-    assert failed == {
+    why = {
         name: f"{name}: output differs from nnburst's (max |diff| 1; exactly)"
         for name in ("onnxruntime in-process", "onnxruntime via Pipe")
     }
+    # The table's line is cut to 100 columns; the summary under it has the whole reason.
+    assert failed.keys() == why.keys()
+    assert all(why[name].startswith(failed[name].removesuffix("...")) for name in why)
+    assert all(f"add-mul {name}: {why[name]}" in " ".join(out.split()) for name in why)
     assert "2 modes failed" in out and children(os.getpid()) == []
 
 

@@ -24,6 +24,9 @@ tr.baseline td { font-weight: bold; background: #f4f4f4; }
 img { max-width: 100%; }
 """
 
+#: What a page shows for a value that is not there (JSON null).
+NONE = "—"
+
 _COLUMNS = [
     ("name", "mode"),
     ("count", "runs"),
@@ -31,7 +34,7 @@ _COLUMNS = [
     ("p90_us", "p90 µs"),
     ("p99_us", "p99 µs"),
     ("p999_us", "p99.9 µs"),
-    ("per_second", "exec/s"),
+    ("per_second", "runs/s"),
     ("vs_baseline", "× Pipe (p50)"),
     ("vs_onnxruntime", "× onnxruntime (p50)"),
 ]
@@ -39,7 +42,7 @@ _COLUMNS = [
 
 def _cell(key: str, value: Any) -> str:
     if value is None:
-        return "–"
+        return NONE
     if key == "per_second":
         return f"{value:.0f}"
     if key in ("vs_baseline", "vs_onnxruntime"):
@@ -47,6 +50,21 @@ def _cell(key: str, value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.1f}"
     return escape(str(value))
+
+
+def shown(value: Any) -> str:
+    """A JSON value as a person reads it: no Python reprs (None, True, ['a', 'b'])."""
+    if value is None:
+        return NONE
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(shown(v) for v in value) if value else NONE
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) if value else NONE
+    return str(value)
 
 
 def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str:
@@ -97,10 +115,10 @@ def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str
         "seconds": round(document["seconds"], 2),
         "created": document["created"],
     }
-    parts += [f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in facts.items()]
+    parts += [f"<tr><td>{escape(k)}</td><td>{escape(shown(v))}</td></tr>" for k, v in facts.items()]
     parts.append("</table><h2>Environment</h2><table>")
     parts += [
-        f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>"
+        f"<tr><td>{escape(k)}</td><td>{escape(shown(v))}</td></tr>"
         for k, v in document["environment"].items()
     ]
     parts.append("</table></body></html>")
