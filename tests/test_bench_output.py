@@ -11,9 +11,10 @@ import re
 import numpy as np
 import pytest
 
-from nnburst.benchmarks import html_report, report, runtime_bench
+from nnburst.benchmarks import html_report, model_bench, report, runtime_bench
 from nnburst.benchmarks.runtime_bench import Mode, Result, Row, Settings
 from nnburst.benchmarks.stats import WIDTH, LatencyStats, compared, latency_table
+from nnburst.imported import TensorInfo
 
 ALL = runtime_bench.Settings(paths=runtime_bench.ALL_PATHS, busy=True)
 
@@ -131,3 +132,44 @@ def test_the_report_page_shows_values_for_people_not_python_reprs():
     assert "<td>duration</td><td>—</td>" in run and "<td>cpus</td><td>0, 1</td>" in run
     assert "<td>pin</td><td>no</td>" in run
     assert html_report.shown(None) == "—" and html_report.shown([]) == "—"
+
+
+def model_result(names: list[str], notes: list[str], peer: str = model_bench.LITERT):
+    samples = {name: np.array([1000, 2000, 12_345_678_900] * 10, np.int64) for name in names}
+    return model_bench.Result(
+        "/some/where/a_model_file_with_a_rather_long_name_v2_int8_quantized.tflite",
+        peer,
+        [TensorInfo("input_1", (1, 224, 224, 3), np.dtype(np.int8))],
+        2.0,
+        1_000_000,
+        [LatencyStats.from_ns(name, ns) for name, ns in samples.items()],
+        samples,
+        notes,
+        3.5,
+    )
+
+
+def test_a_model_file_table_fits_100_columns_and_reads_in_one_vocabulary():
+    names = [model_bench.LITERT, "sync in-process", "burst in-process", "sync cross-process"]
+    why = "burst cross-process: not timed, its outputs differ from LiteRT in-process's " * 2
+    text = model_bench.text(model_result(names, [why]))
+    assert [line for line in text.splitlines() if len(line) > WIDTH] == []
+    assert "x LiteRT" in text and "runs/s" in text and "msg/s" not in text
+    assert "Reading: sync in-process is as fast as LiteRT in-process (p50)." in text
+
+
+def test_a_model_file_without_its_peer_still_makes_a_document_and_a_page():
+    names = ["sync in-process", "burst in-process"]
+    result = model_result(names, ["LiteRT in-process: not installed (pip install '.[litert]')"])
+    document = report.build_model(result)
+    assert report.validate(document) == []
+    assert [row["vs_peer"] for row in document["latency"]] == [None, None]
+    page = html_report.render(document, model_bench.head(result), None)
+    assert "<td>—</td>" in page and "None" not in page and "not installed" in page
+    assert "input_1 [1, 224, 224, 3] int8" in page
+    bad = {**document, "inputs": [{"name": "x"}], "notes": "none"}
+    assert report.validate(bad) == [
+        "inputs[0]: missing 'shape'",
+        "inputs[0]: missing 'dtype'",
+        "notes: expected a list of strings",
+    ]

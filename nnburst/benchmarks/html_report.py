@@ -9,7 +9,9 @@ attached to a bug or mailed as it is.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from html import escape
+from pathlib import Path
 from typing import Any
 
 _STYLE = """
@@ -45,7 +47,7 @@ def _cell(key: str, value: Any) -> str:
         return NONE
     if key == "per_second":
         return f"{value:.0f}"
-    if key in ("vs_baseline", "vs_onnxruntime"):
+    if key in ("vs_baseline", "vs_onnxruntime", "vs_peer"):
         return f"{value:.2f}"
     if isinstance(value, float):
         return f"{value:.1f}"
@@ -68,20 +70,33 @@ def shown(value: Any) -> str:
 
 
 def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str:
-    """The page for a ``"benchmark": "runtime"`` document (see :mod:`.report`)."""
+    """The page for a ``"runtime"`` or a ``"model"`` document (see :mod:`.report`)."""
+    model_file = document["benchmark"] == "model"
+    title = (
+        f"nnburst bench: {Path(document['parameters']['model']).name} against {document['peer']}"
+        if model_file
+        else "nnburst bench: NNAPI runtime execution paths"
+    )
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        "<title>nnburst bench</title>",
+        f"<title>{escape(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
-        "<h1>nnburst bench: NNAPI runtime execution paths</h1>",
+        f"<h1>{escape(title)}</h1>",
         f'<p class="note">{escape(header)}</p>',
     ]
     if document.get("interrupted"):
         parts.append('<p class="warn">Interrupted: only the modes that finished are shown.</p>')
-    rows = document["latency"]
-    for model in document["parameters"]["models"]:
-        mine = [r for r in rows if r["model"] == model]
+    if model_file:
+        inputs = "; ".join(
+            f"{i['name'] or 'input'} [{shown(i['shape'])}] {i['dtype']}" for i in document["inputs"]
+        )
+        parts.append(f"<h2>Random inputs: {escape(inputs)}</h2>")
+        columns = [*_COLUMNS[:-2], ("vs_peer", f"× {document['peer']} (p50)")]
+        parts += _table(document["latency"], columns, lambda row: row["name"] == document["peer"])
+        parts += [f'<p class="note">{escape(note)}</p>' for note in document["notes"]]
+    for model in [] if model_file else document["parameters"]["models"]:
+        mine = [r for r in document["latency"] if r["model"] == model]
         if not mine:
             continue
         first = mine[0]
@@ -89,14 +104,7 @@ def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str
             f"<h2>{escape(first['workload'])} "
             f"({first['bytes_in']} bytes in, {first['bytes_out']} bytes out)</h2>"
         )
-        parts.append(
-            "<table><tr>" + "".join(f"<th>{escape(t)}</th>" for _, t in _COLUMNS) + "</tr>"
-        )
-        for row in mine:
-            css = ' class="baseline"' if row["path"] == "pipe" else ""
-            cells = "".join(f"<td>{_cell(k, row.get(k))}</td>" for k, _ in _COLUMNS)
-            parts.append(f"<tr{css}>{cells}</tr>")
-        parts.append("</table>")
+        parts += _table(mine, _COLUMNS, lambda row: row["path"] == "pipe")
     peers = document.get("peers") or {}
     if peers.get("missing"):
         parts.append(f'<p class="note">{escape(peers["missing"])}</p>')
@@ -123,3 +131,18 @@ def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str
     ]
     parts.append("</table></body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _table(
+    rows: list[dict[str, Any]],
+    columns: list[tuple[str, str]],
+    baseline: Callable[[dict[str, Any]], bool],
+) -> list[str]:
+    """A latency table, the row others are compared to in bold."""
+    parts = ["<table><tr>" + "".join(f"<th>{escape(t)}</th>" for _, t in columns) + "</tr>"]
+    for row in rows:
+        css = ' class="baseline"' if baseline(row) else ""
+        cells = "".join(f"<td>{_cell(k, row.get(k))}</td>" for k, _ in columns)
+        parts.append(f"<tr{css}>{cells}</tr>")
+    parts.append("</table>")
+    return parts
