@@ -257,7 +257,7 @@ def _bench_clients(args: argparse.Namespace) -> int:
     seconds = args.duration or clients.DEFAULT_SECONDS
     print(
         f"add+mul bursts on {clients.DEVICE} for {seconds:g} s per row, each client its own "
-        "process; a service in one process, then one worker per core:"
+        "process;\na service in one process, then one worker per core:"
     )
     print(clients.table(clients.run(counts, seconds)))
     return 0

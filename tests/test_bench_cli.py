@@ -372,13 +372,13 @@ def test_clients_compares_one_service_process_with_one_worker_per_core(capsys, m
     monkeypatch.setattr("nnburst.benchmarks.clients.default_worker_count", lambda: 2)
     code, out, err = run(capsys, "bench", "clients", "--clients", "1,2", "--duration", "0.2")
     assert code == 0, err
-    rows = [
-        line.split("|")[1:-1]
-        for line in out.splitlines()
-        if line.startswith("| ") and "clients" not in line
-    ]
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("clients "))
+    assert lines[header].split("  ")[-3:] == ["runs/s (all clients)", "p50 µs", "p99 µs"]
+    rows = [line.split() for line in lines[header + 2 : header + 6]]
     assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 1), (2, 1), (1, 2), (2, 2)]
-    assert all(float(r[2].replace(",", "")) > 0 for r in rows)
+    assert all(float(r[2]) > 0 for r in rows)
+    assert [line for line in lines if len(line) > 100] == []
 
 
 def test_validate_checks_runtime_documents():
