@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +298,7 @@ def _bench(args: argparse.Namespace) -> int:
             f"ADD of two float32 [3, 4] tensors on the CPU reference driver, "
             f"{iterations} executions per mode:"
         )
-        print(latency_table(rows, baseline="multiprocessing.Pipe"))
+        print(latency_table(rows, baseline="multiprocessing.Pipe", ratio_title="x Pipe"))
     from .benchmarks import report
 
     document = report.build(
@@ -326,7 +326,7 @@ def _bench_clients(args: argparse.Namespace) -> int:
     seconds = args.duration or clients.DEFAULT_SECONDS
     print(
         f"add+mul bursts on {clients.DEVICE} for {seconds:g} s per row, each client its own "
-        "process; a service in one process, then one worker per core:"
+        "process;\na service in one process, then one worker per core:"
     )
     print(clients.table(clients.run(counts, seconds)))
     return 0
@@ -371,50 +371,74 @@ def _bench_model(text: str) -> str:
     )
 
 
+#: Options of the runtime benchmark that a model file has no use for: it has one
+#: model, no conv, and its rows are fixed (model_bench).  Refused, and --help says so.
+_NOT_FOR_FILES = ("conv_size", "paths", "placement", "pin", "busy", "stream_items")
+
+
 def _bench_file(args: argparse.Namespace) -> int:
-    """``--model FILE.tflite|.onnx``: the file on every path against its runtime (model_bench)."""
-    from .benchmarks import model_bench
+    """``--model FILE.tflite|.onnx``: the file on every path against its runtime (model_bench),
+    with the runtime benchmark's --iterations, --duration, --json, --plot and --html."""
+    from .benchmarks import model_bench, plot, report
+    from .benchmarks.service_process import ServiceError
     from .errors import NNError
 
-    others = [
-        n for n in _RUNTIME_ONLY if n not in ("model", "duration") and getattr(args, n) is not None
-    ]
-    if others:
-        option = "--" + others[0].replace("_", "-")
+    refused = [n for n in _NOT_FOR_FILES if getattr(args, n) is not None]
+    if refused:
+        option = {"placement": f"--{args.placement}"}.get(
+            refused[0], "--" + refused[0].replace("_", "-")
+        )
         raise _UsageError(f"{option} does not apply to a model file")
     if not os.path.isfile(args.model):
         raise CliError(f"--model {args.model}: no such file")
     _runner_class(args.model)  # the importer is installed
+    targets = _output_targets(args)
+    seconds = args.duration
+    if seconds is None and args.iterations is None:
+        seconds = model_bench.DEFAULT_DURATION_S
     try:
-        model_bench.main(args.model, args.duration or model_bench.DEFAULT_DURATION_S)
-    except NNError as exc:
+        result = model_bench.main(args.model, seconds, args.iterations)
+    except (NNError, ServiceError) as exc:
         raise CliError(str(exc.args[0] if exc.args else exc)) from None
+    _write_files(
+        report.build_model(result),
+        lambda: plot.model_png(result),
+        model_bench.head(result),
+        targets,
+    )
     return 0
+
+
+def _output_targets(args: argparse.Namespace) -> dict[str, Path]:
+    """--json, --plot and --html, checked before the run."""
+    from .benchmarks import plot
+
+    targets = {
+        option: _writable(path, option)
+        for option, path in (("--json", args.json), ("--plot", args.plot), ("--html", args.html))
+        if path
+    }
+    if "--plot" in targets and not plot.available():
+        raise CliError(
+            "--plot needs matplotlib: pip install matplotlib (or, from a source checkout, pip install '.[plot]')"
+        )
+    return targets
 
 
 def _bench_runtime(args: argparse.Namespace) -> int:
     """The default: the runtime's paths on two models against a Pipe baseline (runtime_bench)."""
-    from .benchmarks import plot as plotting
-    from .benchmarks import runtime_bench
+    from .benchmarks import plot, report, runtime_bench
     from .benchmarks.progress import Progress
     from .benchmarks.service_process import ServiceError
     from .errors import NNError
 
     if args.stream_items is not None:
         raise _UsageError("--stream-items applies to nnburst bench fmq")
-    targets = {
-        option: _writable(path, option)
-        for option, path in (("--json", args.json), ("--plot", args.plot), ("--html", args.html))
-        if path
-    }
-    if "--plot" in targets and not plotting.available():
-        raise CliError(
-            "--plot needs matplotlib: pip install matplotlib (or, from a source checkout, pip install '.[plot]')"
-        )
+    targets = _output_targets(args)
     settings = _runtime_settings(args)
     cpus = runtime_bench.pin_cpus(settings.pin)
-    head = runtime_bench.header(settings, cpus)
-    print(head, flush=True)
+    key = runtime_bench.key(settings, cpus)
+    print(runtime_bench.intro(settings), flush=True)
     try:
         with Progress(len(runtime_bench.plan(settings)) * runtime_bench.ROUNDS) as progress:
             result = runtime_bench.run(settings, progress)
@@ -423,25 +447,26 @@ def _bench_runtime(args: argparse.Namespace) -> int:
     print()
     if result.rows:
         print(runtime_bench.table(result))
-    print(runtime_bench.summary(result), flush=True)
-    _write_runtime_files(result, head, targets)
+    print(runtime_bench.summary(result))
+    print()
+    print(key, flush=True)
+    _write_files(report.build_runtime(result), lambda: plot.png(result), key, targets)
     if result.interrupted:
         return 130
     return 1 if result.failures else 0
 
 
-def _write_runtime_files(result: Any, head: str, targets: dict[str, Path]) -> None:
-    from .benchmarks import html_report, plot, report
+def _write_files(
+    document: dict[str, Any], draw: Callable[[], bytes], key: str, targets: dict[str, Path]
+) -> None:
+    """The run's --json document, --plot image (``draw``) and --html page (with ``key``,
+    what the numbers are, at its top)."""
+    from .benchmarks import html_report, plot
 
-    document = report.build_runtime(result)
     if "--json" in targets:
         _write_json(targets["--json"], document)
         print(f"results written to {targets['--json']}")
-    image = (
-        plot.png(result)
-        if ("--plot" in targets or "--html" in targets) and plot.available()
-        else None
-    )
+    image = draw() if ("--plot" in targets or "--html" in targets) and plot.available() else None
     if "--plot" in targets and image is not None:
         try:
             targets["--plot"].write_bytes(image)
@@ -449,7 +474,7 @@ def _write_runtime_files(result: Any, head: str, targets: dict[str, Path]) -> No
             raise CliError(f"cannot write {targets['--plot']}: {exc.strerror or exc}") from None
         print(f"latency plot written to {targets['--plot']}")
     if "--html" in targets:
-        _write_text(targets["--html"], html_report.render(document, head, image))
+        _write_text(targets["--html"], html_report.render(document, key, image))
         print(f"report page written to {targets['--html']}")
 
 
@@ -622,15 +647,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--iterations",
         type=_positive,
         default=None,
-        help="timed executions per mode (runtime: bounded by count instead of time; "
-        f"fmq/hal default {LOW_LEVEL_ITERATIONS})",
+        help="timed executions per mode (runtime and a model file: bounded by count instead "
+        f"of time; with --duration, whichever ends first; fmq/hal default {LOW_LEVEL_ITERATIONS})",
     )
     bench.add_argument(
         "--duration",
         type=_duration,
         metavar="SECONDS",
-        help="seconds per mode (runtime; default "
-        "0.9 unless --iterations is given; with both, whichever ends first)",
+        help="seconds per mode (runtime: default 0.9, a model file: default 2, unless "
+        "--iterations is given; with both, whichever ends first)",
     )
     bench.add_argument(
         "--model",
@@ -644,14 +669,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--conv-size",
         type=_conv_size,
         metavar="N",
-        help="the conv model's input is [1, N, N, 16] (default 32)",
+        help="the conv model's input is [1, N, N, 16] (default 32; not with a model file)",
     )
     bench.add_argument(
         "--paths",
         type=_paths,
         metavar="LIST",
         help="comma-separated subset of sync,async,burst,onnxruntime (default: all; "
-        "onnxruntime: the peer rows, when onnxruntime and onnx are installed)",
+        "onnxruntime: the peer rows, when onnxruntime and onnx are installed; not with a "
+        "model file, whose rows are fixed)",
     )
     placement = bench.add_mutually_exclusive_group()
     placement.add_argument(
@@ -659,27 +685,28 @@ def build_parser() -> argparse.ArgumentParser:
         dest="placement",
         action="store_const",
         const="in-process",
-        help="only the driver in this process",
+        help="only the driver in this process (not with a model file)",
     )
     placement.add_argument(
         "--cross-process",
         dest="placement",
         action="store_const",
         const="cross-process",
-        help="only the driver service process",
+        help="only the driver service process (not with a model file)",
     )
     bench.add_argument(
         "--pin",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="pin the timing thread and the other side to two CPUs (default: no)",
+        help="pin the timing thread and the other side to two CPUs (default: no; not with a "
+        "model file)",
     )
     bench.add_argument(
         "--busy",
         action="store_true",
         default=None,
         help="run the Pipe baselines and the cross-process rows while one CPU-bound process "
-        "per CPU spins (started and stopped by the bench)",
+        "per CPU spins (started and stopped by the bench; not with a model file)",
     )
     bench.add_argument(
         "--stream-items",
@@ -691,17 +718,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         metavar="FILE",
         help="also write the results and the environment as JSON "
-        "(schema: nnburst/benchmarks/report.py)",
+        "(schema: nnburst/benchmarks/report.py; not with clients)",
     )
     bench.add_argument(
         "--plot",
         metavar="FILE.png",
-        help="also draw the latency distributions (CDF per mode; needs matplotlib)",
+        help="also draw the latency distributions (CDF per mode; needs matplotlib; runtime "
+        "and a model file)",
     )
     bench.add_argument(
         "--html",
         metavar="FILE",
-        help="also write a self-contained report page (table, plot, environment)",
+        help="also write a self-contained report page (table, plot, environment; runtime "
+        "and a model file)",
     )
     bench.set_defaults(run=_bench, parser=bench)
 

@@ -19,7 +19,7 @@ import pytest
 
 from nnburst.benchmarks import burst_latency, load, peers, report, runtime_bench
 from nnburst.benchmarks.stats import LatencyStats
-from nnburst.cli import main
+from nnburst.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--duration", "0.02", "--conv-size", "8"]
@@ -115,8 +115,13 @@ def test_bench_runs_every_mode_and_writes_json_plot_and_html(capsys, tmp_path):
         str(files["bench.html"]),
     )
     assert code == 0, err
-    assert out.startswith("nnburst bench: how long one execution takes")
-    assert "Baseline: a multiprocessing.Pipe round trip of the same bytes" in out
+    # The results lead: a two-line intro, then the tables; the key comes after them.
+    assert out.startswith("nnburst bench: one execution through each path")
+    assert out.splitlines()[3] == "add+mul 3x4 (96 bytes in, 48 bytes out)"
+    key = out.index("How to read the tables:")
+    assert key > out.index("conv 8x8x16") and key > out.index(" modes in ")
+    assert "Baseline: a multiprocessing.Pipe round trip of the same bytes" in out[key:]
+    assert [line for line in out.splitlines() if len(line) > 100] == []
     assert table_rows(out, "add+mul 3x4 (96 bytes in, 48 bytes out)") == CLI_MODES
     assert table_rows(out, "conv 8x8x16 (4096 bytes in, 2048 bytes out)") == CLI_MODES
     assert f"{2 * len(CLI_MODES)} modes in" in out and "Traceback" not in err
@@ -367,13 +372,13 @@ def test_clients_compares_one_service_process_with_one_worker_per_core(capsys, m
     monkeypatch.setattr("nnburst.benchmarks.clients.default_worker_count", lambda: 2)
     code, out, err = run(capsys, "bench", "clients", "--clients", "1,2", "--duration", "0.2")
     assert code == 0, err
-    rows = [
-        line.split("|")[1:-1]
-        for line in out.splitlines()
-        if line.startswith("| ") and "clients" not in line
-    ]
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("clients "))
+    assert lines[header].split("  ")[-3:] == ["runs/s (all clients)", "p50 µs", "p99 µs"]
+    rows = [line.split() for line in lines[header + 2 : header + 6]]
     assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 1), (2, 1), (1, 2), (2, 2)]
-    assert all(float(r[2].replace(",", "")) > 0 for r in rows)
+    assert all(float(r[2]) > 0 for r in rows)
+    assert [line for line in lines if len(line) > 100] == []
 
 
 def test_validate_checks_runtime_documents():
@@ -465,10 +470,14 @@ def test_a_peer_whose_output_differs_is_a_failure_row(capsys, monkeypatch):
         for line in out.splitlines()
         if line.startswith("onnxruntime")
     }
-    assert failed == {
+    why = {
         name: f"{name}: output differs from nnburst's (max |diff| 1; exactly)"
         for name in ("onnxruntime in-process", "onnxruntime via Pipe")
     }
+    # The table's line is cut to 100 columns; the summary under it has the whole reason.
+    assert failed.keys() == why.keys()
+    assert all(why[name].startswith(failed[name].removesuffix("...")) for name in why)
+    assert all(f"add-mul {name}: {why[name]}" in " ".join(out.split()) for name in why)
     assert "2 modes failed" in out and children(os.getpid()) == []
 
 
@@ -540,3 +549,130 @@ def test_busy_stops_its_load_on_ctrl_c(capsys, monkeypatch):
     started = [int(pid) for pid in out.split("(pids ")[1].split(")")[0].split(", ")]
     assert len(started) == os.cpu_count()
     assert load_processes_alive(started) == [] and children(os.getpid()) == []
+
+
+# -- --model FILE ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def relu_tflite(tmp_path) -> Path:
+    """A one-RELU .tflite file: the smallest model file LiteRT and nnburst both run."""
+    pytest.importorskip("ai_edge_litert", reason="LiteRT (pip install '.[litert]') is the peer")
+    import numpy as np
+
+    from .tflite_builder import Tensor, single_op
+
+    path = tmp_path / "relu.tflite"
+    path.write_bytes(single_op("RELU", [Tensor((2, 3), np.float32)], [Tensor((2, 3), np.float32)]))
+    return path
+
+
+MODEL_FILE_ROWS = [
+    "LiteRT in-process",
+    "sync in-process",
+    "burst in-process",
+    "sync cross-process",
+    "burst cross-process",
+]
+
+
+def test_a_model_file_writes_one_json_document_plot_and_page(capsys, tmp_path, relu_tflite):
+    files = {name: tmp_path / name for name in ("m.json", "m.png", "m.html")}
+    argv = ["bench", "--model", str(relu_tflite), "--iterations", "10"]
+    for option, name in (("--json", "m.json"), ("--plot", "m.png"), ("--html", "m.html")):
+        argv += [option, str(files[name])]
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert out.startswith("relu.tflite: one execution per call; each row ran 10 executions")
+    lines = out.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("---"))
+    assert [line.split("  ")[0] for line in lines[rule + 1 : rule + 6]] == MODEL_FILE_ROWS
+    assert lines[rule + 6].startswith("Reading: ")
+    assert [line for line in out.splitlines() if len(line) > 100] == []
+    for name in files:
+        assert f"written to {files[name]}" in out
+
+    document = json.loads(files["m.json"].read_text())
+    assert report.validate(document) == []
+    assert document["benchmark"] == "model" and document["peer"] == "LiteRT in-process"
+    assert document["parameters"] == {
+        "model": str(relu_tflite),
+        "iterations": 10,
+        "duration": None,
+        "turns": runtime_bench.ROUNDS,
+    }
+    assert document["inputs"] == [{"name": "t0", "shape": [2, 3], "dtype": "float32"}]
+    assert [row["name"] for row in document["latency"]] == MODEL_FILE_ROWS
+    assert {row["count"] for row in document["latency"]} == {10}  # --iterations bounds each row
+    assert document["latency"][0]["vs_peer"] == 1.0 and document["notes"] == []
+
+    assert files["m.png"].read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    page = files["m.html"].read_text()
+    assert page.startswith("<!DOCTYPE html>") and "relu.tflite against LiteRT in-process" in page
+    assert all(f"<td>{name}</td>" in page for name in MODEL_FILE_ROWS)
+    assert "t0 [2, 3] float32" in page and 'src="data:image/png;base64,iVBOR' in page
+
+
+def test_a_model_file_takes_iterations_and_duration_whichever_ends_first(
+    capsys, tmp_path, relu_tflite
+):
+    path = tmp_path / "m.json"
+    argv = ["bench", "--model", str(relu_tflite), "--iterations", "3", "--duration", "60"]
+    code, out, err = run(capsys, *argv, "--json", str(path))
+    assert code == 0, err
+    assert "3 executions, whichever came first" in out
+    document = json.loads(path.read_text())
+    assert {row["count"] for row in document["latency"]} == {3}
+    assert document["parameters"]["duration"] == 60 and document["seconds"] < 60
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--conv-size", "8"],
+        ["--paths", "sync"],
+        ["--in-process"],
+        ["--cross-process"],
+        ["--pin"],
+        ["--busy"],
+        ["--stream-items", "5"],
+    ],
+)
+def test_options_a_model_file_has_no_use_for_are_refused_and_help_says_so(
+    capsys, relu_tflite, option
+):
+    code, out, err = run(capsys, "bench", "--model", str(relu_tflite), *option)
+    assert code == 2 and out == ""
+    assert f"{option[0]} does not apply to a model file" in err
+    if option[0] == "--stream-items":
+        assert "fmq streaming test" in bench_help(option[0])  # refused by all but fmq
+    else:
+        assert "not with a model file" in bench_help(option[0])
+
+
+def test_help_names_the_file_outputs_and_bounds_for_model_files(capsys):
+    from nnburst.benchmarks import model_bench
+
+    for option in ("--iterations", "--plot", "--html"):
+        assert "a model file" in bench_help(option)
+    default = f"a model file: default {model_bench.DEFAULT_DURATION_S:g}"
+    assert default in bench_help("--duration")
+    assert main(["bench", "--help"]) == 0  # what argparse prints is these texts
+    assert "not with a model file" in capsys.readouterr().out
+
+
+def bench_help(option: str) -> str:
+    """The help text ``nnburst bench --help`` shows for ``option``."""
+    commands = next(a for a in build_parser()._actions if a.dest == "command")
+    bench = commands.choices["bench"]
+    return next(a.help for a in bench._actions if option in a.option_strings)
+
+
+def test_time_in_turns_splits_a_count_over_the_turns():
+    from nnburst.benchmarks import model_bench
+
+    calls = [("a", lambda: None), ("b", lambda: None)]
+    samples = model_bench.time_in_turns(calls, None, 10)
+    assert {name: ns.size for name, ns in samples.items()} == {"a": 10, "b": 10}
+    samples = model_bench.time_in_turns(calls, 0.6, 4)  # fewer than the turns
+    assert {name: ns.size for name, ns in samples.items()} == {"a": 4, "b": 4}

@@ -316,10 +316,10 @@ def test_nnburst_run_and_bench_take_an_onnx_file(tmp_path, capsys, monkeypatch) 
     for row in (
         "onnxruntime in-process",
         "onnxruntime via Pipe",
-        "compute in-process",
+        "sync in-process",
         "burst in-process",
-        "sync service",
-        "burst service",
+        "sync cross-process",
+        "burst cross-process",
     ):
         assert row in out
     assert "not timed" not in out

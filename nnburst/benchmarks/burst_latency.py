@@ -212,7 +212,7 @@ def main(iterations: int = 5000) -> None:
     print(
         f"ADD of two float32 [3, 4] tensors on the CPU reference driver, {iterations} executions per mode:"
     )
-    print(latency_table(rows, baseline="multiprocessing.Pipe"))
+    print(latency_table(rows, baseline="multiprocessing.Pipe", ratio_title="x Pipe"))
 
 
 if __name__ == "__main__":

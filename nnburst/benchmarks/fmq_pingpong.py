@@ -354,7 +354,7 @@ def report(rows: list[LatencyStats], streams: list[Throughput], iterations: int)
     return "\n".join(
         [
             f"Round trip of a {MESSAGE_BYTES}-byte message, {iterations} iterations, cross-process:",
-            latency_table(rows, baseline="multiprocessing.Pipe"),
+            latency_table(rows, baseline="multiprocessing.Pipe", ratio_title="x Pipe"),
             "",
             f"One-way streaming of {STREAM_ELEMENT.itemsize}-byte elements, batches of {STREAM_BATCH}:",
             throughput_table(streams),

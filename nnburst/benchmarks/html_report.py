@@ -9,7 +9,9 @@ attached to a bug or mailed as it is.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from html import escape
+from pathlib import Path
 from typing import Any
 
 _STYLE = """
@@ -24,6 +26,9 @@ tr.baseline td { font-weight: bold; background: #f4f4f4; }
 img { max-width: 100%; }
 """
 
+#: What a page shows for a value that is not there (JSON null).
+NONE = "—"
+
 _COLUMNS = [
     ("name", "mode"),
     ("count", "runs"),
@@ -31,7 +36,7 @@ _COLUMNS = [
     ("p90_us", "p90 µs"),
     ("p99_us", "p99 µs"),
     ("p999_us", "p99.9 µs"),
-    ("per_second", "exec/s"),
+    ("per_second", "runs/s"),
     ("vs_baseline", "× Pipe (p50)"),
     ("vs_onnxruntime", "× onnxruntime (p50)"),
 ]
@@ -39,31 +44,59 @@ _COLUMNS = [
 
 def _cell(key: str, value: Any) -> str:
     if value is None:
-        return "–"
+        return NONE
     if key == "per_second":
         return f"{value:.0f}"
-    if key in ("vs_baseline", "vs_onnxruntime"):
+    if key in ("vs_baseline", "vs_onnxruntime", "vs_peer"):
         return f"{value:.2f}"
     if isinstance(value, float):
         return f"{value:.1f}"
     return escape(str(value))
 
 
+def shown(value: Any) -> str:
+    """A JSON value as a person reads it: no Python reprs (None, True, ['a', 'b'])."""
+    if value is None:
+        return NONE
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(shown(v) for v in value) if value else NONE
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) if value else NONE
+    return str(value)
+
+
 def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str:
-    """The page for a ``"benchmark": "runtime"`` document (see :mod:`.report`)."""
+    """The page for a ``"runtime"`` or a ``"model"`` document (see :mod:`.report`)."""
+    model_file = document["benchmark"] == "model"
+    title = (
+        f"nnburst bench: {Path(document['parameters']['model']).name} against {document['peer']}"
+        if model_file
+        else "nnburst bench: NNAPI runtime execution paths"
+    )
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        "<title>nnburst bench</title>",
+        f"<title>{escape(title)}</title>",
         f"<style>{_STYLE}</style></head><body>",
-        "<h1>nnburst bench: NNAPI runtime execution paths</h1>",
+        f"<h1>{escape(title)}</h1>",
         f'<p class="note">{escape(header)}</p>',
     ]
     if document.get("interrupted"):
         parts.append('<p class="warn">Interrupted: only the modes that finished are shown.</p>')
-    rows = document["latency"]
-    for model in document["parameters"]["models"]:
-        mine = [r for r in rows if r["model"] == model]
+    if model_file:
+        inputs = "; ".join(
+            f"{i['name'] or 'input'} [{shown(i['shape'])}] {i['dtype']}" for i in document["inputs"]
+        )
+        parts.append(f"<h2>Random inputs: {escape(inputs)}</h2>")
+        columns = [*_COLUMNS[:-2], ("vs_peer", f"× {document['peer']} (p50)")]
+        parts += _table(document["latency"], columns, lambda row: row["name"] == document["peer"])
+        parts += [f'<p class="note">{escape(note)}</p>' for note in document["notes"]]
+    for model in [] if model_file else document["parameters"]["models"]:
+        mine = [r for r in document["latency"] if r["model"] == model]
         if not mine:
             continue
         first = mine[0]
@@ -71,14 +104,7 @@ def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str
             f"<h2>{escape(first['workload'])} "
             f"({first['bytes_in']} bytes in, {first['bytes_out']} bytes out)</h2>"
         )
-        parts.append(
-            "<table><tr>" + "".join(f"<th>{escape(t)}</th>" for _, t in _COLUMNS) + "</tr>"
-        )
-        for row in mine:
-            css = ' class="baseline"' if row["path"] == "pipe" else ""
-            cells = "".join(f"<td>{_cell(k, row.get(k))}</td>" for k, _ in _COLUMNS)
-            parts.append(f"<tr{css}>{cells}</tr>")
-        parts.append("</table>")
+        parts += _table(mine, _COLUMNS, lambda row: row["path"] == "pipe")
     peers = document.get("peers") or {}
     if peers.get("missing"):
         parts.append(f'<p class="note">{escape(peers["missing"])}</p>')
@@ -97,11 +123,26 @@ def render(document: dict[str, Any], header: str, plot_png: bytes | None) -> str
         "seconds": round(document["seconds"], 2),
         "created": document["created"],
     }
-    parts += [f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in facts.items()]
+    parts += [f"<tr><td>{escape(k)}</td><td>{escape(shown(v))}</td></tr>" for k, v in facts.items()]
     parts.append("</table><h2>Environment</h2><table>")
     parts += [
-        f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>"
+        f"<tr><td>{escape(k)}</td><td>{escape(shown(v))}</td></tr>"
         for k, v in document["environment"].items()
     ]
     parts.append("</table></body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _table(
+    rows: list[dict[str, Any]],
+    columns: list[tuple[str, str]],
+    baseline: Callable[[dict[str, Any]], bool],
+) -> list[str]:
+    """A latency table, the row others are compared to in bold."""
+    parts = ["<table><tr>" + "".join(f"<th>{escape(t)}</th>" for _, t in columns) + "</tr>"]
+    for row in rows:
+        css = ' class="baseline"' if baseline(row) else ""
+        cells = "".join(f"<td>{_cell(k, row.get(k))}</td>" for k, _ in columns)
+        parts.append(f"<tr{css}>{cells}</tr>")
+    parts.append("</table>")
+    return parts

@@ -17,7 +17,10 @@ drifts (a VM's does) slows them alike.
 from __future__ import annotations
 
 import contextlib
+import textwrap
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +28,10 @@ import threadpoolctl
 
 from ..devices import Device, get_devices
 from ..imported import LoadedModel, Runner, TensorInfo
+from .peers import VIA_PIPE, pipe_session
 from .runtime_bench import ROUNDS, measure
 from .service_process import driver_service
-from .stats import LatencyStats, latency_table
+from .stats import WIDTH, LatencyStats, compared, latency_table
 
 LITERT = "LiteRT in-process"
 ONNXRUNTIME = "onnxruntime in-process"
@@ -109,22 +113,30 @@ def disagreement(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> str |
 TURN_S = 0.1
 
 
-def turns(seconds: float) -> int:
-    """How many turns each row's ``seconds`` are cut into."""
-    return max(ROUNDS, round(seconds / TURN_S))
+def turns(seconds: float | None) -> int:
+    """How many turns each row's ``seconds`` are cut into (a row bounded by a count
+    only: ROUNDS)."""
+    return ROUNDS if seconds is None else max(ROUNDS, round(seconds / TURN_S))
 
 
 def time_in_turns(
-    calls: list[tuple[str, Callable[[], object]]], seconds: float
-) -> list[LatencyStats]:
-    """Each call timed for ``seconds`` in all, in :func:`turns` slices taken one
-    call after another."""
+    calls: list[tuple[str, Callable[[], object]]],
+    seconds: float | None,
+    iterations: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Each call's latencies (ns) over ``seconds`` and/or ``iterations`` in all, whichever
+    ends first, in :func:`turns` slices taken one call after another."""
     samples: dict[str, list[np.ndarray]] = {name: [] for name, _ in calls}
     count = turns(seconds)
-    for _ in range(count):
+    for turn in range(count):
+        limit = None
+        if iterations is not None:  # the count split exactly over the turns
+            limit = iterations // count + (turn < iterations % count)
+            if limit == 0:
+                break
         for name, call in calls:
-            samples[name].append(measure(call, None, seconds / count))
-    return [LatencyStats.from_ns(name, np.concatenate(samples[name])) for name, _ in calls]
+            samples[name].append(measure(call, limit, None if seconds is None else seconds / count))
+    return {name: np.concatenate(parts) for name, parts in samples.items()}
 
 
 def _importer(
@@ -141,10 +153,36 @@ def _importer(
     return tflite.Runner, tflite.load(model), LITERT, litert_runner(model), "litert"
 
 
+@dataclass
+class Result:
+    """One ``bench --model FILE`` run: what :func:`text`, the JSON document, the plot
+    and the report page are made from."""
+
+    path: str
+    peer: str  # the peer's row name (LITERT or ONNXRUNTIME), whether or not it ran
+    inputs: list[TensorInfo]
+    seconds: float | None  # per row; None: bounded by ``iterations`` only
+    iterations: int | None  # per row; None: bounded by ``seconds`` only
+    rows: list[LatencyStats]
+    samples_ns: dict[str, np.ndarray] = field(repr=False)
+    notes: list[str]  # one per path not timed, and why
+    wall_seconds: float
+
+    @property
+    def turns(self) -> int:
+        return turns(self.seconds)
+
+    def row(self, name: str) -> LatencyStats | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+
 def run(
-    path: str | Path, seconds: float = DEFAULT_DURATION_S
-) -> tuple[list[LatencyStats], list[str], str]:
-    """The rows, one note per path that was not timed (and why), and the peer's row name."""
+    path: str | Path, seconds: float | None = DEFAULT_DURATION_S, iterations: int | None = None
+) -> Result:
+    """Every path of the model at ``path``, ``seconds`` and/or ``iterations`` per row."""
+    if seconds is None and iterations is None:
+        raise ValueError("a row needs a duration or an iteration count")
+    started = time.perf_counter()
     runner_class, loaded, peer_name, peer, extra = _importer(path, Path(path).read_bytes())
     inputs = random_inputs(loaded.inputs)
     calls: list[tuple[str, Callable[[], object]]] = []
@@ -161,8 +199,6 @@ def run(
         else:
             calls.append((peer_name, lambda: peer(*inputs)))
         if peer is not None and want is not None and str(path).endswith(".onnx"):
-            from .peers import VIA_PIPE, pipe_session
-
             outputs = [(w.dtype, w.shape) for w in want]
             call = stack.enter_context(pipe_session(str(path), inputs, outputs))
             calls.append((VIA_PIPE, lambda: call(inputs)))
@@ -175,22 +211,78 @@ def run(
             else:
                 calls.append((name, lambda: runner(*inputs)))
 
+        # The runtime bench's names (runtime_bench.Mode.name): one vocabulary in every table.
         cpu = next(d for d in get_devices() if d.name == "nnburst-reference")
-        add("compute in-process", cpu, False)
+        add("sync in-process", cpu, False)
         add("burst in-process", cpu, True)
         device = stack.enter_context(driver_service())
-        add("sync service", device, False)
-        add("burst service", device, True)
-        rows = time_in_turns(calls, seconds)
-    return rows, notes, peer_name
-
-
-def main(path: str | Path, seconds: float = DEFAULT_DURATION_S) -> None:
-    rows, notes, peer = run(path, seconds)
-    print(
-        f"{Path(path).name}: one execution per call, {seconds:g} s per row in {turns(seconds)} turns"
-        f" (the rows take turns), BLAS and {peer} on one thread"
+        add("sync cross-process", device, False)
+        add("burst cross-process", device, True)
+        samples = time_in_turns(calls, seconds, iterations)
+    rows = [LatencyStats.from_ns(name, ns) for name, ns in samples.items()]
+    return Result(
+        str(path),
+        peer_name,
+        list(loaded.inputs),
+        seconds,
+        iterations,
+        rows,
+        samples,
+        notes,
+        time.perf_counter() - started,
     )
-    print(latency_table(rows, baseline=peer if any(r.name == peer for r in rows) else None))
-    for note in notes:
-        print(note)
+
+
+def bound(result: Result) -> str:
+    """How long each row ran, in words."""
+    if result.seconds is not None and result.iterations is not None:
+        return f"{result.seconds:g} s or {result.iterations} executions, whichever came first"
+    if result.seconds is not None:
+        return f"{result.seconds:g} s"
+    return f"{result.iterations} executions"
+
+
+def head(result: Result) -> str:
+    """What was timed, in one sentence: the line over the table, the note atop the page."""
+    return (
+        f"{Path(result.path).name}: one execution per call; each row ran {bound(result)}, "
+        f"in {result.turns} slices taken in turn with the other rows; BLAS and {result.peer} "
+        "on one thread."
+    )
+
+
+def text(result: Result) -> str:
+    """The table, led by one line saying what was timed, read in a sentence, with the
+    notes under it; no line wider than WIDTH."""
+    peer = result.row(result.peer)
+    lines = [_wrapped(head(result), "", "  ")]
+    short = "x LiteRT" if result.peer == LITERT else "x ort"
+    lines.append(
+        latency_table(result.rows, baseline=result.peer if peer else None, ratio_title=short)
+    )
+    sentences = []
+    for placement, theirs in (("in-process", peer), ("cross-process", result.row(VIA_PIPE))):
+        ours = [r for r in result.rows if r.name.endswith(placement) and r.name != result.peer]
+        if theirs is not None and ours:
+            best = min(ours, key=lambda r: r.p50_us)
+            sentences.append(f"{best.name} is {compared(best.p50_us, theirs.p50_us, theirs.name)}")
+    if sentences:
+        reading = "; ".join(sentences) + " (p50)."
+        lines.append(_wrapped(reading, "Reading: ", " " * len("Reading: ")))
+    lines += [_wrapped(note, "", "  ") for note in result.notes]
+    return "\n".join(lines)
+
+
+def _wrapped(line: str, first: str, then: str) -> str:
+    return textwrap.fill(
+        line, WIDTH, initial_indent=first, subsequent_indent=then, break_on_hyphens=False
+    )
+
+
+def main(
+    path: str | Path, seconds: float | None = DEFAULT_DURATION_S, iterations: int | None = None
+) -> Result:
+    """Run and print; the result is returned for the files the command writes."""
+    result = run(path, seconds, iterations)
+    print(text(result))
+    return result

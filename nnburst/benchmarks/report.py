@@ -78,6 +78,32 @@ own ``parameters``, and latency rows that say what each row measured::
       "throughput": []
     }
 
+``nnburst bench --model FILE.tflite|.onnx`` (``"benchmark": "model"``, one model
+file on every path against its own runtime, :mod:`.model_bench`)::
+
+    {
+      "schema": "nnburst.bench/1",
+      "benchmark": "model",
+      "created": ..., "environment": {...},    # as above
+      "seconds": float,              # wall time of the whole run, loading included
+      "parameters": {
+        "model": str,                # the file, as given
+        "iterations": int | null,    # per row; null: bounded by duration
+        "duration": float | null,    # seconds per row; null: bounded by iterations
+        "turns": int                 # slices each row's time is cut into, rows alternating
+      },
+      "inputs": [                    # the random inputs every row ran on
+        {"name": str, "shape": [int], "dtype": str}
+      ],
+      "peer": str,                   # the row the ratios compare to: "LiteRT in-process"
+                                     # or "onnxruntime in-process" (may not have run)
+      "latency": [                   # LatencyStats.as_dict() plus:
+        {..., "vs_peer": float | null}   # p50 over the peer's p50; null: no peer row
+      ],
+      "notes": [str],                # a path that was not timed, and why
+      "throughput": []
+    }
+
 :func:`validate` checks a document against this schema; the tests use it.
 """
 
@@ -87,7 +113,7 @@ import datetime
 import os
 import platform
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -96,7 +122,10 @@ from . import load, peers
 from .runtime_bench import PEER, Result, peer_ratio, ratio
 from .stats import LatencyStats, Throughput
 
-__all__ = ["SCHEMA", "build", "build_runtime", "environment", "validate"]
+if TYPE_CHECKING:
+    from .model_bench import Result as ModelResult
+
+__all__ = ["SCHEMA", "build", "build_model", "build_runtime", "environment", "validate"]
 
 SCHEMA = "nnburst.bench/1"
 
@@ -124,6 +153,14 @@ _RUNTIME_ROW_FIELDS = {
     "vs_onnxruntime": (float, type(None)),
     "loaded": bool,
 }
+_MODEL_ROW_FIELDS = {**_LATENCY_FIELDS, "vs_peer": (float, type(None))}
+_MODEL_PARAMETERS = {
+    "model": str,
+    "iterations": (int, type(None)),
+    "duration": (float, type(None)),
+    "turns": int,
+}
+_INPUT_FIELDS = {"name": str, "shape": list, "dtype": str}
 _RUNTIME_PARAMETERS = {
     "models": list,
     "conv_size": int,
@@ -255,6 +292,34 @@ def build_runtime(result: Result) -> dict[str, Any]:
     }
 
 
+def build_model(result: ModelResult) -> dict[str, Any]:
+    """The document for ``bench --model FILE`` (:mod:`.model_bench`)."""
+    peer = result.row(result.peer)
+    return {
+        "schema": SCHEMA,
+        "benchmark": "model",
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "seconds": result.wall_seconds,
+        "parameters": {
+            "model": result.path,
+            "iterations": result.iterations,
+            "duration": result.seconds,
+            "turns": result.turns,
+        },
+        "inputs": [
+            {"name": i.name, "shape": list(i.shape), "dtype": str(i.dtype)} for i in result.inputs
+        ],
+        "peer": result.peer,
+        "environment": environment(),
+        "latency": [
+            {**row.as_dict(), "vs_peer": None if peer is None else row.p50_us / peer.p50_us}
+            for row in result.rows
+        ],
+        "notes": list(result.notes),
+        "throughput": [],
+    }
+
+
 def validate(document: Any) -> list[str]:
     """What is wrong with ``document`` against the schema above; empty when it conforms."""
     if not isinstance(document, dict):
@@ -263,21 +328,32 @@ def validate(document: Any) -> list[str]:
     if document.get("schema") != SCHEMA:
         problems.append(f"schema: expected {SCHEMA!r}, got {document.get('schema')!r}")
     runtime = document.get("benchmark") == "runtime"
-    if document.get("benchmark") not in ("fmq", "burst", "runtime"):
+    model = document.get("benchmark") == "model"
+    if document.get("benchmark") not in ("fmq", "burst", "runtime", "model"):
         problems.append(
-            f"benchmark: expected 'fmq', 'burst' or 'runtime', got {document.get('benchmark')!r}"
+            "benchmark: expected 'fmq', 'burst', 'runtime' or 'model', "
+            f"got {document.get('benchmark')!r}"
         )
     try:
         datetime.datetime.fromisoformat(document.get("created", ""))
     except (TypeError, ValueError):
         problems.append(f"created: not an ISO 8601 time: {document.get('created')!r}")
+    if runtime or model:
+        seconds = document.get("seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            problems.append(f"seconds: expected float, got {seconds!r}")
     if runtime:
         problems += _check("parameters", document.get("parameters"), _RUNTIME_PARAMETERS)
         if not isinstance(document.get("interrupted"), bool):
             problems.append(f"interrupted: expected bool, got {document.get('interrupted')!r}")
-        seconds = document.get("seconds")
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-            problems.append(f"seconds: expected float, got {seconds!r}")
+    elif model:
+        problems += _check("parameters", document.get("parameters"), _MODEL_PARAMETERS)
+        problems += _check_list("inputs", document.get("inputs"), _INPUT_FIELDS)
+        if not isinstance(document.get("peer"), str):
+            problems.append(f"peer: expected str, got {document.get('peer')!r}")
+        notes = document.get("notes")
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            problems.append("notes: expected a list of strings")
     else:
         problems += _check(
             "parameters",
@@ -285,6 +361,8 @@ def validate(document: Any) -> list[str]:
             {"iterations": int, "stream_items": (int, type(None))},
         )
     known = {"schema", "benchmark", "created", "parameters", "environment", "latency", "throughput"}
+    if model:
+        known |= {"seconds", "inputs", "peer", "notes"}
     if runtime:
         known |= {"interrupted", "seconds", "failures", "peers", "load"}
         problems += _check("peers", document.get("peers"), _PEERS_FIELDS)
@@ -300,15 +378,18 @@ def validate(document: Any) -> list[str]:
                 problems += _check(f"failures[{i}]", failure, _FAILURE_FIELDS)
     problems += [f"unexpected {key!r}" for key in document if key not in known]
     problems += _check("environment", document.get("environment"), _ENVIRONMENT_FIELDS)
-    row_fields = _RUNTIME_ROW_FIELDS if runtime else _LATENCY_FIELDS
+    row_fields = _RUNTIME_ROW_FIELDS if runtime else _MODEL_ROW_FIELDS if model else _LATENCY_FIELDS
     for key, fields in (("latency", row_fields), ("throughput", _THROUGHPUT_FIELDS)):
-        rows = document.get(key)
-        if not isinstance(rows, list):
-            problems.append(f"{key}: expected a list")
-            continue
-        for i, row in enumerate(rows):
-            problems += _check(f"{key}[{i}]", row, fields)
+        problems += _check_list(key, document.get(key), fields)
     return problems
+
+
+def _check_list(where: str, rows: Any, fields: dict[str, Any]) -> list[str]:
+    if not isinstance(rows, list):
+        return [f"{where}: expected a list"]
+    return [
+        problem for i, row in enumerate(rows) for problem in _check(f"{where}[{i}]", row, fields)
+    ]
 
 
 def _check(where: str, value: Any, fields: dict[str, Any]) -> list[str]:

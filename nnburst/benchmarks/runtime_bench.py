@@ -23,6 +23,7 @@ thread and shared-memory segment it opened is closed.
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -40,7 +41,15 @@ from .pipe_baseline import pipe_peer
 from .progress import Progress
 from .runtime_paths import MODELS, PATHS, Workload
 from .service_process import ServiceError, driver_service
-from .stats import LatencyStats
+from .stats import (
+    LATENCY_TITLES,
+    WIDTH,
+    LatencyStats,
+    aligned,
+    compared,
+    latency_cells,
+    ratio_cell,
+)
 
 PLACEMENTS = ("in-process", "cross-process")
 POLLING_US = (0, 50, 200)  # LOW_POWER, FAST_SINGLE_ANSWER, SUSTAINED_SPEED
@@ -411,26 +420,41 @@ def _open_mode(
 BUSY_GOAL = 1.2
 
 
-def header(settings: Settings, cpus: tuple[int, int] | None) -> str:
-    """What the numbers are, in plain words, before they come."""
+def _bound(settings: Settings) -> str:
     if settings.duration is not None and settings.iterations is not None:
-        bound = (
-            f"{settings.duration:g} s or {settings.iterations} executions, whichever comes first"
-        )
-    elif settings.duration is not None:
-        bound = f"{settings.duration:g} s"
-    else:
-        bound = f"{settings.iterations} executions"
+        return f"{settings.duration:g} s or {settings.iterations} executions, whichever comes first"
+    if settings.duration is not None:
+        return f"{settings.duration:g} s"
+    return f"{settings.iterations} executions"
+
+
+def intro(settings: Settings) -> str:
+    """The two lines before the run: what is about to be timed; :func:`key` follows the
+    tables, so that the results come first."""
+    return (
+        "nnburst bench: one execution through each path of the NNAPI runtime, against a\n"
+        f"{BASELINE} round trip of the same bytes; {_bound(settings)} per mode "
+        "(the key follows the tables)."
+    )
+
+
+def key(settings: Settings, cpus: tuple[int, int] | None) -> str:
+    """What the numbers are, in plain words: printed under the tables, and the note
+    at the top of the report page."""
+    bound = _bound(settings)
     names = {
         "sync": "compute (sync)",
         "async": "start_compute + wait (async)",
         "burst": "burst_compute (burst)",
     }
     lines = [
-        "nnburst bench: how long one execution takes through each path of the NNAPI runtime.",
-        "Each model runs through "
-        + ", ".join(names[p] for p in PATHS if p in settings.paths)
-        + ",",
+        _wrapped(
+            "How to read the tables: each model runs through "
+            + ", ".join(names[p] for p in PATHS if p in settings.paths)
+            + ",",
+            "",
+            "  ",
+        )
     ]
     if "in-process" in settings.placements:
         lines.append(f"  in-process: on the {CPU_DEVICE} CPU driver in this process,")
@@ -452,7 +476,8 @@ def header(settings: Settings, cpus: tuple[int, int] | None) -> str:
     lines += [
         f"Baseline: a {BASELINE} round trip of the same bytes (the model's inputs out,",
         "its outputs back) to another process.  'x Pipe' is a row's p50 over the baseline's",
-        "(below 1: faster than the Pipe).  Latencies in microseconds; exec/s from the mean.",
+        "(below 1: faster than the Pipe).  Latencies in microseconds; runs: timed executions,",
+        "runs/s: executions a second (from the mean).",
     ]
     if peers_wanted(settings):
         lines += _peers_header()
@@ -463,13 +488,11 @@ def header(settings: Settings, cpus: tuple[int, int] | None) -> str:
             "  the Pipe baselines and every cross-process row; the in-process rows run without "
             "them.",
         ]
+    lines.append(f"Each mode: {bound}, after a short warm-up;")
     lines.append(
-        f"Each mode: {bound}, after a short warm-up; "
-        + (
-            f"this thread pinned to CPU {cpus[0]}, the other side to CPU {cpus[1]}."
-            if cpus
-            else "no CPU pinning."
-        )
+        f"  this thread pinned to CPU {cpus[0]}, the other side to CPU {cpus[1]}."
+        if cpus
+        else "  no CPU pinning."
     )
     return "\n".join(lines)
 
@@ -492,7 +515,8 @@ def _peers_header() -> list[str]:
 
 
 def table(result: Result) -> str:
-    """One table per model, each with its own baseline (and peers' column when they ran)."""
+    """One table per model, each with its own baseline (and peers' column when they ran),
+    and under it the table read in a few sentences; no line wider than WIDTH."""
     blocks = []
     for model in result.settings.models:
         rows = [r for r in result.rows if r.mode.model == model]
@@ -501,35 +525,23 @@ def table(result: Result) -> str:
             continue
         base = result.baseline(model)
         with_peers = any(r.mode.path == PEER for r in rows)
-        width = max(len(m.name) for m in [*(r.mode for r in rows), *(m for m, _ in failed)])
-        top = (
-            f"{'mode':<{width}}  {'runs':>7} {'p50':>9} {'p90':>9} {'p99':>9} {'p99.9':>9} "
-            f"{'exec/s':>9} {'x Pipe':>7}"
-        )
-        if with_peers:
-            top += f" {'x ort':>7}"
+        titles = ["mode", *LATENCY_TITLES, "x Pipe"] + (["x ort"] if with_peers else [])
+        shown: list[tuple[tuple[int, int, int, int], list[str]]] = []
+        for r in rows:
+            cells = [r.mode.name, *latency_cells(r.stats), ratio_cell(ratio(r, base))]
+            if with_peers:
+                cells.append(ratio_cell(peer_ratio(r, result)))
+            shown.append((_display_order(r.mode), cells))
+        for m, why in failed:
+            reason = why.strip().splitlines()[0] if why.strip() else "failed"
+            shown.append((_display_order(m), [m.name, f"failed: {reason}"]))
         work = rows[0] if rows else None
         title = (
             f"{work.workload} ({work.bytes_in} bytes in, {work.bytes_out} bytes out)"
             if work
             else model
         )
-        lines = [title, top, "-" * len(top)]
-        shown: list[tuple[tuple[int, int, int, int], str]] = []
-        for r in rows:
-            s = r.stats
-            line = (
-                f"{r.mode.name:<{width}}  {s.count:7d} {s.p50_us:9.1f} {s.p90_us:9.1f} "
-                f"{s.p99_us:9.1f} {s.p999_us:9.1f} {s.per_second:9.0f} "
-                f"{_times(ratio(r, base))}"
-            )
-            if with_peers:
-                line += f" {_times(peer_ratio(r, result))}"
-            shown.append((_display_order(r.mode), line))
-        for m, why in failed:
-            reason = why.strip().splitlines()[0] if why.strip() else "failed"
-            shown.append((_display_order(m), f"{m.name:<{width}}  failed: {reason}"))
-        lines += [line for _, line in sorted(shown, key=lambda item: item[0])]
+        lines = [title, *aligned(titles, [cells for _, cells in sorted(shown, key=_first)])]
         reading = _reading(result, rows, base)
         if reading:
             lines.append(reading)
@@ -539,51 +551,60 @@ def table(result: Result) -> str:
     return "\n\n".join(blocks)
 
 
-def _times(value: float | None) -> str:
-    return f"{'-':>7}" if value is None else f"{value:7.2f}"
+def _first(item: tuple[tuple[int, int, int, int], list[str]]) -> tuple[int, int, int, int]:
+    return item[0]
 
 
 def _reading(result: Result, rows: list[Row], base: Row | None) -> str:
-    """The table in a few lines: the fastest cross-process burst against the synchronous
-    socket path and the Pipe baseline; the issue's ratios against onnxruntime; with
+    """The table in a few sentences: the fastest cross-process burst against the
+    synchronous socket path and the Pipe baseline; nnburst against onnxruntime; with
     ``busy``, the slowest service burst against the service's sync path."""
     bursts = [r for r in rows if r.mode.path == "burst" and r.mode.placement == "cross-process"]
     sync = _row(rows, "sync", "cross-process")
     best = min(bursts, key=lambda r: r.stats.p50_us) if bursts else None
-    lines = []
-    parts = []
-    if best is not None and sync is not None:
-        speedup = sync.stats.p50_us / best.stats.p50_us
-        parts.append(
-            f"{speedup:.1f}x faster than the sync socket path"
-            if speedup >= 1
-            else f"{1 / speedup:.1f}x slower than the sync socket path"
-        )
-    if best is not None and base is not None:
-        parts.append(f"{best.stats.p50_us / base.stats.p50_us:.2f}x the Pipe baseline")
-    if best is not None and parts:
-        lines.append(f"{best.mode.name} is " + ", ".join(parts) + " (p50).")
+    sentences = []
+    if best is not None:
+        parts = [
+            compared(best.stats.p50_us, other.stats.p50_us, name)
+            for other, name in ((sync, "sync cross-process"), (base, "the Pipe baseline"))
+            if other is not None
+        ]
+        if parts:
+            sentences.append(f"{best.mode.name} is " + " and ".join(parts) + " (p50).")
     ort = []
     local = _row(rows, "sync", "in-process")
     for ours, placement in ((local, "in-process"), (best, "cross-process")):
         peer = _row(rows, PEER, placement)
         if ours is not None and peer is not None:
             ort.append(
-                f"{ours.mode.name} is {ours.stats.p50_us / peer.stats.p50_us:.2f}x {peer.mode.name}"
+                f"{ours.mode.name} is {compared(ours.stats.p50_us, peer.stats.p50_us, peer.mode.name)}"
             )
     if ort:
-        lines.append("Against onnxruntime (p50): " + "; ".join(ort) + ".")
+        sentences.append("Against onnxruntime (p50): " + "; ".join(ort) + ".")
     if result.settings.busy and bursts and sync is not None:
         worst = max(bursts, key=lambda r: r.stats.p50_us)
         times = worst.stats.p50_us / sync.stats.p50_us
         verdict = "met" if times <= BUSY_GOAL else "NOT met"
-        lines.append(
+        sentences.append(
             f"Busy: the slowest service burst ({worst.mode.name}) is {times:.2f}x the service's "
             f"sync path (p50; goal at most {BUSY_GOAL:g}x: {verdict})."
         )
-    if not lines:
+    if not sentences:
         return ""
-    return "\n".join(["Reading: " + lines[0], *("  " + line for line in lines[1:])])
+    # Each sentence hangs under the first's text.
+    lines = [_wrapped(sentences[0], "Reading: ", READING_INDENT)]
+    lines += [_wrapped(sentence, READING_INDENT, READING_INDENT) for sentence in sentences[1:]]
+    return "\n".join(lines)
+
+
+READING_INDENT = " " * len("Reading: ")
+
+
+def _wrapped(text: str, first: str, then: str) -> str:
+    """``text`` in lines of at most WIDTH, mode names kept whole."""
+    return textwrap.fill(
+        text, WIDTH, initial_indent=first, subsequent_indent=then, break_on_hyphens=False
+    )
 
 
 def _row(rows: list[Row], path: str, placement: str) -> Row | None:
@@ -622,14 +643,18 @@ def cpu_device() -> Device:
 def summary(result: Result) -> str:
     done = f"{len(result.rows)} modes in {result.seconds:.1f} s"
     if result.failures:
-        failed = "\n".join(f"  {m.model} {m.name}: {why}" for m, why in result.failures)
+        failed = "\n".join(
+            _wrapped(f"{m.model} {m.name}: {why}", "  ", "    ") for m, why in result.failures
+        )
         done = f"{done}; {len(result.failures)} modes failed:\n{failed}"
     if result.interrupted:
         done = f"interrupted: {done} (the rows above are the ones that finished)"
     if result.load_pids:
         pids = ", ".join(str(pid) for pid in result.load_pids)
-        done += (
-            f"\nbusy: {default_count()} CPU-bound processes at a time, {len(result.load_pids)} "
-            f"started in all (pids {pids}); all stopped"
+        done += "\n" + _wrapped(
+            f"busy: {default_count()} CPU-bound processes at a time, {len(result.load_pids)} "
+            f"started in all (pids {pids}); all stopped",
+            "",
+            "  ",
         )
     return done

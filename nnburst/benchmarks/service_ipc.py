@@ -136,7 +136,7 @@ def main(iterations: int = DEFAULT_ITERATIONS, repeats: int = 3) -> None:
         print(
             f"run {n + 1}/{repeats}: ADD+MUL 3x4 through a driver service, {iterations} calls per mode"
         )
-        print(latency_table(rows, baseline=SYNC))
+        print(latency_table(rows, baseline=SYNC, ratio_title="x sync"))
         print("\n".join(goals(rows)))
         print()
     if repeats > 1:
