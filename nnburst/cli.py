@@ -263,6 +263,9 @@ def _bench(args: argparse.Namespace) -> int:
         raise _UsageError(f"--clients applies to nnburst bench clients, not to {args.what}")
     if args.what == "runtime" and args.model is not None and args.model.endswith(_MODEL_FILES):
         return _bench_file(args)
+    if args.input_shape or args.constant:
+        option = "--input-shape" if args.input_shape else "--constant"
+        raise _UsageError(f"{option} applies to a model file (--model FILE.onnx)")
     if args.what == "runtime":
         return _bench_runtime(args)
     if args.what == "clients":
@@ -397,7 +400,9 @@ def _bench_file(args: argparse.Namespace) -> int:
     if seconds is None and args.iterations is None:
         seconds = model_bench.DEFAULT_DURATION_S
     try:
-        result = model_bench.main(args.model, seconds, args.iterations)
+        constants = {n: _constant_value(n, v) for n, v in args.constant or []}
+        shapes = dict(args.input_shape or [])
+        result = model_bench.main(args.model, seconds, args.iterations, shapes, constants)
     except (NNError, ServiceError) as exc:
         raise CliError(str(exc.args[0] if exc.args else exc)) from None
     _write_files(
@@ -664,6 +669,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="a two-operation ADD+MUL model on 3x4 tensors, a 3x3 conv block, both (default), "
         "or a model file: TensorFlow Lite (timed against LiteRT; pip install ai-edge-litert) "
         "or ONNX (against onnxruntime; pip install onnx onnxruntime)",
+    )
+    bench.add_argument(
+        "--input-shape",
+        action="append",
+        type=_input_shape,
+        metavar="NAME=D,D,...",
+        help="with an ONNX model file: fix an input's symbolic shape (repeatable), as nnburst run",
+    )
+    bench.add_argument(
+        "--constant",
+        action="append",
+        type=_constant,
+        metavar="NAME=VALUE",
+        help="with an ONNX model file: fix an input for good (repeatable), as nnburst run",
     )
     bench.add_argument(
         "--conv-size",

@@ -1482,3 +1482,25 @@ def test_a_huge_folded_constant_is_refused_before_it_is_allocated(op: str) -> No
     )
     with pytest.raises(BadDataError, match="a constant of 3600000000 elements, over the"):
         nn_onnx.load(model)
+
+
+def test_nnburst_bench_takes_symbolic_shapes_and_constants_for_a_model_file(tmp_path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "samples"])
+    k = helper.make_tensor_value_info("k", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "samples"])
+    model = make_model([helper.make_node("Mul", ["x", "k"], ["y"])], [x, k], [y], {})
+    path = tmp_path / "scale.onnx"
+    path.write_bytes(model.SerializeToString())
+    home = dict(os.environ, HOME=str(tmp_path))
+    bench = [sys.executable, "-m", "nnburst", "bench", "--model", str(path), "--iterations", "5"]
+    result = subprocess.run(
+        [*bench, "--constant", "k=3", "--input-shape", "x=1,16"],
+        env=home, cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "sync in-process" in result.stdout and "onnxruntime in-process" in result.stdout
+    refused = subprocess.run(
+        [sys.executable, "-m", "nnburst", "bench", "--model", "add-mul", "--constant", "k=3"],
+        env=home, cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "--constant applies to a model file" in refused.stderr

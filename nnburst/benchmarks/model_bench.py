@@ -19,14 +19,16 @@ from __future__ import annotations
 import contextlib
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import threadpoolctl
 
 from ..devices import Device, get_devices
+from ..errors import BadDataError
 from ..imported import LoadedModel, Runner, TensorInfo
 from .peers import VIA_PIPE, pipe_session
 from .runtime_bench import ROUNDS, measure
@@ -40,9 +42,12 @@ DEFAULT_DURATION_S = 2.0
 Peer = Callable[..., list[np.ndarray]]
 
 
-def onnxruntime_runner(model: bytes, inputs: Sequence[TensorInfo]) -> Peer | None:
-    """An onnxruntime session on one thread, called like a Runner; None without
-    the ``peers`` extra."""
+def onnxruntime_runner(
+    model: bytes, inputs: Sequence[TensorInfo], fixed: Mapping[str, np.ndarray] | None = None
+) -> Peer | None:
+    """An onnxruntime session on one thread, called like a Runner (``fixed``: the
+    inputs nnburst took as constants, fed on every call); None without the
+    ``peers`` extra."""
     try:
         import onnxruntime
     except ImportError:
@@ -53,7 +58,7 @@ def onnxruntime_runner(model: bytes, inputs: Sequence[TensorInfo]) -> Peer | Non
     names = [i.name for i in inputs]
 
     def run(*values: np.ndarray) -> list[np.ndarray]:
-        return list(session.run(None, dict(zip(names, values))))
+        return list(session.run(None, {**dict(zip(names, values)), **(fixed or {})}))
 
     return run
 
@@ -140,14 +145,23 @@ def time_in_turns(
 
 
 def _importer(
-    path: str | Path, model: bytes
+    path: str | Path,
+    model: bytes,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constants: Mapping[str, Any] | None = None,
 ) -> tuple[type[Runner], LoadedModel, str, Peer | None, str]:
     """The runner class, the loaded model, and the peer (its row name, itself, its extra)."""
     if str(path).endswith(".onnx"):
         from .. import onnx
+        from ..onnx.loading import declared_constant, read_model
 
-        loaded = onnx.load(model)
-        return onnx.Runner, loaded, ONNXRUNTIME, onnxruntime_runner(model, loaded.inputs), "peers"
+        loaded = onnx.load(model, input_shapes, constants)
+        proto = read_model(model)[0]
+        fixed = {n: declared_constant(proto, n, v) for n, v in (constants or {}).items()}
+        peer = onnxruntime_runner(model, loaded.inputs, fixed)
+        return onnx.Runner, loaded, ONNXRUNTIME, peer, "peers"
+    if input_shapes or constants:
+        raise BadDataError("a TFLite model runs at the shapes its file declares")
     from .. import tflite
 
     return tflite.Runner, tflite.load(model), LITERT, litert_runner(model), "litert"
@@ -177,13 +191,21 @@ class Result:
 
 
 def run(
-    path: str | Path, seconds: float | None = DEFAULT_DURATION_S, iterations: int | None = None
+    path: str | Path,
+    seconds: float | None = DEFAULT_DURATION_S,
+    iterations: int | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constants: Mapping[str, Any] | None = None,
 ) -> Result:
-    """Every path of the model at ``path``, ``seconds`` and/or ``iterations`` per row."""
+    """Every path of the model at ``path``, ``seconds`` and/or ``iterations`` per row
+    (an ONNX model's symbolic shapes and fixed inputs as :func:`nnburst.onnx.load`
+    takes them)."""
     if seconds is None and iterations is None:
         raise ValueError("a row needs a duration or an iteration count")
     started = time.perf_counter()
-    runner_class, loaded, peer_name, peer, extra = _importer(path, Path(path).read_bytes())
+    runner_class, loaded, peer_name, peer, extra = _importer(
+        path, Path(path).read_bytes(), input_shapes, constants
+    )
     inputs = random_inputs(loaded.inputs)
     calls: list[tuple[str, Callable[[], object]]] = []
     notes: list[str] = []
@@ -198,7 +220,9 @@ def run(
             )
         else:
             calls.append((peer_name, lambda: peer(*inputs)))
-        if peer is not None and want is not None and str(path).endswith(".onnx"):
+        if constants and str(path).endswith(".onnx"):
+            notes.append(f"{VIA_PIPE}: not timed with --constant (its worker feeds every input)")
+        elif peer is not None and want is not None and str(path).endswith(".onnx"):
             outputs = [(w.dtype, w.shape) for w in want]
             call = stack.enter_context(pipe_session(str(path), inputs, outputs))
             calls.append((VIA_PIPE, lambda: call(inputs)))
@@ -280,9 +304,13 @@ def _wrapped(line: str, first: str, then: str) -> str:
 
 
 def main(
-    path: str | Path, seconds: float | None = DEFAULT_DURATION_S, iterations: int | None = None
+    path: str | Path,
+    seconds: float | None = DEFAULT_DURATION_S,
+    iterations: int | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    constants: Mapping[str, Any] | None = None,
 ) -> Result:
     """Run and print; the result is returned for the files the command writes."""
-    result = run(path, seconds, iterations)
+    result = run(path, seconds, iterations, input_shapes, constants)
     print(text(result))
     return result

@@ -19,7 +19,7 @@ from ..errors import BadDataError
 from ..imported import LoadedModel
 from .convert import convert
 
-__all__ = ["Runner", "input_names", "load", "read_model"]
+__all__ = ["Runner", "declared_constant", "input_names", "load", "read_model"]
 
 
 def input_names(source: str | os.PathLike[str] | bytes | onnx.ModelProto) -> list[str]:
@@ -168,7 +168,9 @@ def load(
     proto, data = read_model(source, external_data)
     if not proto.graph.node and not proto.graph.output:
         raise BadDataError("not an ONNX model: it has no graph")
-    fixed = {name: _constant(proto, name, value) for name, value in (constants or {}).items()}
+    fixed = {
+        name: declared_constant(proto, name, value) for name, value in (constants or {}).items()
+    }
     if fixed:
         proto = _with_initializers(proto, fixed)
     model, inputs, outputs = convert(proto, input_shapes)
@@ -178,7 +180,7 @@ def load(
     return LoadedModel(model, inputs, outputs, hashlib.sha256(data + key).digest())
 
 
-def _constant(proto: onnx.ModelProto, name: str, value: Any) -> np.ndarray:
+def declared_constant(proto: onnx.ModelProto, name: str, value: Any) -> np.ndarray:
     """``value`` as the graph input ``name`` declares it: its element type, and its
     shape where the declaration has one."""
     declared = next((i for i in proto.graph.input if i.name == name), None)
