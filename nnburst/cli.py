@@ -261,6 +261,8 @@ def _write_json(target: Path, document: Any) -> None:
 def _bench(args: argparse.Namespace) -> int:
     if args.clients is not None and args.what != "clients":
         raise _UsageError(f"--clients applies to nnburst bench clients, not to {args.what}")
+    if args.models is not None:
+        return _bench_models(args)
     if args.what == "runtime" and args.model is not None and args.model.endswith(_MODEL_FILES):
         return _bench_file(args)
     if args.input_shape or args.constant:
@@ -411,6 +413,25 @@ def _bench_file(args: argparse.Namespace) -> int:
         model_bench.head(result),
         targets,
     )
+    return 0
+
+
+def _bench_models(args: argparse.Namespace) -> int:
+    """``--models DIR``: every model file in DIR against its runtime, one table."""
+    from .benchmarks import models_table
+    from .errors import NNError
+
+    given = [n for n in (*_RUNTIME_ONLY, "iterations", "json", "input_shape", "constant")
+             if n != "duration" and getattr(args, n)]  # fmt: skip
+    if args.what != "runtime" or given:
+        option = "--" + given[0].replace("_", "-") if given else args.what
+        raise _UsageError(f"{option} does not go with --models (only --duration does)")
+    if not os.path.isdir(args.models):
+        raise CliError(f"--models {args.models}: not a directory")
+    try:
+        models_table.main(args.models, args.duration or models_table.DEFAULT_SECONDS)
+    except NNError as exc:
+        raise CliError(str(exc.args[0] if exc.args else exc)) from None
     return 0
 
 
@@ -669,6 +690,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a two-operation ADD+MUL model on 3x4 tensors, a 3x3 conv block, both (default), "
         "or a model file: TensorFlow Lite (timed against LiteRT; pip install ai-edge-litert) "
         "or ONNX (against onnxruntime; pip install onnx onnxruntime)",
+    )
+    bench.add_argument(
+        "--models",
+        metavar="DIR",
+        help="every .tflite and .onnx file in DIR in process against its runtime (LiteRT, "
+        "onnxruntime), one table with each kind's geometric mean; --duration is the seconds "
+        "per model (default 2)",
     )
     bench.add_argument(
         "--input-shape",

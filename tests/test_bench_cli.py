@@ -676,3 +676,38 @@ def test_time_in_turns_splits_a_count_over_the_turns():
     assert {name: ns.size for name, ns in samples.items()} == {"a": 10, "b": 10}
     samples = model_bench.time_in_turns(calls, 0.6, 4)  # fewer than the turns
     assert {name: ns.size for name, ns in samples.items()} == {"a": 4, "b": 4}
+
+
+# -- --models DIR ----------------------------------------------------------------------------------
+
+
+def test_models_times_every_file_against_its_runtime_in_one_table(capsys, tmp_path, relu_tflite):
+    """A file it cannot load and one whose shapes come from models.json sit in the same
+    table; each kind gets its geometric mean."""
+    onnx = pytest.importorskip("onnx", reason="ONNX models need onnx")
+    pytest.importorskip("onnxruntime", reason="onnxruntime is the ONNX peer")
+    from onnx import TensorProto, helper
+
+    directory = tmp_path / "models"
+    directory.mkdir()
+    relu_tflite.rename(directory / "relu.tflite")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n"])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save_model(model, str(directory / "relu.onnx"))
+    (directory / "broken.onnx").write_bytes(b"not a model")
+    (directory / "models.json").write_text(
+        json.dumps({"relu.onnx": {"input_shapes": {"x": [1, 7]}}})
+    )
+    code, out, err = run(capsys, "bench", "--models", str(directory), "--duration", "0.2")
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines() if line.split()[:1]}
+    assert "not loaded: not an ONNX model" in rows["broken.onnx"]
+    for name in ("relu.onnx", "relu.tflite"):
+        peer, mine, ratio = (float(v) for v in rows[name].split()[1:4])
+        assert peer > 0 and mine > 0 and ratio == pytest.approx(mine / peer, rel=0.01)
+    assert "geometric mean, .tflite against LiteRT:" in out
+    assert "geometric mean, .onnx against onnxruntime:" in out
+    code, _, err = run(capsys, "bench", "--models", str(directory), "--iterations", "3")
+    assert code == 2 and "--iterations does not go with --models" in err

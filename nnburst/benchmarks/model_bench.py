@@ -144,7 +144,7 @@ def time_in_turns(
     return {name: np.concatenate(parts) for name, parts in samples.items()}
 
 
-def _importer(
+def load_with_peer(
     path: str | Path,
     model: bytes,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -203,7 +203,7 @@ def run(
     if seconds is None and iterations is None:
         raise ValueError("a row needs a duration or an iteration count")
     started = time.perf_counter()
-    runner_class, loaded, peer_name, peer, extra = _importer(
+    runner_class, loaded, peer_name, peer, extra = load_with_peer(
         path, Path(path).read_bytes(), input_shapes, constants
     )
     inputs = random_inputs(loaded.inputs)
