@@ -91,7 +91,11 @@ GROUPS = {
         ("tests/test_packets.py", "tests/test_packet_fuzz.py", "tests/test_burst.py"),
     ),
     "quant": Group(
-        ("nnburst/cpu/ops/common.py",),
+        (
+            "nnburst/cpu/ops/fixed_point.py",
+            "nnburst/cpu/ops/requantization.py",
+            "nnburst/cpu/ops/fused_activation.py",
+        ),
         (
             "tests/test_quant_exact.py",
             "tests/test_mutants_quant.py",

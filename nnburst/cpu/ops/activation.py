@@ -22,28 +22,30 @@ from ...codes import FuseCode, OperandCode, OperationCode
 from ...errors import NNError
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
-    calculate_input_radius,
     constant_scalar,
+    op_failed,
+    require_operand_counts,
+    require_operand_rank,
+    require_operand_type,
+)
+from .fixed_point import (
+    calculate_input_radius,
     fixed_exp_on_negative_values,
     fixed_logistic,
     fixed_mul,
     fixed_one_over_one_plus_x,
     fixed_rescale,
     fixed_tanh,
-    fused_activation_bounds,
     multiply_by_quantized_multiplier,
-    op_failed,
     quantize_multiplier,
-    require_operand_counts,
-    require_operand_rank,
-    require_operand_type,
     rounding_divide_by_pot,
     rounding_divide_by_pot_each,
     wrap_int32,
 )
+from .fused_activation import fused_activation_bounds
 from .native import softmax_quant8
 
 _TYPES = FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES

@@ -17,18 +17,16 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     broadcast_shape_or_fail,
     check_broadcastable,
-    multiply_by_quantized_multiplier,
-    quantize_multiplier,
-    quantized_range,
-    requantize_reference,
     require_operand_counts,
     require_operand_type,
 )
+from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier
+from .requantization import quantized_range, requantize_reference
 
 _F32 = np.float32
 

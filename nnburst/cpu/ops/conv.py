@@ -32,27 +32,28 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
-from .common import (
-    FLOAT_ACTIVATION_BOUNDS,
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
-    WindowArgs,
-    bias_scale_matches,
-    check_window_arg_types,
-    check_window_values,
     constant_scalar,
-    from_nhwc,
-    fused_activation_bounds,
     known_dim,
     op_failed,
-    quantize_multiplier,
     require_operand_rank,
     require_operand_type,
+)
+from .fixed_point import quantize_multiplier
+from .fused_activation import FLOAT_ACTIVATION_BOUNDS, fused_activation_bounds
+from .native import TILE, ConvLoop, Requantizer, conv_f32, depthwise_conv_f32
+from .requantization import bias_scale_matches
+from .window_geometry import (
+    WindowArgs,
+    check_window_arg_types,
+    check_window_values,
+    from_nhwc,
     to_nhwc,
     window_args,
     window_values,
 )
-from .native import TILE, ConvLoop, Requantizer, conv_f32, depthwise_conv_f32
 from .windows import (
     WindowPlan,
     biased,

@@ -27,21 +27,22 @@ import numpy as np
 from ...codes import OperandCode, OperationCode, PaddingCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
-    FUSE_CODES,
     QUANT8_ASYMM_CODES,
-    bias_scale_matches,
-    check_window_arg_types,
-    check_window_values,
     constant_scalar,
-    conv_multiplier,
-    from_nhwc,
-    fused_activation_bounds,
     known_dim,
     op_failed,
     require_operand_rank,
     require_operand_type,
+)
+from .fixed_point import conv_multiplier
+from .fused_activation import FUSE_CODES, fused_activation_bounds
+from .requantization import bias_scale_matches
+from .window_geometry import (
+    check_window_arg_types,
+    check_window_values,
+    from_nhwc,
     to_nhwc,
     window_args,
     window_values,

@@ -24,21 +24,17 @@ import numpy as np
 from ...codes import FuseCode, OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
-from .common import (
-    FLOAT_ACTIVATION_BOUNDS,
+from .arguments import (
     FLOAT_TENSOR_CODES,
-    FUSE_CODES,
     QUANT8_ASYMM_CODES,
     constant_scalar,
-    fused_activation_bounds,
-    multiply_by_quantized_multiplier,
     op_failed,
-    quantize_multiplier,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
-    wrap_int32,
 )
+from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier, wrap_int32
+from .fused_activation import FLOAT_ACTIVATION_BOUNDS, FUSE_CODES, fused_activation_bounds
 from .native import QUANT_ADD, QUANT_MUL, QuantBinary
 
 _INT32 = (OperandCode.TENSOR_INT32,)

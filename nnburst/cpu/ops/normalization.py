@@ -14,18 +14,16 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     constant_scalar,
-    fixed_inv_sqrt_multiplier,
-    fixed_mul,
     op_failed,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
-    rounding_divide_by_pot_each,
 )
+from .fixed_point import fixed_inv_sqrt_multiplier, fixed_mul, rounding_divide_by_pot_each
 
 _SIGNED = OperandCode.TENSOR_QUANT8_ASYMM_SIGNED
 #: smallest L2 norm divided by, so an all-zero slice normalises to zero.

@@ -20,19 +20,18 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     constant_scalar,
     float_scalar_code,
-    from_nhwc,
     normalize_axis,
     op_failed,
     require_dims_like,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
-    to_nhwc,
 )
+from .window_geometry import from_nhwc, to_nhwc
 
 
 def _validate_float_io(sig: OperationSignature) -> OperandCode:

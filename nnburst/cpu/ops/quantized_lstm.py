@@ -29,17 +29,19 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
-    INT32_MAX,
-    _trunc_div,
+from .arguments import (
     constant_scalar,
-    fixed_inv_sqrt_multiplier,
     maybe_omitted,
-    multiply_by_quantized_multiplier,
     op_failed,
     optional_input,
-    quantize_multiplier,
     require_operand_rank,
+)
+from .fixed_point import (
+    INT32_MAX,
+    _trunc_div,
+    fixed_inv_sqrt_multiplier,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
     rounding_divide_by_pot,
     wrap_int32,
 )

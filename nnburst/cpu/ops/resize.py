@@ -17,18 +17,17 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     check_allocation,
     constant_scalar,
-    from_nhwc,
     op_failed,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
-    to_nhwc,
 )
+from .window_geometry import from_nhwc, to_nhwc
 
 _LAYOUT, _ALIGN_CORNERS, _HALF_PIXEL = 3, 4, 5
 

@@ -18,21 +18,20 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     check_allocation,
     constant_scalar,
     float_scalar_code,
-    from_nhwc,
     op_failed,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
     require_same_quantization,
-    round_half_away,
-    to_nhwc,
 )
+from .fixed_point import round_half_away
+from .window_geometry import from_nhwc, to_nhwc
 
 _F32 = np.float32
 _LAYOUT, _ALIGN_CORNERS, _HALF_PIXEL = 3, 4, 5

@@ -23,7 +23,7 @@ import numpy as np
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     Fail,
@@ -31,17 +31,16 @@ from .common import (
     check_paddings,
     constant_ints,
     constant_scalar,
-    from_nhwc,
     int_input,
     op_failed,
-    pad_constant,
     require_int_vector,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
-    round_half_away,
-    to_nhwc,
 )
+from .fixed_point import round_half_away
+from .padding import pad_constant
+from .window_geometry import from_nhwc, to_nhwc
 
 _DATA_TYPES = FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES
 _INT32 = OperandCode.TENSOR_INT32

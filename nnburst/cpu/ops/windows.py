@@ -25,21 +25,19 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...codes import FuseCode
 from ...operands import OperandInfo
-from .common import (
-    Fail,
+from .arguments import Fail, constant_scalar, known_dim
+from .fixed_point import multiply_by_quantized_multipliers
+from .fused_activation import fused_activation_bounds
+from .native import requantize_f32
+from .padding import bordered
+from .requantization import quantized_range
+from .window_geometry import (
     Window2D,
     WindowArgs,
-    bordered,
     check_window_values,
-    constant_scalar,
-    fused_activation_bounds,
-    known_dim,
-    multiply_by_quantized_multipliers,
-    quantized_range,
     resolve_window,
     window_values,
 )
-from .native import requantize_f32
 
 
 @dataclass
