@@ -479,7 +479,8 @@ def test_fully_connected_matches_loops(kind, weights_constant):
     check(got, acc, kind, pairs, out, fuse)
 
 
-def test_per_channel_multiply_matches_the_scalar_helper():
+def test_per_channel_multiply_matches_the_integer_reference():
+    """One (multiplier, shift) per channel, broadcast along the last axis."""
     rng = np.random.default_rng(5)
     acc = np.concatenate(
         [rng.integers(-(2**33), 2**33, (50, 6)), np.array([[2**31 - 1, -(2**31)] * 3] * 2)]
@@ -487,10 +488,9 @@ def test_per_channel_multiply_matches_the_scalar_helper():
     pairs = [fixed_point.quantize_multiplier(r) for r in (0.3, 1.7, 3e-5, 0.999, 12.5, 2.0**-31)]
     mult = np.array([m for m, _ in pairs])
     shift = np.array([s for _, s in pairs])
-    got = fixed_point.multiply_by_quantized_multipliers(acc, mult, shift)
-    for ch, (m, s) in enumerate(pairs):
-        want = fixed_point.multiply_by_quantized_multiplier(acc[:, ch], m, s)
-        np.testing.assert_array_equal(got[:, ch], want)
+    got = fixed_point.multiply_by_quantized_multiplier(acc, mult, shift)
+    want = [[ref_requantize(int(v), m, s) for v, (m, s) in zip(row, pairs)] for row in acc]
+    np.testing.assert_array_equal(got, want)
 
 
 # ----------------------------------------------------- the C depthwise kernel

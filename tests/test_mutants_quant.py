@@ -55,7 +55,7 @@ def test_quantize_multiplier_edges(real, want):
     ],
 )
 def test_high_mul_exact_near_two_to_the_62_and_below_minus_a_half(a, b):
-    got = fixed_point.saturating_rounding_doubling_high_mul(np.array([a]), b)
+    got = fixed_point.fixed_mul(np.array([a]), b)
     assert got.dtype == np.int64
     assert got.tolist() == [ref_high_mul(a, b)]
 

@@ -42,7 +42,6 @@ from .fixed_point import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     rounding_divide_by_pot,
-    rounding_divide_by_pot_each,
     wrap_int32,
 )
 from .fused_activation import fused_activation_bounds
@@ -259,7 +258,7 @@ def _softmax_quant8(ctx: ExecutionContext, x: np.ndarray, beta: float) -> np.nda
     bits_over_unit = accum_bits - headroom_plus_one
     shifted_minus_one = ((sum_of_exps << headroom_plus_one) & 0xFFFFFFFF) - (1 << 31)
     scale = fixed_one_over_one_plus_x(shifted_minus_one)
-    value = rounding_divide_by_pot_each(fixed_mul(scale, exps), bits_over_unit + 31 - 8)
+    value = rounding_divide_by_pot(fixed_mul(scale, exps), bits_over_unit + 31 - 8)
     if info.code == _SIGNED:
         value = value - 128
     qmin, qmax = np.iinfo(out.dtype).min, np.iinfo(out.dtype).max

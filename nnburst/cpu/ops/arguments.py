@@ -19,8 +19,6 @@ from .requantization import same_quantization
 
 #: types a float operation accepts (float16 is computed in float32/64 and cast back).
 FLOAT_TENSOR_CODES = (OperandCode.TENSOR_FLOAT32, OperandCode.TENSOR_FLOAT16)
-
-
 #: asymmetric 8-bit quantized tensor types.
 QUANT8_ASYMM_CODES = (OperandCode.TENSOR_QUANT8_ASYMM, OperandCode.TENSOR_QUANT8_ASYMM_SIGNED)
 

@@ -16,8 +16,6 @@ from typing import Any
 import numpy as np
 
 INT32_MIN = -(2**31)
-
-
 INT32_MAX = 2**31 - 1
 
 
@@ -57,7 +55,7 @@ def round_half_away(x: Any) -> np.ndarray:
     return whole + np.where(np.abs(x - whole) >= 0.5, np.sign(x), 0).astype(x.dtype)
 
 
-def _trunc_div(a: np.ndarray, d: int) -> np.ndarray:
+def trunc_div(a: np.ndarray, d: int) -> np.ndarray:
     """C-style integer division (rounds toward zero)."""
     return np.where(a >= 0, a // d, -((-a) // d))
 
@@ -68,67 +66,46 @@ def wrap_int32(x: np.ndarray) -> np.ndarray:
     return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
-def saturating_rounding_doubling_high_mul(a: np.ndarray, b: int) -> np.ndarray:
-    a = np.asarray(a, dtype=np.int64)
-    ab = a * np.int64(b)
-    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
-    result = _trunc_div(ab + nudge, 1 << 31)
-    if b == INT32_MIN:
-        result = np.where(a == INT32_MIN, INT32_MAX, result)
-    return result.astype(np.int64)
-
-
 def fixed_mul(a: Any, b: Any) -> np.ndarray:
-    """``SaturatingRoundingDoublingHighMul`` with both operands arrays."""
+    """gemmlowp's ``SaturatingRoundingDoublingHighMul``: ``a · b / 2**31`` rounded to
+    nearest (ties up), saturated where ``a == b == INT32_MIN``; either operand may be
+    one value or an array."""
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     ab = a * b
     x = ab + np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
     result = np.where(x >= 0, x >> 31, -((-x) >> 31))
+    if b.ndim == 0 and b != INT32_MIN:  # nothing to saturate: skips two passes
+        return result
     return np.where((a == INT32_MIN) & (b == INT32_MIN), np.int64(INT32_MAX), result)
 
 
-def rounding_divide_by_pot(x: np.ndarray, exponent: int) -> np.ndarray:
+def rounding_divide_by_pot(x: Any, exponent: Any) -> np.ndarray:
+    """gemmlowp's ``RoundingDivideByPOT``: ``x / 2**exponent`` rounded to nearest, ties
+    away from zero.  ``exponent`` (>= 0; a value <= 0 returns ``x``) is one value or
+    broadcasts against ``x``, one per element."""
     x = np.asarray(x, dtype=np.int64)
-    if exponent <= 0:
+    if np.ndim(exponent) == 0 and exponent <= 0:
         return x
-    mask = np.int64((1 << exponent) - 1)
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0).astype(np.int64)
-    return (x >> exponent) + (remainder > threshold).astype(np.int64)
-
-
-def rounding_divide_by_pot_each(x: Any, exponent: Any) -> np.ndarray:
-    """``RoundingDivideByPOT`` where the exponent may differ per element."""
-    x = np.asarray(x, dtype=np.int64)
     exponent = np.asarray(exponent, dtype=np.int64)
     mask = (np.int64(1) << exponent) - 1
     threshold = (mask >> 1) + (x < 0)
     return (x >> exponent) + ((x & mask) > threshold)
 
 
-def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
-    """``x · multiplier · 2**(shift-31)`` rounded as the reference does (int64 out)."""
-    left = shift if shift > 0 else 0
-    right = -shift if shift < 0 else 0
-    x = np.asarray(x, dtype=np.int64) * np.int64(1 << left)
-    x = np.clip(x, INT32_MIN, INT32_MAX)
-    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, multiplier), right)
+def multiply_by_quantized_multiplier(x: Any, multiplier: Any, shift: Any) -> np.ndarray:
+    """``x · multiplier · 2**(shift - 31)`` rounded as the reference's
+    ``MultiplyByQuantizedMultiplier`` does it, in int64.
 
-
-def multiply_by_quantized_multipliers(
-    x: Any, multipliers: np.ndarray, shifts: np.ndarray
-) -> np.ndarray:
-    """``multiply_by_quantized_multiplier`` with one (multiplier, shift) per element.
-
-    ``multipliers`` and ``shifts`` broadcast against ``x`` (per output channel
-    along the last axis), so a per-channel requantization is one pass instead
-    of one pass per channel; the integer steps are the scalar version's.
+    ``multiplier`` and ``shift`` are one pair for all of ``x`` or broadcast against
+    it (per output channel along the last axis), so a per-channel requantization
+    is one pass instead of one pass per channel.  A left shift that leaves int32
+    saturates first, as the int32 pipeline does.
     """
     x = np.asarray(x, dtype=np.int64)
-    shifts = np.asarray(shifts, dtype=np.int64)
-    x = np.clip(x * (np.int64(1) << np.maximum(shifts, 0)), INT32_MIN, INT32_MAX)
-    return rounding_divide_by_pot_each(fixed_mul(x, multipliers), np.maximum(-shifts, 0))
+    shift = np.asarray(shift, dtype=np.int64)
+    x = np.clip(x * (np.int64(1) << np.maximum(shift, 0)), INT32_MIN, INT32_MAX)
+    return rounding_divide_by_pot(fixed_mul(x, multiplier), np.maximum(-shift, 0))
 
 
 def saturating_rounding_multiply_by_pot(x: Any, exponent: int) -> np.ndarray:
@@ -162,7 +139,7 @@ def _exp_on_quarter_interval(a: np.ndarray) -> np.ndarray:
 
 
 #: exp(-2**k) in Q0.31 for the barrel shifter of exp_on_negative_values.
-_EXP_BARREL = (
+EXP_BARREL = (
     (-2, 1672461947),
     (-1, 1302514674),
     (0, 790015084),
@@ -181,7 +158,7 @@ def fixed_exp_on_negative_values(a: Any, integer_bits: int) -> np.ndarray:
     a_mod_quarter_minus_quarter = (a & (one_quarter - 1)) - one_quarter
     result = _exp_on_quarter_interval(fixed_rescale(a_mod_quarter_minus_quarter, integer_bits, 0))
     remainder = wrap_int32(a_mod_quarter_minus_quarter - a)
-    for exponent, multiplier in _EXP_BARREL:
+    for exponent, multiplier in EXP_BARREL:
         if integer_bits > exponent:
             bit = (remainder >> (fractional_bits + exponent)) & 1
             result = np.where(bit != 0, fixed_mul(result, multiplier), result)
@@ -193,7 +170,7 @@ def fixed_exp_on_negative_values(a: Any, integer_bits: int) -> np.ndarray:
 def _newton_reciprocal_q2(a: np.ndarray) -> np.ndarray:
     """1/(1+a) for Q0.31 ``a`` in [0, 1), as Q2.29 (three Newton-Raphson steps)."""
     total = a + INT32_MAX
-    half_denominator = _trunc_div(total + np.where(total >= 0, 1, -1), 2)  # RoundingHalfSum
+    half_denominator = trunc_div(total + np.where(total >= 0, 1, -1), 2)  # RoundingHalfSum
     x = 1515870810 + fixed_mul(half_denominator, -1010580540)  # 48/17 - 32/17 · d
     for _ in range(3):
         one_minus = (1 << 29) - fixed_mul(half_denominator, x)

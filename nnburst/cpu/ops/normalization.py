@@ -23,7 +23,7 @@ from .arguments import (
     require_operand_rank,
     require_operand_type,
 )
-from .fixed_point import fixed_inv_sqrt_multiplier, fixed_mul, rounding_divide_by_pot_each
+from .fixed_point import fixed_inv_sqrt_multiplier, fixed_mul, rounding_divide_by_pot
 
 _SIGNED = OperandCode.TENSOR_QUANT8_ASYMM_SIGNED
 #: smallest L2 norm divided by, so an all-zero slice normalises to zero.
@@ -87,9 +87,9 @@ def _l2_quant8(ctx: ExecutionContext, x: np.ndarray, last_axis: bool) -> np.ndar
         # The reference's int8 kernel folds the ·128 into the shift instead.
         total = shift + 7
         scaled = fixed_mul(centred << np.maximum(total, 0), multiplier)
-        value = rounding_divide_by_pot_each(scaled, np.maximum(-total, 0))
+        value = rounding_divide_by_pot(scaled, np.maximum(-total, 0))
     else:
-        value = rounding_divide_by_pot_each(fixed_mul(centred * 128, multiplier), -shift)
+        value = rounding_divide_by_pot(fixed_mul(centred * 128, multiplier), -shift)
     if info.code != _SIGNED:
         value = value + 128
     limits = np.iinfo(out.dtype)

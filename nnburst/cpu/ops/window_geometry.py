@@ -166,31 +166,3 @@ def resolve_window(
             f"{in_h}x{in_w} input"
         )
     return Window2D(pt, pb, pl, pr, sh, sw, dh, dw, span_h // sh + 1, span_w // sw + 1)
-
-
-def window_view(
-    x: np.ndarray, win: Window2D, filter_h: int, filter_w: int, pad_value: Any = 0
-) -> np.ndarray:
-    """All windows of an NHWC tensor: a [N, out_h, out_w, C, filter_h, filter_w] view.
-
-    The input is padded once; the windows are a strided view of the padded
-    copy, so pooling can reduce over them and convolution can reshape them into
-    an im2col matrix without any Python loop over output pixels.
-    """
-    if win.pad_top or win.pad_bottom or win.pad_left or win.pad_right:
-        x = np.pad(
-            x,
-            ((0, 0), (win.pad_top, win.pad_bottom), (win.pad_left, win.pad_right), (0, 0)),
-            constant_values=pad_value,
-        )
-    eff_h = (filter_h - 1) * win.dilation_h + 1
-    eff_w = (filter_w - 1) * win.dilation_w + 1
-    windows = np.lib.stride_tricks.sliding_window_view(x, (eff_h, eff_w), axis=(1, 2))
-    return windows[
-        :,
-        : (win.out_h - 1) * win.stride_h + 1 : win.stride_h,
-        : (win.out_w - 1) * win.stride_w + 1 : win.stride_w,
-        :,
-        :: win.dilation_h,
-        :: win.dilation_w,
-    ]

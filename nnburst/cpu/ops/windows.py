@@ -26,7 +26,7 @@ from numpy.lib.stride_tricks import as_strided
 from ...codes import FuseCode
 from ...operands import OperandInfo
 from .arguments import Fail, constant_scalar, known_dim
-from .fixed_point import multiply_by_quantized_multipliers
+from .fixed_point import multiply_by_quantized_multiplier
 from .fused_activation import fused_activation_bounds
 from .native import requantize_f32
 from .padding import bordered
@@ -214,6 +214,6 @@ def conv_output(
         return requantize_f32(acc, bias, *requant, out.zero_point, (lo, hi), out.dtype)
     total = acc.astype(np.int64)  # exact: integer-valued sums (see exact_dtype)
     total += bias
-    scaled = multiply_by_quantized_multipliers(total, *requant)
+    scaled = multiply_by_quantized_multiplier(total, *requant)
     scaled += out.zero_point
     return np.clip(scaled, lo, hi).astype(out.dtype)
