@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,6 +80,15 @@ def require_operand_rank(
         kind = "output" if output else "input"
         want = " or ".join(str(r) for r in sorted(ranks))
         raise sig.fail(f"{kind} {index} ({name}) has rank {len(info.dimensions)}; expected {want}")
+
+
+def check_declared_output(sig: OperationSignature, dims: Sequence[int]) -> None:
+    """Fail when the declared output shape contradicts one computed from constants."""
+    declared = sig.outputs[0].dimensions
+    if declared is None or not declared:
+        return
+    if len(declared) != len(dims) or any(d > 0 and d != w for d, w in zip(declared, dims)):
+        raise sig.fail(f"output dimensions {declared} do not match the computed {tuple(dims)}")
 
 
 def require_int_vector(sig: OperationSignature, index: int, name: str) -> None:
