@@ -545,7 +545,7 @@ int nnb_quant_binary_lookup(const uint8_t *a, uint64_t count, const uint8_t *b, 
 }
 
 /* The fixed-point helpers of the softmax's reciprocal, each the int64
- * computation of its namesake in cpu/ops/common.py. */
+ * computation of its namesake in cpu/ops/fixed_point.py. */
 static inline int64_t wrap_int32(int64_t v) {
     return (int64_t)(((uint64_t)v + (1ULL << 31)) & 0xFFFFFFFFULL) - (1LL << 31);
 }

@@ -21,8 +21,7 @@ from nnburst.codes import FuseCode, PaddingCode
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
 from nnburst.cpu.executor import PreparedModel
-from nnburst.cpu.ops import common
-from nnburst.cpu.ops.common import Window2D
+from nnburst.cpu.ops import fixed_point, fused_activation
 from nnburst.cpu.ops.conv import _c_layout
 from nnburst.cpu.ops.native import (
     POOL_MAX,
@@ -32,6 +31,7 @@ from nnburst.cpu.ops.native import (
     depthwise_conv_f32,
     pool_f32,
 )
+from nnburst.cpu.ops.window_geometry import Window2D
 from nnburst.cpu.registry import ExecutionContext
 from nnburst.operands import ChannelQuant, OperandInfo
 
@@ -119,7 +119,7 @@ def ref_requantize(acc: int, multiplier: int, shift: int) -> int:
 
 
 def ref_quantized_output(acc, pairs, out: OperandInfo, fuse: int) -> np.ndarray:
-    lo, hi = common.fused_activation_bounds(fuse, out)
+    lo, hi = fused_activation.fused_activation_bounds(fuse, out)
     result = np.empty(acc.shape, dtype=out.dtype)
     for index in np.ndindex(acc.shape):
         m, s = pairs[index[-1] % len(pairs)]
@@ -193,8 +193,8 @@ def output_info(kind, inp: OperandInfo, shape, scale: float) -> OperandInfo:
 def multipliers(w_info, x_info, out, float32_product: bool) -> list[tuple[int, int]]:
     scales = w_info.channel_quant.scales if w_info.channel_quant else (w_info.scale,)
     if float32_product:
-        return [common.conv_multiplier(x_info.scale, s, out.scale) for s in scales]
-    return [common.quantize_multiplier(x_info.scale * s / out.scale) for s in scales]
+        return [fixed_point.conv_multiplier(x_info.scale, s, out.scale) for s in scales]
+    return [fixed_point.quantize_multiplier(x_info.scale * s / out.scale) for s in scales]
 
 
 def check(got, acc, kind, pairs, out, fuse):
@@ -440,7 +440,7 @@ def test_pools_match_loops(code, kind, scheme, nchw):
         want = ref_float_output(want, fuse)
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * (1 + np.abs(want).max()))
     else:
-        lo, hi = common.fused_activation_bounds(fuse, out)
+        lo, hi = fused_activation.fused_activation_bounds(fuse, out)
         np.testing.assert_array_equal(got, np.clip(want, lo, hi).astype(x.dtype))
 
 
@@ -479,18 +479,18 @@ def test_fully_connected_matches_loops(kind, weights_constant):
     check(got, acc, kind, pairs, out, fuse)
 
 
-def test_per_channel_multiply_matches_the_scalar_helper():
+def test_per_channel_multiply_matches_the_integer_reference():
+    """One (multiplier, shift) per channel, broadcast along the last axis."""
     rng = np.random.default_rng(5)
     acc = np.concatenate(
         [rng.integers(-(2**33), 2**33, (50, 6)), np.array([[2**31 - 1, -(2**31)] * 3] * 2)]
     )
-    pairs = [common.quantize_multiplier(r) for r in (0.3, 1.7, 3e-5, 0.999, 12.5, 2.0**-31)]
+    pairs = [fixed_point.quantize_multiplier(r) for r in (0.3, 1.7, 3e-5, 0.999, 12.5, 2.0**-31)]
     mult = np.array([m for m, _ in pairs])
     shift = np.array([s for _, s in pairs])
-    got = common.multiply_by_quantized_multipliers(acc, mult, shift)
-    for ch, (m, s) in enumerate(pairs):
-        want = common.multiply_by_quantized_multiplier(acc[:, ch], m, s)
-        np.testing.assert_array_equal(got[:, ch], want)
+    got = fixed_point.multiply_by_quantized_multiplier(acc, mult, shift)
+    want = [[ref_requantize(int(v), m, s) for v, (m, s) in zip(row, pairs)] for row in acc]
+    np.testing.assert_array_equal(got, want)
 
 
 # ----------------------------------------------------- the C depthwise kernel

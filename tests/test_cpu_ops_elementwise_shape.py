@@ -474,6 +474,21 @@ def test_concat_quant8_requantizes_differing_inputs() -> None:
     assert out.tolist() == [[0, 10, 255], [0, 2, 6]]
 
 
+def test_signed_mean_divides_toward_zero_and_keeps_the_quantization() -> None:
+    """Quantized MEAN divides raw sums as C does (toward zero), into the input's quantization."""
+    x = t(QS8, (2, 2), 0.5, 0)
+    axis, keep = (t(I32, (1,)), [1]), (s(), 0)
+    (mean,) = run(
+        OperationCode.MEAN,
+        [(x, RUNTIME), axis, keep],
+        [t(QS8, (2,), 0.5, 0)],
+        np.array([[-3, -2], [3, 2]], dtype=np.int8),
+    )
+    assert mean.tolist() == [-2, 2]  # -5 / 2 and 5 / 2; a floor division gives -3
+    rejects(OperationCode.MEAN, [(x, RUNTIME), axis, keep], [t(QS8, (2,), 0.5, 1)])
+    rejects(OperationCode.MEAN, [(x, RUNTIME), axis, keep], [t(QS8, (2,), 0.25, 0)])
+
+
 def test_pad_mean_squeeze_reshape_transpose() -> None:
     q = np.array([[1, 2], [3, 5]], dtype=np.uint8)
     (padded,) = run(

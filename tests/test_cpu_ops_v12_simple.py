@@ -996,6 +996,25 @@ def test_resize_nearest_zero_batch_and_validation() -> None:
     )
 
 
+def test_resize_bilinear_validation() -> None:
+    """RESIZE_BILINEAR shares the nearest-neighbour checks, with its layout flag optional."""
+    base = [t(QU8, 1, 2, 2, 1), i32(4), i32(4)]
+    rejects(Op.RESIZE_BILINEAR, base[:2], [t(QU8, 1, 4, 4, 1)], "inputs")
+    rejects(Op.RESIZE_BILINEAR, base, [t(QU8, 1, 4, 4, 1, zp=9)], "zero point")
+    rejects(
+        Op.RESIZE_BILINEAR,
+        [*base, boolean(False), boolean(True), boolean(True)],
+        [t(QU8, 1, 4, 4, 1)],
+        "align_corners",
+    )
+    rejects(
+        Op.RESIZE_BILINEAR,
+        [t(F16, 1, 2, 2, 1), f32s(2), f32s(2)],
+        [t(F16, 1, 4, 4, 1)],
+        "input 1",
+    )
+
+
 # --------------------------------------------------------------------------- dynamic shapes
 
 

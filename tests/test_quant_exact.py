@@ -34,7 +34,7 @@ import pytest
 
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
-from nnburst.cpu.ops import common, native
+from nnburst.cpu.ops import fixed_point, native, requantization
 from nnburst.operands import OperandInfo
 
 from .op_models import run
@@ -214,11 +214,11 @@ QUANT_TYPES = {
     ],
 )
 def test_quantize_multiplier_matches_the_reference(real):
-    assert common.quantize_multiplier(real) == ref_quantize_multiplier(real)
+    assert fixed_point.quantize_multiplier(real) == ref_quantize_multiplier(real)
 
 
 def test_quantize_multiplier_carries_a_significand_that_rounds_up_to_two_to_the_31():
-    assert common.quantize_multiplier(1 - 2.0**-40) == (2**30, 1)
+    assert fixed_point.quantize_multiplier(1 - 2.0**-40) == (2**30, 1)
 
 
 @pytest.mark.parametrize(
@@ -242,45 +242,52 @@ def test_quantize_multiplier_carries_a_significand_that_rounds_up_to_two_to_the_
     ],
 )
 def test_saturating_rounding_doubling_high_mul_exact(a, b):
-    got = common.saturating_rounding_doubling_high_mul(np.array([a], dtype=np.int64), b)
+    got = fixed_point.fixed_mul(np.array([a], dtype=np.int64), b)
     assert int(got[0]) == ref_high_mul(a, b)
 
 
 def test_high_mul_rounds_negative_ties_toward_plus_infinity():
     # gemmlowp's nudge: -0.5 -> 0 and -1.5 -> -1, but +0.5 -> 1.
-    got = common.saturating_rounding_doubling_high_mul(
-        np.array([-1, -3, 1, 3], dtype=np.int64), 2**30
-    )
+    got = fixed_point.fixed_mul(np.array([-1, -3, 1, 3], dtype=np.int64), 2**30)
     assert got.tolist() == [0, -1, 1, 2]
 
 
 @pytest.mark.parametrize("exponent", [0, 1, 2, 3, 5, 31])
 def test_rounding_divide_by_pot_ties_away_from_zero(exponent):
     values = list(range(-40, 41)) + [INT32_MIN, INT32_MAX, 2**exponent // 2, -(2**exponent // 2)]
-    got = common.rounding_divide_by_pot(np.array(values, dtype=np.int64), exponent)
+    got = fixed_point.rounding_divide_by_pot(np.array(values, dtype=np.int64), exponent)
     assert got.tolist() == [ref_divide_by_pot(v, exponent) for v in values]
 
 
 def test_rounding_divide_by_pot_known_ties():
-    got = common.rounding_divide_by_pot(np.array([1, -1, 3, -3, 5, -5, 2, -2], dtype=np.int64), 1)
+    got = fixed_point.rounding_divide_by_pot(
+        np.array([1, -1, 3, -3, 5, -5, 2, -2], dtype=np.int64), 1
+    )
     assert got.tolist() == [1, -1, 2, -2, 3, -3, 1, -1]
 
 
 @pytest.mark.parametrize("real", [0.25, 0.5, 0.375, 1.5, 3.0, 1 / 3, 0.0625 / 0.375])
 def test_multiply_by_quantized_multiplier_exact_over_a_range_with_ties(real):
     values = list(range(-300, 301)) + [2**20 + 2, -(2**20) - 2, 65538, -65538]
-    m, s = common.quantize_multiplier(real)
-    got = common.multiply_by_quantized_multiplier(np.array(values, dtype=np.int64), m, s)
+    m, s = fixed_point.quantize_multiplier(real)
+    got = fixed_point.multiply_by_quantized_multiplier(np.array(values, dtype=np.int64), m, s)
     assert got.tolist() == [ref_requantize(v, real) for v in values]
 
 
 def test_requantize_known_ties_and_activation_clamp():
     # real multiplier 0.25: 2.5 -> 3, -2.5 -> -3, 0.5 -> 1, -0.5 -> -1 (half-even gives 2, -2, 0, 0).
     info = OperandInfo(T.TENSOR_QUANT8_ASYMM, (6,), 1.0, 100)
-    m, s = common.quantize_multiplier(0.25)
+    m, s = fixed_point.quantize_multiplier(0.25)
     acc = np.array([10, -10, 2, -2, 1000, -1000], dtype=np.int64)
-    assert common.requantize(acc, m, s, info, 0).tolist() == [103, 97, 101, 99, 255, 0]
-    assert common.requantize(acc, m, s, info, 3).tolist() == [103, 100, 101, 100, 106, 100]  # RELU6
+    assert requantization.requantize(acc, m, s, info, 0).tolist() == [103, 97, 101, 99, 255, 0]
+    assert requantization.requantize(acc, m, s, info, 3).tolist() == [
+        103,
+        100,
+        101,
+        100,
+        106,
+        100,
+    ]  # RELU6
 
 
 @pytest.mark.parametrize("dtype, zero_point", [(np.uint8, 100), (np.int8, -3)])
@@ -289,7 +296,7 @@ def test_the_c_requantization_equals_the_reference(dtype, zero_point):
     layers run) against the Python-int reference: ties, saturation of the left
     shift, bias beyond int32, per-channel and per-tensor multipliers, clamps."""
     reals = [0.25, 1 / 3, 1.5, 3.0, 2.0**-20, 1000.0]
-    pairs = [common.quantize_multiplier(r) for r in reals]
+    pairs = [fixed_point.quantize_multiplier(r) for r in reals]
     multipliers = np.array([m for m, _ in pairs], np.int64)
     shifts = np.array([sh for _, sh in pairs], np.int64)
     sums = list(range(-300, 301, 7)) + [2**23, -(2**23), 2**20 + 2, -(2**20) - 2, 0]
@@ -308,7 +315,7 @@ def test_the_c_requantization_equals_the_reference(dtype, zero_point):
         ]
         assert got.tolist() == want
     # One multiplier for every channel.
-    m, sh = common.quantize_multiplier(1 / 3)
+    m, sh = fixed_point.quantize_multiplier(1 / 3)
     got = native.requantize_f32(acc, bias, np.array([m]), np.array([sh]), 0, (qmin, qmax), dtype)
     want = [
         [min(qmax, max(qmin, ref_requantize(int(v) + int(b), 1 / 3))) for v, b in zip(row, bias)]

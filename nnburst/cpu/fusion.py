@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from ..codes import OperandCode, OperationCode
-from .ops.common import FLOAT_ACTIVATION_BOUNDS, constant_scalar
+from .ops.arguments import constant_scalar
+from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
 from .ops.native import add_padded_channels_f32
 
 

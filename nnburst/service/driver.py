@@ -58,7 +58,7 @@ from ..cpu.driver import (
     CpuPreparedModel,
     supported_operations,
 )
-from ..cpu.ops import common as op_common
+from ..cpu.ops import arguments as op_arguments
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.burst_controller import polling_window_us
 from ..hal.burst_server import MAX_CACHED_SLOTS, ExecutionBurstServer
@@ -864,10 +864,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--max-tensor-bytes",
         type=int,
-        default=op_common.MAX_TENSOR_BYTES,
+        default=op_arguments.MAX_TENSOR_BYTES,
         metavar="N",
         help="the most bytes one tensor may take when a request's values set its size (FILL, "
-        f"TILE, PAD), checked before allocating (default {op_common.MAX_TENSOR_BYTES})",
+        f"TILE, PAD), checked before allocating (default {op_arguments.MAX_TENSOR_BYTES})",
     )
     parser.add_argument(
         "--idle-timeout",
@@ -903,7 +903,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, option) < 1:
             flag = "--" + option.replace("_", "-")
             parser.error(f"{flag} must be at least 1, got {getattr(args, option)}")
-    op_common.MAX_TENSOR_BYTES = args.max_tensor_bytes  # process-wide, for the service's life
+    op_arguments.MAX_TENSOR_BYTES = args.max_tensor_bytes  # process-wide, for the service's life
     if not args.idle_timeout > 0:
         parser.error(
             f"--idle-timeout must be a positive number of seconds, got {args.idle_timeout}"

@@ -91,15 +91,19 @@ GROUPS = {
         ("tests/test_packets.py", "tests/test_packet_fuzz.py", "tests/test_burst.py"),
     ),
     "quant": Group(
-        ("nnburst/cpu/ops/common.py",),
+        (
+            "nnburst/cpu/ops/fixed_point.py",
+            "nnburst/cpu/ops/requantization.py",
+            "nnburst/cpu/ops/fused_activation.py",
+        ),
         (
             "tests/test_quant_exact.py",
             "tests/test_mutants_quant.py",
             "tests/test_cpu_ops_conv_recurrent.py",
             "tests/test_cpu_ops_elementwise_shape.py",
         ),
-        focus=r"\.x_(quantize_multiplier|saturating_rounding_doubling_high_mul|rounding_divide_by_pot"
-        r"|multiply_by_quantized_multiplier|requantize|fused_activation_bounds|round_half_away|_trunc_div"
+        focus=r"\.x_(quantize_multiplier|fixed_mul|rounding_divide_by_pot"
+        r"|multiply_by_quantized_multiplier|requantize|fused_activation_bounds|round_half_away|trunc_div"
         r"|dequantize|quantized_range)__mutmut",
     ),
 }

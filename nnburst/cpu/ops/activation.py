@@ -1,4 +1,4 @@
-"""RELU, RELU1, RELU6, LOGISTIC, TANH and SOFTMAX.
+"""RELU, RELU1, RELU6, LOGISTIC, TANH, SOFTMAX and LOG_SOFTMAX.
 
 Float data (float16 included) is computed in float32 like the reference;
 softmax sums in float64, which only moves results closer to the exact value.
@@ -9,6 +9,13 @@ fixed-point value with a fixed-point multiplier, the function is evaluated in
 gemmlowp fixed point and the Q0.31 result is rounded into the fixed output
 format (scale 1/256 for LOGISTIC and SOFTMAX, 1/128 centred on 0 for TANH).
 Signed 8-bit data uses the same arithmetic shifted by 128.
+
+LOG_SOFTMAX (float only): ``(x - max) * beta - log(sum(exp((x - max) * beta)))``
+along an axis.  As in the reference, the shifted logits and the final
+subtraction are computed in the tensor's own type (float16 rounds to half)
+while the exponentials are taken in double; the sum is accumulated in float64
+and rounded once (the reference rounds after every addition, which only loses
+accuracy).
 """
 
 from __future__ import annotations
@@ -22,29 +29,34 @@ from ...codes import FuseCode, OperandCode, OperationCode
 from ...errors import NNError
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
-    calculate_input_radius,
     constant_scalar,
+    float_scalar_code,
+    normalize_axis,
+    op_failed,
+    require_dims_like,
+    require_operand_counts,
+    require_operand_rank,
+    require_operand_type,
+)
+from .fixed_point import (
+    calculate_input_radius,
     fixed_exp_on_negative_values,
     fixed_logistic,
     fixed_mul,
     fixed_one_over_one_plus_x,
     fixed_rescale,
     fixed_tanh,
-    fused_activation_bounds,
     multiply_by_quantized_multiplier,
-    op_failed,
     quantize_multiplier,
-    require_operand_counts,
-    require_operand_rank,
-    require_operand_type,
     rounding_divide_by_pot,
-    rounding_divide_by_pot_each,
     wrap_int32,
 )
+from .fused_activation import fused_activation_bounds
 from .native import softmax_quant8
+from .requantization import same_quantization
 
 _TYPES = FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES
 _SIGNED = OperandCode.TENSOR_QUANT8_ASYMM_SIGNED
@@ -63,24 +75,12 @@ _FIXED_OUTPUT = {
 }
 
 
-def _same_quant(a: OperandInfo, b: OperandInfo) -> bool:
-    return np.float32(a.scale) == np.float32(b.scale) and a.zero_point == b.zero_point
-
-
-def _require_same_dims(sig: OperationSignature) -> None:
-    a, b = sig.inputs[0].dimensions, sig.outputs[0].dimensions
-    if a is None or b is None or not b:
-        return
-    if len(a) != len(b) or any(x > 0 and y > 0 and x != y for x, y in zip(a, b)):
-        raise sig.fail(f"output dimensions {b} differ from input {a}")
-
-
 def _validate_tensor_io(sig: OperationSignature) -> OperandInfo:
     """Checks shared by every activation: types, rank <= 4, output like input."""
     info = require_operand_type(sig, 0, _TYPES, "input")
     require_operand_type(sig, 0, (info.code,), "output", output=True)
     require_operand_rank(sig, 0, range(0, 5), "input")
-    _require_same_dims(sig)
+    require_dims_like(sig, info)
     out = sig.outputs[0]
     if info.code in QUANT8_ASYMM_CODES:
         if sig.code in _FIXED_OUTPUT:
@@ -92,7 +92,7 @@ def _validate_tensor_io(sig: OperationSignature) -> OperandInfo:
                     f"a quantized output must have scale {scale} and zero point {zero_point}, "
                     f"got {out.scale} and {out.zero_point}"
                 )
-        elif not _same_quant(info, out):
+        elif not same_quantization(info, out):
             raise sig.fail("the output's scale and zero point must equal the input's")
     return info
 
@@ -181,10 +181,7 @@ def _execute_logistic_tanh(ctx: ExecutionContext) -> list[np.ndarray]:
 def _validate_softmax(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2, 3), 1)
     info = _validate_tensor_io(sig)
-    beta_type = (
-        OperandCode.FLOAT16 if info.code == OperandCode.TENSOR_FLOAT16 else OperandCode.FLOAT32
-    )
-    require_operand_type(sig, 1, (beta_type,), "beta")
+    require_operand_type(sig, 1, (float_scalar_code(info.code),), "beta")
     beta = constant_scalar(sig, 1)
     if beta is not None and not beta > 0:
         raise sig.fail(f"beta must be positive, got {beta}")
@@ -257,7 +254,7 @@ def _softmax_quant8(ctx: ExecutionContext, x: np.ndarray, beta: float) -> np.nda
     bits_over_unit = accum_bits - headroom_plus_one
     shifted_minus_one = ((sum_of_exps << headroom_plus_one) & 0xFFFFFFFF) - (1 << 31)
     scale = fixed_one_over_one_plus_x(shifted_minus_one)
-    value = rounding_divide_by_pot_each(fixed_mul(scale, exps), bits_over_unit + 31 - 8)
+    value = rounding_divide_by_pot(fixed_mul(scale, exps), bits_over_unit + 31 - 8)
     if info.code == _SIGNED:
         value = value - 128
     qmin, qmax = np.iinfo(out.dtype).min, np.iinfo(out.dtype).max
@@ -322,6 +319,35 @@ def _bind_softmax(sig: OperationSignature, state: object) -> Kernel | None:
     return kernel
 
 
+# --- LOG_SOFTMAX ----------------------------------------------------------------------
+
+
+def _validate_log_softmax(sig: OperationSignature) -> None:
+    require_operand_counts(sig, (3,), 1)
+    info = require_operand_type(sig, 0, FLOAT_TENSOR_CODES, "input")
+    require_operand_type(sig, 0, (info.code,), "output", output=True)
+    require_dims_like(sig, info)
+    require_operand_type(sig, 1, (float_scalar_code(info.code),), "beta")
+    require_operand_type(sig, 2, (OperandCode.INT32,), "axis")
+    require_operand_rank(sig, 0, range(1, 64), "input")
+    axis, rank = constant_scalar(sig, 2), sig.inputs[0].rank
+    if axis is not None and rank is not None:
+        normalize_axis(axis, rank, sig.fail)
+
+
+def _execute_log_softmax(ctx: ExecutionContext) -> list[np.ndarray]:
+    x = ctx.input(0)
+    t = x.dtype.type
+    axis = normalize_axis(int(ctx.scalar(2)), x.ndim, ctx.fail)
+    if x.size == 0:
+        return [x.copy()]
+    with np.errstate(all="ignore"):
+        shifted = (x - np.max(x, axis=axis, keepdims=True)) * t(ctx.scalar(1))
+        total = np.exp(shifted.astype(np.float64)).sum(axis=axis, keepdims=True).astype(t)
+        log_sum = np.log(total.astype(np.float64)).astype(t)
+        return [(shifted - log_sum).astype(x.dtype)]
+
+
 for _code in _RELU_FUSE:
     register(_code, validate=_validate_unary, execute=_execute_relu)
 register(OperationCode.LOGISTIC, validate=_validate_unary, execute=_execute_logistic_tanh)
@@ -329,3 +355,4 @@ register(OperationCode.TANH, validate=_validate_unary, execute=_execute_logistic
 register(
     OperationCode.SOFTMAX, validate=_validate_softmax, execute=_execute_softmax, bind=_bind_softmax
 )
+register(OperationCode.LOG_SOFTMAX, validate=_validate_log_softmax, execute=_execute_log_softmax)

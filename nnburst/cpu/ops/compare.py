@@ -17,18 +17,17 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     broadcast_shape_or_fail,
     check_broadcastable,
-    dequantize,
     op_failed,
-    requantize_reference,
     require_dims_like,
     require_operand_counts,
     require_operand_type,
 )
+from .requantization import dequantize, requantize_reference
 
 _BOOL8 = (OperandCode.TENSOR_BOOL8,)
 _INT32 = (OperandCode.TENSOR_INT32,)

@@ -33,7 +33,7 @@ from ...hal.model import HalModel, Lifetime, Subgraph
 from ...hal.types import DEFAULT_LOOP_TIMEOUT_NS
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import op_failed
+from .arguments import op_failed
 
 # --- validation -----------------------------------------------------------------------
 

@@ -28,19 +28,17 @@ import numpy as np
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     constant_scalar,
-    dequantize,
     float_scalar_code,
     known_dim,
     op_failed,
-    quantize_float32,
     require_operand_rank,
-    same_quantization,
-    to_nhwc,
 )
+from .requantization import dequantize, quantize_float32, same_quantization
+from .window_geometry import to_nhwc
 
 F32 = np.float32
 _INT32 = OperandCode.TENSOR_INT32

@@ -20,21 +20,20 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
-    FUSE_CODES,
     QUANT8_ASYMM_CODES,
-    bias_scale_matches,
     constant_scalar,
-    fused_activation_bounds,
     known_dim,
     op_failed,
-    quantize_multiplier,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
 )
+from .fixed_point import quantize_multiplier
+from .fused_activation import FUSE_CODES, fused_activation_bounds
 from .native import Requantizer
+from .requantization import bias_scale_matches
 from .windows import biased, conv_output, exact_dtype
 
 

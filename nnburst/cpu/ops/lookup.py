@@ -13,12 +13,7 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
-    op_failed,
-    require_operand_counts,
-    require_operand_rank,
-    require_operand_type,
-)
+from .arguments import op_failed, require_operand_counts, require_operand_rank, require_operand_type
 
 _INT32 = OperandCode.TENSOR_INT32
 _EMBEDDING_TYPES = (

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..._bindings import ffi, lib
-from .common import Window2D, bordered
+from .padding import bordered
+from .window_geometry import Window2D
 
 #: Output channels per vector in the C convolution: its weights have a
 #: multiple of this many columns (zeros past the last channel).

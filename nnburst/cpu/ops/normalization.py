@@ -1,11 +1,18 @@
-"""L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION.
+"""L2_NORMALIZATION, LOCAL_RESPONSE_NORMALIZATION and INSTANCE_NORMALIZATION.
 
-Both normalise 1-D slices along one axis (the last by default; NNAPI 1.2 adds
-the axis parameter and ranks below 4).  Float data is computed in float64 and
-cast back, within a few ULP of the float32 reference.  Quantized L2
-normalisation follows the reference's integer path: the sum of squared centred
-values gets a fixed-point inverse square root (Newton-Raphson in Q3.28), which
-scales ``128·x`` into the fixed output format (scale 1/128, centred on 128).
+L2 and local response normalisation work on 1-D slices along one axis (the
+last by default; NNAPI 1.2 adds the axis parameter and ranks below 4).  Float
+data is computed in float64 and cast back, within a few ULP of the float32
+reference.  Quantized L2 normalisation follows the reference's integer path:
+the sum of squared centred values gets a fixed-point inverse square root
+(Newton-Raphson in Q3.28), which scales ``128·x`` into the fixed output format
+(scale 1/128, centred on 128).
+
+INSTANCE_NORMALIZATION (float only) normalises each (batch, channel) plane over
+height and width: ``(x - mean) * gamma / sqrt(var + epsilon) + beta``.  The
+reference loops in the tensor's own type, so the mean and variance sums are
+taken with ``np.add.accumulate`` in that type (row-major, rounding after every
+step), the square root in float32, and every other step in the tensor's type.
 """
 
 from __future__ import annotations
@@ -14,30 +21,23 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     constant_scalar,
-    fixed_inv_sqrt_multiplier,
-    fixed_mul,
+    float_scalar_code,
     op_failed,
+    require_dims_like,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
-    rounding_divide_by_pot_each,
 )
+from .fixed_point import fixed_inv_sqrt_multiplier, fixed_mul, rounding_divide_by_pot
+from .window_geometry import from_nhwc, to_nhwc
 
 _SIGNED = OperandCode.TENSOR_QUANT8_ASYMM_SIGNED
 #: smallest L2 norm divided by, so an all-zero slice normalises to zero.
 _L2_EPSILON = 1e-6
-
-
-def _require_same_dims(sig: OperationSignature) -> None:
-    a, b = sig.inputs[0].dimensions, sig.outputs[0].dimensions
-    if a is None or b is None or not b:
-        return
-    if len(a) != len(b) or any(x > 0 and y > 0 and x != y for x, y in zip(a, b)):
-        raise sig.fail(f"output dimensions {b} differ from input {a}")
 
 
 def _validate_axis(sig: OperationSignature, index: int) -> None:
@@ -66,7 +66,7 @@ def _validate_l2(sig: OperationSignature) -> None:
     info = require_operand_type(sig, 0, FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES, "input")
     require_operand_type(sig, 0, (info.code,), "output", output=True)
     require_operand_rank(sig, 0, range(1, 5), "input")
-    _require_same_dims(sig)
+    require_dims_like(sig, info)
     if info.code in QUANT8_ASYMM_CODES:
         out = sig.outputs[0]
         zero_point = 0 if info.code == _SIGNED else 128
@@ -89,9 +89,9 @@ def _l2_quant8(ctx: ExecutionContext, x: np.ndarray, last_axis: bool) -> np.ndar
         # The reference's int8 kernel folds the ·128 into the shift instead.
         total = shift + 7
         scaled = fixed_mul(centred << np.maximum(total, 0), multiplier)
-        value = rounding_divide_by_pot_each(scaled, np.maximum(-total, 0))
+        value = rounding_divide_by_pot(scaled, np.maximum(-total, 0))
     else:
-        value = rounding_divide_by_pot_each(fixed_mul(centred * 128, multiplier), -shift)
+        value = rounding_divide_by_pot(fixed_mul(centred * 128, multiplier), -shift)
     if info.code != _SIGNED:
         value = value + 128
     limits = np.iinfo(out.dtype)
@@ -119,9 +119,9 @@ def _validate_lrn(sig: OperationSignature) -> None:
     info = require_operand_type(sig, 0, FLOAT_TENSOR_CODES, "input")
     require_operand_type(sig, 0, (info.code,), "output", output=True)
     require_operand_rank(sig, 0, range(1, 5), "input")
-    _require_same_dims(sig)
+    require_dims_like(sig, info)
     require_operand_type(sig, 1, (OperandCode.INT32,), "radius")
-    scalar = OperandCode.FLOAT16 if info.code == OperandCode.TENSOR_FLOAT16 else OperandCode.FLOAT32
+    scalar = float_scalar_code(info.code)
     for i, name in ((2, "bias"), (3, "alpha"), (4, "beta")):
         require_operand_type(sig, i, (scalar,), name)
     radius = constant_scalar(sig, 1)
@@ -152,5 +152,51 @@ def _execute_lrn(ctx: ExecutionContext) -> list[np.ndarray]:
     return [np.ascontiguousarray(np.moveaxis(result, -1, axis))]
 
 
+# --- INSTANCE_NORMALIZATION -----------------------------------------------------------
+
+
+def _validate_instance_norm(sig: OperationSignature) -> None:
+    require_operand_counts(sig, (5,), 1)
+    info = require_operand_type(sig, 0, FLOAT_TENSOR_CODES, "input")
+    require_operand_type(sig, 0, (info.code,), "output", output=True)
+    require_dims_like(sig, info)
+    scalar = float_scalar_code(info.code)
+    require_operand_rank(sig, 0, (4,), "input")
+    for index, name in ((1, "gamma"), (2, "beta"), (3, "epsilon")):
+        require_operand_type(sig, index, (scalar,), name)
+    require_operand_type(sig, 4, (OperandCode.BOOL,), "layout")
+
+
+def _plane_sum(v: np.ndarray) -> np.ndarray:
+    """Sum over [N, H*W, C]'s middle axis, in order and in v's own type."""
+    if v.shape[1] == 0:
+        return np.zeros((v.shape[0], 1, v.shape[2]), dtype=v.dtype)
+    return np.add.accumulate(v, axis=1)[:, -1:, :]
+
+
+def _execute_instance_norm(ctx: ExecutionContext) -> list[np.ndarray]:
+    nchw = bool(ctx.scalar(4))
+    if ctx.input(0).ndim != 4:
+        raise op_failed(ctx.code, f"the input must have rank 4, got {ctx.input(0).ndim}")
+    x = to_nhwc(ctx.input(0), nchw)
+    t = x.dtype.type
+    gamma, beta, epsilon = (t(ctx.scalar(i)) for i in (1, 2, 3))
+    n, h, w, c = x.shape
+    planes = x.reshape(n, h * w, c)
+    count = t(h * w)
+    with np.errstate(all="ignore"):
+        mean = _plane_sum(planes) / count
+        centred = planes - mean
+        variance = _plane_sum(centred * centred) / count
+        sigma = np.sqrt(variance.astype(np.float32) + np.float32(epsilon)).astype(t)
+        result = (centred * gamma / sigma + beta).astype(x.dtype)
+    return [from_nhwc(result.reshape(n, h, w, c), nchw)]
+
+
 register(OperationCode.L2_NORMALIZATION, validate=_validate_l2, execute=_execute_l2)
 register(OperationCode.LOCAL_RESPONSE_NORMALIZATION, validate=_validate_lrn, execute=_execute_lrn)
+register(
+    OperationCode.INSTANCE_NORMALIZATION,
+    validate=_validate_instance_norm,
+    execute=_execute_instance_norm,
+)

@@ -25,23 +25,25 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
+    constant_scalar,
+    require_operand_rank,
+    require_operand_type,
+)
+from .fused_activation import fused_activation_bounds
+from .native import POOL_MAX, POOL_SUM, pool_f32
+from .window_geometry import (
     Window2D,
     WindowArgs,
     check_window_arg_types,
     check_window_values,
-    constant_scalar,
     from_nhwc,
-    fused_activation_bounds,
-    require_operand_rank,
-    require_operand_type,
     to_nhwc,
     window_args,
     window_values,
 )
-from .native import POOL_MAX, POOL_SUM, pool_f32
 from .windows import WindowPlan, activate, constant_plan, pad_nhwc, reduce_windows, runtime_plan
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     op_failed,
     require_operand_counts,

@@ -4,7 +4,7 @@ Both are pure integer arithmetic, so they are reproduced bit for bit: int32
 matmul accumulators requantized with fixed-point multipliers, and gates
 computed with gemmlowp's 16-bit fixed-point ``logistic`` and ``tanh``.  The
 16-bit fixed-point kernels below (``_q16_*``) are the int16 counterparts of
-the int32 helpers in ``common.py``: products round at bit 15 instead of 31,
+the int32 helpers in ``fixed_point.py``: products round at bit 15 instead of 31,
 and gemmlowp's int32 constants are rescaled to 16 bits the way gemmlowp does
 it (a rounding shift right by 16).  Raw values are held in int64 numpy arrays;
 where the reference lets an int16 wrap around, ``_wrap16`` does the same.
@@ -29,18 +29,21 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
-    INT32_MAX,
-    _trunc_div,
+from .arguments import (
     constant_scalar,
-    fixed_inv_sqrt_multiplier,
     maybe_omitted,
-    multiply_by_quantized_multiplier,
     op_failed,
     optional_input,
-    quantize_multiplier,
     require_operand_rank,
+)
+from .fixed_point import (
+    EXP_BARREL,
+    INT32_MAX,
+    fixed_inv_sqrt_multiplier,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
     rounding_divide_by_pot,
+    trunc_div,
     wrap_int32,
 )
 
@@ -73,7 +76,7 @@ def _mul16(a: Any, b: Any) -> np.ndarray:
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     ab = a * b
-    result = _trunc_div(ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14)), 1 << 15)
+    result = trunc_div(ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14)), 1 << 15)
     return np.where((a == -32768) & (b == -32768), 32767, result)
 
 
@@ -100,18 +103,6 @@ def _exp_quarter16(a: np.ndarray) -> np.ndarray:
     return _sat16(constant + _mul16(constant, _wrap16(x + poly)))
 
 
-#: exp(-2**k) in Q0.31 for the barrel shifter of exp_on_negative_values.
-_EXP_BARREL = (
-    (-2, 1672461947),
-    (-1, 1302514674),
-    (0, 790015084),
-    (1, 290630308),
-    (2, 39332535),
-    (3, 720401),
-    (4, 242),
-)
-
-
 def _exp_negative16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     """gemmlowp ``exp_on_negative_values`` of int16 Q(integer_bits) values <= 0, as Q0.15."""
     a = np.asarray(a, dtype=np.int64)
@@ -120,7 +111,7 @@ def _exp_negative16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     mod_quarter = _wrap16((a & (quarter - 1)) - quarter)
     result = _exp_quarter16(_pot16(mod_quarter, integer_bits))
     remainder = _wrap16(mod_quarter - a)
-    for exponent, multiplier in _EXP_BARREL:
+    for exponent, multiplier in EXP_BARREL:
         if integer_bits > exponent:
             bit = (remainder >> (fractional_bits + exponent)) & 1
             result = np.where(bit != 0, _mul16(result, _const16(multiplier)), result)
@@ -132,7 +123,7 @@ def _exp_negative16(a: np.ndarray, integer_bits: int) -> np.ndarray:
 def _newton16(a: np.ndarray) -> np.ndarray:
     """1/(1+a) for Q0.15 ``a`` in [0, 1] as Q2.13 (three Newton-Raphson steps)."""
     total = np.asarray(a, dtype=np.int64) + 32767
-    half = _trunc_div(total + np.where(total >= 0, 1, -1), 2)  # RoundingHalfSum(a, 1)
+    half = trunc_div(total + np.where(total >= 0, 1, -1), 2)  # RoundingHalfSum(a, 1)
     x = _wrap16(_const16(1515870810) + _mul16(half, _const16(-1010580540)))  # 48/17 - 32/17·d
     for _ in range(3):
         one_minus = _wrap16((1 << 13) - _mul16(half, x))
@@ -198,14 +189,6 @@ def _checked_log2(x: float) -> int | None:
     exact = float(F32(math.log(x)) * (F32(1.0) / F32(math.log(2.0))))
     rounded = round(exact)
     return int(rounded) if abs(exact - rounded) < 1e-3 else None
-
-
-def _rows_mbqm(x: np.ndarray, multipliers: np.ndarray, shifts: np.ndarray) -> np.ndarray:
-    """MultiplyByQuantizedMultiplier with a (multiplier, shift) per row of ``x``."""
-    out = np.empty_like(x, dtype=np.int64)
-    for r in range(x.shape[0]):
-        out[r] = multiply_by_quantized_multiplier(x[r], int(multipliers[r]), int(shifts[r]))
-    return out
 
 
 # --------------------------------------------------------------- QUANTIZED_16BIT_LSTM
@@ -527,17 +510,19 @@ class _QLstm:
         weights = self.t[_LN[g]].astype(np.int64)  # type: ignore[union-attr]
         scale_a, scale_b = quantize_multiplier(float(self._scale(_LN[g])))
         n = self.units
-        mean = _trunc_div(x.sum(axis=1) * 1024, n)
+        mean = trunc_div(x.sum(axis=1) * 1024, n)
         variance = (x * x).sum(axis=1) * ((1 << 20) // n) - mean * mean
-        variance = _trunc_div(variance, 1 << 20)
+        variance = trunc_div(variance, 1 << 20)
         guard = max(1, int(10000 * float(self._scale(_LN[g]))))
         variance = np.where(variance < 1, guard, variance)
         inv, inv_shift = fixed_inv_sqrt_multiplier(variance)
         inv = np.where(variance <= 1, INT32_MAX, inv)
         inv_shift = np.where(variance <= 1, 0, inv_shift)
-        rescaled = _rows_mbqm(1024 * x - mean[:, None], inv, inv_shift)
+        rescaled = multiply_by_quantized_multiplier(
+            1024 * x - mean[:, None], inv[:, None], inv_shift[:, None]
+        )
         val3 = wrap_int32(wrap_int32(rescaled * weights) + bias)
-        val4 = _trunc_div(val3 + np.where(val3 > 0, 512, -512), 1024)
+        val4 = trunc_div(val3 + np.where(val3 > 0, 512, -512), 1024)
         return _sat16(multiply_by_quantized_multiplier(val4, scale_a, scale_b + 12))
 
     def step(self) -> list[np.ndarray]:

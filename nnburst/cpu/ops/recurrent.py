@@ -16,16 +16,15 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
-    FUSE_CODES,
-    apply_fused_activation,
     constant_scalar,
     op_failed,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
 )
+from .fused_activation import FUSE_CODES, apply_fused_activation
 
 
 def _optional(ctx: ExecutionContext, i: int) -> np.ndarray | None:

@@ -1,4 +1,4 @@
-"""ARGMAX, ARGMIN and the REDUCE_* family (ALL, ANY, MAX, MIN, PROD, SUM).
+"""ARGMAX, ARGMIN, MEAN and the REDUCE_* family (ALL, ANY, MAX, MIN, PROD, SUM).
 
 ARGMAX/ARGMIN return the first index of the extreme value (the reference
 only moves on a strict improvement, so NaNs after the first element are
@@ -12,6 +12,10 @@ would sum pairwise and differ).  PROD keeps the reference's rule that a zero
 factor gives 0 even against infinity.  Quantized MAX/MIN pick among raw values,
 so the output shares the input's scale and zero point.  Reducing every
 dimension without keep_dims leaves shape [1].
+
+MEAN sums in float64 and divides once; quantized MEAN averages raw values with
+C integer division (toward zero), as the reference does, and so keeps the
+input's scale and zero point.
 """
 
 from __future__ import annotations
@@ -23,16 +27,22 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
+    Fail,
+    check_declared_output,
+    constant_ints,
     constant_scalar,
+    int_input,
     normalize_axis,
+    require_int_vector,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
     require_same_quantization,
 )
+from .fixed_point import trunc_div
 
 _INT32 = OperandCode.TENSOR_INT32
 _BOOL8 = OperandCode.TENSOR_BOOL8
@@ -160,7 +170,64 @@ def _execute_reduce(ctx: ExecutionContext) -> list[np.ndarray]:
     return [np.asarray(result).astype(ctx.output_info(0).dtype).reshape(shape)]
 
 
+# --- MEAN -------------------------------------------------------------------------
+
+
+def _mean_axes(axes: np.ndarray, rank: int, fail: Fail) -> list[int]:
+    resolved = []
+    for axis in axes.reshape(-1).tolist():
+        if not -rank <= axis < rank:
+            raise fail(f"axis {axis} is out of range for rank {rank}")
+        resolved.append(axis % rank)
+    return sorted(set(resolved))
+
+
+def _mean_shape(shape: Sequence[int], axes: list[int], keep_dims: bool) -> tuple[int, ...]:
+    if keep_dims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    kept = tuple(d for i, d in enumerate(shape) if i not in axes)
+    return kept if kept else (1,)  # NNAPI: reducing every dimension leaves [1]
+
+
+def _validate_mean(sig: OperationSignature) -> None:
+    require_operand_counts(sig, (3,), 1)
+    info = require_operand_type(sig, 0, FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES, "input")
+    require_operand_type(sig, 0, (info.code,), "output", output=True)
+    require_operand_rank(sig, 0, range(1, 5), "input")
+    require_same_quantization(sig, info)
+    require_int_vector(sig, 1, "axis")
+    require_operand_type(sig, 2, (OperandCode.INT32,), "keep_dims")
+    axes = constant_ints(sig, 1)
+    rank = sig.inputs[0].rank
+    if axes is None or rank is None:
+        return
+    resolved = _mean_axes(axes, rank, sig.fail)
+    keep = constant_scalar(sig, 2)
+    dims = info.dimensions if info.is_fully_specified else None
+    if dims is not None and keep is not None:
+        check_declared_output(sig, _mean_shape(dims, resolved, keep > 0))
+
+
+def _execute_mean(ctx: ExecutionContext) -> list[np.ndarray]:
+    x = ctx.input(0)
+    axes = _mean_axes(int_input(ctx, 1), x.ndim, ctx.fail)
+    keep = int(ctx.scalar(2)) > 0
+    shape = _mean_shape(x.shape, axes, keep)
+    out = ctx.output_info(0)
+    count = math.prod(x.shape[a] for a in axes)
+    if count == 0:
+        return [np.zeros(shape, dtype=out.dtype)]
+    if out.code in QUANT8_ASYMM_CODES:
+        total = x.astype(np.int64).sum(axis=tuple(axes))
+        # The reference sums raw values in int32 and divides in C (toward zero).
+        mean = trunc_div(total, count)
+    else:
+        mean = x.astype(np.float64).sum(axis=tuple(axes)) / count
+    return [np.asarray(mean).astype(out.dtype).reshape(shape)]
+
+
 register(OperationCode.ARGMAX, validate=_validate_arg, execute=_execute_arg)
 register(OperationCode.ARGMIN, validate=_validate_arg, execute=_execute_arg)
 for _code in _REDUCE_TYPES:
     register(_code, validate=_validate_reduce, execute=_execute_reduce)
+register(OperationCode.MEAN, validate=_validate_mean, execute=_execute_mean)

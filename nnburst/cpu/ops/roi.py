@@ -19,26 +19,20 @@ import numpy as np
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     constant_scalar,
-    dequantize,
     float_scalar_code,
-    from_nhwc,
     known_dim,
-    multiply_by_quantized_multiplier,
     op_failed,
-    quantize_float32,
-    quantize_multiplier,
-    quantized_range,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
-    round_half_away,
-    same_quantization,
-    to_nhwc,
 )
+from .fixed_point import multiply_by_quantized_multiplier, quantize_multiplier, round_half_away
+from .requantization import dequantize, quantize_float32, quantized_range, same_quantization
+from .window_geometry import from_nhwc, to_nhwc
 
 _QUANT16 = OperandCode.TENSOR_QUANT16_ASYMM
 #: ROI_ALIGN's quantized bilinear weights are integers in units of 1/255.

@@ -27,10 +27,8 @@ import numpy as np
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
-    FUSE_CODES,
-    apply_fused_activation,
     constant_scalar,
     float_scalar_code,
     maybe_omitted,
@@ -38,6 +36,7 @@ from .common import (
     optional_input,
     require_operand_rank,
 )
+from .fused_activation import FUSE_CODES, apply_fused_activation
 from .recurrent import execute_lstm
 
 #: LSTM activation codes (TFLite's): none, relu, relu1, relu6, tanh, sigmoid.

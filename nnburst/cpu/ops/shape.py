@@ -1,16 +1,15 @@
 """Data-movement operations: RESHAPE, SQUEEZE, TRANSPOSE, CONCATENATION,
-DEPTH_TO_SPACE, SPACE_TO_DEPTH, BATCH_TO_SPACE_ND, SPACE_TO_BATCH_ND, PAD,
-STRIDED_SLICE, plus the MEAN reduction.
+DEPTH_TO_SPACE, SPACE_TO_DEPTH, BATCH_TO_SPACE_ND, SPACE_TO_BATCH_ND, PAD and
+STRIDED_SLICE.
 
 Each is a numpy reshape/transpose/pad/gather; the values are copied, never
 recomputed, so quantized data keeps its raw values and the output must share
 the input's scale and zero point.  The exceptions follow the reference:
 CONCATENATION requantizes inputs whose quantization differs from the output's
-(NNAPI 1.2), padding is the logical zero (the zero point for quantized data)
-and quantized MEAN averages raw values with C integer division.  Parameters
-may arrive as constants (checked at validation) or as run-time tensors
-(checked at execution, failing with OP_FAILED).  The 4-D block operations take
-NNAPI 1.2's optional NCHW flag.
+(NNAPI 1.2) and padding is the logical zero (the zero point for quantized
+data).  Parameters may arrive as constants (checked at validation) or as
+run-time tensors (checked at execution, failing with OP_FAILED).  The 4-D block
+operations take NNAPI 1.2's optional NCHW flag.
 """
 
 from __future__ import annotations
@@ -23,25 +22,25 @@ import numpy as np
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     Fail,
     check_allocation,
+    check_declared_output,
     check_paddings,
     constant_ints,
     constant_scalar,
-    from_nhwc,
     int_input,
     op_failed,
-    pad_constant,
     require_int_vector,
     require_operand_counts,
     require_operand_rank,
     require_operand_type,
-    round_half_away,
-    to_nhwc,
 )
+from .fixed_point import round_half_away
+from .padding import pad_constant
+from .window_geometry import from_nhwc, to_nhwc
 
 _DATA_TYPES = FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES
 _INT32 = OperandCode.TENSOR_INT32
@@ -74,15 +73,6 @@ def _validate_data(
 def _known_dims(info: OperandInfo) -> tuple[int, ...] | None:
     """The declared dimensions when all of them are known, else ``None``."""
     return info.dimensions if info.is_fully_specified else None
-
-
-def _check_declared_output(sig: OperationSignature, dims: Sequence[int]) -> None:
-    """Fail when the declared output shape contradicts one computed from constants."""
-    declared = sig.outputs[0].dimensions
-    if declared is None or not declared:
-        return
-    if len(declared) != len(dims) or any(d > 0 and d != w for d, w in zip(declared, dims)):
-        raise sig.fail(f"output dimensions {declared} do not match the computed {tuple(dims)}")
 
 
 def _layout_flag(ctx: ExecutionContext, index: int) -> bool:
@@ -143,7 +133,7 @@ def _validate_reshape(sig: OperationSignature) -> None:
         raise sig.fail(f"shape {shape.tolist()} has rank {len(shape)}; at most 4 is supported")
     dims = _known_dims(sig.inputs[0])
     if dims is not None:
-        _check_declared_output(sig, _reshape_target(shape, math.prod(dims), sig.fail))
+        check_declared_output(sig, _reshape_target(shape, math.prod(dims), sig.fail))
     elif (shape < -1).any() or (shape == -1).sum() > 1:
         raise sig.fail(f"shape {shape.tolist()} may hold non-negative sizes and at most one -1")
 
@@ -204,7 +194,7 @@ def _validate_squeeze(sig: OperationSignature) -> None:
     omitted = 1 in sig.constants and sig.constants[1] is None
     axes = None if omitted else constant_ints(sig, 1)
     if dims is not None and (omitted or axes is not None):
-        _check_declared_output(sig, _squeezed(dims, _squeeze_axes(dims, axes, sig.fail)))
+        check_declared_output(sig, _squeezed(dims, _squeeze_axes(dims, axes, sig.fail)))
 
 
 def _execute_squeeze(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -236,7 +226,7 @@ def _validate_transpose(sig: OperationSignature) -> None:
         order = _permutation(perm, rank, sig.fail)
         dims = _known_dims(sig.inputs[0])
         if dims is not None:
-            _check_declared_output(sig, [dims[i] for i in order])
+            check_declared_output(sig, [dims[i] for i in order])
 
 
 def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -470,7 +460,7 @@ def _validate_pad(sig: OperationSignature) -> None:
     check_paddings(paddings, rank, sig.fail)
     dims = _known_dims(sig.inputs[0])
     if dims is not None:
-        _check_declared_output(sig, [d + int(p.sum()) for d, p in zip(dims, paddings)])
+        check_declared_output(sig, [d + int(p.sum()) for d, p in zip(dims, paddings)])
 
 
 def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -479,59 +469,6 @@ def _execute_pad(ctx: ExecutionContext) -> list[np.ndarray]:
     check_allocation(ctx.code, [d + int(p.sum()) for d, p in zip(x.shape, paddings)], x.dtype)
     value = _zero_value(ctx.signature.inputs[0])
     return [pad_constant(x, paddings, value)]
-
-
-# --- MEAN -------------------------------------------------------------------------
-
-
-def _mean_axes(axes: np.ndarray, rank: int, fail: Fail) -> list[int]:
-    resolved = []
-    for axis in axes.reshape(-1).tolist():
-        if not -rank <= axis < rank:
-            raise fail(f"axis {axis} is out of range for rank {rank}")
-        resolved.append(axis % rank)
-    return sorted(set(resolved))
-
-
-def _mean_shape(shape: Sequence[int], axes: list[int], keep_dims: bool) -> tuple[int, ...]:
-    if keep_dims:
-        return tuple(1 if i in axes else d for i, d in enumerate(shape))
-    kept = tuple(d for i, d in enumerate(shape) if i not in axes)
-    return kept if kept else (1,)  # NNAPI: reducing every dimension leaves [1]
-
-
-def _validate_mean(sig: OperationSignature) -> None:
-    require_operand_counts(sig, (3,), 1)
-    _validate_data(sig, ranks=range(1, 5))
-    require_int_vector(sig, 1, "axis")
-    require_operand_type(sig, 2, (OperandCode.INT32,), "keep_dims")
-    axes = constant_ints(sig, 1)
-    rank = sig.inputs[0].rank
-    if axes is None or rank is None:
-        return
-    resolved = _mean_axes(axes, rank, sig.fail)
-    keep = constant_scalar(sig, 2)
-    dims = _known_dims(sig.inputs[0])
-    if dims is not None and keep is not None:
-        _check_declared_output(sig, _mean_shape(dims, resolved, keep > 0))
-
-
-def _execute_mean(ctx: ExecutionContext) -> list[np.ndarray]:
-    x = ctx.input(0)
-    axes = _mean_axes(int_input(ctx, 1), x.ndim, ctx.fail)
-    keep = int(ctx.scalar(2)) > 0
-    shape = _mean_shape(x.shape, axes, keep)
-    out = ctx.output_info(0)
-    count = math.prod(x.shape[a] for a in axes)
-    if count == 0:
-        return [np.zeros(shape, dtype=out.dtype)]
-    if out.code in QUANT8_ASYMM_CODES:
-        total = x.astype(np.int64).sum(axis=tuple(axes))
-        # The reference sums raw values in int32 and divides in C (toward zero).
-        mean = np.where(total >= 0, total // count, -((-total) // count))
-    else:
-        mean = x.astype(np.float64).sum(axis=tuple(axes)) / count
-    return [np.asarray(mean).astype(out.dtype).reshape(shape)]
 
 
 # --- STRIDED_SLICE ----------------------------------------------------------------
@@ -617,7 +554,7 @@ def _validate_strided_slice(sig: OperationSignature) -> None:
         dims, begin, end, strides, (masks[0], masks[1], masks[2]), sig.fail
     )
     kept = [len(ix) for axis, ix in enumerate(indices) if axis not in dropped]
-    _check_declared_output(sig, kept or [1])
+    check_declared_output(sig, kept or [1])
 
 
 def _execute_strided_slice(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -653,7 +590,6 @@ register(
     execute=_execute_space_to_batch,
 )
 register(OperationCode.PAD, validate=_validate_pad, execute=_execute_pad)
-register(OperationCode.MEAN, validate=_validate_mean, execute=_execute_mean)
 register(
     OperationCode.STRIDED_SLICE, validate=_validate_strided_slice, execute=_execute_strided_slice
 )

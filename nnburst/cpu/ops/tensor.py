@@ -19,7 +19,7 @@ import numpy as np
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
     QUANT8_ASYMM_CODES,
     Fail,
@@ -32,7 +32,6 @@ from .common import (
     known_dim,
     normalize_axis,
     op_failed,
-    pad_constant,
     require_dims_like,
     require_int_vector,
     require_operand_counts,
@@ -40,6 +39,7 @@ from .common import (
     require_operand_type,
     require_same_quantization,
 )
+from .padding import pad_constant
 
 _INT32 = OperandCode.TENSOR_INT32
 _SCALAR_INT = OperandCode.INT32

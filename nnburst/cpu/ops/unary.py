@@ -21,22 +21,24 @@ import numpy as np
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
-from .common import (
+from .arguments import (
     FLOAT_TENSOR_CODES,
-    INT32_MAX,
-    INT32_MIN,
     QUANT8_ASYMM_CODES,
     float_scalar_code,
     op_failed,
-    quantize_multiplier,
-    quantized_range,
     require_dims_like,
     require_operand_counts,
     require_operand_type,
+)
+from .fixed_point import (
+    INT32_MAX,
+    INT32_MIN,
+    quantize_multiplier,
     round_half_away,
     rounding_divide_by_pot,
 )
 from .native import quantize_f32
+from .requantization import quantized_range
 
 _F32 = np.float32
 _INT32 = (OperandCode.TENSOR_INT32,)

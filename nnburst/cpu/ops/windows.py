@@ -25,21 +25,19 @@ from numpy.lib.stride_tricks import as_strided
 
 from ...codes import FuseCode
 from ...operands import OperandInfo
-from .common import (
-    Fail,
+from .arguments import Fail, constant_scalar, known_dim
+from .fixed_point import multiply_by_quantized_multiplier
+from .fused_activation import fused_activation_bounds
+from .native import requantize_f32
+from .padding import bordered
+from .requantization import quantized_range
+from .window_geometry import (
     Window2D,
     WindowArgs,
-    bordered,
     check_window_values,
-    constant_scalar,
-    fused_activation_bounds,
-    known_dim,
-    multiply_by_quantized_multipliers,
-    quantized_range,
     resolve_window,
     window_values,
 )
-from .native import requantize_f32
 
 
 @dataclass
@@ -216,6 +214,6 @@ def conv_output(
         return requantize_f32(acc, bias, *requant, out.zero_point, (lo, hi), out.dtype)
     total = acc.astype(np.int64)  # exact: integer-valued sums (see exact_dtype)
     total += bias
-    scaled = multiply_by_quantized_multipliers(total, *requant)
+    scaled = multiply_by_quantized_multiplier(total, *requant)
     scaled += out.zero_point
     return np.clip(scaled, lo, hi).astype(out.dtype)
