@@ -20,7 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..codes import OperandCode
-from ..cpu.ops import common as arguments  # the limit on one tensor
+from ..cpu.ops import arguments  # the limit on one tensor
 from ..errors import BadDataError
 from ..imported import ModelBuilder, Registry, UnsupportedModelError
 from ..model import Model, OperandType
