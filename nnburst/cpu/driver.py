@@ -54,6 +54,7 @@ from . import compilation_cache
 from .executor import PreparedModel, operation_signature
 from .heap import keep_freed_memory
 from .registry import lookup
+from .threads import limit_blas_threads
 
 if TYPE_CHECKING:
     from ..fmq import Descriptor
@@ -173,6 +174,7 @@ class CpuPreparedModel(IPreparedModel):
         cache: tuple[str, bytes] | None = None,
     ) -> None:
         keep_freed_memory()  # every host of CPU models: this process, a driver service
+        limit_blas_threads()  # likewise; a service has applied its --blas-threads already
         self.model = model
         self.preference = PreferenceCode(preference)
         self.cache_hit = False
