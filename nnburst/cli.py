@@ -190,6 +190,8 @@ def _write_json(target: Path, document: Any) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    if args.models is not None:
+        return _bench_models(args)
     if args.clients is not None and args.what != "clients":
         raise _UsageError(f"--clients applies to nnburst bench clients, not to {args.what}")
     if args.what == "runtime" and args.model is not None and args.model.endswith(_MODEL_FILES):
@@ -320,6 +322,22 @@ def _bench_file(args: argparse.Namespace) -> int:
         model_bench.main(args.model, args.duration or model_bench.DEFAULT_DURATION_S)
     except NNError as exc:
         raise CliError(str(exc.args[0] if exc.args else exc)) from None
+    return 0
+
+
+def _bench_models(args: argparse.Namespace) -> int:
+    """``--models DIR``: every model file in DIR against its runtime (models_bench)."""
+    from .benchmarks import models_bench
+
+    given = [n for n in ("model", "conv_size", "paths", "placement", "pin", "busy", "json")]
+    given = [n for n in given if getattr(args, n) is not None]
+    if args.what != "runtime" or given:
+        option = "--" + given[0].replace("_", "-") if given else args.what
+        raise _UsageError(f"{option} does not apply to --models")
+    if not os.path.isdir(args.models):
+        raise CliError(f"--models {args.models}: no such folder")
+    if not models_bench.main(args.models, args.duration or models_bench.DEFAULT_DURATION_S):
+        raise CliError(f"--models {args.models}: no model could be timed")
     return 0
 
 
@@ -545,6 +563,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a two-operation ADD+MUL model on 3x4 tensors, a 3x3 conv block, both (default), "
         "or a model file: TensorFlow Lite (timed against LiteRT; pip install 'nnburst[litert]') "
         "or ONNX (against onnxruntime; pip install 'nnburst[onnx,peers]')",
+    )
+    bench.add_argument(
+        "--models",
+        metavar="DIR",
+        help="every .tflite and .onnx file in DIR against its runtime in-process, one table "
+        "with the geometric mean of the ratios per kind",
     )
     bench.add_argument(
         "--conv-size",
