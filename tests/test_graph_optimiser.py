@@ -350,3 +350,30 @@ def test_the_bound_hard_swish_computes_what_the_operation_does() -> None:
         (got,) = kernel([x])
     np.testing.assert_array_equal(got, want)
     assert got.dtype == np.float32
+
+
+@pytest.mark.parametrize("layer", ["3x3", "1x1", "depthwise"])
+def test_nchw_convolutions_are_bound_and_compute_what_the_operation_does(layer: str) -> None:
+    g = Graph()
+    shape = (1, 4, 6, 5)
+    x = g.input(shape)
+    rng = np.random.default_rng(6)
+    size, depth_out = (1, 8) if layer == "1x1" else (3, 4)
+    if layer == "depthwise":
+        w = g.const(rng.normal(0, 1, (1, 3, 3, 4)))
+        extra = [g.const(1, I32)]
+        code = Op.DEPTHWISE_CONV_2D
+    else:
+        w = g.const(rng.normal(0, 1, (depth_out, size, size, 4)))
+        extra, code = [], Op.CONV_2D
+    args = [x, w, g.const(rng.normal(0, 1, depth_out)), g.const(PaddingCode.SAME, I32)]
+    args += [g.const(1, I32), g.const(1, I32), *extra, g.fuse(FuseCode.RELU6)]
+    g.output(g.op(code, [*args, g.const(True, OperandCode.BOOL)], (1, depth_out, 6, 5)))
+    (op,) = PreparedModel(g.model()).main.operations
+    assert op.kernel is not None
+    feed = rng.uniform(-3, 3, shape).astype(np.float32)
+    inputs = [feed if i == x else g.operands[i].value for i in op.inputs]
+    (want,) = op.registration.execute(ExecutionContext(op.signature, inputs, op.state))
+    (got,) = op.kernel(inputs)
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == (1, depth_out, 6, 5)
