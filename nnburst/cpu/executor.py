@@ -27,6 +27,7 @@ from ..hal.model import HalModel, Lifetime, Subgraph, execution_order
 from ..operands import OperandInfo
 from .fusion import fuse
 from .optimise import optimise
+from .plan import plan
 from .registry import (
     ExecutionContext,
     Kernel,
@@ -119,9 +120,10 @@ class PreparedSubgraph:
         self._output_indexes = list(subgraph.output_indexes)
         self._gather_outputs = _gatherer(tuple(self._output_indexes))
         written = {index for op in self.operations for index in op.outputs}
-        #: what runs: the operations, with the pairs of :mod:`.fusion` as one.
-        self._plan: list[_PreparedOperation] = fuse(
-            self.operations, written - set(self._output_indexes)
+        #: what runs: the operations, with the pairs of :mod:`.fusion` as one
+        #: and the elementwise runs of :mod:`.plan` as one C call.
+        self._plan: list[_PreparedOperation] = plan(
+            fuse(self.operations, written - set(self._output_indexes)), subgraph
         )
         #: (operation, kernel, input gatherer, single output, slots to release)
         #: per operation, in order: what the hot loop of :meth:`_run_operations`
