@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from nnburst.codes import FuseCode, OperandCode, OperationCode, PaddingCode
-from nnburst.cpu import compilation_cache, optimise
+from nnburst.cpu import compilation_cache, executor, optimise
 from nnburst.cpu.driver import cpu_device
 from nnburst.cpu.executor import PreparedModel
 from nnburst.cpu.registry import ExecutionContext, OperationSignature, lookup
@@ -304,18 +304,45 @@ def batch_norm_model() -> HalModel:
     return g.model()
 
 
-def test_the_compilation_cache_keeps_the_optimised_graph(tmp_path: Path) -> None:
+def test_the_compilation_cache_keeps_the_optimised_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, token = batch_norm_model(), b"\x01" * 32
     x = np.random.default_rng(3).uniform(-1, 1, NHWC).astype(np.float32)
     first = cpu_device().prepare_model(model, cache=(str(tmp_path), token))
-    order, states = compilation_cache.load(
-        compilation_cache.cache_path(tmp_path, token), compilation_cache.structure_key(model)
-    ) or ([], [])
+    path, key = (
+        compilation_cache.cache_path(tmp_path, token),
+        compilation_cache.structure_key(model),
+    )
+    order, states = compilation_cache.load(path, key) or ([], [])
     assert len(order) == len(states) == 1  # one CONV_2D, its weights scaled
-    second = cpu_device().prepare_model(model, cache=(str(tmp_path), token))
+
+    def not_again(subgraph: object) -> object:
+        raise AssertionError("a cached compilation ran the optimiser")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(executor, "optimise", not_again)
+        second = cpu_device().prepare_model(model, cache=(str(tmp_path), token))
     assert (first.cache_hit, second.cache_hit) == (False, True)
     assert codes(second.executor) == ["CONV_2D"]
     np.testing.assert_array_equal(first.executor.run([x])[0], second.executor.run([x])[0])
+
+
+def test_a_cached_graph_that_does_not_fit_is_compiled_afresh(tmp_path: Path) -> None:
+    model, token = batch_norm_model(), b"\x03" * 32
+    x = np.random.default_rng(4).uniform(-1, 1, NHWC).astype(np.float32)
+    want = cpu_device().prepare_model(model, cache=(str(tmp_path), token)).executor.run([x])[0]
+    path, key = (
+        compilation_cache.cache_path(tmp_path, token),
+        compilation_cache.structure_key(model),
+    )
+    order, states, graph = compilation_cache.load_compilation(path, key) or ([], [], None)
+    assert graph is not None
+    graph["operations"][0][1][0] = 10**6  # the convolution reads an operand that is not there
+    assert compilation_cache.save(path, key, order, states, graph)
+    again = cpu_device().prepare_model(model, cache=(str(tmp_path), token))
+    assert not again.cache_hit
+    np.testing.assert_array_equal(again.executor.run([x])[0], want)
 
 
 def test_rewrites_are_logged(caplog: pytest.LogCaptureFixture) -> None:

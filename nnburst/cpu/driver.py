@@ -50,7 +50,7 @@ from ..hal.types import (
     pool_view,
 )
 from ..operands import merge_dimensions
-from . import compilation_cache
+from . import compilation_cache, optimise
 from .executor import PreparedModel, operation_signature
 from .heap import keep_freed_memory
 from .registry import lookup
@@ -190,7 +190,7 @@ class CpuPreparedModel(IPreparedModel):
         compile and cache them (Compilation.set_caching)."""
         path = compilation_cache.cache_path(cache_dir, token)
         key = compilation_cache.structure_key(model)
-        cached = compilation_cache.load(path, key)
+        cached = compilation_cache.load_compilation(path, key)
         executor = None
         if cached is not None:
             try:
@@ -201,7 +201,11 @@ class CpuPreparedModel(IPreparedModel):
         if executor is None:
             executor = PreparedModel(model)
             compilation_cache.save(
-                path, key, executor.main.order, [op.state for op in executor.main.operations]
+                path,
+                key,
+                executor.main.order,
+                [op.state for op in executor.main.operations],
+                optimise.changes(model.main, executor.main.subgraph),
             )
         return executor
 

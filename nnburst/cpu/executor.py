@@ -26,7 +26,7 @@ from ..errors import BadDataError, NNError
 from ..hal.model import HalModel, Lifetime, Subgraph, execution_order
 from ..operands import OperandInfo
 from .fusion import fuse
-from .optimise import optimise
+from .optimise import optimise, restore
 from .plan import plan
 from .registry import (
     ExecutionContext,
@@ -83,11 +83,12 @@ class PreparedSubgraph:
         model: HalModel,
         subgraph: Subgraph,
         owner: PreparedModel | None = None,
-        cached: tuple[list[int], list[Any]] | None = None,
+        cached: tuple[Any, ...] | None = None,
     ) -> None:
-        """``cached``: (order, states) from a compilation cache for this very
-        subgraph, as :mod:`.optimise` rewrites it; validation and preparation
-        are then skipped."""
+        """``cached``: (order, states[, graph]) from a compilation cache for this
+        very subgraph, as :mod:`.optimise` rewrote it (``graph``: what
+        :func:`.optimise.changes` wrote down); validation, the rewrites and
+        preparation are then skipped."""
         self.model = model
         #: the prepared model this subgraph belongs to; IF/WHILE reach their
         #: referenced subgraphs through it.
@@ -97,7 +98,8 @@ class PreparedSubgraph:
         if cached is not None:
             # A cache is written for a valid model, and what could not be
             # rewritten or bound is compiled afresh by the driver.
-            self.subgraph = optimise(subgraph)
+            graph = cached[2] if len(cached) > 2 else None
+            self.subgraph = optimise(subgraph) if graph is None else restore(subgraph, graph)
             if sorted(cached[0]) != list(range(len(self.subgraph.operations))):
                 raise BadDataError("the cached operation order does not fit the subgraph")
             self.order = cached[0]
@@ -387,7 +389,7 @@ def _checked_output(code: OperationCode, info: Any, result: np.ndarray) -> np.nd
 class PreparedModel:
     """The CPU driver's prepared form of a whole model (main + referenced)."""
 
-    def __init__(self, model: HalModel, cached: tuple[list[int], list[Any]] | None = None) -> None:
+    def __init__(self, model: HalModel, cached: tuple[Any, ...] | None = None) -> None:
         self.model = model
         self.main = PreparedSubgraph(model, model.main, self, cached)
         self._referenced: dict[int, PreparedSubgraph] = {}
