@@ -136,6 +136,25 @@ class _Lib:
     ) -> int: ...
     def nnb_monotonic_ns(self) -> int: ...
     def nnb_keep_freed_memory(self, mmap_threshold: int, trim_threshold: int) -> int: ...
+    # csrc/plan.h
+    NNB_PLAN_ADD: int
+    NNB_PLAN_SUB: int
+    NNB_PLAN_MUL: int
+    NNB_PLAN_DIV: int
+    NNB_PLAN_MAXIMUM: int
+    NNB_PLAN_MINIMUM: int
+    NNB_PLAN_CLAMP: int
+    NNB_PLAN_HARD_SWISH: int
+    def nnb_plan_run(
+        self,
+        steps: CData,
+        count: int,
+        arena: CData,
+        arena_floats: int,
+        tensors: CData,
+        tensor_floats: CData,
+        tensor_count: int,
+    ) -> int: ...
     def nnb_depthwise_conv_f32(
         self,
         in_: CData,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from nnburst.codes import FuseCode, OperandCode, OperationCode
+from nnburst.cpu import optimise, plan
 from nnburst.cpu.executor import PreparedModel
 from nnburst.cpu.ops.native import add_padded_channels_f32
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
@@ -13,6 +14,15 @@ from nnburst.operands import OperandInfo
 
 X_SHAPE, A_SHAPE = (1, 4, 4, 3), (1, 4, 4, 5)
 BOUNDS = {FuseCode.NONE: (-np.inf, np.inf), FuseCode.RELU: (0, np.inf), FuseCode.RELU6: (0, 6)}
+
+
+@pytest.fixture(autouse=True)
+def graph_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph optimiser would drop the ADD-with-zero these models use to make
+    their inputs temporaries (cpu/optimise.py), and the C plan would run those two
+    ADDs as one step (cpu/plan.py); the pairs are tested as written."""
+    monkeypatch.setattr(optimise, "ENABLED", False)
+    monkeypatch.setattr(plan, "MIN_RUN", 1 << 30)
 
 
 def floats(shape: tuple[int, ...], lifetime: Lifetime = Lifetime.TEMPORARY_VARIABLE) -> Operand:

@@ -1,9 +1,10 @@
 """Compilation caching for the CPU driver (``Compilation.set_caching``).
 
 What a compilation costs the CPU driver is validating every operation,
-ordering them and preparing constants (filters converted, multipliers
-computed).  The cache keeps the order and the prepared states, so a second
-compilation of the same model under the same token skips all three.
+ordering them, rewriting the graph (:mod:`.optimise`) and preparing
+constants (filters converted, multipliers computed).  The cache keeps the
+rewritten graph, the order and the prepared states, so a second
+compilation of the same model under the same token skips all four.
 
 The file is ``<cache dir>/nnburst-cpu-<token hex>.cache``: a small header,
 a JSON description of the states, a checksum, and one blob holding every
@@ -161,11 +162,17 @@ def _checksum(description: bytes, blob: bytes | bytearray | memoryview) -> bytes
 _HEADER = struct.Struct("<4sIQ")
 
 
-def save(path: Path, key: str, order: list[int], states: list[Any]) -> bool:
-    """Write the cache atomically; False (and nothing written) if a state cannot be cached."""
+def save(
+    path: Path, key: str, order: list[int], states: list[Any], graph: dict[str, Any] | None = None
+) -> bool:
+    """Write the cache atomically; False (and nothing written) if a state cannot be cached.
+
+    ``graph``: the rewritten main subgraph (:func:`.optimise.changes`), so that a
+    cached compilation skips the graph optimiser too."""
     arrays: list[np.ndarray] = []
     try:
         encoded = [_encode(s, arrays) for s in states]
+        encoded_graph = _encode(graph, arrays)
     except TypeError as exc:
         log.info("compilation not cached: %s", exc)
         return False
@@ -178,7 +185,7 @@ def save(path: Path, key: str, order: list[int], states: list[Any]) -> bool:
     for a, (_, _, start) in zip(arrays, layout):
         blob[start : start + a.nbytes] = np.ascontiguousarray(a).tobytes()
     description = json.dumps(
-        {"key": key, "order": order, "states": encoded, "arrays": layout}
+        {"key": key, "order": order, "states": encoded, "graph": encoded_graph, "arrays": layout}
     ).encode()
     checksum = _checksum(description, blob)
     head = _HEADER.pack(_MAGIC, FORMAT, len(description)) + description + checksum
@@ -197,6 +204,15 @@ def save(path: Path, key: str, order: list[int], states: list[Any]) -> bool:
 
 def load(path: Path, key: str) -> tuple[list[int], list[Any]] | None:
     """(operation order, prepared states), or None when absent, stale or corrupt."""
+    cached = load_compilation(path, key)
+    return None if cached is None else (cached[0], cached[1])
+
+
+def load_compilation(
+    path: Path, key: str
+) -> tuple[list[int], list[Any], dict[str, Any] | None] | None:
+    """(operation order, prepared states, rewritten graph or None), or None when
+    absent, stale or corrupt."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -231,7 +247,11 @@ def load(path: Path, key: str) -> tuple[list[int], list[Any]] | None:
             if start < 0 or start + count * dt.itemsize > len(blob):
                 raise ValueError("array outside the cache blob")
             arrays[i] = np.frombuffer(blob, dt, count, start).reshape(shape)
-        return [int(i) for i in meta["order"]], [_decode(s, arrays) for s in meta["states"]]
+        graph = _decode(meta.get("graph"), arrays)
+        if graph is not None and not isinstance(graph, dict):
+            raise ValueError("the cached graph is not a description of one")
+        order = [int(i) for i in meta["order"]]
+        return order, [_decode(s, arrays) for s in meta["states"]], graph
     except (ValueError, KeyError, TypeError, struct.error, json.JSONDecodeError) as exc:
         log.warning("compilation cache %s is corrupt (%s): ignored", path, exc)
         return None

@@ -50,10 +50,11 @@ from ..hal.types import (
     pool_view,
 )
 from ..operands import merge_dimensions
-from . import compilation_cache
+from . import compilation_cache, optimise
 from .executor import PreparedModel, operation_signature
 from .heap import keep_freed_memory
 from .registry import lookup
+from .threads import limit_blas_threads
 
 if TYPE_CHECKING:
     from ..fmq import Descriptor
@@ -173,6 +174,7 @@ class CpuPreparedModel(IPreparedModel):
         cache: tuple[str, bytes] | None = None,
     ) -> None:
         keep_freed_memory()  # every host of CPU models: this process, a driver service
+        limit_blas_threads()  # likewise; a service has applied its --blas-threads already
         self.model = model
         self.preference = PreferenceCode(preference)
         self.cache_hit = False
@@ -192,7 +194,7 @@ class CpuPreparedModel(IPreparedModel):
         compile and cache them (Compilation.set_caching)."""
         path = compilation_cache.cache_path(cache_dir, token)
         key = compilation_cache.structure_key(model)
-        cached = compilation_cache.load(path, key)
+        cached = compilation_cache.load_compilation(path, key)
         executor = None
         if cached is not None:
             try:
@@ -203,7 +205,11 @@ class CpuPreparedModel(IPreparedModel):
         if executor is None:
             executor = PreparedModel(model)
             compilation_cache.save(
-                path, key, executor.main.order, [op.state for op in executor.main.operations]
+                path,
+                key,
+                executor.main.order,
+                [op.state for op in executor.main.operations],
+                optimise.changes(model.main, executor.main.subgraph),
             )
         return executor
 

@@ -11,6 +11,7 @@ between operand slots.
 from __future__ import annotations
 
 import contextvars
+import logging
 import operator
 import threading
 import time
@@ -25,6 +26,8 @@ from ..errors import BadDataError, NNError
 from ..hal.model import HalModel, Lifetime, Subgraph, execution_order
 from ..operands import OperandInfo
 from .fusion import fuse
+from .optimise import optimise, restore
+from .plan import plan
 from .registry import (
     ExecutionContext,
     Kernel,
@@ -32,6 +35,8 @@ from .registry import (
     OperationSignature,
     lookup,
 )
+
+logger = logging.getLogger("nnburst.cpu")
 
 
 @dataclass
@@ -78,56 +83,49 @@ class PreparedSubgraph:
         model: HalModel,
         subgraph: Subgraph,
         owner: PreparedModel | None = None,
-        cached: tuple[list[int], list[Any]] | None = None,
+        cached: tuple[Any, ...] | None = None,
     ) -> None:
-        """``cached``: (order, states) from a compilation cache for this very
-        subgraph; validation and preparation are then skipped."""
+        """``cached``: (order, states[, graph]) from a compilation cache for this
+        very subgraph, as :mod:`.optimise` rewrote it (``graph``: what
+        :func:`.optimise.changes` wrote down); validation, the rewrites and
+        preparation are then skipped."""
         self.model = model
-        self.subgraph = subgraph
         #: the prepared model this subgraph belongs to; IF/WHILE reach their
         #: referenced subgraphs through it.
         self.owner = owner
-        self.operations: list[_PreparedOperation] = []
-        if cached is not None and sorted(cached[0]) != list(range(len(subgraph.operations))):
-            cached = None  # not an order of these operations: compile from scratch
-        #: operation indexes in execution order (what a compilation cache keeps).
-        self.order = cached[0] if cached is not None else execution_order(subgraph)
-        for position, index in enumerate(self.order):
-            operation = subgraph.operations[index]
-            registration = lookup(operation.code)
-            if registration is None:
-                raise BadDataError(
-                    f"operation {index}: {OperationCode(operation.code).name} is not supported by the CPU driver"
-                )
-            signature = operation_signature(subgraph, index, model.relax_float32_to_float16, model)
-            if cached is not None:
-                state = cached[1][position]
-            else:
-                registration.validate(signature)
-                state = registration.prepare(signature) if registration.prepare else None
-            kernel = registration.bind(signature, state) if registration.bind else None
-            output_infos = tuple(
-                (i, info, info.dtype, info.dimensions)
-                for i, info in ((i, subgraph.operands[i].info) for i in operation.outputs)
-            )
-            self.operations.append(
-                _PreparedOperation(
-                    registration,
-                    signature,
-                    operation.inputs,
-                    operation.outputs,
-                    state,
-                    kernel,
-                    output_infos,
-                )
-            )
+        #: what runs: ``subgraph`` as :func:`.optimise.optimise` rewrote it.
+        self.subgraph = subgraph
+        if cached is not None:
+            # A cache is written for a valid model, and what could not be
+            # rewritten or bound is compiled afresh by the driver.
+            graph = cached[2] if len(cached) > 2 else None
+            self.subgraph = optimise(subgraph) if graph is None else restore(subgraph, graph)
+            if sorted(cached[0]) != list(range(len(self.subgraph.operations))):
+                raise BadDataError("the cached operation order does not fit the subgraph")
+            self.order = cached[0]
+            self.operations = self._prepare(self.order, cached[1])
+        else:
+            self._validate(subgraph)  # as written: a rewrite never hides an invalid operation
+            self.subgraph = optimise(subgraph)
+            self.order = execution_order(self.subgraph)
+            try:
+                self.operations = self._prepare(self.order, None)
+            except NNError as exc:
+                if self.subgraph is subgraph:
+                    raise
+                logger.warning("graph optimiser: %s; the subgraph runs as written", exc)
+                self.subgraph = subgraph
+                self.order = execution_order(subgraph)
+                self.operations = self._prepare(self.order, None)
+        subgraph = self.subgraph
         self._input_indexes = list(subgraph.input_indexes)
         self._output_indexes = list(subgraph.output_indexes)
         self._gather_outputs = _gatherer(tuple(self._output_indexes))
         written = {index for op in self.operations for index in op.outputs}
-        #: what runs: the operations, with the pairs of :mod:`.fusion` as one.
-        self._plan: list[_PreparedOperation] = fuse(
-            self.operations, written - set(self._output_indexes)
+        #: what runs: the operations, with the pairs of :mod:`.fusion` as one
+        #: and the elementwise runs of :mod:`.plan` as one C call.
+        self._plan: list[_PreparedOperation] = plan(
+            fuse(self.operations, written - set(self._output_indexes)), subgraph
         )
         #: (operation, kernel, input gatherer, single output, slots to release)
         #: per operation, in order: what the hot loop of :meth:`_run_operations`
@@ -150,6 +148,57 @@ class PreparedSubgraph:
             else None
             for operand in subgraph.operands
         ]
+
+    def _validate(self, subgraph: Subgraph) -> None:
+        """Every operation of ``subgraph`` registered and valid (raises BadDataError)."""
+        for index in execution_order(subgraph):
+            operation = subgraph.operations[index]
+            registration = lookup(operation.code)
+            if registration is None:
+                raise BadDataError(
+                    f"operation {index}: {OperationCode(operation.code).name} is not supported by the CPU driver"
+                )
+            registration.validate(
+                operation_signature(
+                    subgraph, index, self.model.relax_float32_to_float16, self.model
+                )
+            )
+
+    def _prepare(self, order: list[int], states: list[Any] | None) -> list[_PreparedOperation]:
+        """``self.subgraph``'s operations in ``order``, validated and prepared, or
+        with the prepared ``states`` of a compilation cache; bound where they can be."""
+        model, subgraph = self.model, self.subgraph
+        operations = []
+        for position, index in enumerate(order):
+            operation = subgraph.operations[index]
+            registration = lookup(operation.code)
+            if registration is None:
+                raise BadDataError(
+                    f"operation {index}: {OperationCode(operation.code).name} is not supported by the CPU driver"
+                )
+            signature = operation_signature(subgraph, index, model.relax_float32_to_float16, model)
+            if states is not None:
+                state = states[position]
+            else:
+                registration.validate(signature)
+                state = registration.prepare(signature) if registration.prepare else None
+            kernel = registration.bind(signature, state) if registration.bind else None
+            output_infos = tuple(
+                (i, info, info.dtype, info.dimensions)
+                for i, info in ((i, subgraph.operands[i].info) for i in operation.outputs)
+            )
+            operations.append(
+                _PreparedOperation(
+                    registration,
+                    signature,
+                    operation.inputs,
+                    operation.outputs,
+                    state,
+                    kernel,
+                    output_infos,
+                )
+            )
+        return operations
 
     def _releases(self) -> list[tuple[int, ...]]:
         """Per operation, the intermediate results no later operation reads: dropped
@@ -340,7 +389,7 @@ def _checked_output(code: OperationCode, info: Any, result: np.ndarray) -> np.nd
 class PreparedModel:
     """The CPU driver's prepared form of a whole model (main + referenced)."""
 
-    def __init__(self, model: HalModel, cached: tuple[list[int], list[Any]] | None = None) -> None:
+    def __init__(self, model: HalModel, cached: tuple[Any, ...] | None = None) -> None:
         self.model = model
         self.main = PreparedSubgraph(model, model.main, self, cached)
         self._referenced: dict[int, PreparedSubgraph] = {}

@@ -41,8 +41,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import threadpoolctl
-
 from .._version import __version__
 from ..codes import (
     ErrorStatus,
@@ -59,6 +57,7 @@ from ..cpu.driver import (
     supported_operations,
 )
 from ..cpu.ops import arguments as op_arguments
+from ..cpu.threads import limit_blas_threads
 from ..errors import BadDataError, NNError, status_for_exception
 from ..hal.burst_controller import polling_window_us
 from ..hal.burst_server import MAX_CACHED_SLOTS, ExecutionBurstServer
@@ -910,9 +909,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if args.workers < 0:
         parser.error(f"--workers must be 0 or more, got {args.workers}")
-    if args.blas_threads:
-        # Process-wide, for the service's whole life: the returned limiter is not needed.
-        threadpoolctl.threadpool_limits(limits=args.blas_threads, user_api="blas")
+    # Process-wide, for the service's whole life (0: BLAS's own default).
+    limit_blas_threads(args.blas_threads)
     path = args.socket or protocol.default_socket_path()
     logging.basicConfig(
         level=os.environ.get("NNBURST_LOG_LEVEL", "WARNING"), format="%(name)s: %(message)s"

@@ -335,10 +335,35 @@ def _check_and_convert(ctx: ExecutionContext) -> _Filter:
 
 
 def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
-    """A kernel prepared once for an NHWC convolution whose filter, bias,
+    """A kernel prepared once for a convolution whose filter, bias,
     parameters and input shape are all known and whose sums run in float32
     (float data, or quantized data whose sums float32 holds exactly): a run
-    checks the input and calls C.  Anything else runs ``_execute``."""
+    checks the input and calls C.  An NCHW one runs the same kernel between
+    the transposes ``_execute`` makes.  Anything else runs ``_execute``."""
+    kernel = _bind_nhwc(sig, state)
+    if kernel is None or state.plan is None or not state.plan.values["nchw"]:
+        return kernel
+    return _nchw_kernel(sig, state, kernel)
+
+
+def _nchw_kernel(sig: OperationSignature, state: _State, nhwc: Kernel) -> Kernel:
+    """``nhwc`` (bound for the input transposed to NHWC) on an NCHW input, and
+    its output transposed back: ``_execute``'s work without its per-run checks
+    (ONNX models are NCHW: PP-OCR's classifier has 53 such layers)."""
+    shape, dtype = tuple(sig.inputs[0].dimensions or ()), sig.inputs[0].dtype
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if type(x) is np.ndarray and x.shape == shape and x.dtype == dtype:
+            (y,) = nhwc([np.ascontiguousarray(x.transpose(0, 2, 3, 1))])
+            return [np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
+        return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+
+    return kernel
+
+
+def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
+    """The kernel for the convolution on NHWC data (its input transposed if NCHW)."""
     filt, plan, inp, out = state.filter, state.plan, sig.inputs[0], sig.outputs[0]
     quantized = filt is not None and filt.requant is not None
     if (
@@ -346,7 +371,6 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
         or state.bias is None
         or plan is None
         or plan.window is None
-        or plan.values["nchw"]
         or filt.weights.dtype != np.float32
     ):
         return None
@@ -357,6 +381,8 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
     in_shape = tuple(inp.dimensions or ())
     if len(in_shape) != 4 or 0 in in_shape or state.bias.shape != (filt.depth_out,):
         return None
+    if plan.values["nchw"]:
+        in_shape = (in_shape[0], in_shape[2], in_shape[3], in_shape[1])
     depth_in = in_shape[3]
     depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
     if depthwise and (plan.values["depth_multiplier"] != 1 or depth_in != filt.depth_out):

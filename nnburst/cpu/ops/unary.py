@@ -276,6 +276,30 @@ def _execute_hard_swish(ctx: ExecutionContext) -> list[np.ndarray]:
     return [result.astype(out.dtype)]
 
 
+def _bind_hard_swish(sig: OperationSignature, state: object) -> Kernel | None:
+    """Float32: ``_execute_hard_swish``'s arithmetic in one buffer, without its
+    casts (hard-swish is 18 of the 110 operations PP-OCR's classifier runs)."""
+    if (
+        sig.inputs[0].code != OperandCode.TENSOR_FLOAT32
+        or sig.outputs[0].code != OperandCode.TENSOR_FLOAT32
+    ):
+        return None
+    three, six, zero = _F32(3), _F32(6), _F32(0)
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if type(x) is not np.ndarray or x.dtype != np.float32:
+            return _execute_hard_swish(ExecutionContext(sig, inputs, state))  # checks and explains
+        result = np.add(x, three)
+        np.maximum(result, zero, out=result)
+        np.minimum(result, six, out=result)
+        np.multiply(x, result, out=result)
+        np.divide(result, six, out=result)
+        return [result]
+
+    return kernel
+
+
 for _code in _TYPES:
     register(_code, validate=_validate_math, execute=_execute_math)
 register(OperationCode.CAST, validate=_validate_cast, execute=_execute_cast)
@@ -286,4 +310,9 @@ register(
     bind=_bind_quantize,
 )
 register(OperationCode.ELU, validate=_validate_elu, execute=_execute_elu)
-register(OperationCode.HARD_SWISH, validate=_validate_hard_swish, execute=_execute_hard_swish)
+register(
+    OperationCode.HARD_SWISH,
+    validate=_validate_hard_swish,
+    execute=_execute_hard_swish,
+    bind=_bind_hard_swish,
+)
