@@ -1,0 +1,227 @@
+"""The int32 quantized convolution kernels (csrc/qconv.c) against numpy.
+
+The reference pads with the input's zero point, builds im2col rows in
+int64, multiplies, and requantizes with ``common``'s numpy fixed-point steps
+(the ones the float route uses): every path must give the same bytes.
+Shapes come from a seeded generator, so a failure names a reproducible case;
+they cover channel counts off the 16-channel tile, pixel counts off the
+4-pixel tile, paddings, strides, dilations, per-channel and per-tensor
+multipliers with left and right shifts, and zero points at the extremes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nnburst.cpu.ops import common
+from nnburst.cpu.ops.common import Window2D
+from nnburst.cpu.ops.qconv import (
+    PATH_BEST,
+    PATH_PORTABLE,
+    NotExactError,
+    QuantConv,
+    available_paths,
+)
+from nnburst.errors import BadDataError
+
+PATHS = available_paths()
+RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
+
+
+def reference(x, weights, filter_hw, bias, requant, win, in_zp, out_type, bounds):
+    """x [N, H, W, C]; weights [FH*FW*C, O] (zero point removed) -> [N, OH, OW, O]."""
+    n, h, w, c = x.shape
+    fh, fw = filter_hw
+    padded = np.full(
+        (n, h + win.pad_top + win.pad_bottom, w + win.pad_left + win.pad_right, c),
+        in_zp,
+        np.int64,
+    )
+    padded[:, win.pad_top : win.pad_top + h, win.pad_left : win.pad_left + w] = x
+    rows = np.empty((n, win.out_h, win.out_w, fh, fw, c), np.int64)
+    for i in range(fh):
+        for j in range(fw):
+            y0, x0 = i * win.dilation_h, j * win.dilation_w
+            rows[:, :, :, i, j] = padded[
+                :,
+                y0 : y0 + (win.out_h - 1) * win.stride_h + 1 : win.stride_h,
+                x0 : x0 + (win.out_w - 1) * win.stride_w + 1 : win.stride_w,
+            ]
+    acc = (rows.reshape(-1, fh * fw * c) - in_zp) @ weights.astype(np.int64)
+    acc += bias
+    scaled = common.multiply_by_quantized_multipliers(acc, *requant) + out_type[1]
+    out = np.clip(scaled, *bounds).astype(out_type[0])
+    return out.reshape(n, win.out_h, win.out_w, -1)
+
+
+def random_layer(rng: np.random.Generator) -> dict[str, Any]:
+    """A random layer and input whose windows fit (padding included)."""
+    while True:
+        fh, fw = rng.integers(1, 5, 2)
+        sh, sw = rng.integers(1, 4, 2)
+        dh, dw = rng.integers(1, 3, 2)
+        pads = rng.integers(0, 3, 4)
+        n, h, w = rng.integers(1, 3), rng.integers(1, 12), rng.integers(1, 12)
+        out_h = (h + pads[0] + pads[1] - (fh - 1) * dh - 1) // sh + 1
+        out_w = (w + pads[2] + pads[3] - (fw - 1) * dw - 1) // sw + 1
+        if out_h >= 1 and out_w >= 1:
+            break
+    c = int(rng.choice([1, 2, 3, 5, 8, 16, 17, 31]))
+    o = int(rng.choice([1, 3, 8, 15, 16, 17, 32, 33, 40]))
+    in_dtype = np.dtype(rng.choice([np.uint8, np.int8]))
+    out_dtype = np.dtype(rng.choice([np.uint8, np.int8]))
+    in_lo, in_hi = RANGES[in_dtype]
+    out_lo, out_hi = RANGES[out_dtype]
+    in_zp = int(rng.choice([in_lo, in_hi, rng.integers(in_lo, in_hi + 1)]))
+    out_zp = int(rng.choice([out_lo, out_hi, rng.integers(out_lo, out_hi + 1)]))
+    k = int(fh * fw * c)
+    w_lo, w_hi = [(-127, 127), (-255, 255), (-128, 127)][rng.integers(0, 3)]
+    weights = rng.integers(w_lo, w_hi + 1, (k, o))
+    bias = rng.integers(-(2**14), 2**14, o)
+    channels = o if rng.integers(0, 2) else 1
+    # scales from tiny to above 1, so both right and left shifts occur
+    pairs = [common.quantize_multiplier(float(s)) for s in 10.0 ** rng.uniform(-5, 0.7, channels)]
+    requant = (np.array([m for m, _ in pairs]), np.array([s for _, s in pairs]))
+    lo = int(rng.integers(out_lo, out_hi + 1)) if rng.integers(0, 3) == 0 else out_lo
+    hi = int(rng.integers(lo, out_hi + 1)) if rng.integers(0, 3) == 0 else out_hi
+    win = Window2D(*map(int, pads), int(sh), int(sw), int(dh), int(dw), int(out_h), int(out_w))
+    x = rng.integers(in_lo, in_hi + 1, (n, h, w, c)).astype(in_dtype)
+    return {
+        "x": x,
+        "weights": weights,
+        "filter_hw": (int(fh), int(fw)),
+        "bias": bias,
+        "requant": requant,
+        "win": win,
+        "in_type": (in_dtype, in_zp),
+        "out_type": (out_dtype, out_zp),
+        "bounds": (lo, hi),
+    }
+
+
+def layer(case: dict[str, Any], path: int) -> QuantConv:
+    x = case["x"]
+    return QuantConv(
+        x.shape[1:],
+        case["weights"],
+        case["filter_hw"],
+        case["bias"],
+        case["requant"],
+        case["win"],
+        case["in_type"],
+        case["out_type"],
+        case["bounds"],
+        path,
+    )
+
+
+def expected(case: dict[str, Any]) -> np.ndarray:
+    return reference(
+        case["x"],
+        case["weights"],
+        case["filter_hw"],
+        case["bias"],
+        case["requant"],
+        case["win"],
+        case["in_type"][1],
+        case["out_type"],
+        case["bounds"],
+    )
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("seed", range(40))
+def test_random_layers_match_numpy(path: int, seed: int) -> None:
+    case = random_layer(np.random.default_rng(seed))
+    np.testing.assert_array_equal(layer(case, path)(case["x"]), expected(case))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_paths_agree_on_larger_layers(seed: int) -> None:
+    """Every path against the portable one on layers of a small CNN's size."""
+    rng = np.random.default_rng(1000 + seed)
+    case = random_layer(rng)
+    c, o = int(rng.integers(1, 70)), int(rng.integers(1, 70))
+    h, w = int(rng.integers(3, 20)), int(rng.integers(3, 20))
+    case["x"] = rng.integers(-128, 128, (1, h, w, c)).astype(np.int8)
+    case["in_type"] = (np.dtype(np.int8), int(rng.integers(-128, 128)))
+    case["weights"] = rng.integers(-127, 128, (9 * c, o))
+    case["filter_hw"] = (3, 3)
+    case["win"] = Window2D(1, 1, 1, 1, 1, 1, 1, 1, h, w)
+    case["bias"] = rng.integers(-(2**16), 2**16, o)
+    case["requant"] = tuple(a[:1] for a in case["requant"])
+    want = layer(case, PATH_PORTABLE)(case["x"])
+    np.testing.assert_array_equal(want, expected(case))
+    for path in PATHS:
+        np.testing.assert_array_equal(layer(case, path)(case["x"]), want)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_fully_connected_rows(path: int) -> None:
+    """A fully connected layer: 1x1 pixels, every row a batch."""
+    rng = np.random.default_rng(7)
+    for rows, k, units in ((1, 1, 1), (3, 100, 10), (5, 257, 33), (9, 64, 16)):
+        case = random_layer(rng)
+        case["x"] = rng.integers(-128, 128, (rows, 1, 1, k)).astype(np.int8)
+        case["in_type"] = (np.dtype(np.int8), -128)
+        case["weights"] = rng.integers(-127, 128, (k, units))
+        case["bias"] = rng.integers(-1000, 1000, units)
+        case["requant"] = tuple(a[:1] for a in case["requant"])
+        case["filter_hw"] = (1, 1)
+        case["win"] = Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 1)
+        fc = QuantConv(
+            (1, 1, k), case["weights"], (1, 1), case["bias"], case["requant"], None,
+            case["in_type"], case["out_type"], case["bounds"], path,
+        )  # fmt: skip
+        np.testing.assert_array_equal(fc(case["x"]), expected(case))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_sums_at_the_int32_limit(path: int) -> None:
+    """Weights whose largest sum plus bias is just inside int32 are exact (the
+    requantization's left shift saturating too); one step past is refused."""
+    k, o = 2048, 17
+    weights = np.full((k, o), 255)
+    weights[:, ::2] = -255
+    bias = np.full(o, 2**31 - 1 - 255 * 255 * k)
+    x = np.full((1, 1, 1, k), 255, np.uint8)
+    case = {
+        "x": x,
+        "weights": weights,
+        "filter_hw": (1, 1),
+        "bias": bias,
+        "requant": (np.array([2**30 + 12345]), np.array([3])),
+        "win": Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 1),
+        "in_type": (np.dtype(np.uint8), 0),
+        "out_type": (np.dtype(np.int8), 5),
+        "bounds": (-128, 127),
+    }
+    np.testing.assert_array_equal(layer(case, path)(x), expected(case))
+    case["bias"] = bias + 1
+    with pytest.raises(NotExactError):
+        layer(case, path)
+
+
+def test_refuses_what_it_cannot_compute_exactly() -> None:
+    rng = np.random.default_rng(3)
+    case = random_layer(rng)
+    case["weights"] = case["weights"] * 0 + 40000  # beyond int16
+    with pytest.raises(NotExactError):
+        layer(case, PATH_BEST)
+    case = random_layer(rng)
+    case["requant"] = (case["requant"][0], case["requant"][1] * 0 + 31)  # shift beyond 30
+    with pytest.raises(NotExactError):
+        layer(case, PATH_BEST)
+
+
+def test_bad_input_is_a_clear_error() -> None:
+    case = random_layer(np.random.default_rng(4))
+    conv = layer(case, PATH_BEST)
+    with pytest.raises(BadDataError, match="prepared for"):
+        conv(case["x"][..., :-1] if case["x"].shape[-1] > 1 else case["x"].astype(np.int16))
+    with pytest.raises(BadDataError, match="quantized conv weights"):
+        case["weights"] = case["weights"][:-1]
+        layer(case, PATH_BEST)
