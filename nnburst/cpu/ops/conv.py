@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ...codes import OperandCode, OperationCode
+from ...errors import BadDataError
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .common import (
     FLOAT_ACTIVATION_BOUNDS,
@@ -53,6 +54,7 @@ from .common import (
     window_values,
 )
 from .native import TILE, ConvLoop, Requantizer, conv_f32, depthwise_conv_f32
+from .qconv import QuantConv
 from .windows import (
     WindowPlan,
     biased,
@@ -334,8 +336,13 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
         or plan is None
         or plan.window is None
         or plan.values["nchw"]
-        or filt.weights.dtype != np.float32
     ):
+        return None
+    if quantized and sig.code == OperationCode.CONV_2D:
+        kernel = _int32_kernel(sig, state, filt)
+        if kernel is not None:
+            return kernel
+    if filt.weights.dtype != np.float32:
         return None
     if not quantized and inp.code != OperandCode.TENSOR_FLOAT32:
         return None  # float16: computed in float32 and cast back by _execute
@@ -356,6 +363,39 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
     if blas:
         return _float_product_kernel(sig, state, filt, in_shape)
     return _float_kernel(sig, state, filt, in_shape, depthwise)
+
+
+def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kernel | None:
+    """The int32 C kernel (qconv.py): sums and requantization in one pass over
+    the input, no float copy; None for a layer it cannot compute exactly."""
+    plan, inp, out = state.plan, sig.inputs[0], sig.outputs[0]
+    in_shape = tuple(inp.dimensions or ())
+    if plan is None or plan.window is None or state.bias is None or state.bounds is None:
+        return None
+    if len(in_shape) != 4 or 0 in in_shape or filt.requant is None:
+        return None
+    try:
+        layer = QuantConv(
+            in_shape[1:],
+            filt.weights[:, : filt.depth_out],
+            (filt.filter_h, filt.filter_w),
+            state.bias,
+            filt.requant,
+            plan.window,
+            (inp.dtype, inp.zero_point),
+            (out.dtype, out.zero_point),
+            state.bounds,
+        )
+    except BadDataError:  # NotExactError, or a shape it does not take
+        return None
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x is not None and layer.fits(x) and x.shape[0] == in_shape[0]:
+            return [layer(x)]
+        return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+
+    return kernel
 
 
 def _float_kernel(
