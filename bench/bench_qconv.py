@@ -61,103 +61,117 @@ def float_route() -> Iterator[None]:
         yield
 
 
-def layer_shapes(model: bytes) -> list[dict[str, Any]]:
-    """The model's CONV_2D and FULLY_CONNECTED layers as the CPU driver sees them."""
-    loaded = tflite.load(model)
-    main = loaded.model.hal_model.main
-    shapes = []
-    for op in main.operations:
-        name = op.code.name
-        if name not in ("CONV_2D", "FULLY_CONNECTED"):
-            continue
-        x, w = (main.operands[i].info for i in op.inputs[:2])
-        y = main.operands[op.outputs[0]].info
-        if name == "FULLY_CONNECTED":
-            shapes.append({"in": (1, 1, 1, w.dimensions[1]), "out": (1, 1, 1, w.dimensions[0]),
-                           "filter": (1, 1), "win": Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 1)})  # fmt: skip
-            continue
-        scalars = [main.operands[i].value for i in op.inputs[3:]]
-        n, in_h, in_w, _ = x.dimensions
-        _, out_h, out_w, _ = y.dimensions
-        fh, fw = w.dimensions[1:3]
-        if len(scalars) >= 7 and np.ndim(scalars[0]) == 0 and int(scalars[0]) in (1, 2):
-            sh, sw = int(scalars[1]), int(scalars[2])  # implicit padding
-        else:
-            sh, sw = int(scalars[4]), int(scalars[5])
-        pad_h = max(0, (out_h - 1) * sh + fh - in_h)
-        pad_w = max(0, (out_w - 1) * sw + fw - in_w)
-        win = Window2D(pad_h // 2, pad_h - pad_h // 2, pad_w // 2, pad_w - pad_w // 2,
-                       sh, sw, 1, 1, out_h, out_w)  # fmt: skip
-        shapes.append({"in": tuple(x.dimensions), "out": tuple(y.dimensions),
-                       "filter": (fh, fw), "win": win})  # fmt: skip
-    return shapes
+def model_layers(model: bytes) -> list[dict[str, Any]]:
+    """The arguments of every int32 layer the CPU driver binds for ``model``
+    (its real weights, multipliers and zero points), recorded as it prepares."""
+    layers: list[dict[str, Any]] = []
+    original = QuantConv.__init__
+    names = ("in_hwc", "weights", "filter_hw", "bias", "requant", "win", "in_type", "out_type",
+             "bounds")  # fmt: skip
+
+    def record(self: QuantConv, *args: Any, depthwise: bool = False) -> None:
+        layers.append({**dict(zip(names, args)), "depthwise": depthwise})
+        original(self, *args, depthwise=depthwise)
+
+    cpu = next(d for d in get_devices() if d.name == "nnburst-reference")
+    with mock.patch.object(QuantConv, "__init__", record):
+        tflite.Runner(tflite.load(model), cpu, cache_dir=None).close()
+    return layers
 
 
 def layer_calls(
-    shape: dict[str, Any], rng: np.random.Generator
+    layer: dict[str, Any], rng: np.random.Generator
 ) -> list[tuple[str, Callable[[], object]]]:
-    """The layer on every int32 path and on the float route, on random int8 data."""
-    n, h, w, c = shape["in"]
-    o = shape["out"][3]
-    fh, fw = shape["filter"]
-    k = fh * fw * c
-    x = rng.integers(-128, 128, (n, h, w, c)).astype(np.int8)
-    weights = rng.integers(-127, 128, (k, o))
-    bias = rng.integers(-5000, 5000, o)
-    pairs = [common.quantize_multiplier(float(s)) for s in rng.uniform(1e-4, 1e-3, o)]
-    requant = (np.array([m for m, _ in pairs]), np.array([s for _, s in pairs]))
-    args = (shape["win"], (np.int8, -3), (np.int8, 7), (-128, 127))
+    """The layer on every int32 path and on the float route, on a random input."""
+    h, w, c = layer["in_hwc"]
+    fh, fw = layer["filter_hw"]
+    in_dtype, in_zp = layer["in_type"]
+    out_dtype, out_zp = layer["out_type"]
+    win = layer["win"] or Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 1)
+    limits = np.iinfo(in_dtype)
+    x = rng.integers(limits.min, limits.max, (1, h, w, c), endpoint=True).astype(in_dtype)
+    args = [layer[k] for k in ("weights", "filter_hw", "bias", "requant", "win", "in_type",
+                               "out_type", "bounds")]  # fmt: skip
     calls: list[tuple[str, Callable[[], object]]] = []
     for path in available_paths():
-        layer = QuantConv((h, w, c), weights, (fh, fw), bias, requant, *args[:3], args[3], path)
-        calls.append((f"int32 {PATH_NAMES[path]}", lambda layer=layer: layer(x)))
-    columns = -(-o // TILE) * TILE
-    padded = np.zeros((k, columns), np.float32)
+        conv = QuantConv((h, w, c), *args, path, layer["depthwise"])  # type: ignore[arg-type]
+        calls.append((f"int32 {PATH_NAMES[path]}", functools.partial(conv, x)))
+    o = layer["bias"].shape[0]
+    weights = np.asarray(layer["weights"], np.float32)
+    padded = np.zeros((weights.shape[0], -(-o // TILE) * TILE), np.float32)
     padded[:, :o] = weights
-    loop = ConvLoop(False, (n, h, w, c), padded, (fh, fw), np.zeros(o, np.float32), shape["win"])
-    finish = Requantizer(o, bias, *requant, 7, (-128, 127), np.int8)
-    calls.append(("float route", lambda: finish(loop(np.subtract(x, -3, dtype=np.float32)))))
+    if layer["depthwise"]:
+        padded = padded.reshape(fh, fw, -1)
+    loop = ConvLoop(
+        layer["depthwise"], (1, h, w, c), padded, (fh, fw), np.zeros(o, np.float32), win
+    )
+    finish = Requantizer(o, layer["bias"], *layer["requant"], out_zp, layer["bounds"], out_dtype)
+    calls.append(("float route", lambda: finish(loop(np.subtract(x, in_zp, dtype=np.float32)))))
     return calls
 
 
+def layer_label(layer: dict[str, Any]) -> str:
+    h, w, c = layer["in_hwc"]
+    win = layer["win"] or Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 1)
+    kind = "dw" if layer["depthwise"] else "fc" if layer["win"] is None else "conv"
+    fh, fw = layer["filter_hw"]
+    return (f"{kind} {h}x{w}x{c} -> {win.out_h}x{win.out_w}x{layer['bias'].shape[0]}"
+            f" {fh}x{fw}/{win.stride_h}")  # fmt: skip
+
+
+def multiply_adds(layer: dict[str, Any]) -> int:
+    win = layer["win"] or Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 1)
+    depth = 1 if layer["depthwise"] else layer["in_hwc"][2]
+    fh, fw = layer["filter_hw"]
+    return win.out_h * win.out_w * layer["bias"].shape[0] * fh * fw * depth
+
+
 def test_layer_calls_agree() -> None:
-    """The smoke pass (``pytest bench``): every timed call of a ResNet-8 layer
-    gives the same bytes."""
-    shape = {"in": (1, 16, 16, 32), "out": (1, 8, 8, 64), "filter": (3, 3),
-             "win": Window2D(0, 1, 0, 1, 2, 2, 1, 1, 8, 8)}  # fmt: skip
-    outputs = [call() for _, call in layer_calls(shape, np.random.default_rng(1))]
-    for out in outputs[1:]:
-        np.testing.assert_array_equal(out, outputs[0])
+    """The smoke pass (``pytest bench``): every timed call of a ResNet-8-like
+    layer and a depthwise one gives the same bytes."""
+    rng = np.random.default_rng(1)
+    for depthwise, c in ((False, 32), (True, 24)):
+        pairs = [common.quantize_multiplier(float(s)) for s in rng.uniform(1e-4, 1e-3, 64)]
+        layer = {
+            "in_hwc": (16, 16, c),
+            "weights": rng.integers(-127, 128, (9, c) if depthwise else (9 * c, 64)),
+            "filter_hw": (3, 3),
+            "bias": rng.integers(-5000, 5000, c if depthwise else 64),
+            "requant": tuple(np.array(a[: c if depthwise else 64]) for a in zip(*pairs)),
+            "win": Window2D(0, 1, 0, 1, 2, 2, 1, 1, 8, 8),
+            "in_type": (np.int8, -3),
+            "out_type": (np.int8, 7),
+            "bounds": (-128, 127),
+            "depthwise": depthwise,
+        }
+        outputs = [call() for _, call in layer_calls(layer, rng)]
+        for out in outputs[1:]:
+            np.testing.assert_array_equal(out, outputs[0])
 
 
 def bench_layers(models: list[Path], seconds: float) -> None:
     peak = peak_gops()
     print(f"peak (pmaddwd, 64 int ops a cycle at /proc/cpuinfo's clock): {peak:.0f} GOP/s")
     rng = np.random.default_rng(0)
-    seen = set()
     for path in models:
-        print(f"\n{path.name}")
+        print(f"\n{path.name}: us p50, GOP/s, % of peak")
         header = None
-        for shape in layer_shapes(path.read_bytes()):
-            key = (shape["in"], shape["out"], shape["filter"], shape["win"])
-            if key in seen:
+        seen = set()
+        for layer in model_layers(path.read_bytes()):
+            label = layer_label(layer)
+            if label in seen:
                 continue
-            seen.add(key)
-            calls = layer_calls(shape, rng)
+            seen.add(label)
+            calls = layer_calls(layer, rng)
             if header is None:
-                header = "".join(f"{name:>22}" for name, _ in calls)
-                print(f"{'layer (in -> out, filter/stride)':<44}{header}   (us p50, GOP/s, % peak)")
-            n, oh, ow, o = shape["out"]
-            macs = n * oh * ow * o * shape["filter"][0] * shape["filter"][1] * shape["in"][3]
+                header = "".join(f"{name:>24}" for name, _ in calls)
+                print(f"{'layer (in -> out, filter/stride)':<40}{header}")
             rows = time_in_turns(calls, seconds)
             cells = []
             for row in rows:
-                us = row.p50_us
-                gops = 2 * macs / (us * 1000)
-                cells.append(f"{us:8.1f} {gops:6.1f} {100 * gops / peak:4.0f}%")
-            label = (f"{'x'.join(map(str, shape['in'][1:]))} -> {'x'.join(map(str, shape['out'][1:]))}"
-                     f" {shape['filter'][0]}x{shape['filter'][1]}/{shape['win'].stride_h}")  # fmt: skip
-            print(f"{label:<44}" + "".join(f"{c:>22}" for c in cells))
+                gops = 2 * multiply_adds(layer) / (row.p50_us * 1000)
+                cells.append(f"{row.p50_us:8.1f} {gops:6.1f} {100 * gops / peak:5.1f}%")
+            print(f"{label:<40}" + "".join(f"{c:>24}" for c in cells))
 
 
 def bench_models(models: list[Path], seconds: float) -> None:

@@ -414,3 +414,228 @@ int nnb_qconv_run(const struct nnb_qconv *layer, const void *packed, int64_t pac
     run_portable(layer, &s, &v, in, pixels, out, scratch);
     return 0;
 }
+
+/* Depthwise convolution (depth multiplier 1): every output channel sums
+ * its own input channel over the window's taps, so there is no row to
+ * share across channels; a 16-channel tile of one output pixel sums its
+ * taps two at a time instead.  Two taps' 16 input bytes are widened to
+ * int16 (x - zero point), interleaved channel by channel (punpcklwd and
+ * punpckhwd, which work within 128-bit lanes: channels 0-3 and 8-11 in
+ * one vector, 4-7 and 12-15 in the other) and multiplied with the two
+ * taps' weights packed in that order by one pmaddwd each.  The parameters
+ * are packed in the same order, and packssdw of the two halves puts the
+ * channels back in order.  An odd last tap pairs with zero weights. */
+
+/* The lane order of a tile: position p holds channel LANE[p]. */
+static const int LANE[NR] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+
+struct dw_sizes {
+    int64_t taps, pairs, n_padded;
+};
+
+static int dw_sizes(const struct nnb_qconv *c, struct dw_sizes *d) {
+    struct sizes s;
+    if (!layer_sizes(c, &s) || c->in_c != c->out_c) return 0;
+    d->taps = c->filter_h * c->filter_w;
+    d->pairs = (d->taps + 1) / 2;
+    d->n_padded = s.n_padded;
+    return 1;
+}
+
+int64_t nnb_qdwconv_packed_bytes(const struct nnb_qconv *layer) {
+    struct dw_sizes d;
+    if (!dw_sizes(layer, &d)) return -EINVAL;
+    /* the parameter arrays in lane order, then int16 weights
+     * [Np/NR][pairs][NR lanes][2 taps] */
+    return (int64_t)sizeof(int32_t) * PARAMS * d.n_padded +
+           (int64_t)sizeof(int16_t) * d.n_padded * d.pairs * 2;
+}
+
+int64_t nnb_qdwconv_scratch_bytes(const struct nnb_qconv *layer) {
+    struct dw_sizes d;
+    if (!dw_sizes(layer, &d)) return -EINVAL;
+    return d.n_padded; /* a pixel of zero points, the taps outside the input */
+}
+
+int nnb_qdwconv_pack(const struct nnb_qconv *layer, const int32_t *weights, const int32_t *bias,
+                     const int32_t *multipliers, const int32_t *shifts, int per_channel,
+                     void *packed, int64_t packed_bytes) {
+    struct dw_sizes d;
+    if (!dw_sizes(layer, &d) || weights == NULL || bias == NULL || multipliers == NULL ||
+        shifts == NULL || packed == NULL || (uintptr_t)packed % sizeof(int32_t) ||
+        packed_bytes != nnb_qdwconv_packed_bytes(layer))
+        return -EINVAL;
+    const int64_t n = layer->out_c, np = d.n_padded;
+    for (int64_t o = 0; o < n; o++) {
+        const int64_t j = per_channel ? o : 0;
+        if (multipliers[j] < 0 || shifts[j] < -31 || shifts[j] > 30) return -ERANGE;
+        int64_t bound = bias[o] < 0 ? -(int64_t)bias[o] : bias[o];
+        for (int64_t t = 0; t < d.taps; t++) {
+            const int32_t w = weights[t * n + o];
+            if (w < INT16_MIN || w > INT16_MAX) return -ERANGE;
+            bound += 255 * (int64_t)(w < 0 ? -w : w);
+        }
+        if (bound > INT32_MAX) return -ERANGE;
+    }
+    memset(packed, 0, (size_t)packed_bytes);
+    int32_t *p = packed;
+    int16_t *w = (int16_t *)(p + PARAMS * np);
+    for (int64_t e = 0; e < np; e++) {
+        const int64_t o = e / NR * NR + LANE[e % NR]; /* the channel at lane e */
+        const int64_t j = o >= n ? -1 : per_channel ? o : 0;
+        int32_t *b = p, *m = p + np, *left = p + 2 * np, *right = p + 3 * np, *mask = p + 4 * np;
+        b[e] = j < 0 ? 0 : bias[o];
+        m[e] = j < 0 ? 0 : multipliers[j];
+        left[e] = j < 0 || shifts[j] < 0 ? 0 : shifts[j];
+        right[e] = j < 0 || shifts[j] > 0 ? 0 : -shifts[j];
+        mask[e] = (int32_t)(((int64_t)1 << right[e]) - 1);
+        if (o >= n) continue;
+        int16_t *tile = w + (e / NR) * d.pairs * NR * 2;
+        for (int64_t t = 0; t < d.taps; t++)
+            tile[(t / 2) * NR * 2 + (e % NR) * 2 + t % 2] = (int16_t)weights[t * n + o];
+    }
+    return 0;
+}
+
+/* The input pixel of tap t of output pixel (b, y, x), or the zero-point
+ * pixel for a tap outside the input. */
+static inline __attribute__((always_inline)) const uint8_t *
+tap_pixel(const struct nnb_qconv *c, const uint8_t *image, int64_t y, int64_t x, int64_t t,
+          const uint8_t *zero_points) {
+    const int64_t i = t / c->filter_w, j = t % c->filter_w;
+    const int64_t iy = y * c->stride_h + i * c->dilation_h - c->pad_top;
+    const int64_t ix = x * c->stride_w + j * c->dilation_w - c->pad_left;
+    if (iy < 0 || iy >= c->in_h || ix < 0 || ix >= c->in_w) return zero_points;
+    return image + (iy * c->in_w + ix) * c->in_c;
+}
+
+static void dw_pixel_portable(const struct nnb_qconv *c, const struct dw_sizes *d,
+                              const struct packed_view *v, const uint8_t *const *pixels,
+                              uint8_t *out) {
+    const int is_signed = c->input_type == NNB_QCONV_INT8;
+    for (int64_t e = 0; e < c->out_c / NR * NR + (c->out_c % NR ? NR : 0); e++) {
+        const int64_t o = e / NR * NR + LANE[e % NR];
+        if (o >= c->out_c) continue;
+        const int16_t *w = v->weights + (e / NR) * d->pairs * NR * 2 + (e % NR) * 2;
+        int32_t acc = 0;
+        for (int64_t t = 0; t < d->taps; t++) {
+            const uint8_t byte = pixels[t][o];
+            const int32_t x = (is_signed ? (int8_t)byte : byte) - c->input_zero_point;
+            acc += x * w[(t / 2) * NR * 2 + t % 2];
+        }
+        int32_t r = requantized(acc + v->bias[e], v->multiplier[e], v->left[e], v->right[e],
+                                v->right_mask[e]);
+        r += c->output_zero_point;
+        out[o] = (uint8_t)(r < c->lo ? c->lo : r > c->hi ? c->hi : r);
+    }
+}
+
+#ifdef QCONV_X86
+/* 16 bytes of channels from `at` as int16 minus the zero point. */
+TARGET_AVX2 static inline __m256i widened(const uint8_t *at, int is_signed, __m256i zero_point) {
+    const __m128i bytes = _mm_loadu_si128((const __m128i *)at);
+    const __m256i words = is_signed ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
+    return _mm256_sub_epi16(words, zero_point);
+}
+
+TARGET_AVX2 static void dw_pixel_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
+                                      const struct packed_view *v,
+                                      const uint8_t *const *pixels, uint8_t *out) {
+    const int is_signed = c->input_type == NNB_QCONV_INT8;
+    const __m256i zero_point = _mm256_set1_epi16((int16_t)c->input_zero_point);
+    const __m256i out_zero_point = _mm256_set1_epi32(c->output_zero_point);
+    const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
+    const int64_t tiles = d->n_padded / NR;
+    for (int64_t tile = 0; tile < tiles; tile++) {
+        const int64_t first = tile * NR;
+        const int64_t channels = c->out_c - first < NR ? c->out_c - first : NR;
+        const int16_t *w = v->weights + tile * d->pairs * NR * 2;
+        __m256i acc_lo = _mm256_setzero_si256(), acc_hi = acc_lo;
+        for (int64_t pair = 0; pair < d->pairs; pair++) {
+            const int64_t t0 = 2 * pair, t1 = t0 + 1 < d->taps ? t0 + 1 : t0;
+            __m256i x0, x1;
+            if (channels == NR) {
+                x0 = widened(pixels[t0] + first, is_signed, zero_point);
+                x1 = widened(pixels[t1] + first, is_signed, zero_point);
+            } else { /* the last channels, copied so as not to read past them */
+                uint8_t tail[2][NR];
+                memcpy(tail[0], pixels[t0] + first, (size_t)channels);
+                memcpy(tail[1], pixels[t1] + first, (size_t)channels);
+                x0 = widened(tail[0], is_signed, zero_point);
+                x1 = widened(tail[1], is_signed, zero_point);
+            }
+            const __m256i w_lo = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2));
+            const __m256i w_hi = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2 + 16));
+            acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), w_lo));
+            acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), w_hi));
+        }
+        const __m256i acc[2] = {acc_lo, acc_hi};
+        __m256i half[2];
+        for (int h = 0; h < 2; h++) {
+            const int64_t e = first + 8 * h;
+            const __m256i total =
+                _mm256_add_epi32(acc[h], _mm256_loadu_si256((const __m256i *)(v->bias + e)));
+            __m256i r = requantized_avx2(total, v->multiplier + e, v->left + e, v->right + e,
+                                         v->right_mask + e);
+            r = _mm256_add_epi32(r, out_zero_point);
+            half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
+        }
+        /* lanes [0-3 8-11] and [4-7 12-15]: packssdw puts them in order */
+        const __m256i words = _mm256_packs_epi32(half[0], half[1]);
+        const __m128i w_lo = _mm256_castsi256_si128(words);
+        const __m128i w_hi = _mm256_extracti128_si256(words, 1);
+        const __m128i bytes = c->output_type == NNB_QCONV_INT8 ? _mm_packs_epi16(w_lo, w_hi)
+                                                               : _mm_packus_epi16(w_lo, w_hi);
+        if (channels == NR) {
+            _mm_storeu_si128((__m128i *)(out + first), bytes);
+        } else {
+            uint8_t tmp[NR];
+            _mm_storeu_si128((__m128i *)tmp, bytes);
+            memcpy(out + first, tmp, (size_t)channels);
+        }
+    }
+}
+#endif
+
+typedef void dw_pixel_fn(const struct nnb_qconv *c, const struct dw_sizes *d,
+                         const struct packed_view *v, const uint8_t *const *pixels,
+                         uint8_t *out);
+
+/* Most taps a window may have on the stack's list of tap pixels; a larger
+ * window is refused (-EINVAL) by nnb_qdwconv_run. */
+#define DW_MAX_TAPS 256
+
+int nnb_qdwconv_run(const struct nnb_qconv *layer, const void *packed, int64_t packed_bytes,
+                    const void *in, int64_t batches, void *out, void *scratch,
+                    int64_t scratch_bytes, int path) {
+    struct dw_sizes d;
+    if (!dw_sizes(layer, &d) || d.taps > DW_MAX_TAPS || packed == NULL || in == NULL ||
+        out == NULL || scratch == NULL || (uintptr_t)packed % sizeof(int32_t) ||
+        packed_bytes != nnb_qdwconv_packed_bytes(layer) ||
+        scratch_bytes < nnb_qdwconv_scratch_bytes(layer) || batches < 0 ||
+        (batches > 0 && batches > LIMIT / (layer->in_h * layer->in_w * layer->in_c)) ||
+        (batches > 0 && batches > LIMIT / (layer->out_h * layer->out_w * layer->out_c)))
+        return -EINVAL;
+    const int chosen = nnb_qconv_path(path);
+    if (chosen < 0) return chosen;
+    struct sizes s = {0, 0, d.n_padded};
+    const struct packed_view v = view_of(packed, &s);
+    dw_pixel_fn *pixel = dw_pixel_portable;
+#ifdef QCONV_X86
+    if (chosen == NNB_QCONV_AVX2) pixel = dw_pixel_avx2;
+#endif
+    uint8_t *zero_points = scratch;
+    memset(zero_points, (uint8_t)layer->input_zero_point, (size_t)d.n_padded);
+    const uint8_t *pixels[DW_MAX_TAPS];
+    const int64_t image_bytes = layer->in_h * layer->in_w * layer->in_c;
+    uint8_t *o = out;
+    for (int64_t b = 0; b < batches; b++)
+        for (int64_t y = 0; y < layer->out_h; y++)
+            for (int64_t x = 0; x < layer->out_w; x++, o += layer->out_c) {
+                for (int64_t t = 0; t < d.taps; t++)
+                    pixels[t] = tap_pixel(layer, (const uint8_t *)in + b * image_bytes, y, x, t,
+                                          zero_points);
+                pixel(layer, &d, &v, pixels, o);
+            }
+    return 0;
+}

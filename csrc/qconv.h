@@ -66,6 +66,18 @@ int nnb_qconv_pack(const struct nnb_qconv *layer, const int32_t *weights, const 
 int nnb_qconv_run(const struct nnb_qconv *layer, const void *packed, int64_t packed_bytes,
                   const void *in, int64_t batches, void *out, void *scratch,
                   int64_t scratch_bytes, int path);
+/* Depthwise convolution, depth multiplier 1 (in_c == out_c): out[b, y, x, c]
+ * as above with the sum over i, j of (in[..., c] - input_zero_point) *
+ * weights[i*filter_w + j, c]; weights [filter_h*filter_w, out_c], at most
+ * 256 taps.  Functions as their nnb_qconv_ counterparts. */
+int64_t nnb_qdwconv_packed_bytes(const struct nnb_qconv *layer);
+int64_t nnb_qdwconv_scratch_bytes(const struct nnb_qconv *layer);
+int nnb_qdwconv_pack(const struct nnb_qconv *layer, const int32_t *weights, const int32_t *bias,
+                     const int32_t *multipliers, const int32_t *shifts, int per_channel,
+                     void *packed, int64_t packed_bytes);
+int nnb_qdwconv_run(const struct nnb_qconv *layer, const void *packed, int64_t packed_bytes,
+                    const void *in, int64_t batches, void *out, void *scratch,
+                    int64_t scratch_bytes, int path);
 /* cffi cdef end */
 
 #endif /* NNBURST_QCONV_H */

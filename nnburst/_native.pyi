@@ -229,6 +229,31 @@ class _Lib:
         scratch_bytes: int,
         path: int,
     ) -> int: ...
+    def nnb_qdwconv_run(
+        self,
+        layer: CData,
+        packed: CData,
+        packed_bytes: int,
+        in_: CData,
+        batches: int,
+        out: CData,
+        scratch: CData,
+        scratch_bytes: int,
+        path: int,
+    ) -> int: ...
+    def nnb_qdwconv_packed_bytes(self, layer: CData) -> int: ...
+    def nnb_qdwconv_scratch_bytes(self, layer: CData) -> int: ...
+    def nnb_qdwconv_pack(
+        self,
+        layer: CData,
+        weights: CData,
+        bias: CData,
+        multipliers: CData,
+        shifts: CData,
+        per_channel: int,
+        packed: CData,
+        packed_bytes: int,
+    ) -> int: ...
 
 ffi: _FFI
 lib: _Lib

@@ -31,8 +31,9 @@ PATHS = available_paths()
 RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
 
 
-def reference(x, weights, filter_hw, bias, requant, win, in_zp, out_type, bounds):
-    """x [N, H, W, C]; weights [FH*FW*C, O] (zero point removed) -> [N, OH, OW, O]."""
+def reference(x, weights, filter_hw, bias, requant, win, in_zp, out_type, bounds, depthwise=False):
+    """x [N, H, W, C]; weights [FH*FW*C, O] (zero point removed), or [FH*FW, C]
+    ``depthwise`` -> [N, OH, OW, O]."""
     n, h, w, c = x.shape
     fh, fw = filter_hw
     padded = np.full(
@@ -50,7 +51,11 @@ def reference(x, weights, filter_hw, bias, requant, win, in_zp, out_type, bounds
                 y0 : y0 + (win.out_h - 1) * win.stride_h + 1 : win.stride_h,
                 x0 : x0 + (win.out_w - 1) * win.stride_w + 1 : win.stride_w,
             ]
-    acc = (rows.reshape(-1, fh * fw * c) - in_zp) @ weights.astype(np.int64)
+    if depthwise:
+        taps = (rows.reshape(-1, fh * fw, c) - in_zp) * weights.astype(np.int64)
+        acc = taps.sum(axis=1)
+    else:
+        acc = (rows.reshape(-1, fh * fw * c) - in_zp) @ weights.astype(np.int64)
     acc += bias
     scaled = common.multiply_by_quantized_multipliers(acc, *requant) + out_type[1]
     out = np.clip(scaled, *bounds).astype(out_type[0])
@@ -102,6 +107,20 @@ def random_layer(rng: np.random.Generator) -> dict[str, Any]:
     }
 
 
+def depthwise_layer(rng: np.random.Generator) -> dict[str, Any]:
+    """A random depthwise layer: ``random_layer`` with one filter per channel."""
+    case = random_layer(rng)
+    c = int(rng.choice([1, 3, 8, 15, 16, 17, 24, 33, 40]))
+    case["x"] = case["x"][..., :1].repeat(c, axis=3)
+    case["x"][...] = rng.integers(*RANGES[case["x"].dtype], case["x"].shape, endpoint=True)
+    fh, fw = case["filter_hw"]
+    case["weights"] = rng.integers(-255, 256, (fh * fw, c))
+    case["bias"] = rng.integers(-(2**14), 2**14, c)
+    case["requant"] = tuple(np.resize(a, c) if a.size > 1 else a for a in case["requant"])
+    case["depthwise"] = True
+    return case
+
+
 def layer(case: dict[str, Any], path: int) -> QuantConv:
     x = case["x"]
     return QuantConv(
@@ -115,6 +134,7 @@ def layer(case: dict[str, Any], path: int) -> QuantConv:
         case["out_type"],
         case["bounds"],
         path,
+        case.get("depthwise", False),
     )
 
 
@@ -129,6 +149,7 @@ def expected(case: dict[str, Any]) -> np.ndarray:
         case["in_type"][1],
         case["out_type"],
         case["bounds"],
+        case.get("depthwise", False),
     )
 
 
@@ -136,6 +157,13 @@ def expected(case: dict[str, Any]) -> np.ndarray:
 @pytest.mark.parametrize("seed", range(40))
 def test_random_layers_match_numpy(path: int, seed: int) -> None:
     case = random_layer(np.random.default_rng(seed))
+    np.testing.assert_array_equal(layer(case, path)(case["x"]), expected(case))
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("seed", range(40))
+def test_random_depthwise_layers_match_numpy(path: int, seed: int) -> None:
+    case = depthwise_layer(np.random.default_rng(500 + seed))
     np.testing.assert_array_equal(layer(case, path)(case["x"]), expected(case))
 
 

@@ -1,4 +1,5 @@
-/* The quantized convolution kernels (qconv.c) under ASan and UBSan: random
+/* The quantized convolution kernels (qconv.c), dense and depthwise, under
+ * ASan and UBSan: random
  * layers (paddings, strides, dilations, channel counts off the 16-channel
  * tile, pixel counts off the 4-pixel tile, uint8 and int8, per-channel and
  * per-tensor multipliers with left and right shifts), every buffer
@@ -29,7 +30,7 @@ static int64_t requantize(int64_t total, int64_t multiplier, int shift) {
     return floor + ((high & mask) > threshold);
 }
 
-static int check_layer(unsigned seed) {
+static int check_layer(unsigned seed, int depthwise) {
     srand(seed);
     struct nnb_qconv c = {0};
     c.in_h = between(1, 9), c.in_w = between(1, 9), c.in_c = between(1, 37);
@@ -39,6 +40,7 @@ static int check_layer(unsigned seed) {
     c.pad_top = between(0, 3), c.pad_left = between(0, 3);
     /* any output size: windows past the input read the zero point */
     c.out_h = between(1, 8), c.out_w = between(1, 8), c.out_c = between(1, 40);
+    if (depthwise) c.in_c = c.out_c;
     c.input_type = between(1, 2), c.output_type = between(1, 2);
     const int32_t in_lo = c.input_type == NNB_QCONV_UINT8 ? 0 : -128;
     const int32_t out_lo = c.output_type == NNB_QCONV_UINT8 ? 0 : -128;
@@ -46,7 +48,8 @@ static int check_layer(unsigned seed) {
     c.output_zero_point = (int32_t)between(out_lo, out_lo + 255);
     c.lo = (int32_t)between(out_lo, out_lo + 60);
     c.hi = (int32_t)between(c.lo, out_lo + 255);
-    const int64_t batches = between(1, 3), k = c.filter_h * c.filter_w * c.in_c, n = c.out_c;
+    const int64_t batches = between(1, 3), n = c.out_c;
+    const int64_t k = c.filter_h * c.filter_w * (depthwise ? 1 : c.in_c);
     const int per_channel = (int)between(0, 1);
     const int64_t kinds = per_channel ? n : 1;
 
@@ -64,14 +67,17 @@ static int check_layer(unsigned seed) {
     const int64_t out_bytes = batches * c.out_h * c.out_w * c.out_c;
     uint8_t *in = malloc((size_t)in_bytes);
     for (int64_t i = 0; i < in_bytes; i++) in[i] = (uint8_t)rand();
-    const int64_t packed_bytes = nnb_qconv_packed_bytes(&c);
-    const int64_t scratch_bytes = nnb_qconv_scratch_bytes(&c);
+    const int64_t packed_bytes =
+        depthwise ? nnb_qdwconv_packed_bytes(&c) : nnb_qconv_packed_bytes(&c);
+    const int64_t scratch_bytes =
+        depthwise ? nnb_qdwconv_scratch_bytes(&c) : nnb_qconv_scratch_bytes(&c);
     void *packed = malloc((size_t)packed_bytes);
     void *scratch = malloc((size_t)scratch_bytes);
     uint8_t *out = malloc((size_t)out_bytes);
     int failures = 0;
-    int rc = nnb_qconv_pack(&c, weights, bias, multipliers, shifts, per_channel, packed,
-                            packed_bytes);
+    int rc = (depthwise ? nnb_qdwconv_pack : nnb_qconv_pack)(&c, weights, bias, multipliers,
+                                                             shifts, per_channel, packed,
+                                                             packed_bytes);
     if (rc) {
         fprintf(stderr, "seed %u: pack returned %d\n", seed, rc);
         failures++;
@@ -79,10 +85,11 @@ static int check_layer(unsigned seed) {
     for (int path = NNB_QCONV_PORTABLE; !failures && path <= NNB_QCONV_AVX2; path++) {
         if (nnb_qconv_path(path) != path) continue;
         memset(out, 0xA5, (size_t)out_bytes);
-        rc = nnb_qconv_run(&c, packed, packed_bytes, in, batches, out, scratch, scratch_bytes,
-                           path);
+        rc = (depthwise ? nnb_qdwconv_run : nnb_qconv_run)(&c, packed, packed_bytes, in, batches,
+                                                           out, scratch, scratch_bytes, path);
         if (rc) {
-            fprintf(stderr, "seed %u path %d: run returned %d\n", seed, path, rc);
+            fprintf(stderr, "seed %u path %d depthwise %d: run returned %d\n", seed, path,
+                    depthwise, rc);
             failures++;
             break;
         }
@@ -96,14 +103,17 @@ static int check_layer(unsigned seed) {
                                 const int64_t iy = y * c.stride_h + i * c.dilation_h - c.pad_top;
                                 const int64_t ix = x * c.stride_w + j * c.dilation_w - c.pad_left;
                                 if (iy < 0 || iy >= c.in_h || ix < 0 || ix >= c.in_w) continue;
-                                for (int64_t ch = 0; ch < c.in_c; ch++) {
+                                for (int64_t ch = depthwise ? o : 0;
+                                     ch < (depthwise ? o + 1 : c.in_c); ch++) {
                                     const uint8_t byte =
                                         in[((b * c.in_h + iy) * c.in_w + ix) * c.in_c + ch];
                                     const int64_t v = c.input_type == NNB_QCONV_INT8
                                                           ? (int8_t)byte
                                                           : byte;
-                                    total += (v - c.input_zero_point) *
-                                             weights[((i * c.filter_w + j) * c.in_c + ch) * n + o];
+                                    const int64_t row = depthwise
+                                                            ? i * c.filter_w + j
+                                                            : (i * c.filter_w + j) * c.in_c + ch;
+                                    total += (v - c.input_zero_point) * weights[row * n + o];
                                 }
                             }
                         const int64_t q = per_channel ? o : 0;
@@ -114,8 +124,10 @@ static int check_layer(unsigned seed) {
                         const int64_t got =
                             c.output_type == NNB_QCONV_INT8 ? (int8_t)byte : byte;
                         if (got != want) {
-                            fprintf(stderr, "seed %u path %d: out[%ld,%ld,%ld,%ld] %ld != %ld\n",
-                                    seed, path, (long)b, (long)y, (long)x, (long)o, (long)got,
+                            fprintf(stderr,
+                                    "seed %u path %d depthwise %d: out[%ld,%ld,%ld,%ld] %ld != "
+                                    "%ld\n",
+                                    seed, path, depthwise, (long)b, (long)y, (long)x, (long)o, (long)got,
                                     (long)want);
                             failures++;
                             break;
@@ -161,7 +173,8 @@ static int check_refusals(void) {
 int main(int argc, char **argv) {
     const int layers = argc > 1 ? atoi(argv[1]) : 500;
     int failures = check_refusals();
-    for (int i = 0; i < layers && failures < 5; i++) failures += check_layer((unsigned)i + 1);
-    printf("test_qconv: %d layers, %d failures\n", layers, failures);
+    for (int i = 0; i < layers && failures < 5; i++)
+        failures += check_layer((unsigned)i + 1, 0) + check_layer((unsigned)i + 1, 1);
+    printf("test_qconv: %d layers of each kind, %d failures\n", layers, failures);
     return failures != 0;
 }

@@ -338,7 +338,7 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
         or plan.values["nchw"]
     ):
         return None
-    if quantized and sig.code == OperationCode.CONV_2D:
+    if quantized:
         kernel = _int32_kernel(sig, state, filt)
         if kernel is not None:
             return kernel
@@ -374,10 +374,16 @@ def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kern
         return None
     if len(in_shape) != 4 or 0 in in_shape or filt.requant is None:
         return None
+    depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
+    weights = filt.weights[..., : filt.depth_out]
+    if depthwise:
+        if plan.values["depth_multiplier"] != 1 or in_shape[3] != filt.depth_out:
+            return None
+        weights = weights.reshape(-1, filt.depth_out)  # [FH*FW, C]
     try:
         layer = QuantConv(
             in_shape[1:],
-            filt.weights[:, : filt.depth_out],
+            weights,
             (filt.filter_h, filt.filter_w),
             state.bias,
             filt.requant,
@@ -385,6 +391,7 @@ def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kern
             (inp.dtype, inp.zero_point),
             (out.dtype, out.zero_point),
             state.bounds,
+            depthwise=depthwise,
         )
     except BadDataError:  # NotExactError, or a shape it does not take
         return None

@@ -54,6 +54,7 @@ class QuantConv:
     """
 
     __slots__ = (
+        "_run",
         "in_hwc",
         "out_hwc",
         "in_dtype",
@@ -76,9 +77,11 @@ class QuantConv:
         out_type: tuple[Any, int],
         bounds: tuple[int, int],
         path: int = PATH_BEST,
+        depthwise: bool = False,
     ) -> None:
         """``weights`` [FH*FW*C, O] integers already minus the filter's zero point
-        (rows in (i, j, c) order), ``bias`` [O], ``requant`` (multipliers, shifts)
+        (rows in (i, j, c) order), or [FH*FW, C] for a ``depthwise`` layer (depth
+        multiplier 1), ``bias`` [O], ``requant`` (multipliers, shifts)
         with O entries or one; ``win`` None for a fully connected layer;
         ``in_type``/``out_type`` (dtype, zero point); ``bounds`` the clamp.
         NotExactError for a layer these kernels cannot compute exactly."""
@@ -118,11 +121,18 @@ class QuantConv:
                 "hi": bounds[1],
             },
         )
-        size = lib.nnb_qconv_packed_bytes(self._layer)
-        scratch = lib.nnb_qconv_scratch_bytes(self._layer)
+        packed_bytes, scratch_bytes, pack, self._run = (
+            (lib.nnb_qdwconv_packed_bytes, lib.nnb_qdwconv_scratch_bytes,
+             lib.nnb_qdwconv_pack, lib.nnb_qdwconv_run)
+            if depthwise
+            else (lib.nnb_qconv_packed_bytes, lib.nnb_qconv_scratch_bytes,
+                  lib.nnb_qconv_pack, lib.nnb_qconv_run)
+        )  # fmt: skip
+        size = packed_bytes(self._layer)
+        scratch = scratch_bytes(self._layer)
         if size < 0 or scratch < 0:
             raise _error(int(min(size, scratch)), "quantized conv")
-        k = filter_hw[0] * filter_hw[1] * in_c
+        k = filter_hw[0] * filter_hw[1] * (1 if depthwise else in_c)
         multipliers, shifts = (np.asarray(a).reshape(-1) for a in requant)
         if weights.shape != (k, depth_out) or multipliers.size not in (1, depth_out):
             raise BadDataError(f"quantized conv weights {weights.shape} for {k} -> {depth_out}")
@@ -135,7 +145,7 @@ class QuantConv:
         w, b, m, s = (ffi.from_buffer("int32_t[]", a) for a in arrays)
         per_channel = int(multipliers.size != 1)
         packed = ffi.from_buffer(self._packed)
-        rc = lib.nnb_qconv_pack(self._layer, w, b, m, s, per_channel, packed, size)
+        rc = pack(self._layer, w, b, m, s, per_channel, packed, size)
         if rc:
             raise _error(rc, "quantized conv pack")
         self._packed.flags.writeable = False
@@ -160,8 +170,8 @@ class QuantConv:
         out = np.empty((batches, *self.out_hwc), self.out_dtype)
         if out.size == 0:
             return out
-        scratch = np.empty(self._scratch // 2, np.int16)
-        rc = lib.nnb_qconv_run(
+        scratch = np.empty(-(-self._scratch // 2), np.int16)
+        rc = self._run(
             self._layer,
             ffi.from_buffer(self._packed),
             self._packed.nbytes,
