@@ -106,13 +106,15 @@ int64_t nnb_qconv_scratch_bytes(const struct nnb_qconv *layer) {
 struct packed_view {
     const int32_t *bias, *multiplier, *left, *right, *right_mask;
     const int16_t *weights; /* tile t at weights + t * k_even * NR */
+    int any_left;           /* whether any channel shifts left (most never do) */
 };
 
 static struct packed_view view_of(const void *packed, const struct sizes *s) {
     const int32_t *p = packed;
     const int64_t n = s->n_padded;
     struct packed_view v = {p, p + n, p + 2 * n, p + 3 * n, p + 4 * n,
-                            (const int16_t *)(p + PARAMS * n)};
+                            (const int16_t *)(p + PARAMS * n), 0};
+    for (int64_t i = 0; i < n; i++) v.any_left |= v.left[i] != 0;
     return v;
 }
 
@@ -240,20 +242,23 @@ static void tile_portable(const int16_t *const *rows, int rows_used, const struc
  * gives as well as an arithmetic one (AVX2 has no 64-bit arithmetic shift). */
 TARGET_AVX2 static inline __m256i requantized_avx2(__m256i total, const int32_t *multiplier,
                                                    const int32_t *left, const int32_t *right,
-                                                   const int32_t *mask) {
+                                                   const int32_t *mask, int any_left) {
     const __m256i m = _mm256_loadu_si256((const __m256i *)multiplier);
     const __m256i l = _mm256_loadu_si256((const __m256i *)left);
     const __m256i r = _mm256_loadu_si256((const __m256i *)right);
     const __m256i rmask = _mm256_loadu_si256((const __m256i *)mask);
     /* saturating left shift: where shifting back does not restore the
      * total, the shift overflowed; saturate toward the total's sign */
-    const __m256i shifted = _mm256_sllv_epi32(total, l);
-    const __m256i overflow =
-        _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_srav_epi32(shifted, l), total),
-                         _mm256_set1_epi32(-1));
-    const __m256i saturated =
-        _mm256_xor_si256(_mm256_set1_epi32(INT32_MAX), _mm256_srai_epi32(total, 31));
-    const __m256i x = _mm256_blendv_epi8(shifted, saturated, overflow);
+    __m256i x = total;
+    if (any_left) {
+        const __m256i shifted = _mm256_sllv_epi32(total, l);
+        const __m256i overflow =
+            _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_srav_epi32(shifted, l), total),
+                             _mm256_set1_epi32(-1));
+        const __m256i saturated =
+            _mm256_xor_si256(_mm256_set1_epi32(INT32_MAX), _mm256_srai_epi32(total, 31));
+        x = _mm256_blendv_epi8(shifted, saturated, overflow);
+    }
     /* SaturatingRoundingDoublingHighMul, even and odd lanes */
     const __m256i zero = _mm256_setzero_si256();
     const __m256i nudge_pos = _mm256_set1_epi64x((int64_t)1 << 30);
@@ -317,7 +322,7 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
             const __m256i total = _mm256_add_epi32(
                 acc[m][h], _mm256_loadu_si256((const __m256i *)(v->bias + e)));
             __m256i r = requantized_avx2(total, v->multiplier + e, v->left + e, v->right + e,
-                                         v->right_mask + e);
+                                         v->right_mask + e, v->any_left);
             r = _mm256_add_epi32(r, zero_point);
             half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
         }
@@ -431,6 +436,10 @@ static const int LANE[NR] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 1
 
 struct dw_sizes {
     int64_t taps, pairs, n_padded;
+    /* during a run: the zero-point pixel and the end of the input, so that a
+     * tail tile loads 16 bytes wherever they lie inside one of the two */
+    const uint8_t *zero_points;
+    uintptr_t in_end;
 };
 
 static int dw_sizes(const struct nnb_qconv *c, struct dw_sizes *d) {
@@ -497,18 +506,6 @@ int nnb_qdwconv_pack(const struct nnb_qconv *layer, const int32_t *weights, cons
     return 0;
 }
 
-/* The input pixel of tap t of output pixel (b, y, x), or the zero-point
- * pixel for a tap outside the input. */
-static inline __attribute__((always_inline)) const uint8_t *
-tap_pixel(const struct nnb_qconv *c, const uint8_t *image, int64_t y, int64_t x, int64_t t,
-          const uint8_t *zero_points) {
-    const int64_t i = t / c->filter_w, j = t % c->filter_w;
-    const int64_t iy = y * c->stride_h + i * c->dilation_h - c->pad_top;
-    const int64_t ix = x * c->stride_w + j * c->dilation_w - c->pad_left;
-    if (iy < 0 || iy >= c->in_h || ix < 0 || ix >= c->in_w) return zero_points;
-    return image + (iy * c->in_w + ix) * c->in_c;
-}
-
 static void dw_pixel_portable(const struct nnb_qconv *c, const struct dw_sizes *d,
                               const struct packed_view *v, const uint8_t *const *pixels,
                               uint8_t *out) {
@@ -531,6 +528,18 @@ static void dw_pixel_portable(const struct nnb_qconv *c, const struct dw_sizes *
 }
 
 #ifdef QCONV_X86
+/* 16 bytes from `at`, where `channels` of them are wanted: in place when all
+ * 16 lie inside the input or the zero-point pixel, else a copy of the
+ * wanted ones in `copy`. */
+static inline const uint8_t *tail_bytes(const struct dw_sizes *d, const uint8_t *at,
+                                        int64_t channels, uint8_t *copy) {
+    const uintptr_t start = (uintptr_t)d->zero_points, from = (uintptr_t)at;
+    if ((from >= start && from + NR <= start + (uintptr_t)d->n_padded) || from + NR <= d->in_end)
+        return at;
+    memcpy(copy, at, (size_t)channels);
+    return copy;
+}
+
 /* 16 bytes of channels from `at` as int16 minus the zero point. */
 TARGET_AVX2 static inline __m256i widened(const uint8_t *at, int is_signed, __m256i zero_point) {
     const __m128i bytes = _mm_loadu_si128((const __m128i *)at);
@@ -551,18 +560,18 @@ TARGET_AVX2 static void dw_pixel_avx2(const struct nnb_qconv *c, const struct dw
         const int64_t channels = c->out_c - first < NR ? c->out_c - first : NR;
         const int16_t *w = v->weights + tile * d->pairs * NR * 2;
         __m256i acc_lo = _mm256_setzero_si256(), acc_hi = acc_lo;
+        uint8_t tail[2][NR];
         for (int64_t pair = 0; pair < d->pairs; pair++) {
             const int64_t t0 = 2 * pair, t1 = t0 + 1 < d->taps ? t0 + 1 : t0;
             __m256i x0, x1;
             if (channels == NR) {
                 x0 = widened(pixels[t0] + first, is_signed, zero_point);
                 x1 = widened(pixels[t1] + first, is_signed, zero_point);
-            } else { /* the last channels, copied so as not to read past them */
-                uint8_t tail[2][NR];
-                memcpy(tail[0], pixels[t0] + first, (size_t)channels);
-                memcpy(tail[1], pixels[t1] + first, (size_t)channels);
-                x0 = widened(tail[0], is_signed, zero_point);
-                x1 = widened(tail[1], is_signed, zero_point);
+            } else { /* the last channels: lanes past them meet zero weights */
+                x0 = widened(tail_bytes(d, pixels[t0] + first, channels, tail[0]), is_signed,
+                             zero_point);
+                x1 = widened(tail_bytes(d, pixels[t1] + first, channels, tail[1]), is_signed,
+                             zero_point);
             }
             const __m256i w_lo = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2));
             const __m256i w_hi = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2 + 16));
@@ -576,7 +585,7 @@ TARGET_AVX2 static void dw_pixel_avx2(const struct nnb_qconv *c, const struct dw
             const __m256i total =
                 _mm256_add_epi32(acc[h], _mm256_loadu_si256((const __m256i *)(v->bias + e)));
             __m256i r = requantized_avx2(total, v->multiplier + e, v->left + e, v->right + e,
-                                         v->right_mask + e);
+                                         v->right_mask + e, v->any_left);
             r = _mm256_add_epi32(r, out_zero_point);
             half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
         }
@@ -626,16 +635,29 @@ int nnb_qdwconv_run(const struct nnb_qconv *layer, const void *packed, int64_t p
 #endif
     uint8_t *zero_points = scratch;
     memset(zero_points, (uint8_t)layer->input_zero_point, (size_t)d.n_padded);
-    const uint8_t *pixels[DW_MAX_TAPS];
     const int64_t image_bytes = layer->in_h * layer->in_w * layer->in_c;
+    d.zero_points = zero_points;
+    d.in_end = (uintptr_t)in + (uintptr_t)(batches * image_bytes);
+    const uint8_t *pixels[DW_MAX_TAPS];
+    const struct nnb_qconv *c = layer;
     uint8_t *o = out;
-    for (int64_t b = 0; b < batches; b++)
-        for (int64_t y = 0; y < layer->out_h; y++)
-            for (int64_t x = 0; x < layer->out_w; x++, o += layer->out_c) {
-                for (int64_t t = 0; t < d.taps; t++)
-                    pixels[t] = tap_pixel(layer, (const uint8_t *)in + b * image_bytes, y, x, t,
-                                          zero_points);
-                pixel(layer, &d, &v, pixels, o);
+    for (int64_t b = 0; b < batches; b++) {
+        const uint8_t *image = (const uint8_t *)in + b * image_bytes;
+        for (int64_t y = 0; y < c->out_h; y++)
+            for (int64_t x = 0; x < c->out_w; x++, o += c->out_c) {
+                /* each tap's input pixel, or the zero-point pixel outside */
+                const uint8_t **tap = pixels;
+                for (int64_t i = 0; i < c->filter_h; i++) {
+                    const int64_t iy = y * c->stride_h + i * c->dilation_h - c->pad_top;
+                    for (int64_t j = 0; j < c->filter_w; j++) {
+                        const int64_t ix = x * c->stride_w + j * c->dilation_w - c->pad_left;
+                        *tap++ = iy < 0 || iy >= c->in_h || ix < 0 || ix >= c->in_w
+                                     ? zero_points
+                                     : image + (iy * c->in_w + ix) * c->in_c;
+                    }
+                }
+                pixel(c, &d, &v, pixels, o);
             }
+    }
     return 0;
 }
