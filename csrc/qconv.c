@@ -191,20 +191,30 @@ static inline __attribute__((always_inline)) void window_row(const struct nnb_qc
     const int16_t zero_point = (int16_t)c->input_zero_point;
     const int is_signed = c->input_type == NNB_QCONV_INT8;
     int16_t *d = row;
+    const int64_t x0 = x * c->stride_w - c->pad_left;
+    const int64_t x_last = x0 + (c->filter_w - 1) * c->dilation_w;
+    /* a window row wholly inside the input, taps adjacent: one run of bytes */
+    const int whole_rows = x0 >= 0 && x_last < c->in_w && c->dilation_w == 1;
     for (int64_t i = 0; i < c->filter_h; i++) {
         const int64_t iy = y * c->stride_h + i * c->dilation_h - c->pad_top;
-        for (int64_t j = 0; j < c->filter_w; j++, d += in_c) {
-            const int64_t ix = x * c->stride_w + j * c->dilation_w - c->pad_left;
-            if (iy < 0 || iy >= c->in_h || ix < 0 || ix >= c->in_w) {
-                memset(d, 0, sizeof(int16_t) * (size_t)in_c);
+        if (iy < 0 || iy >= c->in_h) {
+            memset(d, 0, sizeof(int16_t) * (size_t)(c->filter_w * in_c));
+            d += c->filter_w * in_c;
+            continue;
+        }
+        const int64_t runs = whole_rows ? 1 : c->filter_w;
+        const int64_t run = whole_rows ? c->filter_w * in_c : in_c;
+        for (int64_t j = 0; j < runs; j++, d += run) {
+            const int64_t ix = x0 + j * c->dilation_w;
+            if (ix < 0 || ix >= c->in_w) {
+                memset(d, 0, sizeof(int16_t) * (size_t)run);
                 continue;
             }
             const uint8_t *restrict src = image + (iy * c->in_w + ix) * in_c;
             if (is_signed)
-                for (int64_t ch = 0; ch < in_c; ch++)
-                    d[ch] = (int16_t)((int8_t)src[ch] - zero_point);
+                for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)((int8_t)src[ch] - zero_point);
             else
-                for (int64_t ch = 0; ch < in_c; ch++) d[ch] = (int16_t)(src[ch] - zero_point);
+                for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)(src[ch] - zero_point);
         }
     }
     if (s->k_even > s->k) row[s->k] = 0;
@@ -316,8 +326,8 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
     const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
     const int is_signed = c->output_type == NNB_QCONV_INT8;
     for (int m = 0; m < rows_used; m++) {
-        __m256i half[2];
-        for (int h = 0; h < 2; h++) {
+        __m256i half[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int h = 0; h < (channels > 8 ? 2 : 1); h++) { /* the second half if stored */
             const int64_t e = q + 8 * h;
             const __m256i total = _mm256_add_epi32(
                 acc[m][h], _mm256_loadu_si256((const __m256i *)(v->bias + e)));

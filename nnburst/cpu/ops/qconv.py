@@ -61,6 +61,7 @@ class QuantConv:
         "out_dtype",
         "_layer",
         "_packed",
+        "_packed_pointer",
         "_scratch",
         "_path",
     )
@@ -149,6 +150,7 @@ class QuantConv:
         if rc:
             raise _error(rc, "quantized conv pack")
         self._packed.flags.writeable = False
+        self._packed_pointer = ffi.from_buffer(self._packed)
         self._scratch, self._path = int(scratch), path
 
     def fits(self, x: np.ndarray) -> bool:
@@ -173,7 +175,7 @@ class QuantConv:
         scratch = np.empty(-(-self._scratch // 2), np.int16)
         rc = self._run(
             self._layer,
-            ffi.from_buffer(self._packed),
+            self._packed_pointer,
             self._packed.nbytes,
             ffi.from_buffer(x),
             batches,
