@@ -8,6 +8,9 @@ float matmul (float32 when the largest possible sum fits its mantissa,
 else float64: ``windows.exact_dtype``), then requantizes with the
 reference fixed-point multiplier.  Weights, bias, multiplier and clamp are
 converted once in ``prepare``.
+A quantized layer bound at prepare time runs the int32 C kernels of
+``qconv.py`` instead (every row a 1x1 image): exact sums and the
+requantization in one pass.
 """
 
 from __future__ import annotations
