@@ -14,7 +14,7 @@
  * vector of 8 channels x 2 weights is a pmaddwd: 16 exact products summed
  * into 8 int32 lanes (each pair at most 2 * 255 * 255, far from overflow;
  * int8's pmaddubsw would saturate its int16 pair sums at 2 * 255 * 128).
- * A tile of MR rows x 16 channels keeps its sums in registers over all of
+ * A tile of MR (6) rows x 16 channels keeps its sums in registers over all of
  * K, then runs NNAPI's fixed-point requantization on the vectors and
  * stores 16 bytes a row.
  *
@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MR 4     /* output pixels a tile */
+#define MR 6     /* output pixels a tile */
 #define NR 16    /* output channels a tile */
 #define PARAMS 5 /* int32 arrays of Np: bias, multiplier, left, right, right mask */
 #define LIMIT ((int64_t)1 << 30)
@@ -176,16 +176,15 @@ static inline int32_t requantized(int32_t total, int32_t multiplier, int32_t lef
     return (high >> right) + ((high & mask) > threshold);
 }
 
-/* The row of output pixel `pixel` (batch-major, then y, then x): its window
+/* The row of output pixel (b, y, x): its window
  * as int16 x - zero point, taps outside the input 0, padded with 0 to
  * k_even.  Inlined into each path's loop, so that the copy is vectorised
  * for that path's machine. */
 static inline __attribute__((always_inline)) void window_row(const struct nnb_qconv *c,
                                                              const struct sizes *s,
-                                                             const uint8_t *in, int64_t pixel,
+                                                             const uint8_t *in, int64_t b,
+                                                             int64_t y, int64_t x,
                                                              int16_t *restrict row) {
-    const int64_t x = pixel % c->out_w, rest = pixel / c->out_w;
-    const int64_t y = rest % c->out_h, b = rest / c->out_h;
     const int64_t in_c = c->in_c;
     const uint8_t *image = in + b * c->in_h * c->in_w * in_c;
     const int16_t zero_point = (int16_t)c->input_zero_point;
@@ -212,7 +211,8 @@ static inline __attribute__((always_inline)) void window_row(const struct nnb_qc
             }
             const uint8_t *restrict src = image + (iy * c->in_w + ix) * in_c;
             if (is_signed)
-                for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)((int8_t)src[ch] - zero_point);
+                for (int64_t ch = 0; ch < run; ch++)
+                    d[ch] = (int16_t)((int8_t)src[ch] - zero_point);
             else
                 for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)(src[ch] - zero_point);
         }
@@ -293,34 +293,39 @@ TARGET_AVX2 static inline __m256i requantized_avx2(__m256i total, const int32_t 
     return _mm256_sub_epi32(_mm256_srav_epi32(high, r), up); /* up is -1 where true */
 }
 
+/* A row's pair of values k times both weight vectors, added to its sums. */
+TARGET_AVX2 static inline __attribute__((always_inline)) void row_pair(const int16_t *row,
+                                                                      int64_t k, __m256i w0,
+                                                                      __m256i w1, __m256i *sum0,
+                                                                      __m256i *sum1) {
+    int32_t pair; /* two int16 row values */
+    memcpy(&pair, row + 2 * k, sizeof pair);
+    const __m256i b = _mm256_set1_epi32(pair);
+    *sum0 = _mm256_add_epi32(*sum0, _mm256_madd_epi16(b, w0));
+    *sum1 = _mm256_add_epi32(*sum1, _mm256_madd_epi16(b, w1));
+}
+
 /* One tile on the AVX2 path, as tile_portable. */
 TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
                                   const struct sizes *s, const struct packed_view *v, int64_t t,
                                   const struct nnb_qconv *c, uint8_t *out, int64_t out_stride,
                                   int64_t channels) {
     const int16_t *w = v->weights + t * s->k_even * NR;
-    const int16_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
+    const int16_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3], *r4 = rows[4],
+                  *r5 = rows[5];
     __m256i a00 = _mm256_setzero_si256(), a01 = a00, a10 = a00, a11 = a00;
     __m256i a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+    __m256i a40 = a00, a41 = a00, a50 = a00, a51 = a00;
     const int64_t pairs = s->k_even / 2;
     for (int64_t k = 0; k < pairs; k++) {
         const __m256i w0 = _mm256_loadu_si256((const __m256i *)(w + k * NR * 2));
         const __m256i w1 = _mm256_loadu_si256((const __m256i *)(w + k * NR * 2 + 16));
-        int32_t p0, p1, p2, p3; /* two int16 row values each */
-        memcpy(&p0, r0 + 2 * k, 4), memcpy(&p1, r1 + 2 * k, 4);
-        memcpy(&p2, r2 + 2 * k, 4), memcpy(&p3, r3 + 2 * k, 4);
-        const __m256i b0 = _mm256_set1_epi32(p0), b1 = _mm256_set1_epi32(p1);
-        const __m256i b2 = _mm256_set1_epi32(p2), b3 = _mm256_set1_epi32(p3);
-        a00 = _mm256_add_epi32(a00, _mm256_madd_epi16(b0, w0));
-        a01 = _mm256_add_epi32(a01, _mm256_madd_epi16(b0, w1));
-        a10 = _mm256_add_epi32(a10, _mm256_madd_epi16(b1, w0));
-        a11 = _mm256_add_epi32(a11, _mm256_madd_epi16(b1, w1));
-        a20 = _mm256_add_epi32(a20, _mm256_madd_epi16(b2, w0));
-        a21 = _mm256_add_epi32(a21, _mm256_madd_epi16(b2, w1));
-        a30 = _mm256_add_epi32(a30, _mm256_madd_epi16(b3, w0));
-        a31 = _mm256_add_epi32(a31, _mm256_madd_epi16(b3, w1));
+        row_pair(r0, k, w0, w1, &a00, &a01), row_pair(r1, k, w0, w1, &a10, &a11);
+        row_pair(r2, k, w0, w1, &a20, &a21), row_pair(r3, k, w0, w1, &a30, &a31);
+        row_pair(r4, k, w0, w1, &a40, &a41), row_pair(r5, k, w0, w1, &a50, &a51);
     }
-    const __m256i acc[MR][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
+    const __m256i acc[MR][2] = {{a00, a01}, {a10, a11}, {a20, a21},
+                                {a30, a31}, {a40, a41}, {a50, a51}};
     const int64_t q = t * NR;
     const __m256i zero_point = _mm256_set1_epi32(c->output_zero_point);
     const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
@@ -341,7 +346,8 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
             _mm256_permute4x64_epi64(_mm256_packs_epi32(half[0], half[1]), 0xD8);
         const __m128i w_lo = _mm256_castsi256_si128(words);
         const __m128i w_hi = _mm256_extracti128_si256(words, 1);
-        const __m128i bytes = is_signed ? _mm_packs_epi16(w_lo, w_hi) : _mm_packus_epi16(w_lo, w_hi);
+        const __m128i bytes =
+            is_signed ? _mm_packs_epi16(w_lo, w_hi) : _mm_packus_epi16(w_lo, w_hi);
         if (channels == NR) {
             _mm_storeu_si128((__m128i *)(out + m * out_stride), bytes);
         } else {
@@ -366,12 +372,18 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
                                                             uint8_t *out, int16_t *scratch,
                                                             tile_fn *tile) {
     const int64_t tiles = s->n_padded / NR;
+    int64_t b = 0, y = 0, x = 0; /* the next pixel's, counted (no division a pixel) */
     for (int64_t p = 0; p < pixels; p += MR) {
         const int used = pixels - p < MR ? (int)(pixels - p) : MR;
         const int16_t *rows[MR];
         for (int m = 0; m < MR; m++) {
             rows[m] = scratch + (m < used ? m : used - 1) * s->k_even;
-            if (m < used) window_row(c, s, in, p + m, scratch + m * s->k_even);
+            if (m >= used) continue;
+            window_row(c, s, in, b, y, x, scratch + m * s->k_even);
+            if (++x == c->out_w) {
+                x = 0;
+                if (++y == c->out_h) y = 0, b++;
+            }
         }
         for (int64_t t = 0; t < tiles; t++) {
             const int64_t channels = c->out_c - t * NR < NR ? c->out_c - t * NR : NR;
@@ -557,10 +569,12 @@ TARGET_AVX2 static inline __m256i widened(const uint8_t *at, int is_signed, __m2
     return _mm256_sub_epi16(words, zero_point);
 }
 
-TARGET_AVX2 static void dw_pixel_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
-                                      const struct packed_view *v,
-                                      const uint8_t *const *pixels, uint8_t *out) {
-    const int is_signed = c->input_type == NNB_QCONV_INT8;
+/* dw_pixel_avx2's body for one input type (is_signed a constant where it
+ * is inlined, so that the widening is no branch in the tap loop). */
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pixel_avx2_typed(const struct nnb_qconv *c, const struct dw_sizes *d,
+                    const struct packed_view *v, const uint8_t *const *pixels, uint8_t *out,
+                    const int is_signed) {
     const __m256i zero_point = _mm256_set1_epi16((int16_t)c->input_zero_point);
     const __m256i out_zero_point = _mm256_set1_epi32(c->output_zero_point);
     const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
@@ -585,8 +599,10 @@ TARGET_AVX2 static void dw_pixel_avx2(const struct nnb_qconv *c, const struct dw
             }
             const __m256i w_lo = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2));
             const __m256i w_hi = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2 + 16));
-            acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), w_lo));
-            acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), w_hi));
+            const __m256i pairs_lo = _mm256_unpacklo_epi16(x0, x1);
+            const __m256i pairs_hi = _mm256_unpackhi_epi16(x0, x1);
+            acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(pairs_lo, w_lo));
+            acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(pairs_hi, w_hi));
         }
         const __m256i acc[2] = {acc_lo, acc_hi};
         __m256i half[2];
@@ -613,6 +629,15 @@ TARGET_AVX2 static void dw_pixel_avx2(const struct nnb_qconv *c, const struct dw
             memcpy(out + first, tmp, (size_t)channels);
         }
     }
+}
+
+TARGET_AVX2 static void dw_pixel_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
+                                      const struct packed_view *v,
+                                      const uint8_t *const *pixels, uint8_t *out) {
+    if (c->input_type == NNB_QCONV_INT8)
+        dw_pixel_avx2_typed(c, d, v, pixels, out, 1);
+    else
+        dw_pixel_avx2_typed(c, d, v, pixels, out, 0);
 }
 #endif
 

@@ -22,7 +22,8 @@ static int64_t requantize(int64_t total, int64_t multiplier, int shift) {
     x = x < INT32_MIN ? INT32_MIN : x > INT32_MAX ? INT32_MAX : x;
     const int64_t ab = x * multiplier;
     const int64_t nudged = ab + (ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30));
-    const int64_t high = nudged >= 0 ? nudged / ((int64_t)1 << 31) : -(-nudged / ((int64_t)1 << 31));
+    const int64_t two31 = (int64_t)1 << 31;
+    const int64_t high = nudged >= 0 ? nudged / two31 : -(-nudged / two31);
     const int exponent = shift < 0 ? -shift : 0;
     const int64_t mask = ((int64_t)1 << exponent) - 1;
     const int64_t threshold = (mask >> 1) + (high < 0);
@@ -127,8 +128,8 @@ static int check_layer(unsigned seed, int depthwise) {
                             fprintf(stderr,
                                     "seed %u path %d depthwise %d: out[%ld,%ld,%ld,%ld] %ld != "
                                     "%ld\n",
-                                    seed, path, depthwise, (long)b, (long)y, (long)x, (long)o, (long)got,
-                                    (long)want);
+                                    seed, path, depthwise, (long)b, (long)y, (long)x, (long)o,
+                                    (long)got, (long)want);
                             failures++;
                             break;
                         }

@@ -59,7 +59,7 @@ from .common import (
     window_values,
 )
 from .native import TILE, ConvLoop, Requantizer, conv_f32, depthwise_conv_f32
-from .qconv import QuantConv
+from .qconv import QuantConv, vector_path
 from .windows import (
     WindowPlan,
     biased,
@@ -377,7 +377,7 @@ def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kern
     in_shape = tuple(inp.dimensions or ())
     if plan is None or plan.window is None or state.bias is None or state.bounds is None:
         return None
-    if len(in_shape) != 4 or 0 in in_shape or filt.requant is None:
+    if len(in_shape) != 4 or 0 in in_shape or filt.requant is None or not vector_path():
         return None
     depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
     weights = filt.weights[..., : filt.depth_out]

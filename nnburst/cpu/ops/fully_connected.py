@@ -39,7 +39,7 @@ from .common import (
     require_operand_type,
 )
 from .native import Requantizer
-from .qconv import QuantConv
+from .qconv import QuantConv, vector_path
 from .windows import biased, conv_output, exact_dtype
 
 
@@ -159,7 +159,7 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
     inp = sig.inputs[0]
     if weights_t is None or bias is None or fuse is None:
         return None
-    if state.requant is not None and state.bounds is not None:
+    if state.requant is not None and state.bounds is not None and vector_path():
         int32 = _int32_kernel(sig, state, weights_t, bias)
         if int32 is not None:
             return int32
