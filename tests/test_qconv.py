@@ -12,11 +12,16 @@ multipliers with left and right shifts, and zero points at the extremes.
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 
-from nnburst.cpu.ops import common
+from nnburst.codes import FuseCode, PaddingCode
+from nnburst.codes import OperandCode as T
+from nnburst.codes import OperationCode as Op
+from nnburst.cpu.executor import PreparedModel
+from nnburst.cpu.ops import common, conv, fully_connected
 from nnburst.cpu.ops.common import Window2D
 from nnburst.cpu.ops.qconv import (
     PATH_BEST,
@@ -24,8 +29,12 @@ from nnburst.cpu.ops.qconv import (
     NotExactError,
     QuantConv,
     available_paths,
+    vector_path,
 )
 from nnburst.errors import BadDataError
+from nnburst.operands import ChannelQuant, OperandInfo
+
+from .op_models import model
 
 PATHS = available_paths()
 RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
@@ -253,3 +262,73 @@ def test_bad_input_is_a_clear_error() -> None:
     with pytest.raises(BadDataError, match="quantized conv weights"):
         case["weights"] = case["weights"][:-1]
         layer(case, PATH_BEST)
+
+
+# ------------------------------------------- the operations bind the kernels
+
+
+def _scalar(value: int) -> tuple[OperandInfo, np.ndarray]:
+    return OperandInfo(T.INT32, ()), np.int32(value)
+
+
+def _operation_models() -> list[tuple[str, Any, np.ndarray]]:
+    """Quantized CONV_2D, DEPTHWISE_CONV_2D (per-channel int8 filters) and
+    FULLY_CONNECTED (uint8) one-operation models, with an input each."""
+    rng = np.random.default_rng(21)
+    x_info = OperandInfo(T.TENSOR_QUANT8_ASYMM_SIGNED, (1, 9, 7, 5), 0.05, -7)
+    x = rng.integers(-128, 128, (1, 9, 7, 5)).astype(np.int8)
+    cases = []
+    for depthwise in (False, True):
+        o = 5 if depthwise else 19
+        dims = (1, 3, 3, o) if depthwise else (o, 3, 3, 5)
+        scales = tuple(float(s) for s in rng.uniform(0.001, 0.02, o))
+        w_info = OperandInfo(
+            T.TENSOR_QUANT8_SYMM_PER_CHANNEL,
+            dims,
+            channel_quant=ChannelQuant(3 if depthwise else 0, scales),
+        )
+        w = rng.integers(-127, 128, dims).astype(np.int8)
+        b_info = OperandInfo(T.TENSOR_INT32, (o,), 0.0)
+        b = rng.integers(-3000, 3000, o).astype(np.int32)
+        out = OperandInfo(T.TENSOR_QUANT8_ASYMM_SIGNED, (1, 5, 4, o), 0.03, 4)
+        extra = [_scalar(1)] if depthwise else []  # depth multiplier
+        ins = [x_info, (w_info, w), (b_info, b), _scalar(PaddingCode.SAME), _scalar(2), _scalar(2),
+               *extra, _scalar(FuseCode.RELU6)]  # fmt: skip
+        code = Op.DEPTHWISE_CONV_2D if depthwise else Op.CONV_2D
+        cases.append((code.name, model(code, ins, [out]), x))
+    fc_in = OperandInfo(T.TENSOR_QUANT8_ASYMM, (3, 40), 0.1, 131)
+    w_info = OperandInfo(T.TENSOR_QUANT8_ASYMM, (11, 40), 0.01, 120)
+    b_info = OperandInfo(T.TENSOR_INT32, (11,), 0.001)
+    ins = [fc_in, (w_info, rng.integers(0, 256, (11, 40)).astype(np.uint8)),
+           (b_info, rng.integers(-900, 900, 11).astype(np.int32)), _scalar(FuseCode.NONE)]  # fmt: skip
+    out = OperandInfo(T.TENSOR_QUANT8_ASYMM, (3, 11), 0.2, 100)
+    fc_x = rng.integers(0, 256, (3, 40)).astype(np.uint8)
+    cases.append(("FULLY_CONNECTED", model(Op.FULLY_CONNECTED, ins, [out]), fc_x))
+    return cases
+
+
+@pytest.mark.skipif(
+    not vector_path(), reason="the operations bind the kernels on a vector path only"
+)
+@pytest.mark.parametrize("case", _operation_models(), ids=lambda c: c[0])
+def test_operations_run_the_kernels_and_match_the_float_route(case: Any) -> None:
+    """A prepared quantized convolution, depthwise convolution and fully
+    connected layer run QuantConv, and give the float route's bytes."""
+    _, hal_model, x = case
+    calls = []
+    original = QuantConv.__call__
+
+    def counted(self: QuantConv, value: np.ndarray) -> np.ndarray:
+        calls.append(value.shape)
+        return original(self, value)
+
+    with mock.patch.object(QuantConv, "__call__", counted):
+        (got,) = PreparedModel(hal_model).run([x])
+    assert calls
+    with (
+        mock.patch.object(conv, "_int32_kernel", return_value=None),
+        mock.patch.object(fully_connected, "_int32_kernel", return_value=None),
+    ):
+        (want,) = PreparedModel(hal_model).run([x])
+    np.testing.assert_array_equal(got, want)
+    assert len(calls) == 1
