@@ -1,7 +1,7 @@
 """Builds ``nnburst._native`` (cffi, out-of-line API mode) from ``csrc/``.
 
-The cdef is cut from the marked regions of ``csrc/nnburst.h`` and
-``csrc/plan.h``, so the headers are the only place the C API is written down.
+The cdef is cut from the marked region of each header in ``HEADERS``, so the
+headers are the only place the C API is written down.
 """
 
 from __future__ import annotations
@@ -13,24 +13,25 @@ from pathlib import Path
 from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
-HEADER = HERE / "nnburst.h"
 #: Headers whose cdef regions make the C API, each a concept of its own.
-HEADERS = [HEADER, HERE / "plan.h"]
-SOURCES = ["fmq.c", "fmq_blocking.c", "event_flag.c", "kernels.c", "heap.c", "plan.c"]
+HEADERS = [HERE / "nnburst.h", HERE / "plan.h", HERE / "qconv.h"]
+SOURCES = ["fmq.c", "fmq_blocking.c", "event_flag.c", "kernels.c", "heap.c", "plan.c", "qconv.c"]
 
 
-def cdef_region(text: str, header: Path = HEADER) -> str:
-    match = re.search(r"/\* cffi cdef begin \*/(.*?)/\* cffi cdef end \*/", text, re.S)
+def cdef_region(header: Path) -> str:
+    match = re.search(
+        r"/\* cffi cdef begin \*/(.*?)/\* cffi cdef end \*/", header.read_text(), re.S
+    )
     if match is None:
         raise RuntimeError(f"{header} has no cffi cdef region")
     return match.group(1)
 
 
 ffibuilder = FFI()
-ffibuilder.cdef("".join(cdef_region(h.read_text(), h) for h in HEADERS))
+ffibuilder.cdef("".join(cdef_region(header) for header in HEADERS))
 ffibuilder.set_source(
     "nnburst._native",
-    "".join(f'#include "{h.name}"\n' for h in HEADERS),
+    "".join(f'#include "{header.name}"\n' for header in HEADERS),
     # Paths relative to the project root, where setup.py runs: setuptools
     # refuses absolute source paths.
     sources=[os.path.relpath(HERE / s) for s in SOURCES],

@@ -1,5 +1,5 @@
-# Types of the module cffi compiles from the cdef region of csrc/nnburst.h
-# (csrc/build_ffi.py).  Written by hand: keep it in step with that region.
+# Types of the module cffi compiles from the cdef regions of csrc/nnburst.h and
+# csrc/qconv.h (csrc/build_ffi.py).  Written by hand: keep it in step with them.
 # Only nnburst/_bindings.py imports the module; with these types nothing
 # built on it (shm, event_flag, fmq) sees an untyped value.
 
@@ -215,6 +215,63 @@ class _Lib:
     ) -> int: ...
     def nnb_quantize_f32(
         self, in_: CData, count: int, scale: float, zero_point: int, out_type: int, out: CData
+    ) -> int: ...
+    # csrc/qconv.h (its own cdef region)
+    NNB_QCONV_UINT8: int
+    NNB_QCONV_INT8: int
+    NNB_QCONV_BEST: int
+    NNB_QCONV_PORTABLE: int
+    NNB_QCONV_AVX2: int
+    def nnb_qconv_path(self, path: int) -> int: ...
+    def nnb_qconv_packed_bytes(self, layer: CData) -> int: ...
+    def nnb_qconv_scratch_bytes(self, layer: CData) -> int: ...
+    def nnb_qconv_pack(
+        self,
+        layer: CData,
+        weights: CData,
+        bias: CData,
+        multipliers: CData,
+        shifts: CData,
+        per_channel: int,
+        packed: CData,
+        packed_bytes: int,
+    ) -> int: ...
+    def nnb_qconv_run(
+        self,
+        layer: CData,
+        packed: CData,
+        packed_bytes: int,
+        in_: CData,
+        batches: int,
+        out: CData,
+        scratch: CData,
+        scratch_bytes: int,
+        path: int,
+    ) -> int: ...
+    def nnb_qdwconv_run(
+        self,
+        layer: CData,
+        packed: CData,
+        packed_bytes: int,
+        in_: CData,
+        batches: int,
+        out: CData,
+        scratch: CData,
+        scratch_bytes: int,
+        path: int,
+    ) -> int: ...
+    def nnb_qdwconv_packed_bytes(self, layer: CData) -> int: ...
+    def nnb_qdwconv_scratch_bytes(self, layer: CData) -> int: ...
+    def nnb_qdwconv_pack(
+        self,
+        layer: CData,
+        weights: CData,
+        bias: CData,
+        multipliers: CData,
+        shifts: CData,
+        per_channel: int,
+        packed: CData,
+        packed_bytes: int,
     ) -> int: ...
 
 ffi: _FFI

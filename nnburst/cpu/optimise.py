@@ -44,7 +44,8 @@ from ..codes import FuseCode, OperandCode, OperationCode
 from ..errors import NNError
 from ..hal.model import Lifetime, Operand, Operation, Subgraph
 from ..operands import OperandInfo
-from .ops.common import FLOAT_ACTIVATION_BOUNDS, window_args
+from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
+from .ops.window_geometry import window_args
 from .registry import ExecutionContext, OperationSignature, lookup
 
 logger = logging.getLogger("nnburst.compilation.optimise")

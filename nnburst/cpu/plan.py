@@ -33,7 +33,7 @@ from ..codes import FuseCode, OperandCode, OperationCode
 from ..errors import NNError
 from ..hal.model import Lifetime, Subgraph
 from ..operands import OperandInfo
-from .ops.common import FLOAT_ACTIVATION_BOUNDS
+from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
 from .registry import ExecutionContext
 
 logger = logging.getLogger("nnburst.compilation.plan")

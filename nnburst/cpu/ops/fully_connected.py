@@ -8,6 +8,9 @@ float matmul (float32 when the largest possible sum fits its mantissa,
 else float64: ``windows.exact_dtype``), then requantizes with the
 reference fixed-point multiplier.  Weights, bias, multiplier and clamp are
 converted once in ``prepare``.
+A quantized layer bound at prepare time runs the int32 C kernels of
+``qconv.py`` instead (every row a 1x1 image): exact sums and the
+requantization in one pass.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...codes import OperandCode, OperationCode
+from ...errors import BadDataError
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .arguments import (
     FLOAT_TENSOR_CODES,
@@ -33,6 +37,7 @@ from .arguments import (
 from .fixed_point import quantize_multiplier
 from .fused_activation import FUSE_CODES, fused_activation_bounds
 from .native import Requantizer
+from .qconv import QuantConv, vector_path
 from .requantization import bias_scale_matches
 from .windows import biased, conv_output, exact_dtype
 
@@ -151,7 +156,13 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
     weights_t, bias = state.weights_t, state.bias
     fuse = constant_scalar(sig, 3)
     inp = sig.inputs[0]
-    if weights_t is None or bias is None or fuse is None or weights_t.dtype != np.float32:
+    if weights_t is None or bias is None or fuse is None:
+        return None
+    if state.requant is not None and state.bounds is not None and vector_path():
+        int32 = _int32_kernel(sig, state, weights_t, bias)
+        if int32 is not None:
+            return int32
+    if weights_t.dtype != np.float32:
         return None
     if inp.code not in (OperandCode.TENSOR_FLOAT32, *QUANT8_ASYMM_CODES):
         return None  # float16: _execute computes in float32 and casts back
@@ -171,6 +182,40 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
         if type(x) is np.ndarray and x.dtype == dtype and x.ndim >= 2 and x.size % input_size == 0:
             rows = np.subtract(x.reshape(-1, input_size), zero_point, dtype=np.float32)
             return [finish(rows @ weights_t)]
+        return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+
+    return kernel
+
+
+def _int32_kernel(
+    sig: OperationSignature, state: _State, weights_t: np.ndarray, bias: np.ndarray
+) -> Kernel | None:
+    """The int32 C kernel (qconv.py) with every row a 1x1 image: sums and
+    requantization in one pass; None for a layer it cannot compute exactly."""
+    assert state.requant is not None and state.bounds is not None
+    inp, out = sig.inputs[0], sig.outputs[0]
+    input_size, units = weights_t.shape
+    try:
+        layer = QuantConv(
+            (1, 1, input_size),
+            weights_t,
+            (1, 1),
+            bias,
+            state.requant,
+            None,
+            (inp.dtype, inp.zero_point),
+            (out.dtype, out.zero_point),
+            state.bounds,
+        )
+    except BadDataError:  # NotExactError, or a size it does not take
+        return None
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if type(x) is np.ndarray and x.ndim >= 2 and x.size % input_size == 0 and x.size:
+            rows = x.reshape(-1, 1, 1, input_size)
+            if layer.fits(rows):
+                return [layer(rows).reshape(-1, units)]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
     return kernel
