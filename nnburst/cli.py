@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -804,6 +806,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _InterruptRecord:
+    """Remembers a SIGINT while a command runs.  Python raises KeyboardInterrupt
+    wherever the main thread is, and one raised inside a fork handler or a
+    finalizer (logging's after-fork lock release) is printed and dropped: the
+    run then went on to exit 0.  The record makes it exit 130 all the same."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+
+    def _record(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        signal.default_int_handler(signum, frame)
+
+    def __enter__(self) -> _InterruptRecord:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (2 for bad arguments, 1 for other errors)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -816,8 +842,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse has printed the usage and the problem
         return exc.code if isinstance(exc.code, int) else 2
+    interrupted = _InterruptRecord()
     try:
-        return int(args.run(args))
+        with interrupted:
+            code = int(args.run(args))
+        if interrupted.seen:  # a Ctrl-C Python swallowed (in a fork or a finalizer)
+            raise KeyboardInterrupt
+        return code
     except _UsageError as exc:
         args.parser.print_usage(sys.stderr)
         print(f"{args.parser.prog}: error: {exc}", file=sys.stderr)

@@ -706,7 +706,9 @@ def test_models_times_every_file_against_its_runtime_in_one_table(capsys, tmp_pa
     assert "not loaded: not an ONNX model" in rows["broken.onnx"]
     for name in ("relu.onnx", "relu.tflite"):
         peer, mine, ratio = (float(v) for v in rows[name].split()[1:4])
-        assert peer > 0 and mine > 0 and ratio == pytest.approx(mine / peer, rel=0.01)
+        assert (
+            peer > 0 and mine > 0 and ratio == pytest.approx(mine / peer, rel=0.05)
+        )  # printed rounded
     assert "geometric mean, .tflite against LiteRT:" in out
     assert "geometric mean, .onnx against onnxruntime:" in out
     code, _, err = run(capsys, "bench", "--models", str(directory), "--iterations", "3")
