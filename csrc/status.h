@@ -17,7 +17,7 @@
  *   -ENOMEM     a kernel's scratch memory could not be had
  *   -ENOSYS     this C library has not got the call (nnb_keep_freed_memory)
  *
- * nnburst/_bindings.py turns each into one exception, in one table.
+ * nnburst/_bindings/status.py turns each into one exception, in one table.
  */
 #ifndef NNBURST_STATUS_H
 #define NNBURST_STATUS_H

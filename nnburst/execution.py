@@ -784,7 +784,8 @@ class Execution:
     def _deadline(self, duration_ns: int | None = None) -> int | None:
         """The computation's absolute deadline (``nnburst.deadlines``): from
         ``duration_ns``, else :meth:`set_timeout`'s; None for no bound."""
-        return deadlines.after(self._timeout_ns if duration_ns is None else duration_ns)
+        duration_ns = self._timeout_ns if duration_ns is None else duration_ns
+        return deadlines.after(duration_ns) if duration_ns else None  # no call without a bound
 
     def compute(self) -> None:
         """Run the execution and wait for it (``ANeuralNetworksExecution_compute``).

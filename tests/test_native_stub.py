@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import nnburst
-from nnburst import _bindings
+from nnburst._bindings.compiled import ffi, lib  # noqa: TID251  (this test checks the compiled module)
 
 BUILD_FFI = Path(__file__).resolve().parents[1] / "csrc" / "build_ffi.py"
 
@@ -66,10 +66,10 @@ def _python_type(ctype) -> str:
 
 def test_the_compiled_module_is_what_the_headers_declare(header):
     constants, functions = header
-    compiled = {name for name in dir(_bindings.lib) if not name.startswith("_")}  # noqa: TID251
+    compiled = {name for name in dir(lib) if not name.startswith("_")}
     assert compiled == set(constants) | set(functions)
     for name, (params, result) in functions.items():
-        ctype = _bindings.ffi.typeof(getattr(_bindings.lib, name))  # noqa: TID251
+        ctype = ffi.typeof(getattr(lib, name))
         assert [_python_type(a) for a in ctype.args] == [t for _, t in params], name
         assert _python_type(ctype.result) == result, name
 
@@ -78,4 +78,4 @@ def test_the_stub_ffi_methods_exist():
     for node in _stub_class("_FFI").body:
         name = getattr(node, "name", None) or getattr(getattr(node, "target", None), "id", None)
         if name:
-            assert hasattr(_bindings.ffi, name), name  # noqa: TID251
+            assert hasattr(ffi, name), name
