@@ -177,6 +177,9 @@ def test_blocking_calls_need_a_synchronized_queue_with_an_event_flag(flavor):
             lambda: q.write_blocking(np.zeros(1, np.int32), timeout_ns=1),
             lambda: q.read_blocking(1, timeout_ns=1),
             lambda: q.read_available_blocking(np.zeros(2, np.int32), timeout_ns=1),
+            lambda: q.write_until(np.zeros(1, np.int32), None),
+            lambda: q.read_until(1, None),
+            lambda: q.read_available_until(np.zeros(2, np.int32), None),
         ]
         for call in calls:
             for _ in range(2):  # the second call must not skip the check
