@@ -251,7 +251,7 @@ class Requantizer:
     (numpy's int64 passes took 70% of an int8 CNN's run).  Built once per
     prepared layer, so a run passes C only the sums and the output."""
 
-    __slots__ = ("channels", "dtype", "_requantize", "_bounds")
+    __slots__ = ("channels", "dtype", "_requantize")
 
     def __init__(
         self,
@@ -263,7 +263,7 @@ class Requantizer:
         bounds: tuple[int, int],
         dtype: Any,
     ) -> None:
-        self.channels, self.dtype, self._bounds = channels, np.dtype(dtype), bounds
+        self.channels, self.dtype = channels, np.dtype(dtype)
         bias = np.ascontiguousarray(np.broadcast_to(bias, (channels,)), dtype=np.int64)
         multipliers = np.ascontiguousarray(multipliers, dtype=np.int64).reshape(-1)
         shifts = np.ascontiguousarray(shifts, dtype=np.int64).reshape(-1)
