@@ -5,16 +5,8 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "nnburst.h"
+#include "fmq.h"
 
-_Static_assert(NNB_EAGAIN == -EAGAIN, "errno values differ from the cdef");
-_Static_assert(NNB_ETIMEDOUT == -ETIMEDOUT, "errno values differ from the cdef");
-_Static_assert(NNB_EINTR == -EINTR, "errno values differ from the cdef");
-_Static_assert(NNB_EINVAL == -EINVAL, "errno values differ from the cdef");
-_Static_assert(NNB_EPROTO == -EPROTO, "errno values differ from the cdef");
-_Static_assert(NNB_EOVERFLOW == -EOVERFLOW, "errno values differ from the cdef");
-_Static_assert(NNB_EPIPE == -EPIPE, "errno values differ from the cdef");
-_Static_assert(NNB_EBADF == -EBADF, "errno values differ from the cdef");
 /* Counters are shared between processes: they must be address-free,
  * lock-free 64-bit atomics. */
 _Static_assert(__atomic_always_lock_free(sizeof(uint64_t), 0), "64-bit atomics must be lock-free");

@@ -12,7 +12,7 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "nnburst.h"
+#include "kernels.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>

@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nnburst.h"
+#include "kernels.h"
 
 #define TILE 16 /* channels per tile: the weights' layout */
 #define MAX_PIXELS 16
@@ -332,7 +332,7 @@ static int type_range(int type, int32_t *lo, int32_t *hi) {
     return 0;
 }
 
-/* nnb_requantize_f32 (nnburst.h): every step gives what the int32
+/* nnb_requantize_f32 (kernels.h): every step gives what the int32
  * reference computes, without a branch and with the same steps for every
  * channel (their parameters in arrays), so that the compiler runs a vector
  * of channels at a time. */

@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections.abc import Sequence
 
-from . import tracing
+from . import deadlines, tracing
 from .checks import require, require_duration
 from .codes import PreferenceCode, PriorityCode, ResultCode
 from .devices import Device, get_devices
@@ -163,7 +162,7 @@ class Compilation:
         # devices (createForDevices) never fall back to the CPU.
         hal_model = self._model.hal_model
         candidates = self._explicit if self._explicit is not None else get_devices()
-        deadline = time.monotonic_ns() + self._timeout_ns if self._timeout_ns else None
+        deadline = deadlines.after(self._timeout_ns)
         return compile_plan(
             hal_model,
             candidates,

@@ -57,6 +57,18 @@ class PacketError(BadDataError):
     """A burst packet is malformed and was rejected whole."""
 
 
+class UnsupportedError(NNError, ValueError):
+    """This CPU or build has not got what was asked for (a C loop, a C library call)."""
+
+    default_code = ResultCode.OP_FAILED
+
+
+class OutOfMemoryError(NNError, MemoryError):
+    """Memory a computation needs could not be had (``OUT_OF_MEMORY``)."""
+
+    default_code = ResultCode.OUT_OF_MEMORY
+
+
 class DeadlineExceeded(NNError, TimeoutError):
     """A deadline or loop timeout ran out."""
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import tracing
+from . import deadlines, tracing
 from .burst import Burst
 from .checks import operator_index, require, require_duration
 from .codes import DurationCode, ErrorStatus, ResultCode
@@ -784,9 +784,11 @@ class Execution:
         finally:
             execution.close()
 
-    def _deadline(self, timeout_ns: int | None = None) -> int | None:
-        timeout_ns = self._timeout_ns if timeout_ns is None else timeout_ns
-        return time.monotonic_ns() + timeout_ns if timeout_ns else None
+    def _deadline(self, duration_ns: int | None = None) -> int | None:
+        """The computation's absolute deadline (``nnburst.deadlines``): from
+        ``duration_ns``, else :meth:`set_timeout`'s; None for no bound."""
+        duration_ns = self._timeout_ns if duration_ns is None else duration_ns
+        return deadlines.after(duration_ns) if duration_ns else None  # no call without a bound
 
     def compute(self) -> None:
         """Run the execution and wait for it (``ANeuralNetworksExecution_compute``).

@@ -1,7 +1,7 @@
 """Fast Message Queue: a lock-free SPSC ring of numpy elements in shared memory.
 
 A :class:`MessageQueue` owns (or attaches to) one POSIX shared-memory
-segment laid out by the C core (``csrc/nnburst.h``).  Another process
+segment laid out by the C core (``csrc/fmq.h``).  Another process
 attaches from the queue's :class:`Descriptor`, a small explicit byte string.
 
 Segment lifetime (the rule this module keeps):
@@ -31,31 +31,30 @@ import re
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import shm
+from . import deadlines, shm
 from ._bindings import (
-    EAGAIN,
     EF_NOT_EMPTY,
     EF_NOT_FULL,
     EF_TEARDOWN,
-    EINTR,
-    EINVAL,
-    EOVERFLOW,
-    ETIMEDOUT,
     FLAVOR_SYNCHRONIZED,
     FLAVOR_UNSYNCHRONIZED,
     HAS_EVFLAG,
     RING_OFFSET,
-    error_for,
-    ffi,
-    lib,
+    QueueHandle,
+    RoundTrip,
+    pointer,
+    release,
     required_bytes,
 )
-from .errors import BadDataError, BadStateError, ClosedResourceError
-from .event_flag import EventFlag, deadline_for
+from .errors import BadDataError, BadStateError, ClosedResourceError, NNError
+from .event_flag import EventFlag
+
+if TYPE_CHECKING:
+    from ._bindings import CData
 
 __all__ = [
     "FMQ_NOT_EMPTY",
@@ -75,18 +74,12 @@ FMQ_NOT_EMPTY = EF_NOT_EMPTY
 _CLOSE_DRAIN_S = 2.0
 _CLOSED = "the queue is closed"
 _NO_ARRAY: tuple[Any, Any, int] = (None, None, 0)
-_round_trip = lib.nnb_fmq_round_trip
 
 # Closing while another thread is inside a call: the C core counts the calls
 # inside each handle, and after nnb_fmq_shutdown() refuses new ones with
 # -EBADF (ClosedResourceError); close() wakes blocked calls with the teardown
 # bit and unmaps only when none is left inside.  EventFlag calls, made from
 # Python on the queue's word, are counted in the queue's ``_active`` list.
-
-
-def _remaining(deadline: int) -> int:
-    """What is left of an absolute deadline, as a timeout (0 = forever)."""
-    return 0 if deadline < 0 else max(1, deadline - time.monotonic_ns())
 
 
 class Flavor(enum.IntEnum):
@@ -312,99 +305,6 @@ def _copy_across(regions: tuple[np.ndarray, ...], data: np.ndarray, start: int, 
         start = 0
 
 
-class RoundTrip:
-    """``rt(n)``: send ``request[:n]`` on one queue, then wait for a reply on
-    another and read all of it into ``reply``; returns the reply's length.
-
-    Everything that does not change between round trips (queues, buffer
-    pointers, spin window) is resolved once here, so a call costs little
-    more than the C call itself.  Closing either queue makes calls fail with
-    ClosedResourceError; the C core refuses them before touching memory.
-    """
-
-    __slots__ = ("_requests", "_replies", "_request", "_reply", "_buffers", "_handle", "_spin")
-
-    def __init__(
-        self,
-        requests: MessageQueue,
-        replies: MessageQueue,
-        request: np.ndarray,
-        reply: np.ndarray,
-        spin_ns: int,
-    ) -> None:
-        requests._check_blocking()
-        replies._check_blocking()
-        for name, queue, array in (("request", requests, request), ("reply", replies, reply)):
-            if (
-                type(array) is not np.ndarray
-                or array.dtype != queue.dtype
-                or not array.flags.c_contiguous
-            ):
-                raise BadDataError(f"{name} must be a C-contiguous numpy array of {queue.dtype}")
-        if not reply.flags.writeable:
-            raise BadDataError("reply must be writable")
-        self._requests, self._replies = requests, replies  # keep the handles alive
-        self._request, self._reply = request, reply
-        self._spin = spin_ns
-        # Queues and buffers bound once in a C struct: a call passes four
-        # arguments (cffi unpacks each one, ~10 ns apiece).  The C side checks
-        # n against the request's capacity, so a call cannot read past it.
-        self._buffers = (ffi.from_buffer(request), ffi.from_buffer(reply))  # kept alive
-        self._handle = ffi.new(
-            "nnb_round_trip_t *",
-            {
-                "requests": requests._q,
-                "request": self._buffers[0],
-                "request_capacity": request.size,
-                "replies": replies._q,
-                "reply": self._buffers[1],
-                "reply_capacity": reply.size,
-            },
-        )
-
-    def __call__(self, n: int, timeout_ns: int = 0, spin_ns: int | None = None) -> int:
-        """Round trip of ``request[:n]``.  Returns the reply length; 0 if the
-        reply did not come in time (the request went out); -1 if the request
-        could not be written in time.  ``spin_ns`` overrides the spin window
-        given at creation for this call (a caller's adaptive policy)."""
-        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
-        spin = self._spin if spin_ns is None else spin_ns
-        try:
-            rc: int = _round_trip(self._handle, n, deadline, spin)
-        except OverflowError:  # a negative n does not fit the C uint64_t
-            rc = EINVAL
-        if rc > 0:
-            return rc
-        if rc == EINVAL and not 0 <= n <= self._request.size:
-            raise BadDataError(
-                f"cannot send {n} elements from a {self._request.size}-element request"
-            )
-        wrote = self._handle.wrote
-        if rc == EINTR and not wrote:
-            return self(n, _remaining(deadline), spin)  # nothing went out: start again
-        return _round_trip_result(
-            rc, wrote, self._requests, self._replies, self._reply, deadline, spin
-        )
-
-
-def _round_trip_result(
-    rc: int,
-    wrote: int,
-    requests: MessageQueue,
-    replies: MessageQueue,
-    reply: np.ndarray,
-    deadline: int,
-    spin_ns: int,
-) -> int:
-    """What a write-then-read C call that did not return a reply means."""
-    if rc == EINTR:
-        # A signal's Python handler has run; the request is out: keep waiting.
-        return replies.read_available_blocking(reply, _remaining(deadline), spin_ns=spin_ns)
-    if rc == ETIMEDOUT:
-        return 0 if wrote else -1
-    raise (replies if wrote else requests)._fail(rc, "round trip")
-
-
 class MessageQueue:
     """A single-producer/single-consumer queue of ``dtype`` elements.
 
@@ -505,28 +405,25 @@ class MessageQueue:
         self._creator = creator
         self._creator_pid = os.getpid() if creator_pid is None else creator_pid
         self._active: list[None] = []  # EventFlag calls in flight on our word
-        self._handle = ffi.new("char[]", lib.nnb_fmq_handle_bytes())
-        self._q = ffi.cast("nnb_fmq_t *", self._handle)
-        self._base = ffi.from_buffer(region.mmap, require_writable=True)
-        self._regions = ffi.new("nnb_region_t[2]")
-        flags = HAS_EVFLAG if event_flag else 0
-        if creator:
-            rc = lib.nnb_fmq_create(
-                self._q, self._base, region.size, dtype.itemsize, count, flavor, flags
+        try:
+            self._native = QueueHandle(
+                region.mmap,
+                region.size,
+                dtype.itemsize,
+                count,
+                flavor,
+                event_flag,
+                create=creator,
+                reset=reset,
             )
-        else:
-            rc = lib.nnb_fmq_attach(
-                self._q, self._base, region.size, dtype.itemsize, count, flavor, flags, int(reset)
-            )
-        if rc:
-            ffi.release(self._base)
+        except NNError as exc:
             raise BadDataError(
                 f"shared segment {region.name} does not hold the queue the descriptor describes"
-            )
+            ) from exc
         assert region.mmap is not None
         self._ring = np.frombuffer(region.mmap, dtype=dtype, count=count, offset=RING_OFFSET)
-        word = lib.nnb_fmq_evflag_word(self._q)
-        self._event_flag = EventFlag(word, self, self._active) if event_flag else None
+        word = self._native.word
+        self._event_flag = EventFlag(word, self, self._active) if word is not None else None
         self._can_block = event_flag and flavor == Flavor.SYNCHRONIZED_READ_WRITE
         # One-entry caches (array, C pointer, element count) of the last
         # caller arrays: the hot path reuses the same message and out arrays,
@@ -574,28 +471,28 @@ class MessageQueue:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ClosedResourceError("the queue is closed")
+            raise ClosedResourceError(_CLOSED)
 
     def _check_blocking(self) -> None:
         if self._closed:
-            raise ClosedResourceError("the queue is closed")
+            raise ClosedResourceError(_CLOSED)
         if self.flavor != Flavor.SYNCHRONIZED_READ_WRITE:
             raise BadStateError("blocking calls need a synchronized queue")
         if self._event_flag is None:
             raise BadStateError("blocking calls need a queue created with an event flag")
 
-    def _source(self, items: Any) -> tuple[Any, Any, int]:
+    def _source(self, items: Any) -> tuple[Any, CData, int]:
         """(array, C pointer, count) of what to write; cached for reused arrays."""
         src = self._src
         if items is src[0]:
             return src
         array = self._as_elements(items)
-        src = (array, ffi.from_buffer(array), array.size)
+        src = (array, pointer(array), array.size)
         if array is items:
             self._src = src
         return src
 
-    def _target(self, out: np.ndarray) -> tuple[Any, Any, int]:
+    def _target(self, out: np.ndarray) -> tuple[Any, CData, int]:
         """(array, C pointer, count) of an out array; cached, callers reuse one."""
         dst = self._dst
         if out is dst[0]:
@@ -607,17 +504,14 @@ class MessageQueue:
             or not out.flags.writeable
         ):
             raise BadDataError(f"out must be a writable C-contiguous numpy array of {self.dtype}")
-        self._dst = (out, ffi.from_buffer(out), out.size)
+        self._dst = (out, pointer(out), out.size)
         return self._dst
 
     def _forget_arrays(self) -> None:
-        for _, pointer, _ in (self._src, self._dst):
-            if pointer is not None:
-                ffi.release(pointer)
+        for _, cdata, _ in (self._src, self._dst):
+            if cdata is not None:
+                release(cdata)
         self._src = self._dst = _NO_ARRAY
-
-    def _fail(self, rc: int, what: str) -> Exception:
-        return error_for(rc, what, closed_locally=self._closed)
 
     def _as_elements(self, items: Any) -> np.ndarray:
         """Items as a contiguous array of our dtype, without copying if it already is."""
@@ -632,30 +526,19 @@ class MessageQueue:
         """Elements readable now; more than the capacity means an unsynchronized
         reader was overrun (its next read fails once and resyncs)."""
         self._check_open()
-        n = lib.nnb_fmq_available_to_read(self._q)
-        if n < 0:
-            raise self._fail(n, "available_to_read")
-        return int(n)
+        return self._native.available_to_read()
 
     def available_to_write(self) -> int:
         self._check_open()
-        n = lib.nnb_fmq_available_to_write(self._q)
-        if n < 0:
-            raise self._fail(n, "available_to_write")
-        return int(n)
+        return self._native.available_to_write()
 
     # -- non-blocking -----------------------------------------------------
 
     def write(self, items: Any) -> bool:
         """Write all of ``items`` or nothing; False if there is not room."""
         src = self._src
-        _, pointer, n = src if items is src[0] else self._source(items)
-        rc = lib.nnb_fmq_write(self._q, pointer, n)
-        if rc == 0:
-            return True
-        if rc in (EAGAIN, EINVAL):
-            return False
-        raise self._fail(rc, "write")
+        _, cdata, n = src if items is src[0] else self._source(items)
+        return self._native.write(cdata, n)
 
     def read(self, n: int) -> np.ndarray | None:
         """Read exactly ``n`` elements, or None if fewer are there (or an
@@ -666,15 +549,16 @@ class MessageQueue:
     def read_into(self, out: np.ndarray) -> bool:
         """Fill ``out`` (a contiguous array of our dtype) or leave it untouched."""
         dst = self._dst
-        _, pointer, n = dst if out is dst[0] else self._target(out)
-        rc = lib.nnb_fmq_read(self._q, pointer, n)
-        if rc == 0:
-            return True
-        if rc in (EAGAIN, EINVAL, EOVERFLOW):
-            return False
-        raise self._fail(rc, "read")
+        _, cdata, n = dst if out is dst[0] else self._target(out)
+        return self._native.read(cdata, n)
 
     # -- blocking ---------------------------------------------------------
+    #
+    # The public calls take libfmq's timeout_ns (0 = forever) and convert it
+    # once (nnburst.deadlines); the *_until forms take that absolute deadline
+    # (None: none), for callers that hold one already (a burst).  Each pair
+    # repeats its few lines rather than one calling the other: a Python call
+    # costs as much as the C call's bookkeeping.
 
     def write_blocking(
         self,
@@ -696,20 +580,32 @@ class MessageQueue:
         if not self._blocking_ready:
             self._check_blocking()
         src = self._src
-        _, pointer, n = src if items is src[0] else self._source(items)
+        _, cdata, n = src if items is src[0] else self._source(items)
         if n > self._count:
             return False
-        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
-        rc = EINTR
-        while rc == EINTR:  # a signal: its Python handler has run; go on
-            rc = lib.nnb_fmq_write_blocking(
-                self._q, pointer, n, read_notification, write_notification, deadline, spin_ns
-            )
-        if rc == 0:
-            return True
-        if rc == ETIMEDOUT:
+        deadline_ns = deadlines.after(timeout_ns)
+        return self._native.write_until(
+            cdata, n, read_notification, write_notification, deadline_ns, spin_ns
+        )
+
+    def write_until(
+        self,
+        items: Any,
+        deadline_ns: int | None,
+        read_notification: int = FMQ_NOT_FULL,
+        write_notification: int = FMQ_NOT_EMPTY,
+        spin_ns: int = 0,
+    ) -> bool:
+        """:meth:`write_blocking` until the absolute ``deadline_ns``."""
+        if not self._blocking_ready:
+            self._check_blocking()
+        src = self._src
+        _, cdata, n = src if items is src[0] else self._source(items)
+        if n > self._count:
             return False
-        raise self._fail(rc, "write_blocking")
+        return self._native.write_until(
+            cdata, n, read_notification, write_notification, deadline_ns, spin_ns
+        )
 
     def read_blocking(
         self,
@@ -735,25 +631,46 @@ class MessageQueue:
             self._check_blocking()
         if out is None:
             out = np.empty(n, dtype=self.dtype)
-            pointer = ffi.from_buffer(out)
+            cdata = pointer(out)
         else:
             dst = self._dst
-            _, pointer, size = dst if out is dst[0] else self._target(out)
+            _, cdata, size = dst if out is dst[0] else self._target(out)
             if size != n:
                 raise BadDataError(f"out holds {out.size} elements, not {n}")
         if n > self._count:
             return None
-        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
-        rc = EINTR
-        while rc == EINTR:
-            rc = lib.nnb_fmq_read_blocking(
-                self._q, pointer, n, read_notification, write_notification, deadline, spin_ns
-            )
-        if rc == 0:
-            return out
-        if rc == ETIMEDOUT:
+        deadline_ns = deadlines.after(timeout_ns)
+        done = self._native.read_until(
+            cdata, n, read_notification, write_notification, deadline_ns, spin_ns
+        )
+        return out if done else None
+
+    def read_until(
+        self,
+        n: int,
+        deadline_ns: int | None,
+        read_notification: int = FMQ_NOT_FULL,
+        write_notification: int = FMQ_NOT_EMPTY,
+        spin_ns: int = 0,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray | None:
+        """:meth:`read_blocking` until the absolute ``deadline_ns``."""
+        if not self._blocking_ready:
+            self._check_blocking()
+        if out is None:
+            out = np.empty(n, dtype=self.dtype)
+            cdata = pointer(out)
+        else:
+            dst = self._dst
+            _, cdata, size = dst if out is dst[0] else self._target(out)
+            if size != n:
+                raise BadDataError(f"out holds {out.size} elements, not {n}")
+        if n > self._count:
             return None
-        raise self._fail(rc, "read_blocking")
+        done = self._native.read_until(
+            cdata, n, read_notification, write_notification, deadline_ns, spin_ns
+        )
+        return out if done else None
 
     def read_available_blocking(
         self,
@@ -772,35 +689,63 @@ class MessageQueue:
         if not self._blocking_ready:
             self._check_blocking()
         dst = self._dst
-        _, pointer, size = dst if out is dst[0] else self._target(out)
-        deadline = -1 if timeout_ns == 0 else deadline_for(timeout_ns)
-        rc = EINTR
-        while rc == EINTR:
-            rc = lib.nnb_fmq_read_available_blocking(
-                self._q, pointer, size, read_notification, write_notification, deadline, spin_ns
-            )
-        if rc > 0:
-            return int(rc)
-        if rc == ETIMEDOUT:
-            return 0
-        raise self._fail(rc, "read_available_blocking")
+        _, cdata, size = dst if out is dst[0] else self._target(out)
+        deadline_ns = deadlines.after(timeout_ns)
+        return self._native.read_available_until(
+            cdata, size, read_notification, write_notification, deadline_ns, spin_ns
+        )
+
+    def read_available_until(
+        self,
+        out: np.ndarray,
+        deadline_ns: int | None,
+        read_notification: int = FMQ_NOT_FULL,
+        write_notification: int = FMQ_NOT_EMPTY,
+        spin_ns: int = 0,
+    ) -> int:
+        """:meth:`read_available_blocking` until the absolute ``deadline_ns``."""
+        if not self._blocking_ready:
+            self._check_blocking()
+        dst = self._dst
+        _, cdata, size = dst if out is dst[0] else self._target(out)
+        return self._native.read_available_until(
+            cdata, size, read_notification, write_notification, deadline_ns, spin_ns
+        )
 
     def round_trip(
         self, reply_queue: MessageQueue, request: np.ndarray, reply: np.ndarray, spin_ns: int = 0
     ) -> RoundTrip:
         """A prepared request/response exchange over fixed buffers: the hot
-        path of a burst client or server, one C call per round trip."""
-        return RoundTrip(self, reply_queue, request, reply, spin_ns)
+        path of a burst client or server, one C call per round trip.
+
+        ``rt(n, deadline_ns=None, spin_ns=None)`` sends ``request[:n]`` on this
+        queue and reads the whole reply from ``reply_queue`` into ``reply``;
+        see :class:`nnburst._bindings.RoundTrip`.  Closing either queue makes
+        calls fail with ClosedResourceError; the C core refuses them before
+        touching memory."""
+        self._check_blocking()
+        reply_queue._check_blocking()
+        for name, queue, array in (("request", self, request), ("reply", reply_queue, reply)):
+            if (
+                type(array) is not np.ndarray
+                or array.dtype != queue.dtype
+                or not array.flags.c_contiguous
+            ):
+                raise BadDataError(f"{name} must be a C-contiguous numpy array of {queue.dtype}")
+        if not reply.flags.writeable:
+            raise BadDataError("reply must be writable")
+        return RoundTrip(
+            self._native, reply_queue._native, request, reply, spin_ns, keep=(self, reply_queue)
+        )
 
     # -- zero copy --------------------------------------------------------
 
-    def _transaction(self, n: int) -> Transaction:
+    def _transaction(self, n: int, granted: list[tuple[int, int]]) -> Transaction:
         quantum = self.dtype.itemsize
         views = []
-        for region in self._regions:
-            if region.count:
-                first = region.offset_bytes // quantum
-                views.append(self._ring[first : first + region.count])
+        for offset_bytes, count in granted:
+            first = offset_bytes // quantum
+            views.append(self._ring[first : first + count])
         return Transaction(tuple(views), n)
 
     def begin_write(self, n: int) -> Transaction | None:
@@ -808,45 +753,27 @@ class MessageQueue:
         self._check_open()
         if n < 0:
             raise BadDataError(f"cannot write {n} elements")
-        rc = lib.nnb_fmq_begin_write(self._q, n, self._regions)
-        if rc in (EAGAIN, EINVAL):
-            return None
-        if rc:
-            raise self._fail(rc, "begin_write")
-        return self._transaction(n)
+        granted = self._native.begin_write(n)
+        return None if granted is None else self._transaction(n, granted)
 
     def commit_write(self, n: int) -> bool:
         """Publish ``n`` slots filled since ``begin_write`` (at most as many as granted)."""
         self._check_open()
-        rc = lib.nnb_fmq_commit_write(self._q, n)
-        if rc == EINVAL:
-            return False
-        if rc:
-            raise self._fail(rc, "commit_write")
-        return True
+        return self._native.commit_write(n)
 
     def begin_read(self, n: int) -> Transaction | None:
         """Grant read access to the next ``n`` elements in place; None if fewer are there."""
         self._check_open()
         if n < 0:
             raise BadDataError(f"cannot read {n} elements")
-        rc = lib.nnb_fmq_begin_read(self._q, n, self._regions)
-        if rc in (EAGAIN, EINVAL, EOVERFLOW):
-            return None
-        if rc:
-            raise self._fail(rc, "begin_read")
-        return self._transaction(n)
+        granted = self._native.begin_read(n)
+        return None if granted is None else self._transaction(n, granted)
 
     def commit_read(self, n: int) -> bool:
         """Release ``n`` elements read since ``begin_read``.  False if more than
         granted, or if an unsynchronized writer overran them meanwhile."""
         self._check_open()
-        rc = lib.nnb_fmq_commit_read(self._q, n)
-        if rc in (EINVAL, EOVERFLOW):
-            return False
-        if rc:
-            raise self._fail(rc, "commit_read")
-        return True
+        return self._native.commit_read(n)
 
     # -- lifetime ---------------------------------------------------------
 
@@ -867,22 +794,19 @@ class MessageQueue:
         # mapping stays valid until no call is left inside.
         self._closed = True
         self._blocking_ready = False
-        if self._event_flag is not None and (
-            self.flavor == Flavor.SYNCHRONIZED_READ_WRITE or self._creator
-        ):
-            lib.nnb_evflag_wake(lib.nnb_fmq_evflag_word(self._q), EF_TEARDOWN)
+        native = self._native
+        native.shut_down(tear_down=self.flavor == Flavor.SYNCHRONIZED_READ_WRITE or self._creator)
         region = self._region
         assert region is not None
-        lib.nnb_fmq_shutdown(self._q)
         region.close_fd()  # a sealed segment's fd: not needed to keep the mapping
-        deadline = time.monotonic() + _CLOSE_DRAIN_S
-        while (self._active or lib.nnb_fmq_calls_inside(self._q)) and time.monotonic() < deadline:
+        end = time.monotonic() + _CLOSE_DRAIN_S
+        while (self._active or native.calls_inside()) and time.monotonic() < end:
             time.sleep(0.0002)
-        if not self._active and not lib.nnb_fmq_calls_inside(self._q):
+        if not self._active and not native.calls_inside():
             # Nothing is inside the C core: safe to unmap.  numpy views the
             # caller still holds keep the pages mapped until they go.
             self._forget_arrays()
-            ffi.release(self._base)
+            native.release()
             self._ring = None  # type: ignore[assignment]
             region.close()
         if self._creator or not shm.pid_alive(self._creator_pid):

@@ -15,14 +15,12 @@ import threading
 import time
 from typing import Any
 
-from nnburst._bindings import ffi
-
 HANG_GUARD_SECONDS = 30.0
 
 
 def word_address(event_flag: Any) -> int:
     """The address of an EventFlag's futex word in this process."""
-    return int(ffi.cast("uintptr_t", event_flag._word))
+    return int(event_flag._word.address)
 
 
 def futex_word(thread: threading.Thread | int) -> int | None:

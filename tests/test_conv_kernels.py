@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nnburst._bindings import lib
+from nnburst import _bindings
 from nnburst.codes import FuseCode, PaddingCode
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
@@ -556,9 +556,9 @@ def test_c_depthwise_kernel_refuses_what_does_not_fit():
 # ---------------------------------------------------------- the C conv kernel
 
 C_CONV_PATHS = {
-    "portable": lib.NNB_CONV_PORTABLE,
-    "avx2": lib.NNB_CONV_AVX2,
-    "avx512": lib.NNB_CONV_AVX512,
+    "portable": _bindings.CONV_PORTABLE,
+    "avx2": _bindings.CONV_AVX2,
+    "avx512": _bindings.CONV_AVX512,
 }
 
 

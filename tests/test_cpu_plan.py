@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnburst._bindings import ffi, lib
+from nnburst._bindings import plan as c_plan
 from nnburst.codes import FuseCode, OperationCode
 from nnburst.cpu import optimise, plan
 from nnburst.cpu.executor import PreparedModel
+from nnburst.errors import NNError
 from nnburst.hal.model import HalModel
 
 from .test_graph_optimiser import Graph
@@ -102,30 +103,27 @@ def test_inputs_of_another_layout_or_type_run_as_the_operations_would(
 
 
 def test_the_c_plan_refuses_tables_that_reach_outside_its_buffers() -> None:
-    arena = np.zeros(8, np.float32)
     x = np.ones(4, np.float32)
     out = np.zeros(4, np.float32)
-    floats = ffi.new("int64_t[]", [4, 4])
-    tensors = ffi.new("float *[]", [ffi.from_buffer("float[]", x), ffi.from_buffer("float[]", out)])
 
-    def run(**fields: int) -> int:
-        step = ffi.new("nnb_plan_step[]", 1)
-        settings = {"kind": lib.NNB_PLAN_ADD, "a": -1, "b": -1, "out": -2, "count": 4}
+    def run(**fields: int) -> None:
+        settings = {"kind": c_plan.ADD, "a": -1, "b": -1, "out": -2, "count": 4}
         settings.update({"a_step": 1, "b_step": 1, **fields})
-        for name, value in settings.items():
-            setattr(step[0], name, value)
-        step[0].lo, step[0].hi = -np.inf, np.inf
-        return int(
-            lib.nnb_plan_run(step, 1, ffi.from_buffer("float[]", arena), 8, tensors, floats, 2)
-        )
+        step = c_plan.PlanStep(**settings, lo=-np.inf, hi=np.inf)
+        c_plan.PlanTable([step], [4, 4], 8).run([x, out])
 
-    assert run() == 0 and list(out) == [2.0] * 4
-    assert run(out=5) == lib.NNB_EINVAL  # arena floats 5..9 of 8
-    assert run(a=-3) == lib.NNB_EINVAL  # a third tensor of two
-    assert run(count=5) == lib.NNB_EINVAL  # more floats than the tensors hold
-    assert run(kind=99) == lib.NNB_EINVAL
-    assert run(a_step=2) == lib.NNB_EINVAL
-    assert run(out=-1, a=-1, a_step=0) == lib.NNB_EINVAL  # written over a broadcast input
+    run()
+    assert list(out) == [2.0] * 4
+    for bad in (
+        {"out": 5},  # arena floats 5..9 of 8
+        {"a": -3},  # a third tensor of two
+        {"count": 5},  # more floats than the tensors hold
+        {"kind": 99},
+        {"a_step": 2},
+        {"out": -1, "a": -1, "a_step": 0},  # written over a broadcast input
+    ):
+        with pytest.raises(NNError, match="refused its own tables"):
+            run(**bad)
 
 
 def test_a_chain_of_200_adds_is_one_c_call(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-from nnburst import shm
+from nnburst import deadlines, shm
 from nnburst.errors import BadDataError, BrokenResourceError, ClosedResourceError
 from nnburst.fmq import Flavor, MessageQueue
 
@@ -232,7 +232,7 @@ def test_request_reply_round_trips_in_one_call(mode):
         call = requests.round_trip(replies, message, reply, spin_ns=10_000)
         for i in range(50):
             message[:] = sequence(i, 16)
-            n = call(1 + i % 16, timeout_ns=5 * SECOND)
+            n = call(1 + i % 16, deadlines.after(5 * SECOND))
             assert n == 1 + i % 16
             assert np.array_equal(reply[:n], sequence(i, n) + 1)
         peer.join()
@@ -241,9 +241,9 @@ def test_request_reply_round_trips_in_one_call(mode):
 def test_round_trip_reports_a_reply_timeout_and_a_closed_queue():
     with MessageQueue(np.int32, 8) as requests, MessageQueue(np.int32, 8) as replies:
         call = requests.round_trip(replies, np.zeros(4, np.int32), np.zeros(8, np.int32))
-        assert call(4, timeout_ns=2_000_000) == 0  # sent, no reply
-        assert call(4, timeout_ns=2_000_000) == 0
-        assert call(4, timeout_ns=2_000_000) == -1  # the request queue is full now
+        assert call(4, deadlines.after(2_000_000)) == 0  # sent, no reply
+        assert call(4, deadlines.after(2_000_000)) == 0
+        assert call(4, deadlines.after(2_000_000)) == -1  # the request queue is full now
         with pytest.raises(BadDataError):
             call(5)
     with pytest.raises(ClosedResourceError):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnburst._bindings import ffi, lib
 from nnburst.fmq import Flavor, MessageQueue
 
 CAPACITY = 2048
@@ -159,20 +158,19 @@ class LapDuringCopy:
     def __init__(self, reader: MessageQueue, writer: MessageQueue, burst: np.ndarray) -> None:
         self.reader, self.writer, self.burst = reader, writer, burst
         self.calls = 0
-        self._callback = ffi.callback("void(void *)", self._run)
 
-    def _run(self, _ctx) -> None:
+    def _run(self) -> None:
         self.calls += 1
         if self.calls == 1:  # writes of at most a ring each
             for start in range(0, len(self.burst), RING):
                 assert self.writer.write(self.burst[start : start + RING])
 
     def __enter__(self) -> LapDuringCopy:
-        lib.nnb_fmq_set_read_hook(self.reader._q, self._callback, ffi.NULL)
+        self.reader._native.set_read_hook(self._run)
         return self
 
     def __exit__(self, *exc) -> None:
-        lib.nnb_fmq_set_read_hook(self.reader._q, ffi.NULL, ffi.NULL)
+        self.reader._native.set_read_hook(None)
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ import time
 import numpy as np
 import pytest
 
-from nnburst._bindings import READ_OFFSET, WRITE_OFFSET, lib
+from nnburst import deadlines
+from nnburst._bindings import READ_OFFSET, WRITE_OFFSET
 from nnburst.errors import BadDataError, BadStateError, ClosedResourceError, CorruptQueueError
 from nnburst.fmq import Descriptor, Flavor, MessageQueue
 
@@ -159,7 +160,7 @@ def test_a_round_trip_of_the_whole_request_and_of_nothing_are_sent(pair):
     requests, replies = pair
     request = np.arange(4, dtype=np.int32)
     call = requests.round_trip(replies, request, np.zeros(8, np.int32))
-    assert call(4, timeout_ns=1) == 0  # sent; no reply yet
+    assert call(4, deadlines.after(1)) == 0  # sent; no reply yet
     assert requests.read(4).tolist() == [0, 1, 2, 3]
 
 
@@ -176,6 +177,9 @@ def test_blocking_calls_need_a_synchronized_queue_with_an_event_flag(flavor):
             lambda: q.write_blocking(np.zeros(1, np.int32), timeout_ns=1),
             lambda: q.read_blocking(1, timeout_ns=1),
             lambda: q.read_available_blocking(np.zeros(2, np.int32), timeout_ns=1),
+            lambda: q.write_until(np.zeros(1, np.int32), None),
+            lambda: q.read_until(1, None),
+            lambda: q.read_available_until(np.zeros(2, np.int32), None),
         ]
         for call in calls:
             for _ in range(2):  # the second call must not skip the check
@@ -377,7 +381,7 @@ def test_a_signal_during_a_round_trip_with_a_timeout_keeps_the_deadline(pair):
         lambda: replies.write_blocking(np.array([7], np.int32), timeout_ns=GUARD_NS)
     )
     try:
-        assert call(4, timeout_ns=GUARD_NS) == 1
+        assert call(4, deadlines.after(GUARD_NS)) == 1
     finally:
         finish(thread, previous)
     assert len(handled) == 2 and reply[0] == 7
@@ -466,7 +470,7 @@ def test_a_close_racing_a_call_is_reported_by_that_call(name):
     with MessageQueue(np.int32, 8) as q:
         assert q.write(np.ones(2, np.int32))
         assert q.begin_read(1) is not None and q.begin_write(1) is not None
-        lib.nnb_fmq_shutdown(q._q)  # what close() does first, from the other thread
+        q._native.shut_down(tear_down=False)  # what close() does first, from the other thread
         with pytest.raises(
             ClosedResourceError, match=rf"^BAD_STATE: {name}: the queue was closed$"
         ):

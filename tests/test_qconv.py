@@ -17,12 +17,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from nnburst.codes import FuseCode, PaddingCode
-from nnburst.codes import OperandCode as T
-from nnburst.codes import OperationCode as Op
-from nnburst.cpu.executor import PreparedModel
-from nnburst.cpu.ops import conv, fixed_point, fully_connected
-from nnburst.cpu.ops.qconv import (
+from nnburst._bindings.qconv import (
     PATH_BEST,
     PATH_PORTABLE,
     NotExactError,
@@ -30,6 +25,11 @@ from nnburst.cpu.ops.qconv import (
     available_paths,
     vector_path,
 )
+from nnburst.codes import FuseCode, PaddingCode
+from nnburst.codes import OperandCode as T
+from nnburst.codes import OperationCode as Op
+from nnburst.cpu.executor import PreparedModel
+from nnburst.cpu.ops import conv, fixed_point, fully_connected
 from nnburst.cpu.ops.window_geometry import Window2D
 from nnburst.errors import BadDataError
 from nnburst.operands import ChannelQuant, OperandInfo

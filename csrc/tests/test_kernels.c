@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nnburst.h"
+#include "kernels.h"
 
 static int64_t between(int64_t lo, int64_t hi) { return lo + rand() % (hi - lo + 1); }
 

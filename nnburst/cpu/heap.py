@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import os
 
-from .._bindings import lib
+from .._bindings import keep_freed_memory as _keep_freed_memory
+from ..errors import NNError
 
 #: Blocks below this come from the heap, not mmap: glibc's ceiling on 64-bit.
 MMAP_THRESHOLD = 32 << 20
@@ -34,8 +35,10 @@ def keep_freed_memory() -> bool:
         if os.environ.get(ENV) == "default":
             _applied = False
         else:
-            rc = lib.nnb_keep_freed_memory(MMAP_THRESHOLD, TRIM_THRESHOLD)
-            _applied = rc == 0
-            if rc:
-                logger.debug("malloc thresholds left as they are (errno %d)", -rc)
+            try:
+                _keep_freed_memory(MMAP_THRESHOLD, TRIM_THRESHOLD)
+                _applied = True
+            except NNError as exc:
+                _applied = False
+                logger.debug("malloc thresholds left as they are (%s)", exc)
     return _applied

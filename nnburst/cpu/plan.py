@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from .._bindings import ffi, lib
+from .._bindings import plan as c_plan
 from ..codes import FuseCode, OperandCode, OperationCode
-from ..errors import NNError
 from ..hal.model import Lifetime, Subgraph
 from ..operands import OperandInfo
 from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
@@ -42,12 +41,12 @@ logger = logging.getLogger("nnburst.compilation.plan")
 MIN_RUN = 2
 
 _BINARY = {
-    OperationCode.ADD: lib.NNB_PLAN_ADD,
-    OperationCode.SUB: lib.NNB_PLAN_SUB,
-    OperationCode.MUL: lib.NNB_PLAN_MUL,
-    OperationCode.DIV: lib.NNB_PLAN_DIV,
-    OperationCode.MAXIMUM: lib.NNB_PLAN_MAXIMUM,
-    OperationCode.MINIMUM: lib.NNB_PLAN_MINIMUM,
+    OperationCode.ADD: c_plan.ADD,
+    OperationCode.SUB: c_plan.SUB,
+    OperationCode.MUL: c_plan.MUL,
+    OperationCode.DIV: c_plan.DIV,
+    OperationCode.MAXIMUM: c_plan.MAXIMUM,
+    OperationCode.MINIMUM: c_plan.MINIMUM,
 }
 _CLAMPS = {
     OperationCode.RELU: FuseCode.RELU,
@@ -129,9 +128,9 @@ def _step(op: Any, subgraph: Subgraph) -> _Step | None:
     if code in _BINARY:
         kind = _BINARY[code]
     elif code in _CLAMPS:
-        kind = lib.NNB_PLAN_CLAMP
+        kind = c_plan.CLAMP
     else:
-        kind = lib.NNB_PLAN_HARD_SWISH
+        kind = c_plan.HARD_SWISH
     return _Step(kind, tuple(tensors), op.outputs[0], count, lo, hi)
 
 
@@ -155,21 +154,24 @@ def _run(operations: list[Any], steps: list[Any], subgraph: Subgraph, later: set
         if step.output not in refs:
             refs[step.output] = arena
             arena += step.count
-    table: Any = ffi.new("nnb_plan_step[]", len(steps))  # its entries' fields are set below
-    for entry, step in zip(table, steps):
-        entry.kind = step.kind
-        entry.a = refs[step.inputs[0]]
-        entry.a_step = int(_count(subgraph, step.inputs[0]) == step.count)
-        if len(step.inputs) > 1:
-            entry.b = refs[step.inputs[1]]
-            entry.b_step = int(_count(subgraph, step.inputs[1]) == step.count)
-        entry.out = refs[step.output]
-        entry.count = step.count
-        entry.lo, entry.hi = step.lo, step.hi
+    entries = [
+        c_plan.PlanStep(
+            kind=step.kind,
+            a=refs[step.inputs[0]],
+            a_step=int(_count(subgraph, step.inputs[0]) == step.count),
+            b=refs[step.inputs[1]] if len(step.inputs) > 1 else None,
+            b_step=int(len(step.inputs) > 1 and _count(subgraph, step.inputs[1]) == step.count),
+            out=refs[step.output],
+            count=step.count,
+            lo=step.lo,
+            hi=step.hi,
+        )
+        for step in steps
+    ]
     infos = [subgraph.operands[i].info for i in tensors]
-    floats = ffi.new("int64_t[]", [math.prod(info.dimensions or ()) for info in infos])
+    table = c_plan.PlanTable(entries, [math.prod(i.dimensions or ()) for i in infos], arena)
     fallback = _one_by_one(operations, subgraph, inputs, outputs)
-    kernel = _kernel(table, len(steps), arena, floats, infos, len(inputs), fallback)
+    kernel = _kernel(table, infos, len(inputs), fallback)
     logger.debug(
         "plan: %d operations (%s) as one C call",
         len(operations),
@@ -197,17 +199,13 @@ def _count(subgraph: Subgraph, index: int) -> int:
 
 
 def _kernel(
-    table: Any,
-    count: int,
-    arena_floats: int,
-    floats: Any,
+    table: c_plan.PlanTable,
     infos: list[OperandInfo],
     input_count: int,
     fallback: Callable[[Sequence[np.ndarray | None]], list[np.ndarray]],
 ) -> Callable[[Sequence[np.ndarray | None]], list[np.ndarray]]:
     shapes = [tuple(info.dimensions or ()) for info in infos]
     input_shapes, output_shapes = shapes[:input_count], shapes[input_count:]
-    tensor_count = len(shapes)
     f32 = np.dtype(np.float32)
 
     def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
@@ -217,20 +215,7 @@ def _kernel(
                 return fallback(inputs)
             arrays.append(x if x.flags.c_contiguous else np.ascontiguousarray(x))
         outputs = [np.empty(shape, f32) for shape in output_shapes]
-        arena = np.empty(arena_floats, f32)
-        buffers = [ffi.from_buffer("float[]", a) for a in (*arrays, *outputs)]
-        pointers = ffi.new("float *[]", buffers)
-        rc = lib.nnb_plan_run(
-            table,
-            count,
-            ffi.from_buffer("float[]", arena),
-            arena_floats,
-            pointers,
-            floats,
-            tensor_count,
-        )
-        if rc:
-            raise NNError(f"the C plan refused its own tables ({rc})")  # a planner bug
+        table.run([*arrays, *outputs])
         return outputs
 
     return kernel

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import tracing
+from .. import deadlines, tracing
 from ..codes import ErrorStatus, PreferenceCode
 from ..errors import (
     BadDataError,
@@ -272,7 +272,7 @@ class ExecutionBurstController:
             if len(words) > len(self._request_words):
                 return ErrorStatus.GENERAL_FAILURE, [], Timing(), True
             wait_limited = deadline_ns is None
-            if wait_limited:
+            if wait_limited:  # still an absolute deadline: the wedged-server limit
                 deadline_ns = time.monotonic_ns() + self._wait_limit_ns
             try:
                 with tracing.span(tracing.Layer.IPC, tracing.Phase.EXECUTION, "burst round trip"):
@@ -355,31 +355,21 @@ class ExecutionBurstController:
         datums, 0 if it missed the deadline (then it is owed), -1 if nothing was sent."""
         if self._owed:
             # The previous request's late result: drop it before sending.
-            timeout = self._timeout_ns(deadline_ns)
             if (
-                timeout < 0
-                or self._results.read_available_blocking(self._result_buffer, timeout) == 0
+                deadlines.passed(deadline_ns)
+                or self._results.read_available_until(self._result_buffer, deadline_ns) == 0
             ):
                 return -1
             self._owed = False
-        timeout = self._timeout_ns(deadline_ns)
-        if timeout < 0:
+        if deadlines.passed(deadline_ns):
             return -1
         self._request_words[: len(words)] = words
         spin = self._spin.next_window()
         start = time.monotonic_ns()
-        received = self._round_trip(len(words) // WORDS, timeout, spin)
+        received = self._round_trip(len(words) // WORDS, deadline_ns, spin)
         self._spin.record(spin, time.monotonic_ns() - start)
         self._owed = received == 0
         return received
-
-    @staticmethod
-    def _timeout_ns(deadline_ns: int | None) -> int:
-        """What ``RoundTrip`` takes: 0 waits forever; -1 means the deadline passed."""
-        if deadline_ns is None:
-            return 0
-        left = deadline_ns - time.monotonic_ns()
-        return left if left > 0 else -1
 
     def free_memory(self, key: Hashable) -> None:
         """Tell the server a memory is gone; unknown and double frees stay local.

@@ -226,7 +226,7 @@ class _Worker:
     def run(self) -> None:
         spin = SpinPolicy(self.spin_ns)
         try:
-            n = self.requests.read_available_blocking(self.request_buffer, spin_ns=self.spin_ns)
+            n = self.requests.read_available_until(self.request_buffer, None, spin_ns=self.spin_ns)
             reply_and_wait = self.results.round_trip(
                 self.requests, self.result_buffer, self.request_buffer, self.spin_ns
             )
@@ -234,7 +234,7 @@ class _Worker:
                 datums = self.respond(n)
                 window = spin.next_window()
                 start = time.monotonic_ns()
-                n = reply_and_wait(datums, 0, window)
+                n = reply_and_wait(datums, None, window)  # no deadline: the client's to end
                 spin.record(window, time.monotonic_ns() - start)
         except (ClosedResourceError, BrokenResourceError):
             pass  # torn down by either side: the burst is over

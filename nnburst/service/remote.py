@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from .. import tracing
+from .. import deadlines, tracing
 from ..codes import ErrorStatus, PreferenceCode, PriorityCode
 from ..errors import BrokenResourceError, NNError, status_for_result_code
 from ..hal.burst_controller import ExecutionBurstController
@@ -74,6 +74,14 @@ _TRACE_PHASE: dict[int, str] = {
     Kind.EXECUTE: tracing.Phase.EXECUTION,
     Kind.RELEASE_MODEL: tracing.Phase.TERMINATION,
 }
+
+
+def _reply_timeout(deadline_ns: int | None, default_s: float) -> float:
+    """How long (s) the socket waits for the reply to a call bounded by
+    ``deadline_ns``: what is left of it and the slack for the trip back."""
+    if deadline_ns is None:
+        return default_s
+    return deadlines.seconds_left(deadline_ns, DEADLINE_SLACK_S)
 
 
 def _connect(path: str, timeout: float) -> socket.socket:
@@ -233,9 +241,7 @@ class RemoteDevice(IDevice):
         payload = protocol.encode_prepare(
             self.index, int(preference), int(priority), deadline_ns, model
         )
-        timeout = PREPARE_TIMEOUT_S
-        if deadline_ns is not None:
-            timeout = max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9) + DEADLINE_SLACK_S
+        timeout = _reply_timeout(deadline_ns, PREPARE_TIMEOUT_S)
         reply = self.client.call(Kind.PREPARE_MODEL, payload, timeout=timeout)
         reply.close_fds()
         return RemotePreparedModel(self, protocol.decode_u32(reply.payload))
@@ -297,9 +303,7 @@ class RemotePreparedModel(IPreparedModel):
         except Exception as exc:  # a negative offset, a huge rank: struct refuses it
             log.info("cannot encode the request: %s", exc)
             return ErrorStatus.INVALID_ARGUMENT, [], NO_TIMING
-        timeout = EXECUTE_TIMEOUT_S
-        if deadline_ns is not None:
-            timeout = max(0.0, (deadline_ns - time.monotonic_ns()) / 1e9) + DEADLINE_SLACK_S
+        timeout = _reply_timeout(deadline_ns, EXECUTE_TIMEOUT_S)
         try:
             reply = self._client.call(Kind.EXECUTE, payload, [p.fd for p in pools], timeout=timeout)
         except BrokenResourceError as exc:

@@ -21,7 +21,7 @@ DEPTHWISE_CONV_2D is no matrix product at all.  float64 sums keep the
 im2col matmul and einsum.
 
 A quantized layer bound at prepare time (constant filter, known shapes,
-NHWC, depth multiplier 1) runs the int32 C kernels of ``qconv.py``
+NHWC, depth multiplier 1) runs the int32 C kernels of ``_bindings/qconv.py``
 instead: exact int32 sums and the requantization in one pass, 2-4x the
 float route; a layer whose sums could leave int32 keeps the float route.
 
@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bindings.qconv import QuantConv, vector_path
 from ...codes import OperandCode, OperationCode, PaddingCode
 from ...errors import BadDataError
 from ...operands import OperandInfo
@@ -59,7 +60,6 @@ from .arguments import (
 from .fixed_point import conv_multiplier, quantize_multiplier
 from .fused_activation import FLOAT_ACTIVATION_BOUNDS, FUSE_CODES, fused_activation_bounds
 from .native import TILE, ConvLoop, Requantizer, conv_f32, depthwise_conv_f32
-from .qconv import QuantConv, vector_path
 from .requantization import bias_scale_matches
 from .window_geometry import (
     WindowArgs,
@@ -405,7 +405,7 @@ def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
 
 
 def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kernel | None:
-    """The int32 C kernel (qconv.py): sums and requantization in one pass over
+    """The int32 C kernel (_bindings/qconv.py): sums and requantization in one pass over
     the input, no float copy; None for a layer it cannot compute exactly."""
     plan, inp, out = state.plan, sig.inputs[0], sig.outputs[0]
     in_shape = tuple(inp.dimensions or ())

@@ -9,7 +9,7 @@ else float64: ``windows.exact_dtype``), then requantizes with the
 reference fixed-point multiplier.  Weights, bias, multiplier and clamp are
 converted once in ``prepare``.
 A quantized layer bound at prepare time runs the int32 C kernels of
-``qconv.py`` instead (every row a 1x1 image): exact sums and the
+``_bindings/qconv.py`` instead (every row a 1x1 image): exact sums and the
 requantization in one pass.
 """
 
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..._bindings.qconv import QuantConv, vector_path
 from ...codes import OperandCode, OperationCode
 from ...errors import BadDataError
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
@@ -37,7 +38,6 @@ from .arguments import (
 from .fixed_point import quantize_multiplier
 from .fused_activation import FUSE_CODES, fused_activation_bounds
 from .native import Requantizer
-from .qconv import QuantConv, vector_path
 from .requantization import bias_scale_matches
 from .windows import biased, conv_output, exact_dtype
 
@@ -190,7 +190,7 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
 def _int32_kernel(
     sig: OperationSignature, state: _State, weights_t: np.ndarray, bias: np.ndarray
 ) -> Kernel | None:
-    """The int32 C kernel (qconv.py) with every row a 1x1 image: sums and
+    """The int32 C kernel (_bindings/qconv.py) with every row a 1x1 image: sums and
     requantization in one pass; None for a layer it cannot compute exactly."""
     assert state.requant is not None and state.bounds is not None
     inp, out = sig.inputs[0], sig.outputs[0]

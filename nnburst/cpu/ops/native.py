@@ -9,21 +9,36 @@ pools take an input their operation padded (with -inf or 0).
 
 from __future__ import annotations
 
-import errno
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..._bindings import ffi, lib
+from ... import _bindings as c
+from ..._bindings import OUT_TYPES, POOL_MAX, POOL_SUM, QUANT_ADD, QUANT_MUL
 from .padding import bordered
 from .window_geometry import Window2D
+
+__all__ = [
+    "POOL_MAX",
+    "POOL_SUM",
+    "QUANT_ADD",
+    "QUANT_MUL",
+    "TILE",
+    "ConvLoop",
+    "QuantBinary",
+    "Requantizer",
+    "add_padded_channels_f32",
+    "conv_f32",
+    "depthwise_conv_f32",
+    "pool_f32",
+    "quantize_f32",
+    "requantize_f32",
+    "softmax_quant8",
+]
 
 #: Output channels per vector in the C convolution: its weights have a
 #: multiple of this many columns (zeros past the last channel).
 TILE = 16
-POOL_MAX = lib.NNB_POOL_MAX
-POOL_SUM = lib.NNB_POOL_SUM
 
 
 def _window_shape(
@@ -36,8 +51,7 @@ def _window_shape(
     """The C struct for an [N, H, W, C] input; ``padded``: C adds ``win``'s zero
     padding (otherwise its pads are 0: the input has them already)."""
     n, in_h, in_w, in_c = in_shape
-    return ffi.new(
-        "struct nnb_window_shape *",
+    return c.window_shape(
         {
             "batches": n,
             "in_h": in_h,
@@ -60,10 +74,6 @@ def _window_shape(
     )
 
 
-def _floats(array: np.ndarray) -> Any:
-    return ffi.from_buffer("float[]", array)
-
-
 class ConvLoop:
     """One of the C convolution loops (``nnb_conv_f32``, ``nnb_depthwise_conv_f32``)
     with everything but the input fixed: the input's shape, weights, bias,
@@ -74,20 +84,7 @@ class ConvLoop:
     Safe to call from several threads: calls share only read-only buffers.
     """
 
-    __slots__ = (
-        "in_shape",
-        "out_shape",
-        "_loop",
-        "_what",
-        "_win",
-        "_path",
-        "_shape",
-        "_source_shape",
-        "_inner",
-        "_weights",
-        "_bias",
-        "_pointers",
-    )
+    __slots__ = ("in_shape", "out_shape", "_what", "_source_shape", "_inner", "_kernel")
 
     def __init__(
         self,
@@ -110,9 +107,7 @@ class ConvLoop:
         self.out_shape = (n, win.out_h, win.out_w, depth_out)
         self._inner: tuple[slice, ...] | None = None  # where the input goes in a wider copy
         self._source_shape: tuple[int, ...] = self.in_shape
-        self._win, self._path = win, path
-        self._loop: Callable[..., int]
-        self._weights = np.ascontiguousarray(weights)
+        weights = np.ascontiguousarray(weights)
         columns = weights.shape[-1]
         if depthwise:
             if (
@@ -126,13 +121,13 @@ class ConvLoop:
                     f"depthwise weights {weights.shape} do not fit {depth_in} channels"
                 )
             # C reads whole 16-channel tiles: a narrow input gets zero channels.
-            self._loop, self._what = lib.nnb_depthwise_conv_f32, "depthwise"
+            self._what = "depthwise"
             if depth_in < TILE:
                 self._source_shape = (n, in_h, in_w, TILE)
                 self._inner = (slice(0, n), slice(0, in_h), slice(0, in_w), slice(0, depth_in))
-            self._bias = np.zeros(columns, np.float32)
-            self._bias[:depth_out] = bias
-            self._shape = _window_shape(self._source_shape, filter_hw, win, depth_out, padded=True)
+            c_bias = np.zeros(columns, np.float32)
+            c_bias[:depth_out] = bias
+            shape = _window_shape(self._source_shape, filter_hw, win, depth_out, padded=True)
         else:
             if (
                 weights.dtype != np.float32
@@ -144,16 +139,12 @@ class ConvLoop:
                 raise ValueError(
                     f"conv weights {weights.shape} do not fit {depth_in} -> {depth_out}"
                 )
-            self._loop, self._what = lib.nnb_conv_f32, "conv"  # C pads as it reads
-            self._bias = np.ascontiguousarray(bias, dtype=np.float32)
-            self._shape = _window_shape(self.in_shape, filter_hw, win, depth_out, padded=True)
-        self._pointers = (
-            self._shape,
-            _floats(self._weights),
-            columns,
-            _floats(self._bias),
-            float(lo),
-            float(hi),
+            self._what = "conv"  # C pads as it reads
+            c_bias = np.ascontiguousarray(bias, dtype=np.float32)
+            shape = _window_shape(self.in_shape, filter_hw, win, depth_out, padded=True)
+        invalid = f"window {win} does not fit the input {self.in_shape}"
+        self._kernel = c.ConvKernel(
+            depthwise, shape, weights, c_bias, float(lo), float(hi), path, self._what, invalid
         )
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
@@ -168,12 +159,7 @@ class ConvLoop:
         if self._inner is not None:
             source = bordered(self._source_shape, self._inner, 0, np.float32)
             source[self._inner] = x
-        shape, weights, columns, bias, lo, hi = self._pointers
-        rc = self._loop(
-            _floats(source), shape, weights, columns, bias, lo, hi, _floats(out), self._path
-        )
-        if rc:
-            raise self._error(rc)
+        self._kernel(source, out)
         return out
 
     def fits(self, x: np.ndarray) -> bool:
@@ -184,15 +170,6 @@ class ConvLoop:
             and x.dtype == np.float32
             and x.flags.c_contiguous
         )
-
-    def _error(self, rc: int) -> Exception:
-        if rc == -errno.ENOTSUP:
-            return ValueError(
-                f"{self._what} path {self._path} is not built or not supported by this CPU"
-            )
-        if rc == -errno.ENOMEM:
-            return MemoryError(f"{self._what}: no memory for the row of zeros its padding reads")
-        return ValueError(f"{self._what} window {self._win} does not fit the input {self.in_shape}")
 
 
 def conv_f32(
@@ -209,7 +186,7 @@ def conv_f32(
     padding), ``weights`` [FH*FW*C, columns] with columns a multiple of
     :data:`TILE`, ``bias`` [depth_out] -> [N, OH, OW, depth_out], clamped to
     [lo, hi].  ``path`` 0 runs the fastest loop this CPU has; tests pick each
-    one (``lib.NNB_CONV_*``)."""
+    one (``_bindings.CONV_*``)."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     return ConvLoop(False, x.shape, weights, filter_hw, bias, win, lo, hi, path)(x)
 
@@ -244,11 +221,7 @@ def pool_f32(
     out = np.empty((n, win.out_h, win.out_w, channels), np.float32)
     if out.size == 0:
         return out
-    rc = lib.nnb_pool_f32(
-        _floats(padded), _window_shape(padded.shape, filter_hw, win, channels), kind, _floats(out)
-    )
-    if rc:
-        raise ValueError(f"pool window {win} (kind {kind}) does not fit the input {padded.shape}")
+    c.pool_f32(padded, _window_shape(padded.shape, filter_hw, win, channels), kind, out, win)
     return out
 
 
@@ -260,20 +233,13 @@ def add_padded_channels_f32(a: np.ndarray, x: np.ndarray, lo: float, hi: float) 
     if a.ndim == 0 or a.shape[:-1] != x.shape[:-1] or x.shape[-1] > a.shape[-1]:
         raise _unpaddable(a, x)
     out = np.empty_like(a)
-    channels = a.shape[-1]
-    if out.size and lib.nnb_add_padded_channels_f32(
-        _floats(a), _floats(x), a.size // channels, channels, x.shape[-1], lo, hi, _floats(out)
-    ):
-        raise _unpaddable(a, x)
+    if out.size:
+        c.add_padded_channels_f32(a, x, lo, hi, out)
     return out
 
 
 def _unpaddable(a: np.ndarray, x: np.ndarray) -> ValueError:
     return ValueError(f"cannot add {x.shape} padded on its last axis to {a.shape}")
-
-
-#: The output types of :func:`requantize_f32`, by numpy dtype.
-_OUT_TYPES = {np.dtype(np.uint8): lib.NNB_OUT_UINT8, np.dtype(np.int8): lib.NNB_OUT_INT8}
 
 
 class Requantizer:
@@ -286,7 +252,7 @@ class Requantizer:
     (numpy's int64 passes took 70% of an int8 CNN's run).  Built once per
     prepared layer, so a run passes C only the sums and the output."""
 
-    __slots__ = ("channels", "dtype", "_arrays", "_arguments", "_bounds")
+    __slots__ = ("channels", "dtype", "_requantize")
 
     def __init__(
         self,
@@ -298,7 +264,7 @@ class Requantizer:
         bounds: tuple[int, int],
         dtype: Any,
     ) -> None:
-        self.channels, self.dtype, self._bounds = channels, np.dtype(dtype), bounds
+        self.channels, self.dtype = channels, np.dtype(dtype)
         bias = np.ascontiguousarray(np.broadcast_to(bias, (channels,)), dtype=np.int64)
         multipliers = np.ascontiguousarray(multipliers, dtype=np.int64).reshape(-1)
         shifts = np.ascontiguousarray(shifts, dtype=np.int64).reshape(-1)
@@ -306,18 +272,9 @@ class Requantizer:
             raise ValueError(
                 f"{multipliers.size} multipliers and {shifts.size} shifts for {channels} channels"
             )
-        if self.dtype not in _OUT_TYPES or shifts.min() < -31 or shifts.max() > 30:
+        if self.dtype not in OUT_TYPES or shifts.min() < -31 or shifts.max() > 30:
             raise ValueError(f"cannot requantize to {self.dtype} with shifts {shifts}")
-        self._arrays = (bias, multipliers, shifts)  # kept alive for the pointers
-        self._arguments = (
-            ffi.from_buffer("int64_t[]", bias),
-            ffi.from_buffer("int64_t[]", multipliers),
-            ffi.from_buffer("int64_t[]", shifts),
-            int(multipliers.size != 1),
-            zero_point,
-            *bounds,
-            _OUT_TYPES[self.dtype],
-        )
+        self._requantize = c.Requantize(bias, multipliers, shifts, zero_point, bounds, self.dtype)
 
     def __call__(self, acc: np.ndarray) -> np.ndarray:
         """``acc``: C-contiguous float32 sums whose last axis has ``channels``."""
@@ -330,12 +287,7 @@ class Requantizer:
         out = np.empty(acc.shape, self.dtype)
         if out.size == 0:
             return out
-        rows = acc.size // self.channels
-        rc = lib.nnb_requantize_f32(
-            _floats(acc), rows, self.channels, *self._arguments, ffi.from_buffer(out)
-        )
-        if rc:
-            raise ValueError(f"cannot requantize to {self.dtype} within {self._bounds}")
+        self._requantize(acc, self.channels, out)
         return out
 
 
@@ -352,10 +304,6 @@ def requantize_f32(
     acc = np.ascontiguousarray(acc, dtype=np.float32)
     channels = acc.shape[-1] if acc.ndim else 1
     return Requantizer(channels, bias, multipliers, shifts, zero_point, bounds, dtype)(acc)
-
-
-QUANT_ADD = lib.NNB_QUANT_ADD
-QUANT_MUL = lib.NNB_QUANT_MUL
 
 
 class QuantBinary:
@@ -391,7 +339,7 @@ class QuantBinary:
         (za, zb), ((ma, sa), (mb, sb)) = zero_points, input_multipliers
         fields = {
             "kind": kind,
-            "type": _OUT_TYPES.get(self.dtype, 0),
+            "type": OUT_TYPES.get(self.dtype, 0),
             "zero_point_a": za,
             "zero_point_b": zb,
             "zero_point_out": out_zero_point,
@@ -405,13 +353,8 @@ class QuantBinary:
             "lo": bounds[0],
             "hi": bounds[1],
         }
-        try:
-            params = ffi.new("struct nnb_quant_binary *", fields)
-        except OverflowError as exc:  # a value beyond int32
-            raise ValueError(f"quantized arithmetic parameters beyond int32: {exc}") from None
         self._table = np.empty((256, 256), np.uint8)  # [a byte, b byte]
-        if lib.nnb_quant_binary_table(params, ffi.from_buffer("uint8_t[]", self._table)):
-            raise ValueError(f"C refuses quantized arithmetic with {fields}")
+        c.quant_binary_table(fields, self._table)
         # Every step is symmetric in a and b but for their parameters: the
         # transposed table serves a broadcast first input as the repeating one.
         self._swapped = np.ascontiguousarray(self._table.T)
@@ -435,16 +378,7 @@ class QuantBinary:
         out = np.empty(shape, self.dtype)
         if out.size == 0:
             return out
-        rc = lib.nnb_quant_binary_lookup(
-            ffi.from_buffer("uint8_t[]", a),
-            a.size,
-            ffi.from_buffer("uint8_t[]", b),
-            b.size,
-            ffi.from_buffer("uint8_t[]", table),
-            ffi.from_buffer("uint8_t[]", out),
-        )
-        if rc:
-            raise ValueError(f"quantized arithmetic failed on {a.shape} and {b.shape}")
+        c.quant_binary_lookup(a, b, table, out)
         return out
 
 
@@ -464,23 +398,12 @@ def softmax_quant8(x: np.ndarray, exps: np.ndarray, radius: int) -> np.ndarray:
     than ``radius`` steps below it comes out as the type's minimum."""
     x = np.ascontiguousarray(x)
     exps = np.ascontiguousarray(exps, dtype=np.int32)
-    if exps.shape != (256,) or x.ndim == 0 or x.dtype not in _OUT_TYPES:
+    if exps.shape != (256,) or x.ndim == 0 or x.dtype not in OUT_TYPES:
         raise ValueError(f"softmax of {x.dtype} {x.shape} with {exps.shape} exponentials")
     out = np.empty(x.shape, x.dtype)
     if out.size == 0:
         return out
-    depth = x.shape[-1]
-    rc = lib.nnb_softmax_quant8(
-        ffi.from_buffer(x),
-        x.size // depth,
-        depth,
-        ffi.from_buffer("int32_t[]", exps),
-        radius,
-        _OUT_TYPES[x.dtype],
-        ffi.from_buffer(out),
-    )
-    if rc:
-        raise ValueError(f"softmax of {x.dtype} {x.shape} refused")
+    c.softmax_quant8(x, exps, radius, out)
     return out
 
 
@@ -491,8 +414,6 @@ def quantize_f32(x: np.ndarray, scale: float, zero_point: int, dtype: Any) -> np
     dtype = np.dtype(dtype)
     x = np.ascontiguousarray(x, dtype=np.float32)
     out = np.empty(x.shape, dtype)
-    if out.size and lib.nnb_quantize_f32(
-        _floats(x), x.size, scale, zero_point, _OUT_TYPES.get(dtype, 0), ffi.from_buffer(out)
-    ):
-        raise ValueError(f"cannot quantize to {dtype}")
+    if out.size:
+        c.quantize_f32(x, scale, zero_point, out)
     return out

@@ -12,13 +12,12 @@ run checks the input and calls C.  A layer the kernels cannot sum exactly
 from __future__ import annotations
 
 import errno
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..._bindings import ffi, lib
-from ...errors import BadDataError, NNError
-from .window_geometry import Window2D
+from ..errors import BadDataError, NNError
+from .compiled import ffi, lib
 
 #: Paths of ``nnb_qconv_run``: the best this CPU runs, or one build of the loop.
 PATH_BEST = lib.NNB_QCONV_BEST
@@ -26,6 +25,22 @@ PATH_PORTABLE = lib.NNB_QCONV_PORTABLE
 PATH_AVX2 = lib.NNB_QCONV_AVX2
 
 _TYPES = {np.dtype(np.uint8): lib.NNB_QCONV_UINT8, np.dtype(np.int8): lib.NNB_QCONV_INT8}
+
+
+class _Window(NamedTuple):
+    """The geometry fields of the CPU driver's ``Window2D`` the kernels read."""
+
+    pad_top: int
+    pad_left: int
+    stride_h: int
+    stride_w: int
+    dilation_h: int
+    dilation_w: int
+    out_h: int
+    out_w: int
+
+
+_ONE_PIXEL = _Window(0, 0, 1, 1, 1, 1, 1, 1)
 
 
 class NotExactError(BadDataError):
@@ -81,7 +96,7 @@ class QuantConv:
         filter_hw: tuple[int, int],
         bias: np.ndarray,
         requant: tuple[np.ndarray, np.ndarray],
-        win: Window2D | None,
+        win: Any | None,
         in_type: tuple[Any, int],
         out_type: tuple[Any, int],
         bounds: tuple[int, int],
@@ -102,7 +117,7 @@ class QuantConv:
         if win is None:  # fully connected: one pixel, one tap
             if (in_h, in_w) != (1, 1) or filter_hw != (1, 1):
                 raise BadDataError(f"fully connected input {in_hwc} is not one pixel")
-            win = Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 1)
+            win = _ONE_PIXEL
         self.in_hwc = (in_h, in_w, in_c)
         self.out_hwc = (win.out_h, win.out_w, depth_out)
         self._layer = ffi.new(
