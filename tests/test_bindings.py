@@ -7,12 +7,12 @@ import time
 
 import numpy as np
 import pytest
-from nnburst.cpu.ops.window_geometry import Window2D
 
 from nnburst import _bindings, deadlines
 from nnburst.codes import ErrorStatus, ResultCode
 from nnburst.cpu.driver import cpu_device
 from nnburst.cpu.ops.native import POOL_MAX, conv_f32, pool_f32
+from nnburst.cpu.ops.window_geometry import Window2D
 from nnburst.errors import (
     BadDataError,
     BrokenResourceError,

@@ -6,8 +6,8 @@ this module builds C's table once and calls it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
