@@ -60,11 +60,15 @@ class MappedMemory:
         offset: int = 0,
         prot: int = PROT_READ | PROT_WRITE,
         require_sealed: bool = False,
+        keep_fd: bool = True,
     ) -> None:
         """Map ``size`` bytes of ``fd`` at ``offset``; takes ownership of ``fd``.
 
         ``require_sealed``: refuse (``BadDataError``) an fd whose file may
         shrink: what a process must do with an fd from a peer it does not trust.
+        ``keep_fd=False`` closes ``fd`` once mapped (the mapping keeps a
+        duplicate of its own): a driver that only reads and writes a peer's
+        memory, and never passes it on, then holds one fd per memory, not two.
         """
         self._lock = threading.Lock()
         self._on_close: weakref.WeakKeyDictionary[Any, Callable[[MappedMemory], None]] = (
@@ -106,6 +110,9 @@ class MappedMemory:
             raise
         self._closed = False
         self._view = memoryview(self._mmap)[skip : skip + size]
+        if not keep_fd:
+            os.close(fd)
+            self._fd = -1
 
     @classmethod
     def create_shared(cls: type[_M], size: int) -> _M:
@@ -128,6 +135,8 @@ class MappedMemory:
     @property
     def fd(self) -> int:
         self._check_open()
+        if self._fd < 0:
+            raise BadStateError("this memory's fd was closed once it was mapped (keep_fd=False)")
         return self._fd
 
     @property
