@@ -24,7 +24,7 @@ from nnburst.fmq import MessageQueue
 from nnburst.hal.burst_controller import ExecutionBurstController
 from nnburst.hal.burst_server import ExecutionBurstServer
 from nnburst.hal.interfaces import IBurstCallback
-from nnburst.hal.memory import MappedMemory
+from nnburst.hal.memory import MappedMemory, drop_fd
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
 from nnburst.hal.packets import REQUEST_DATUM, RESULT_DATUM, parse_result_words, serialize_request
 from nnburst.hal.types import DataLocation, MeasureTiming, Request, RequestArgument
@@ -209,6 +209,8 @@ def test_a_burst_channel_longer_than_the_limit_is_refused(own_service):
             with pytest.raises(NNError, match="65 datums.*at most 64.*--max-burst-channel") as info:
                 _configure(client, prepared.model_id, fds, requests, results)
             assert info.value.code == ResultCode.BAD_DATA
+        with pytest.raises(NNError, match="refused the burst: .*65 datums"):
+            ExecutionBurstController.create(prepared, channel_length=65)  # the app sees why
         with ExecutionBurstController.create(prepared, channel_length=64) as controller:
             pools = Pools()
             status, _, _, _ = controller.compute(pools.request(), MeasureTiming.NO, pools.keys)
@@ -443,7 +445,8 @@ def test_a_mapped_memory_can_let_go_of_its_fd():
     fd = os.memfd_create("keep-fd-test", os.MFD_CLOEXEC)
     os.ftruncate(fd, 4096)
     before = len(os.listdir("/proc/self/fd"))
-    memory = MappedMemory(os.dup(fd), 4096, keep_fd=False)
+    memory = MappedMemory(os.dup(fd), 4096)
+    drop_fd(memory)
     assert len(os.listdir("/proc/self/fd")) == before + 1  # the mapping's own duplicate
     memory.buffer[:3] = b"abc"
     assert os.pread(fd, 3, 0) == b"abc"

@@ -30,7 +30,7 @@ from ..codes import ResultCode
 from ..errors import BadDataError, BadStateError, NNError
 from ..shm import sealed_against_shrinking, sealed_memfd
 
-__all__ = ["PROT_READ", "PROT_WRITE", "MappedMemory"]
+__all__ = ["PROT_READ", "PROT_WRITE", "MappedMemory", "drop_fd"]
 
 PROT_READ = mmap.PROT_READ
 PROT_WRITE = mmap.PROT_WRITE
@@ -60,15 +60,11 @@ class MappedMemory:
         offset: int = 0,
         prot: int = PROT_READ | PROT_WRITE,
         require_sealed: bool = False,
-        keep_fd: bool = True,
     ) -> None:
         """Map ``size`` bytes of ``fd`` at ``offset``; takes ownership of ``fd``.
 
         ``require_sealed``: refuse (``BadDataError``) an fd whose file may
         shrink: what a process must do with an fd from a peer it does not trust.
-        ``keep_fd=False`` closes ``fd`` once mapped (the mapping keeps a
-        duplicate of its own): a driver that only reads and writes a peer's
-        memory, and never passes it on, then holds one fd per memory, not two.
         """
         self._lock = threading.Lock()
         self._on_close: weakref.WeakKeyDictionary[Any, Callable[[MappedMemory], None]] = (
@@ -110,9 +106,6 @@ class MappedMemory:
             raise
         self._closed = False
         self._view = memoryview(self._mmap)[skip : skip + size]
-        if not keep_fd:
-            os.close(fd)
-            self._fd = -1
 
     @classmethod
     def create_shared(cls: type[_M], size: int) -> _M:
@@ -136,7 +129,7 @@ class MappedMemory:
     def fd(self) -> int:
         self._check_open()
         if self._fd < 0:
-            raise BadStateError("this memory's fd was closed once it was mapped (keep_fd=False)")
+            raise BadStateError("this memory's fd was closed once it was mapped (drop_fd)")
         return self._fd
 
     @property
@@ -200,3 +193,12 @@ class MappedMemory:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"fd={self._fd}"
         return f"<{type(self).__name__} size={getattr(self, 'size', 0)} {state}>"
+
+
+def drop_fd(memory: MappedMemory) -> None:
+    """Close ``memory``'s fd and keep its mapping (which holds a duplicate of its
+    own): a driver that only reads and writes a peer's memory, and never passes
+    it on, then holds one fd per memory, not two."""
+    if memory._fd >= 0:
+        os.close(memory._fd)
+        memory._fd = -1

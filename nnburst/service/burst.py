@@ -38,7 +38,7 @@ from ..codes import ErrorStatus, ResultCode
 from ..errors import BadDataError, BrokenResourceError, NNError
 from ..fmq import Descriptor
 from ..hal.interfaces import IBurstCallback, IBurstContext, IPreparedModel
-from ..hal.memory import MappedMemory
+from ..hal.memory import MappedMemory, drop_fd
 from .wire import MAX_FDS, Connection, Frame
 
 log = logging.getLogger("nnburst.service")
@@ -169,13 +169,11 @@ class RemoteBurstCallback(IBurstCallback):
                 reply.fds = fds[
                     i + 1 :
                 ]  # MappedMemory takes this fd; the rest stay the reply's to close
-                # MappedMemory checks the region against the file's real size,
-                # and closes the fd once mapped (the mapping keeps its own).
-                memories.append(
-                    MappedMemory(
-                        fd, regions[2 * i + 1], regions[2 * i], require_sealed=True, keep_fd=False
-                    )
-                )
+                # MappedMemory checks the region against the file's real size;
+                # the fd is closed once mapped (the mapping keeps its own).
+                memory = MappedMemory(fd, regions[2 * i + 1], regions[2 * i], require_sealed=True)
+                drop_fd(memory)
+                memories.append(memory)
         except BaseException:
             reply.close_fds()
             for memory in memories:
@@ -405,8 +403,10 @@ class RemoteBurstClient:
             reply = self.connection.call(Kind.CONFIGURE_BURST, payload, fds, timeout=30)
         except BrokenResourceError:
             return ErrorStatus.DEVICE_UNAVAILABLE, None
-        except NNError:
-            return ErrorStatus.INVALID_ARGUMENT, None
+        except NNError as exc:
+            # The service's reason (a queue past its limit, one file for both
+            # queues) reaches the app, not only a status.
+            raise NNError(f"the service refused the burst: {exc.args[0]}", exc.code) from exc
         status, burst_id = _STATUS_ID.unpack_from(reply.payload)
         if status != ErrorStatus.NONE:
             return ErrorStatus(status), None

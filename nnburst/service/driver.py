@@ -73,7 +73,7 @@ from ..hal.interfaces import (
     IExecution,
     IPreparedModel,
 )
-from ..hal.memory import MappedMemory
+from ..hal.memory import MappedMemory, drop_fd
 from ..hal.model import HalModel, Operation, Subgraph
 from ..hal.types import NO_TIMING, Capabilities, DeviceType, MeasureTiming, PerformanceInfo, Request
 from ..operands import QUANTIZED_CODES
@@ -590,6 +590,7 @@ class ClientSession:
                 # MappedMemory takes the fd, refuses it unless sealed against
                 # shrinking (a shrunk file faults on access) and checks the region.
                 pools.append(MappedMemory(fds.pop(0), size, offset, require_sealed=True))
+                drop_fd(pools[-1])  # one fd a pool, the mapping's own
             status, shapes, timing = prepared.execute_synchronously(
                 Request(call.inputs, call.outputs, list(pools)),
                 MeasureTiming(call.measure),
