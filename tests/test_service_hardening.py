@@ -31,7 +31,7 @@ from nnburst.hal.types import DataLocation, MeasureTiming, Request, RequestArgum
 from nnburst.memory import Memory
 from nnburst.operands import OperandInfo
 from nnburst.service import protocol, remote, wire
-from nnburst.service.burst import _CONFIGURE
+from nnburst.service.burst import _CONFIGURE, MappingBudget
 from nnburst.service.burst import Kind as BurstKind
 from nnburst.service.driver import Service
 from nnburst.service.wire import HEADER, ReceiveBudget, recv_frame
@@ -454,6 +454,22 @@ def test_a_mapped_memory_can_let_go_of_its_fd():
     os.close(fd)
 
 
+def test_mapped_memories_are_budgeted_per_connection_within_the_process():
+    process = MappingBudget(3)
+    first, second = MappingBudget(2, process), MappingBudget(2, process)
+    first.take(2)
+    with pytest.raises(NNError, match="limit of 2, one connection's") as info:
+        first.take(1)
+    assert info.value.code == ResultCode.RESOURCE_EXHAUSTED_TRANSIENT
+    second.take(1)
+    with pytest.raises(NNError, match="limit of 3, the process's"):
+        second.take(1)  # within its own share, not within the process's
+    assert (first.used, second.used, process.used) == (2, 1, 3)  # the refusal took nothing
+    first.give(1)
+    second.take(1)
+    assert process.used == 3
+
+
 # -- 5: what a prepared model costs ----------------------------------------------------------------
 
 
@@ -538,6 +554,40 @@ def test_concurrent_loops_per_connection_are_capped(own_service):
         long.close()
         short.close()
         client.close()
+
+
+def test_closing_a_burst_stops_its_loop_in_progress():
+    """A burst's loop timeout is 2 s; closing the burst 0.3 s in must not wait for it."""
+    prepared = CpuDevice().prepare_model(counter_model())
+    contexts = []
+
+    class Capture:
+        def configure_execution_burst(self, callback, request_channel, result_channel):
+            status, context = prepared.configure_execution_burst(
+                callback, request_channel, result_channel
+            )
+            contexts.append(context)
+            return status, context
+
+    long = Counter(2**31 - 1)
+    try:
+        with ExecutionBurstController.create(Capture()) as controller:
+            statuses: list[ErrorStatus] = []
+            runner = threading.Thread(
+                target=lambda: statuses.append(
+                    controller.compute(long.request, MeasureTiming.NO, [long.memory])[0]
+                )
+            )
+            runner.start()
+            time.sleep(0.3)
+            start = time.monotonic()
+            contexts[0].close()
+            closing = time.monotonic() - start
+            runner.join(10)
+        assert closing < 1.0, f"closing the burst waited {closing:.2f} s for its loop"
+        assert statuses and statuses[0] != ErrorStatus.NONE
+    finally:
+        long.close()
 
 
 # -- 10: posted frees ------------------------------------------------------------------------------

@@ -771,18 +771,29 @@ def _prepare_directory(path: str) -> None:
         )
 
 
+def _overflow_uid() -> int:
+    """The uid files of unmapped owners show in a user namespace (``nobody``)."""
+    try:
+        with open("/proc/sys/kernel/overflowuid") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65534
+
+
 def _check_ancestors(directory: str) -> None:
     """Refuse a path another user could redirect: every directory from the root
     to ``directory``, and every symbolic link met on the way, must belong to us
     or root, and a directory others may write must be sticky (as ``/tmp`` is, so
-    nobody else can rename or replace what we own in it)."""
-    uid = os.getuid()
+    nobody else can rename or replace what we own in it).  The overflow uid
+    counts as root: in a user namespace it stands for the host's root, whom
+    nobody inside can act as."""
+    trusted = {0, os.getuid(), _overflow_uid()}
     pending = [part for part in os.path.abspath(directory).split(os.sep) if part]
     current = os.sep
     hops = 0
     while True:
         info = os.stat(current)  # a directory: links were resolved on the way
-        if info.st_uid not in (0, uid) or (
+        if info.st_uid not in trusted or (
             info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX
         ):
             raise NNError(
@@ -801,7 +812,7 @@ def _check_ancestors(directory: str) -> None:
             return  # missing, or not a directory: _prepare_directory and bind report it
         if stat.S_ISLNK(link.st_mode):
             hops += 1
-            if link.st_uid not in (0, uid) or hops > 40:
+            if link.st_uid not in trusted or hops > 40:
                 raise NNError(
                     f"{candidate}, above the socket's directory, is a symbolic link another "
                     "user made (or a loop of them); choose another --socket PATH",
