@@ -30,6 +30,7 @@ from ..errors import (
     status_for_exception,
 )
 from ..fmq import Descriptor, MessageQueue
+from . import cancellation
 from .interfaces import (
     ExecutionResult,
     IBurstCallback,
@@ -211,6 +212,7 @@ class _Worker:
         self.freed: list[int] = []
         self.owned: dict[int, Any] = {}  # memories the callback handed over to us
         self.warned = False  # a refusal was logged as a warning already
+        self.stopping = False  # set by stop(); the worker ends at its next request
         self.cached: set[int] = set()  # slots whose memory the executor caches
         self.request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
         self.result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
@@ -219,18 +221,27 @@ class _Worker:
         # field and leave stale padding bytes behind.
         self.request_words = self.request_buffer.view("<u4")
         self.result_words = self.result_buffer.view("<u4")
-        self.last_request: tuple[list[int], Any] = ([], None)  # (words, parsed)
+        self.last_request: tuple[bytes, Any] = (b"", None)  # (packet bytes, parsed)
         self.last_result: tuple[Any, list[int]] = (None, [])  # (status/shapes/timing, words)
         self.thread = threading.Thread(target=self.run, name="nnburst-burst-server", daemon=True)
 
     def run(self) -> None:
+        # A stopped burst's execution in progress (a WHILE loop) stops too.
+        with cancellation.cancelled_when(lambda: self.stopping):
+            self.serve()
+
+    def serve(self) -> None:
         spin = SpinPolicy(self.spin_ns)
         try:
             n = self.requests.read_available_until(self.request_buffer, None, spin_ns=self.spin_ns)
             reply_and_wait = self.results.round_trip(
                 self.requests, self.result_buffer, self.request_buffer, self.spin_ns
             )
-            while True:
+            # The stop flag is checked on every request, not only through the
+            # queues' teardown bit: that bit lives in memory the client can
+            # write, and a client that keeps the queue full (or one file behind
+            # both queues, read back as requests) never lets the worker wait.
+            while not self.stopping:
                 datums = self.respond(n)
                 window = spin.next_window()
                 start = time.monotonic_ns()
@@ -246,15 +257,19 @@ class _Worker:
     def respond(self, n: int) -> int:
         """Serve the ``n``-datum packet in ``request_buffer``; leave the result in
         ``result_buffer`` and return its length in datums."""
-        flat = self.request_words[: WORDS * n].tolist()
+        # The packet's bytes, never a list of Python ints (36 bytes a word, not 4):
+        # a long packet must cost its own size, once.
+        packet = self.request_words[: WORDS * n].tobytes()
         try:
-            # A burst mostly repeats one request layout: comparing the words
+            # A burst mostly repeats one request layout: comparing the bytes
             # with the last packet costs far less than parsing them again.
-            if flat == self.last_request[0]:
+            if packet == self.last_request[0]:
                 request, slots, measure = self.last_request[1]
             else:
-                request, slots, measure = parse_request_words(flat)
-                self.last_request = (flat, (request, slots, measure))
+                # Native 32-bit words: the "<u4" view above is native on every
+                # platform nnburst builds for (little-endian).
+                request, slots, measure = parse_request_words(memoryview(packet).cast("I"))
+                self.last_request = (packet, (request, slots, measure))
         except PacketError as exc:
             log.debug("malformed request packet: %s", exc)
             words = ERROR_RESULT_WORDS
@@ -282,20 +297,18 @@ class _Worker:
 
         On failure nothing is added: the executor then rejects the request
         with INVALID_ARGUMENT because a slot is missing.  A slot freed while
-        its memory was being fetched is not cached: the client let go of it."""
+        its memory was being fetched is not cached: the client let go of it.
+
+        The cache limit is checked after the fetch, not before: a free the
+        client posted (from a finalizer, without waiting) can reach us after
+        a request that names a new slot, but never after the client answers
+        the fetch, so the frees applied then are all the client has sent."""
         self.apply_frees()
         unknown = sorted({s for s in slots if not self.executor.is_cache_entry_present(s)})
         if not unknown:
             return
-        if len(self.cached) + len(unknown) > self.max_cached_slots:
-            # Each cached memory holds a mapping (and, from a service client, an
-            # fd): a client that never frees must not exhaust them.
-            log.log(
-                logging.DEBUG if self.warned else logging.WARNING,
-                "a burst names more than %d memories without freeing any: refused",
-                self.max_cached_slots,
-            )
-            self.warned = True
+        if len(unknown) > self.max_cached_slots:
+            self.refuse_over_limit()  # could never fit: fetch nothing
             return
         try:
             status, memories = self.callback.get_memories(unknown)
@@ -312,6 +325,13 @@ class _Worker:
         owned = self.callback.transfers_ownership
         with self.lock:
             freed_meanwhile = set(self.freed)
+        self.apply_frees()  # every free the client sent before it answered
+        if len(self.cached) + len(set(unknown) - freed_meanwhile) > self.max_cached_slots:
+            if owned:
+                for memory in memories:
+                    memory.close()
+            self.refuse_over_limit()
+            return
         for slot, memory in zip(unknown, memories):
             if slot in freed_meanwhile:
                 if owned:
@@ -321,6 +341,17 @@ class _Worker:
             self.cached.add(slot)
             if owned:
                 self.owned[slot] = memory
+
+    def refuse_over_limit(self) -> None:
+        """Log (once as a warning) that a request named too many memories."""
+        # Each cached memory holds a mapping (and, from a service client, an
+        # fd): a client that never frees must not exhaust them.
+        log.log(
+            logging.DEBUG if self.warned else logging.WARNING,
+            "a burst names more than %d memories without freeing any: refused",
+            self.max_cached_slots,
+        )
+        self.warned = True
 
     def free_memory(self, slot: int) -> None:
         """Record that the client freed ``slot``; the worker drops it before it
@@ -340,11 +371,16 @@ class _Worker:
                 memory.close()
 
     def stop(self) -> None:
-        """Wake the worker with the teardown bit, join it, release everything."""
+        """Tell the worker to stop, wake it with the teardown bit, join it,
+        release everything.  The worker stops whatever the client wrote: it
+        checks the flag before each request, and an execution in progress (a
+        WHILE loop) is cancelled."""
+        self.stopping = True
         self.requests.tear_down()
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(JOIN_TIMEOUT_S)
             if self.thread.is_alive():
+                # The worker releases everything itself when its execution ends.
                 log.error("burst worker did not stop within %.0f s", JOIN_TIMEOUT_S)
                 return
         self.release()

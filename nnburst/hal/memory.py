@@ -30,7 +30,7 @@ from ..codes import ResultCode
 from ..errors import BadDataError, BadStateError, NNError
 from ..shm import sealed_against_shrinking, sealed_memfd
 
-__all__ = ["PROT_READ", "PROT_WRITE", "MappedMemory"]
+__all__ = ["PROT_READ", "PROT_WRITE", "MappedMemory", "drop_fd"]
 
 PROT_READ = mmap.PROT_READ
 PROT_WRITE = mmap.PROT_WRITE
@@ -128,6 +128,8 @@ class MappedMemory:
     @property
     def fd(self) -> int:
         self._check_open()
+        if self._fd < 0:
+            raise BadStateError("this memory's fd was closed once it was mapped (drop_fd)")
         return self._fd
 
     @property
@@ -191,3 +193,12 @@ class MappedMemory:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"fd={self._fd}"
         return f"<{type(self).__name__} size={getattr(self, 'size', 0)} {state}>"
+
+
+def drop_fd(memory: MappedMemory) -> None:
+    """Close ``memory``'s fd and keep its mapping (which holds a duplicate of its
+    own): a driver that only reads and writes a peer's memory, and never passes
+    it on, then holds one fd per memory, not two."""
+    if memory._fd >= 0:
+        os.close(memory._fd)
+        memory._fd = -1

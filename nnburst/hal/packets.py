@@ -199,7 +199,7 @@ def request_words(
 
 
 def _read_arguments(
-    flat: list[int], size: int, position: int, count: int, info_tag: int
+    flat: Sequence[int], size: int, position: int, count: int, info_tag: int
 ) -> tuple[list[RequestArgument], int]:
     """Parse ``count`` operand infos and their dimensions starting at ``position``."""
     arguments = []
@@ -232,7 +232,7 @@ def deserialize_request(packet: np.ndarray) -> tuple[Request, list[int], Measure
     return parse_request_words(_flat_words(packet, REQUEST_DATUM))
 
 
-def parse_request_words(flat: list[int]) -> tuple[Request, list[int], MeasureTiming]:
+def parse_request_words(flat: Sequence[int]) -> tuple[Request, list[int], MeasureTiming]:
     """:func:`deserialize_request` on a flat list of words (6 per datum)."""
     size = len(flat) // WORDS
     if size < 2 or flat[0] & 0xFF != RequestTag.PACKET_INFORMATION:

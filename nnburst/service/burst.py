@@ -27,6 +27,7 @@ import dataclasses
 import enum
 import itertools
 import logging
+import os
 import struct
 import threading
 import weakref
@@ -37,7 +38,7 @@ from ..codes import ErrorStatus, ResultCode
 from ..errors import BadDataError, BrokenResourceError, NNError
 from ..fmq import Descriptor
 from ..hal.interfaces import IBurstCallback, IBurstContext, IPreparedModel
-from ..hal.memory import MappedMemory
+from ..hal.memory import MappedMemory, drop_fd
 from .wire import MAX_FDS, Connection, Frame
 
 log = logging.getLogger("nnburst.service")
@@ -63,17 +64,68 @@ class Kind(enum.IntEnum):
 # -- the service end -----------------------------------------------------------
 
 
+class MappingBudget:
+    """Memories kept mapped at once (each holds one fd): a connection's share,
+    within its process's (``parent``), so one client's bursts cannot use up the
+    fds every other client needs."""
+
+    def __init__(self, limit: int, parent: MappingBudget | None = None) -> None:
+        self.limit = limit
+        self.parent = parent
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> None:
+        """Reserve ``n`` mappings; NNError (RESOURCE_EXHAUSTED) if they do not fit."""
+        with self._lock:
+            if self.used + n > self.limit:
+                whose = (
+                    "one connection's (nnburst serve --max-connection-memories): free some"
+                    if self.parent
+                    else "the process's (its open-file limit less a reserve): retry later"
+                )
+                raise NNError(
+                    f"{self.used} memories are mapped, and {n} more would pass the limit of "
+                    f"{self.limit}, {whose}",
+                    ResultCode.RESOURCE_EXHAUSTED_TRANSIENT,
+                )
+            self.used += n
+        if self.parent is not None:
+            try:
+                self.parent.take(n)
+            except BaseException:
+                self.give(n, parent=False)
+                raise
+
+    def give(self, n: int, parent: bool = True) -> None:
+        with self._lock:
+            self.used -= n
+        if parent and self.parent is not None:
+            self.parent.give(n)
+
+    def give_one(self, _memory: MappedMemory) -> None:
+        """A budgeted memory's close callback."""
+        self.give(1)
+
+
 class RemoteBurstCallback(IBurstCallback):
     """The app's BurstSlots, reached over the socket.  Memories arrive as fds
-    and are mapped here once; the burst owns (and closes) them."""
+    and are mapped here once; the burst owns (and closes) them.  Each mapping
+    keeps one fd (the mapping's own) and counts against ``budget`` until closed."""
 
     transfers_ownership = True
 
-    def __init__(self, connection: Connection, burst_id: int) -> None:
+    def __init__(
+        self, connection: Connection, burst_id: int, budget: MappingBudget | None = None
+    ) -> None:
         self._connection = connection
         self._burst_id = burst_id
+        self._budget = budget
 
     def get_memories(self, slots: Sequence[int]) -> tuple[ErrorStatus, list[Any]]:
+        budget = self._budget
+        if budget is not None:
+            budget.take(len(slots))  # before any fd arrives
         memories: list[MappedMemory] = []
         try:
             for start in range(0, len(slots), MAX_FDS):
@@ -81,7 +133,12 @@ class RemoteBurstCallback(IBurstCallback):
         except BaseException:
             for memory in memories:
                 memory.close()
+            if budget is not None:
+                budget.give(len(slots))
             raise
+        for memory in memories:
+            if budget is not None:
+                memory.on_close(budget, budget.give_one)
         return ErrorStatus.NONE, memories
 
     def _fetch(self, slots: Sequence[int]) -> list[MappedMemory]:
@@ -112,10 +169,11 @@ class RemoteBurstCallback(IBurstCallback):
                 reply.fds = fds[
                     i + 1 :
                 ]  # MappedMemory takes this fd; the rest stay the reply's to close
-                # MappedMemory checks the region against the file's real size.
-                memories.append(
-                    MappedMemory(fd, regions[2 * i + 1], regions[2 * i], require_sealed=True)
-                )
+                # MappedMemory checks the region against the file's real size;
+                # the fd is closed once mapped (the mapping keeps its own).
+                memory = MappedMemory(fd, regions[2 * i + 1], regions[2 * i], require_sealed=True)
+                drop_fd(memory)
+                memories.append(memory)
         except BaseException:
             reply.close_fds()
             for memory in memories:
@@ -128,8 +186,17 @@ class BurstHost:
     """Serves the burst calls of one app connection, for the prepared models
     ``lookup`` can find by id.  Closing it (or the app dying) ends every burst."""
 
-    def __init__(self, lookup: Callable[[int], IPreparedModel | None]) -> None:
+    def __init__(
+        self,
+        lookup: Callable[[int], IPreparedModel | None],
+        max_channel: Callable[[IPreparedModel], int] | None = None,
+        memories: MappingBudget | None = None,
+    ) -> None:
+        """``max_channel``: the longest queue (datums) a burst on a model may have;
+        ``memories``: what all bursts of the connection may keep mapped."""
         self._lookup = lookup
+        self._max_channel = max_channel
+        self._memories = memories
         self._bursts: dict[int, IBurstContext] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -177,8 +244,19 @@ class BurstHost:
         result_channel = dataclasses.replace(Descriptor.from_bytes(result_desc), fd=fds[1])
         if request_channel.name or result_channel.name:
             raise BadDataError("CONFIGURE_BURST takes sealed queues only, not named segments")
+        _check_distinct_files(fds[0], fds[1])
+        if self._max_channel is not None:
+            longest = self._max_channel(model)
+            for what, channel in (("request", request_channel), ("result", result_channel)):
+                if channel.count > longest:
+                    raise BadDataError(
+                        f"the {what} queue holds {channel.count} datums; a burst on this model "
+                        f"needs at most {longest} (nnburst serve --max-burst-channel)"
+                    )
         status, server = model.configure_execution_burst(
-            RemoteBurstCallback(self.connection, burst_id), request_channel, result_channel
+            RemoteBurstCallback(self.connection, burst_id, self._memories),
+            request_channel,
+            result_channel,
         )
         if status != ErrorStatus.NONE or server is None:
             return _STATUS_ID.pack(status or ErrorStatus.GENERAL_FAILURE, 0), ()
@@ -216,6 +294,17 @@ class BurstHost:
     @property
     def burst_count(self) -> int:
         return len(self._bursts)
+
+
+def _check_distinct_files(request_fd: int, result_fd: int) -> None:
+    """Refuse one file behind both queues: the server would read its own results
+    back as requests, and the client could scribble either through the other."""
+    request, result = os.fstat(request_fd), os.fstat(result_fd)
+    if (request.st_dev, request.st_ino) == (result.st_dev, result.st_ino):
+        raise BadDataError(
+            "CONFIGURE_BURST got one file for both queues: the request and the result "
+            "queue need a segment each"
+        )
 
 
 def serve_bursts(
@@ -314,8 +403,10 @@ class RemoteBurstClient:
             reply = self.connection.call(Kind.CONFIGURE_BURST, payload, fds, timeout=30)
         except BrokenResourceError:
             return ErrorStatus.DEVICE_UNAVAILABLE, None
-        except NNError:
-            return ErrorStatus.INVALID_ARGUMENT, None
+        except NNError as exc:
+            # The service's reason (a queue past its limit, one file for both
+            # queues) reaches the app, not only a status.
+            raise NNError(f"the service refused the burst: {exc.args[0]}", exc.code) from exc
         status, burst_id = _STATUS_ID.unpack_from(reply.payload)
         if status != ErrorStatus.NONE:
             return ErrorStatus(status), None

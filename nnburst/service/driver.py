@@ -30,6 +30,8 @@ import errno
 import itertools
 import logging
 import os
+import resource
+import select
 import signal
 import socket
 import stat
@@ -59,7 +61,8 @@ from ..cpu.driver import (
 from ..cpu.ops import arguments as op_arguments
 from ..cpu.threads import limit_blas_threads
 from ..errors import BadDataError, NNError, status_for_exception
-from ..hal.burst_controller import polling_window_us
+from ..hal import cancellation
+from ..hal.burst_controller import CHANNEL_LENGTH, polling_window_us
 from ..hal.burst_server import MAX_CACHED_SLOTS, ExecutionBurstServer
 from ..hal.interfaces import (
     ExecutionResult,
@@ -69,15 +72,15 @@ from ..hal.interfaces import (
     IExecution,
     IPreparedModel,
 )
-from ..hal.memory import MappedMemory
+from ..hal.memory import MappedMemory, drop_fd
 from ..hal.model import HalModel, Operation, Subgraph
 from ..hal.types import NO_TIMING, Capabilities, DeviceType, MeasureTiming, PerformanceInfo, Request
 from ..operands import QUANTIZED_CODES
 from . import protocol
-from .burst import BurstHost
+from .burst import BurstHost, MappingBudget
 from .launch import ServiceStartError
 from .protocol import Kind
-from .wire import MAX_PAYLOAD, Connection, Frame
+from .wire import MAX_PAYLOAD, Connection, Frame, ReceiveBudget
 from .workers import WorkerPool, default_worker_count
 
 log = logging.getLogger("nnburst.service")
@@ -168,12 +171,39 @@ def _minimal_operation(subgraph: Subgraph, operation: Operation) -> bool:
     return operation.code in _MINIMAL_OPS
 
 
-class _HookedExecution(IExecution):
-    """A driver execution with the service's ``execute`` fault hook in front."""
+class LongExecutions:
+    """Executions of models with a WHILE loop (their run time is the data's to
+    choose, up to the loop timeout) one connection may run at once: each burst
+    is a thread, and a client must not keep every core looping."""
 
-    def __init__(self, execution: IExecution, alive: Callable[[], bool]) -> None:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._running = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._running >= self.limit:
+                raise NNError(
+                    f"this connection runs {self.limit} executions of models with WHILE loops "
+                    "at once, the limit (nnburst serve --max-long-executions): wait for one",
+                    ResultCode.RESOURCE_EXHAUSTED_TRANSIENT,
+                )
+            self._running += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+
+
+class _HookedExecution(IExecution):
+    """A driver execution with the service's ``execute`` fault hook in front, that
+    stops when its client is gone and counts against the client's long executions."""
+
+    def __init__(self, execution: IExecution, prepared: SamplePreparedModel) -> None:
         self._execution = execution
-        self._alive = alive
+        self._alive = prepared.alive
+        self._long = prepared.long_executions if prepared.loops else None
 
     def compute(self, deadline_ns: int | None = None) -> ExecutionResult:
         if _FAULTS:
@@ -181,7 +211,18 @@ class _HookedExecution(IExecution):
                 inject_fault("execute", self._alive)
             except NNError as exc:
                 return status_for_exception(exc), [], NO_TIMING
-        return self._execution.compute(deadline_ns)
+        long = self._long
+        if long is None:
+            return self._execution.compute(deadline_ns)
+        try:
+            long.enter()
+        except NNError as exc:
+            return status_for_exception(exc), [], NO_TIMING
+        try:
+            with cancellation.cancelled_when(lambda: not self._alive()):
+                return self._execution.compute(deadline_ns)
+        finally:
+            long.leave()
 
     def close(self) -> None:
         self._execution.close()
@@ -192,9 +233,14 @@ class SamplePreparedModel(IPreparedModel):
 
     def __init__(self, model: CpuPreparedModel, alive: Callable[[], bool]) -> None:
         self.model = model
-        self._alive = alive
+        #: False once the client is gone: a long execution then stops
+        self.alive = alive
         #: memories one burst on this model may cache (the session sets its limit)
         self.max_cached_memories = MAX_CACHED_SLOTS
+        #: whether an execution may loop (a WHILE, in a referenced subgraph)
+        self.loops = bool(model.model.referenced)
+        #: the connection's count of running executions that may loop (the session's)
+        self.long_executions = LongExecutions(MAX_LONG_EXECUTIONS_PER_CONNECTION)
 
     def create_reusable_execution(
         self, request: Request, measure: MeasureTiming, loop_timeout_ns: int | None = None
@@ -202,7 +248,7 @@ class SamplePreparedModel(IPreparedModel):
         """The CPU driver's reusable execution (a burst's repeated request is
         validated and mapped once), behind the same fault hook."""
         return _HookedExecution(
-            self.model.create_reusable_execution(request, measure, loop_timeout_ns), self._alive
+            self.model.create_reusable_execution(request, measure, loop_timeout_ns), self
         )
 
     def execute_synchronously(
@@ -384,11 +430,20 @@ class ClientSession:
     def __init__(self, service: Service, sock: socket.socket) -> None:
         self._service = service
         self._models: dict[int, SamplePreparedModel] = {}
-        self._model_bytes: dict[int, int] = {}  # each model's PREPARE payload size
+        self._model_bytes: dict[int, int] = {}  # each model's estimated cost (model_cost)
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._open = True
-        self.bursts = BurstHost(self._lookup)
+        self._sock = sock
+        self._hangup_poll = select.poll()
+        self._hangup_poll.register(sock, select.POLLRDHUP)
+        limits = service.limits
+        self._long_executions = LongExecutions(limits.long_executions)
+        self.bursts = BurstHost(
+            self._lookup,
+            max_channel=self._max_channel,
+            memories=MappingBudget(limits.connection_memories, service.mappings),
+        )
         handlers = {
             Kind.GET_DEVICES: self._get_devices,
             Kind.GET_CAPABILITIES: self._get_capabilities,
@@ -405,6 +460,7 @@ class ClientSession:
             name="nnburst-service-client",
             start=False,
             max_payload=service.limits.frame_bytes,
+            budget=service.receiving,
         )
         self.bursts.connection = self.connection  # before the first request can arrive
         self.connection.start()
@@ -412,7 +468,23 @@ class ClientSession:
             self.connection.close()
 
     def alive(self) -> bool:
-        return self._open and not self._service.stopping
+        """False once the app is gone, noticed even while the reader thread is busy
+        running the app's synchronous execution (the socket says it hung up)."""
+        if not self._open or self._service.stopping:
+            return False
+        try:
+            return not self._hangup_poll.poll(0)
+        except (OSError, ValueError):  # the socket is closed
+            return False
+
+    def _max_channel(self, model: IPreparedModel) -> int:
+        """The longest burst channel (datums) this connection may give ``model``."""
+        limits = self._service.limits
+        if limits.burst_channel:
+            return limits.burst_channel
+        if not isinstance(model, SamplePreparedModel):
+            return CHANNEL_LENGTH
+        return max(CHANNEL_LENGTH, request_datums(model.model.model, limits.cached_memories))
 
     @property
     def model_count(self) -> int:
@@ -462,18 +534,20 @@ class ClientSession:
         device = self._device(index)
         preference_code = protocol.decode_enum(PreferenceCode, preference, "preference")
         priority_code = protocol.decode_enum(PriorityCode, priority, "priority")
-        self._check_room(len(frame.payload))
+        cost = model_cost(model, len(frame.payload))
+        self._check_room(cost)
         prepared = device.prepare_model(
             model, preference_code, priority_code, deadline, alive=self.alive
         )
         prepared.max_cached_memories = self._service.limits.cached_memories
+        prepared.long_executions = self._long_executions
         with self._lock:
             if not self._open:
                 raise NNError("the connection is closing", ResultCode.UNAVAILABLE_DEVICE)
-            self._check_room(len(frame.payload))  # again: another PREPARE may have raced
+            self._check_room(cost)  # again: another PREPARE may have raced
             model_id = next(self._ids)
             self._models[model_id] = prepared
-            self._model_bytes[model_id] = len(frame.payload)
+            self._model_bytes[model_id] = cost
         return protocol.encode_u32(model_id), ()
 
     def _release_model(self, frame: Frame) -> tuple[bytes, Sequence[int]]:
@@ -495,8 +569,10 @@ class ClientSession:
         held = sum(self._model_bytes.values())
         if held + size > limits.model_bytes:
             raise NNError(
-                f"this connection's models would take {held + size} bytes, over its "
-                f"{limits.model_bytes}-byte limit: release some first",
+                f"this connection's prepared models would take {held + size} bytes (this one "
+                f"{size}, as prepared: its constants and its operands and operations), over "
+                f"its {limits.model_bytes}-byte limit (nnburst serve --max-model-bytes): "
+                "release some first",
                 ResultCode.OUT_OF_MEMORY,
             )
 
@@ -513,6 +589,7 @@ class ClientSession:
                 # MappedMemory takes the fd, refuses it unless sealed against
                 # shrinking (a shrunk file faults on access) and checks the region.
                 pools.append(MappedMemory(fds.pop(0), size, offset, require_sealed=True))
+                drop_fd(pools[-1])  # one fd a pool, the mapping's own
             status, shapes, timing = prepared.execute_synchronously(
                 Request(call.inputs, call.outputs, list(pools)),
                 MeasureTiming(call.measure),
@@ -556,8 +633,20 @@ def peer_uid(sock: socket.socket) -> int:
 
 #: Prepared models one connection may hold at once (each holds its constants).
 MAX_MODELS_PER_CONNECTION = 64
-#: Bytes of model descriptions (PREPARE payloads: mostly constants) one connection may hold.
+#: Bytes prepared models may take per connection, as :func:`model_cost` estimates them.
 MAX_MODEL_BYTES_PER_CONNECTION = 512 * 1024 * 1024
+#: What one operand and one operation of a prepared model cost in memory beyond their
+#: wire bytes (decoded and prepared: Python objects, the plan; tracemalloc on CPython
+#: 3.11: ~310 bytes an operand, ~1,900 an operation with its output, 35-40x their wire size).
+OPERAND_COST = 320
+OPERATION_COST = 2048
+#: Executions of models with WHILE loops one connection may run at once.
+MAX_LONG_EXECUTIONS_PER_CONNECTION = 2
+#: Bytes of messages being received at once by one process, across its connections.
+MAX_RECEIVING_BYTES = 4 * MAX_PAYLOAD
+#: File descriptors a process keeps for itself (connections, queues, a sync
+#: execution's pools) out of its limit when it budgets cached memories.
+FD_RESERVE = 256
 #: Connections served at once (each holds a thread and a socket); more are closed at once.
 MAX_CONNECTIONS = 256
 #: How long accepting pauses when the process is out of fds or memory.
@@ -577,6 +666,55 @@ class Limits:
     frame_bytes: int = MAX_PAYLOAD  # one message from a client
     cached_memories: int = MAX_CACHED_SLOTS  # memories one burst may keep mapped
     idle_timeout: float = IDLE_TIMEOUT_S  # a connection holding nothing, silent
+    receiving_bytes: int = MAX_RECEIVING_BYTES  # messages being received, all connections
+    #: memories all bursts of one connection may keep mapped (one fd each); 0: from the fd limit
+    connection_memories: int = 0
+    #: the longest burst channel, in datums; 0: room for the model's largest request
+    burst_channel: int = 0
+    long_executions: int = MAX_LONG_EXECUTIONS_PER_CONNECTION  # WHILE models, per connection
+
+    def __post_init__(self) -> None:
+        if not self.connection_memories:
+            object.__setattr__(self, "connection_memories", default_connection_memories())
+
+
+def open_file_limit() -> int:
+    """This process's soft limit on open files (RLIMIT_NOFILE)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+def mapping_limit() -> int:
+    """Memories all connections of this process may keep mapped: its fd limit
+    less :data:`FD_RESERVE` (each mapping holds one fd)."""
+    return max(16, open_file_limit() - FD_RESERVE)
+
+
+def default_connection_memories() -> int:
+    """A connection's share of :func:`mapping_limit`: a quarter, so one client
+    cannot take the fds every other client's connection and queues need."""
+    return max(16, mapping_limit() // 4)
+
+
+def model_cost(model: HalModel, wire_bytes: int) -> int:
+    """What a prepared model costs the service: its wire bytes (the constants)
+    and the objects each operand and operation becomes (35-40x their wire size)."""
+    subgraphs = model.subgraphs()
+    operands = sum(len(subgraph.operands) for subgraph in subgraphs)
+    operations = sum(len(subgraph.operations) for subgraph in subgraphs)
+    return wire_bytes + operands * OPERAND_COST + operations * OPERATION_COST
+
+
+def request_datums(model: HalModel, pools: int) -> int:
+    """Datums of the longest request packet for ``model`` naming ``pools`` memories:
+    packet information, each input and output with its dimensions (an operand
+    of unknown rank at the wire's limit), the pools and the timing datum."""
+    main = model.main
+    arguments = 0
+    for index in (*main.input_indexes, *main.output_indexes):
+        dims = main.operands[index].info.dimensions
+        arguments += 1 + (len(dims) if dims else protocol.MAX_RANK)
+    return 2 + arguments + pools
 
 
 def peer_allowed(uid: int, allowed_uid: int) -> bool:
@@ -586,12 +724,18 @@ def peer_allowed(uid: int, allowed_uid: int) -> bool:
 
 def _prepare_directory(path: str) -> None:
     """Create the socket's directory 0700, or check that an existing one is a real
-    directory of ours.
+    directory of ours that no other user may write.
 
     Never follows a link there: another user may plant one at a predictable
     path (``/tmp/nnburst-<uid>``) to make us chmod, or bind inside, a
-    directory of their choosing.  Only a directory we created is chmodded."""
+    directory of their choosing.  Only a directory we created is chmodded; an
+    existing one others may write (0777) is refused, not chmodded: another
+    user could replace our socket there with theirs, and the mode is the
+    owner's choice to change.  Links *above* it are followed (``/var/run`` is
+    one on most systems), but only where no other user could have put them:
+    see :func:`_check_ancestors`."""
     directory = os.path.dirname(os.path.abspath(path))
+    _check_ancestors(os.path.dirname(directory))
     try:
         os.mkdir(directory, 0o700)  # not makedirs: a missing parent is the user's to make
         created = True
@@ -617,6 +761,68 @@ def _prepare_directory(path: str) -> None:
         )
     if created and stat.S_IMODE(info.st_mode) != 0o700:
         os.chmod(directory, 0o700, follow_symlinks=False)
+    elif not created and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise NNError(
+            f"{directory} may be written by other users (mode {stat.S_IMODE(info.st_mode):o}): "
+            "one could replace the socket with theirs; chmod go-w it or choose another "
+            "--socket PATH",
+            ResultCode.BAD_STATE,
+        )
+
+
+def _overflow_uid() -> int:
+    """The uid files of unmapped owners show in a user namespace (``nobody``)."""
+    try:
+        with open("/proc/sys/kernel/overflowuid") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65534
+
+
+def _check_ancestors(directory: str) -> None:
+    """Refuse a path another user could redirect: every directory from the root
+    to ``directory``, and every symbolic link met on the way, must belong to us
+    or root, and a directory others may write must be sticky (as ``/tmp`` is, so
+    nobody else can rename or replace what we own in it).  The overflow uid
+    counts as root: in a user namespace it stands for the host's root, whom
+    nobody inside can act as."""
+    trusted = {0, os.getuid(), _overflow_uid()}
+    pending = [part for part in os.path.abspath(directory).split(os.sep) if part]
+    current = os.sep
+    hops = 0
+    while True:
+        info = os.stat(current)  # a directory: links were resolved on the way
+        if info.st_uid not in trusted or (
+            info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX
+        ):
+            raise NNError(
+                f"{current}, above the socket's directory, may be changed by another user "
+                "(it belongs to another user, or others may write it and it is not sticky); "
+                "choose another --socket PATH",
+                ResultCode.BAD_STATE,
+            )
+        if not pending:
+            return
+        part = pending.pop(0)
+        candidate = os.path.join(current, part)
+        try:
+            link = os.lstat(candidate)
+        except OSError:
+            return  # missing, or not a directory: _prepare_directory and bind report it
+        if stat.S_ISLNK(link.st_mode):
+            hops += 1
+            if link.st_uid not in trusted or hops > 40:
+                raise NNError(
+                    f"{candidate}, above the socket's directory, is a symbolic link another "
+                    "user made (or a loop of them); choose another --socket PATH",
+                    ResultCode.BAD_STATE,
+                )
+            target = os.readlink(candidate)
+            pending = [p for p in target.split(os.sep) if p] + pending
+            if os.path.isabs(target):
+                current = os.sep
+            continue
+        current = os.path.normpath(candidate)  # lexical "..": current holds no links
 
 
 def _remove_stale(path: str) -> None:
@@ -693,6 +899,10 @@ class Service:
         self.devices = list(devices if devices is not None else sample_devices())
         self.allowed_uid = os.getuid() if allowed_uid is None else allowed_uid
         self.stopping = False
+        #: bytes being received from clients, shared by every connection
+        self.receiving = ReceiveBudget(self.limits.receiving_bytes)
+        #: memories (one fd each) every burst of every connection keeps mapped
+        self.mappings = MappingBudget(mapping_limit())
         # A plain flag, not an Event: stop() runs in signal handlers, which may
         # interrupt the main thread (or another handler) inside Event's lock.
         self._stop_requested = False
@@ -843,7 +1053,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=MAX_MODEL_BYTES_PER_CONNECTION,
         metavar="N",
-        help="bytes of models (their descriptions and constants) one connection may hold "
+        help="bytes the prepared models of one connection may take, as prepared: their "
+        f"constants, {OPERAND_COST} per operand and {OPERATION_COST} per operation "
         f"(default {MAX_MODEL_BYTES_PER_CONNECTION})",
     )
     parser.add_argument(
@@ -859,6 +1070,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=MAX_CACHED_SLOTS,
         metavar="N",
         help=f"memories one burst may keep mapped (default {MAX_CACHED_SLOTS})",
+    )
+    parser.add_argument(
+        "--max-connection-memories",
+        type=int,
+        default=0,
+        metavar="N",
+        help="memories all bursts of one connection may keep mapped, one fd each (default 0: "
+        f"a quarter of the process's open-file limit less {FD_RESERVE}; all connections "
+        f"together stay within that limit less {FD_RESERVE})",
+    )
+    parser.add_argument(
+        "--max-burst-channel",
+        type=int,
+        default=0,
+        metavar="DATUMS",
+        help="the longest request or result queue a burst may be configured with (default 0: "
+        f"room for the model's longest request naming --max-cached-memories memories, and at "
+        f"least {CHANNEL_LENGTH})",
+    )
+    parser.add_argument(
+        "--max-receiving-bytes",
+        type=int,
+        default=MAX_RECEIVING_BYTES,
+        metavar="N",
+        help="bytes of messages this process receives at once from all its clients; a message "
+        f"that does not fit is refused with OUT_OF_MEMORY (default {MAX_RECEIVING_BYTES}; "
+        "per worker)",
+    )
+    parser.add_argument(
+        "--max-long-executions",
+        type=int,
+        default=MAX_LONG_EXECUTIONS_PER_CONNECTION,
+        metavar="N",
+        help="executions of models with WHILE loops one connection may run at once; more are "
+        f"refused with RESOURCE_EXHAUSTED_TRANSIENT (default {MAX_LONG_EXECUTIONS_PER_CONNECTION})",
     )
     parser.add_argument(
         "--max-tensor-bytes",
@@ -898,10 +1144,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "max_frame_bytes",
         "max_cached_memories",
         "max_tensor_bytes",
+        "max_receiving_bytes",
+        "max_long_executions",
     ):
         if getattr(args, option) < 1:
             flag = "--" + option.replace("_", "-")
             parser.error(f"{flag} must be at least 1, got {getattr(args, option)}")
+    for option in ("max_connection_memories", "max_burst_channel"):
+        if getattr(args, option) < 0:
+            flag = "--" + option.replace("_", "-")
+            parser.error(f"{flag} must be 0 (the default) or more, got {getattr(args, option)}")
     op_arguments.MAX_TENSOR_BYTES = args.max_tensor_bytes  # process-wide, for the service's life
     if not args.idle_timeout > 0:
         parser.error(
@@ -927,6 +1179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             frame_bytes=args.max_frame_bytes,
             cached_memories=args.max_cached_memories,
             idle_timeout=args.idle_timeout,
+            receiving_bytes=args.max_receiving_bytes,
+            connection_memories=args.max_connection_memories,
+            burst_channel=args.max_burst_channel,
+            long_executions=args.max_long_executions,
         )
         if args.listen_fd is not None:
             listener = socket.socket(fileno=args.listen_fd)

@@ -10,7 +10,11 @@ an error reply (payload: a u32 result code and a UTF-8 message).  Payload
 layouts are defined next to each kind (see :mod:`nnburst.service.burst`);
 every one is explicit ``struct`` packing or raw numpy bytes, never pickle.
 Everything read is validated: lengths, counts and fd numbers are bounded
-before anything is allocated.
+before anything is allocated.  A frame's buffer grows as its bytes arrive
+(a header alone declaring 64 MiB costs nothing), and a service shares one
+:class:`ReceiveBudget` among its connections: a frame that would take the
+bytes being received past it is read and dropped, and its caller gets
+``OUT_OF_MEMORY``; the connection and every other client go on.
 
 A :class:`Connection` runs one reader thread that hands replies to the
 waiting caller and requests to the handler registered for their kind.  When
@@ -51,6 +55,46 @@ MAX_FDS = 253  # SCM_MAX_FD
 FLAG_REPLY = 1
 FLAG_ERROR = 2
 _ERROR = struct.Struct("<I")
+#: A frame's buffer starts this big (or at its length, if smaller) and doubles
+#: as bytes arrive; frames this small never ask the budget (control calls).
+FIRST_CHUNK = 64 * 1024
+
+
+class ReceiveBudget:
+    """Bytes of frame payloads being received at once, across every connection
+    of one process: many clients each sending a big frame slowly must not add
+    up to more memory than this."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._used = 0
+        self._lock = threading.Lock()
+
+    @property
+    def used(self) -> int:
+        return self._used
+
+    def take(self, n: int) -> bool:
+        """Reserve ``n`` bytes; False (nothing reserved) if that would pass the limit."""
+        with self._lock:
+            if self._used + n > self.limit:
+                return False
+            self._used += n
+            return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            self._used -= n
+
+
+class FrameRefused(Exception):
+    """A frame was read and dropped (over the receive budget): its caller gets an
+    error reply and the connection goes on."""
+
+    def __init__(self, kind: int, call_id: int, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.call_id = call_id
 
 
 @dataclass
@@ -60,6 +104,8 @@ class Frame:
     call_id: int
     payload: bytes
     fds: list[int] = field(default_factory=list)
+    #: bytes of a :class:`ReceiveBudget` this frame's payload holds until it is handled
+    reserved: int = 0
 
     def close_fds(self) -> None:
         for fd in self.fds:
@@ -91,9 +137,60 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     return buffer  # type: ignore[return-value]  # bytes-like; bytes(buffer) would copy it
 
 
-def recv_frame(sock: socket.socket, max_payload: int = MAX_PAYLOAD) -> Frame:
+def _recv_growing(sock: socket.socket, n: int, budget: ReceiveBudget | None) -> tuple[bytes, int]:
+    """``n`` bytes into a buffer that grows (doubling) as they arrive, so a
+    peer that declares a big frame and sends little holds little.  Returns the
+    buffer and what it reserved from ``budget`` (past the first chunk).  Raises
+    FrameRefused (after reading the rest of the frame) when the budget is out."""
+    buffer = bytearray(min(n, FIRST_CHUNK))
+    reserved = 0
+    got = 0
+    try:
+        while got < n:
+            if got == len(buffer):
+                grown = min(n, 2 * len(buffer))
+                if budget is not None:
+                    if not budget.take(grown - len(buffer)):
+                        _discard(sock, n - got)
+                        raise FrameRefused(
+                            0,
+                            0,
+                            f"the service is receiving {budget.used} bytes from its clients, "
+                            f"near its {budget.limit}-byte limit: this {n}-byte message was "
+                            "dropped; retry later",
+                        )
+                    reserved += grown - len(buffer)
+                buffer.extend(bytes(grown - len(buffer)))
+            with memoryview(buffer) as view:
+                received = sock.recv_into(view[got:])
+            if not received:
+                raise EOFError("the peer closed the connection")
+            got += received
+    except BaseException:
+        if budget is not None:
+            budget.give(reserved)
+        raise
+    return buffer, reserved  # type: ignore[return-value]  # bytes-like; bytes() would copy
+
+
+def _discard(sock: socket.socket, n: int) -> None:
+    """Read and drop ``n`` bytes (a refused frame's rest) in small pieces."""
+    scratch = bytearray(min(n, FIRST_CHUNK))
+    with memoryview(scratch) as view:
+        while n > 0:
+            received = sock.recv_into(view[: min(n, len(scratch))])
+            if not received:
+                raise EOFError("the peer closed the connection")
+            n -= received
+
+
+def recv_frame(
+    sock: socket.socket, max_payload: int = MAX_PAYLOAD, budget: ReceiveBudget | None = None
+) -> Frame:
     """Read one frame.  Raises EOFError when the peer is gone, BadDataError
-    when the header is invalid (the connection must then be dropped)."""
+    when the header is invalid (the connection must then be dropped), and
+    FrameRefused when ``budget`` has no room for its payload (the frame was
+    read and dropped; the connection can go on)."""
     fds = array.array("i")
     data, ancillary, msg_flags, _ = sock.recvmsg(
         HEADER.size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize)
@@ -112,12 +209,16 @@ def recv_frame(sock: socket.socket, max_payload: int = MAX_PAYLOAD) -> Frame:
         length, kind, flags, call_id = HEADER.unpack(data)
         if length > max_payload:
             raise BadDataError(f"frame payload of {length} bytes exceeds {max_payload}")
-        payload = _recv_exactly(sock, length) if length else b""
+        payload, reserved = _recv_growing(sock, length, budget) if length else (b"", 0)
+    except FrameRefused as exc:
+        for fd in received:
+            os.close(fd)
+        raise FrameRefused(kind, call_id, str(exc)) from None
     except BaseException:
         for fd in received:
             os.close(fd)
         raise
-    return Frame(kind, flags, call_id, payload, received)
+    return Frame(kind, flags, call_id, payload, received, reserved)
 
 
 Handler = Callable[[Frame], tuple[bytes, Sequence[int]]]
@@ -140,10 +241,13 @@ class Connection:
         name: str = "nnburst-connection",
         start: bool = True,
         max_payload: int = MAX_PAYLOAD,
+        budget: ReceiveBudget | None = None,
     ) -> None:
-        """``max_payload``: the largest frame the peer may send (a bigger one drops it)."""
+        """``max_payload``: the largest frame the peer may send (a bigger one drops
+        it); ``budget``: the process's bytes in flight, shared with other connections."""
         self.sock = sock
         self.max_payload = max_payload
+        self.budget = budget
         self.handlers = dict(handlers or {})
         self.on_close = on_close
         self._send_lock = threading.Lock()
@@ -179,6 +283,11 @@ class Connection:
         with self._send_lock:
             self._sender = threading.get_ident()
             try:
+                # What finalizers deferred was sent first, in the peer's eyes: a
+                # posted FREE_MEMORY must not arrive after the answer to a call
+                # made after it (see ExecutionBurstServer's cache limit).
+                while self._deferred:
+                    send_frame(self.sock, self._deferred.popleft())
                 send_frame(self.sock, frame)
             finally:
                 self._sender = None
@@ -270,16 +379,33 @@ class Connection:
         reason: BaseException = EOFError("closed")
         try:
             while True:
-                frame = recv_frame(self.sock, self.max_payload)
+                try:
+                    frame = recv_frame(self.sock, self.max_payload, self.budget)
+                except FrameRefused as exc:
+                    self.last_heard = time.monotonic()
+                    self._refuse(exc)
+                    continue
                 self.last_heard = time.monotonic()
-                if frame.flags & FLAG_REPLY:
-                    self._deliver(frame)
-                else:
-                    self._serve(frame)
+                try:
+                    if frame.flags & FLAG_REPLY:
+                        self._deliver(frame)
+                    else:
+                        self._serve(frame)
+                finally:
+                    if self.budget is not None and frame.reserved:
+                        self.budget.give(frame.reserved)
+                    frame.reserved = 0
         except (EOFError, OSError, BadDataError) as exc:
             reason = exc
         finally:
             self._break(reason)
+
+    def _refuse(self, refused: FrameRefused) -> None:
+        """Answer a frame dropped over the receive budget with OUT_OF_MEMORY."""
+        log.warning("dropped a message: %s", refused)
+        if refused.call_id:
+            payload = _ERROR.pack(int(ResultCode.OUT_OF_MEMORY)) + str(refused).encode()
+            self._send(Frame(refused.kind, FLAG_REPLY | FLAG_ERROR, refused.call_id, payload))
 
     def _deliver(self, frame: Frame) -> None:
         with self._done:

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from ...codes import OperandCode, OperationCode
-from ...errors import DeadlineExceeded
+from ...codes import OperandCode, OperationCode, ResultCode
+from ...errors import DeadlineExceeded, NNError
+from ...hal.cancellation import cancelled
 from ...hal.model import HalModel, Lifetime, Subgraph
 from ...hal.types import DEFAULT_LOOP_TIMEOUT_NS
 from ...operands import OperandInfo
@@ -254,6 +255,11 @@ def _execute_while(ctx: ExecutionContext) -> list[np.ndarray]:
     while True:
         if time.monotonic_ns() > deadline:
             raise DeadlineExceeded(f"WHILE: the loop timeout expired after {iteration} iterations")
+        if cancelled():  # its caller is gone: nobody will read the answer
+            raise NNError(
+                f"WHILE: cancelled after {iteration} iterations (the caller is gone)",
+                ResultCode.OP_FAILED,
+            )
         _check_fits(ctx, cond, state, "condition")
         (flag,) = cond.run(state, deadline)
         if not _truth(ctx, flag, "the condition model's output"):
