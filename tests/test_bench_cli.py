@@ -713,3 +713,21 @@ def test_models_times_every_file_against_its_runtime_in_one_table(capsys, tmp_pa
     assert "geometric mean, .onnx against onnxruntime:" in out
     code, _, err = run(capsys, "bench", "--models", str(directory), "--iterations", "3")
     assert code == 2 and "--iterations does not go with --models" in err
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="pinning needs two CPUs")
+def test_the_low_level_benchmarks_leave_the_callers_cpus_as_they_were(capsys, monkeypatch):
+    """fmq and hal pin this process beside their peer; main() puts it back (a
+    test after it, run in the same process, saw one CPU and one BLAS thread)."""
+    from nnburst.benchmarks import fmq_pingpong
+
+    def pinned_run(iterations, items):
+        fmq_pingpong.pin(0)
+        return [LatencyStats.from_ns("fmq", [1000, 2000])], []
+
+    monkeypatch.setattr(fmq_pingpong, "run", pinned_run)
+    monkeypatch.setattr(fmq_pingpong, "report", lambda *args: "report")
+    before = os.sched_getaffinity(0)
+    code, _, err = run(capsys, "bench", "fmq", "--iterations", "2", "--json", os.devnull)
+    assert code == 0, err
+    assert os.sched_getaffinity(0) == before

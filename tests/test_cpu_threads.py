@@ -15,6 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Prints BLAS's thread counts before and after the CPU driver prepares a model.
 _PROBE = """
+import os
+os.sched_setaffinity(0, range(os.cpu_count()))  # OpenBLAS counts the CPUs it may use
 import json, threadpoolctl
 from nnburst.cpu.driver import cpu_device
 from tests.burst_models import add_model
