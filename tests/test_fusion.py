@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -114,3 +116,177 @@ def test_the_c_pass_matches_numpy_for_every_channel_count(channels: int) -> None
         for lo, hi in ((-np.inf, np.inf), (0.0, 6.0)):
             want = np.minimum(np.maximum(a + padded, lo), hi)
             np.testing.assert_array_equal(add_padded_channels_f32(a, x, lo, hi), want)
+
+
+# -- fuse / don't-fuse pairs: the fused plan must answer as the unfused one --------
+
+
+class Graph:
+    """A small subgraph written operation by operation (operand indexes returned)."""
+
+    def __init__(self) -> None:
+        self.operands: list[Operand] = []
+        self.operations: list[Operation] = []
+        self.inputs: list[int] = []
+
+    def _add(self, operand: Operand) -> int:
+        self.operands.append(operand)
+        return len(self.operands) - 1
+
+    def input(self, shape: tuple[int, ...]) -> int:
+        self.inputs.append(self._add(floats(shape, Lifetime.SUBGRAPH_INPUT)))
+        return self.inputs[-1]
+
+    def scalar(self, value: int) -> int:
+        return self._add(int32(value))
+
+    def op(self, code: OperationCode, inputs: tuple[int, ...], shape: tuple[int, ...]) -> int:
+        out = self._add(floats(shape))
+        self.operations.append(Operation(code, inputs, (out,)))
+        return out
+
+    def copy(self, x: int) -> int:
+        """x + 0: a temporary holding x (what fusion may read in place)."""
+        zero = self._add(
+            Operand(
+                OperandInfo(OperandCode.TENSOR_FLOAT32, (1,)),
+                Lifetime.CONSTANT_COPY,
+                np.zeros(1, np.float32),
+            )
+        )
+        return self.op(OperationCode.ADD, (x, zero, self.scalar(FuseCode.NONE)), self.shape(x))
+
+    def pad(self, x: int, paddings: list[list[int]]) -> int:
+        shape = tuple(d + lo + hi for d, (lo, hi) in zip(self.shape(x), paddings))
+        index = self._add(int32(paddings, OperandCode.TENSOR_INT32))
+        return self.op(OperationCode.PAD, (x, index), shape)
+
+    def add(self, a: int, b: int, fuse: int = FuseCode.RELU) -> int:
+        shape = np.broadcast_shapes(self.shape(a), self.shape(b))
+        return self.op(OperationCode.ADD, (a, b, self.scalar(fuse)), shape)
+
+    def shape(self, index: int) -> tuple[int, ...]:
+        return self.operands[index].info.dimensions  # type: ignore[return-value]
+
+    def model(self, outputs: tuple[int, ...]) -> HalModel:
+        operands = [
+            dataclasses.replace(o, lifetime=Lifetime.SUBGRAPH_OUTPUT) if i in outputs else o
+            for i, o in enumerate(self.operands)
+        ]
+        return HalModel(Subgraph(operands, self.operations, tuple(self.inputs), outputs))
+
+
+CHANNELS = [[0, 0], [0, 0], [0, 0], [0, 2]]  # 3 channels -> 5, zeros after
+
+
+def _pad_read_twice(second: OperationCode):
+    def build(g: Graph) -> tuple[int, ...]:
+        padded = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+        b = g.copy(g.input(A_SHAPE))
+        if second == OperationCode.ADD:  # two ADDs could each take the PAD
+            return g.add(b, padded), g.add(padded, g.copy(g.input(A_SHAPE)))
+        return g.add(b, padded), g.op(second, (padded,), A_SHAPE)
+
+    return build
+
+
+def _add_broadcasts(shape: tuple[int, ...]):
+    def build(g: Graph) -> tuple[int, ...]:
+        padded = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+        return (g.add(g.copy(g.input(shape)), padded),)
+
+    return build
+
+
+def _padded_side_broadcasts(g: Graph) -> tuple[int, ...]:
+    padded = g.pad(g.copy(g.input((1, 1, 1, 3))), CHANNELS)  # (1, 1, 1, 5)
+    return (g.add(g.copy(g.input(A_SHAPE)), padded),)
+
+
+def _two_pads_one_add(g: Graph) -> tuple[int, ...]:
+    left = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+    right = g.pad(g.copy(g.input((1, 4, 4, 4))), [[0, 0], [0, 0], [0, 0], [0, 1]])
+    return (g.add(left, right),)
+
+
+def _pad_of_a_model_input(g: Graph) -> tuple[int, ...]:
+    padded = g.pad(g.input(X_SHAPE), CHANNELS)
+    return (g.add(g.copy(g.input(A_SHAPE)), padded),)
+
+
+def _other_is_a_model_input(g: Graph) -> tuple[int, ...]:
+    padded = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+    return (g.add(g.input(A_SHAPE), padded),)
+
+
+def _padded_added_to_itself(g: Graph) -> tuple[int, ...]:
+    padded = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+    return (g.add(padded, padded),)
+
+
+def _pad_then_mul(g: Graph) -> tuple[int, ...]:
+    padded = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+    b = g.copy(g.input(A_SHAPE))
+    return (g.op(OperationCode.MUL, (b, padded, g.scalar(FuseCode.NONE)), A_SHAPE),)
+
+
+def _padded_on_another_axis(g: Graph) -> tuple[int, ...]:
+    padded = g.pad(g.copy(g.input((1, 4, 3, 5))), [[0, 0], [0, 0], [0, 1], [0, 0]])
+    return (g.add(g.copy(g.input(A_SHAPE)), padded),)
+
+
+def _relu1(g: Graph) -> tuple[int, ...]:
+    padded = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+    return (g.add(g.copy(g.input(A_SHAPE)), padded, FuseCode.RELU1),)
+
+
+def _pad_read_by_the_output_add_and_a_later_pad(g: Graph) -> tuple[int, ...]:
+    """PAD -> ADD fused; the ADD's result then is padded and added again (a chain)."""
+    first = g.add(g.copy(g.input(A_SHAPE)), g.pad(g.copy(g.input(X_SHAPE)), CHANNELS))
+    wider = g.pad(first, [[0, 0], [0, 0], [0, 0], [0, 1]])
+    return (g.add(g.copy(g.input((1, 4, 4, 6))), wider, FuseCode.RELU6),)
+
+
+#: (graph, steps in the fused plan, steps without fusion)
+PAIRS = {
+    "pad-read-by-add-and-relu": (_pad_read_twice(OperationCode.RELU), 5, 5),
+    "pad-read-by-two-adds": (_pad_read_twice(OperationCode.ADD), 6, 6),
+    "other-input-broadcasts-channels": (_add_broadcasts((1, 1, 1, 5)), 4, 4),
+    "other-input-broadcasts-rows": (_add_broadcasts((1, 4, 1, 5)), 4, 4),
+    "other-input-broadcasts-a-rank": (_add_broadcasts((5,)), 4, 4),
+    "padded-input-broadcasts": (_padded_side_broadcasts, 4, 4),
+    "two-pads-into-one-add": (_two_pads_one_add, 4, 5),
+    "pad-of-a-model-input": (_pad_of_a_model_input, 3, 3),
+    "other-input-is-a-model-input": (_other_is_a_model_input, 3, 3),
+    "padded-added-to-itself": (_padded_added_to_itself, 3, 3),
+    "pad-then-mul": (_pad_then_mul, 4, 4),
+    "padded-on-another-axis": (_padded_on_another_axis, 4, 4),
+    "relu1": (_relu1, 3, 4),
+    "a-chain-of-two-pairs": (_pad_read_by_the_output_add_and_a_later_pad, 5, 7),
+}
+
+
+def _unfused(operations: list, temporaries: set[int]) -> list:
+    return list(operations)
+
+
+@pytest.mark.parametrize("name", list(PAIRS))
+def test_fused_plan_answers_as_the_unfused_one(name: str, monkeypatch) -> None:
+    build, fused_steps, steps = PAIRS[name]
+    g = Graph()
+    model = g.model(build(g))
+    fused = PreparedModel(model)
+    rng = np.random.default_rng(len(name))
+    inputs = []
+    for index in g.inputs:
+        value = rng.uniform(-8, 8, g.shape(index)).astype(np.float32)
+        value.flat[::7] = np.nan  # NaN must come through the fused loop as through two
+        inputs.append(value)
+    got = fused.run(inputs)
+    monkeypatch.setattr("nnburst.cpu.executor.fuse", _unfused)
+    plain = PreparedModel(model)
+    want = plain.run(inputs)
+    assert (len(fused.main._plan), len(plain.main._plan)) == (fused_steps, steps)
+    assert len(got) == len(want)
+    for g_out, w_out in zip(got, want):
+        np.testing.assert_array_equal(g_out, w_out)
