@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 from cffi import FFI
@@ -31,14 +33,25 @@ ffibuilder.set_source(
     '#include "nnburst.h"',
     # Paths relative to the project root, where setup.py runs: setuptools
     # refuses absolute source paths.
-    sources=[os.path.relpath(HERE / s) for s in SOURCES],
-    include_dirs=[os.path.relpath(HERE)],
+    sources=[f"csrc/{s}" for s in SOURCES],
+    include_dirs=["csrc"],
     # Hidden visibility: calls between the C files (the spin loop's counter
     # loads) bind directly instead of through the PLT.
     extra_compile_args=["-std=gnu11", "-O3", "-fvisibility=hidden", "-Wall", "-Wextra"],
 )
 
 if __name__ == "__main__":
-    # Quick C iteration without pip: rebuilds nnburst/_native*.so in place.
-    os.chdir(HERE.parent)
-    ffibuilder.compile(tmpdir=".", verbose=True)
+    # Quick C iteration without pip: rebuilds nnburst/_native*.so in place.  It
+    # compiles in a scratch directory that sees csrc/ but no pyproject.toml:
+    # cffi's build reads the working directory's, and setuptools older than 77
+    # rejects its SPDX license (the error `python setup.py build_ext` gives).
+    with tempfile.TemporaryDirectory() as scratch:
+        os.symlink(HERE, os.path.join(scratch, "csrc"))
+        os.chdir(scratch)
+        ffibuilder.compile(tmpdir=".", verbose=True)
+        (built,) = Path(scratch, "nnburst").glob("_native*.so")
+        target = HERE.parent / "nnburst" / built.name
+        staged = target.with_name(target.name + ".new")
+        shutil.copyfile(built, staged)
+        os.replace(staged, target)  # a process that has the old one mapped keeps it
+        print(f"built {target}")
