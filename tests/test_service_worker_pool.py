@@ -8,8 +8,10 @@ Time is counted in whole milliseconds so that boundaries compare exactly.
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -100,6 +102,11 @@ class Scenario:
 
 def test_the_pool_starts_count_workers_and_keeps_them_while_they_live(monkeypatch):
     s = Scenario(monkeypatch, count=3)
+    assert s.pool.path == "/tmp/unused.sock"
+    assert s.pool._argv == [
+        *(sys.executable, "-P", "-m", "nnburst.service.driver"),
+        *("--socket", "/tmp/unused.sock", "--listen-fd", str(s.listener.fileno()), "--x"),
+    ]
     assert s.starts == [(0, 0), (0, 1), (0, 2)]
     s.run({}, until_ms=2000)
     assert s.starts == [(0, 0), (0, 1), (0, 2)]
@@ -152,10 +159,16 @@ def test_a_worker_that_cannot_start_is_retried_once_per_back_off(monkeypatch):
     assert s.failed == [2000, 3200, 4400, 5600, 6800]  # the stop at 8 s ends the back-off
 
 
-def test_a_worker_that_starts_again_after_failing_serves_on(monkeypatch):
+def test_a_worker_that_starts_again_after_failing_serves_on(monkeypatch, caplog):
     s = Scenario(monkeypatch)
     s.fail_starts = 1
-    s.run({2000: 1}, until_ms=5000)
+    with caplog.at_level(logging.WARNING, logger="nnburst.service"):
+        s.run({2000: 1}, until_ms=5000)
+    assert caplog.messages[:3] == [
+        "worker 1001 exited with code 1: replacing it",
+        "a worker did not start: no",
+        "worker 1001 exited with code 1: replacing it",
+    ]
     assert s.starts[2:] == [(3200, 2)]  # failed at 2 s, seen at 2.2 s, started at 3.2 s
     assert s.pool._workers == [s.workers[0], s.workers[2]]
 

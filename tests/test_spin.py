@@ -192,3 +192,12 @@ def test_a_zero_window_learns_nothing_and_never_spins() -> None:
         policy.record(1, 10**9)  # even a wait that claims to have spun
     assert (policy.spun_ns, policy.slept_ns) == (0, 0)
     assert not policy.spinning
+
+
+def test_a_sleeping_average_of_one_ns_still_counts() -> None:
+    """Only 0 means "no sleeping wait measured yet"; any measured average is compared."""
+    policy = SpinPolicy(WINDOW)
+    policy.record(0, 1)
+    for _ in range(3):
+        policy.record(WINDOW, 2)  # caught, yet slower than sleeping
+    assert not policy.spinning
