@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -122,43 +123,52 @@ def test_the_c_pass_matches_numpy_for_every_channel_count(channels: int) -> None
 
 
 class Graph:
-    """A small subgraph written operation by operation (operand indexes returned)."""
+    """A small subgraph written operation by operation (operand indexes returned).
+    ``code``: the tensors' type; ``unknown``: temporaries declared without dimensions."""
 
-    def __init__(self) -> None:
+    def __init__(self, code: OperandCode = OperandCode.TENSOR_FLOAT32, unknown: bool = False):
+        self.code, self.unknown = code, unknown
         self.operands: list[Operand] = []
         self.operations: list[Operation] = []
         self.inputs: list[int] = []
+        self.shapes: dict[int, tuple[int, ...]] = {}
+        self.given: dict[int, np.ndarray] = {}  # model inputs that are not random data
 
-    def _add(self, operand: Operand) -> int:
+    def _add(self, operand: Operand, shape: tuple[int, ...] = ()) -> int:
         self.operands.append(operand)
+        self.shapes[len(self.operands) - 1] = shape
         return len(self.operands) - 1
 
-    def input(self, shape: tuple[int, ...]) -> int:
-        self.inputs.append(self._add(floats(shape, Lifetime.SUBGRAPH_INPUT)))
-        return self.inputs[-1]
+    def input(self, shape: tuple[int, ...], value: np.ndarray | None = None) -> int:
+        code = self.code if value is None else OperandCode.TENSOR_INT32
+        index = self._add(Operand(OperandInfo(code, shape), Lifetime.SUBGRAPH_INPUT), shape)
+        self.inputs.append(index)
+        if value is not None:
+            self.given[index] = value
+        return index
 
     def scalar(self, value: int) -> int:
         return self._add(int32(value))
 
     def op(self, code: OperationCode, inputs: tuple[int, ...], shape: tuple[int, ...]) -> int:
-        out = self._add(floats(shape))
+        declared = (0,) * len(shape) if self.unknown else shape
+        operand = Operand(OperandInfo(self.code, declared), Lifetime.TEMPORARY_VARIABLE)
+        out = self._add(operand, shape)
         self.operations.append(Operation(code, inputs, (out,)))
         return out
 
     def copy(self, x: int) -> int:
         """x + 0: a temporary holding x (what fusion may read in place)."""
-        zero = self._add(
-            Operand(
-                OperandInfo(OperandCode.TENSOR_FLOAT32, (1,)),
-                Lifetime.CONSTANT_COPY,
-                np.zeros(1, np.float32),
-            )
-        )
+        info = OperandInfo(self.code, (1,))
+        zero = self._add(Operand(info, Lifetime.CONSTANT_COPY, np.zeros(1, info.dtype)), (1,))
         return self.op(OperationCode.ADD, (x, zero, self.scalar(FuseCode.NONE)), self.shape(x))
 
-    def pad(self, x: int, paddings: list[list[int]]) -> int:
+    def pad(self, x: int, paddings: list[list[int]], given: bool = False) -> int:
         shape = tuple(d + lo + hi for d, (lo, hi) in zip(self.shape(x), paddings))
-        index = self._add(int32(paddings, OperandCode.TENSOR_INT32))
+        if given:  # the paddings are a model input
+            index = self.input((len(paddings), 2), np.array(paddings, np.int32))
+        else:
+            index = self._add(int32(paddings, OperandCode.TENSOR_INT32))
         return self.op(OperationCode.PAD, (x, index), shape)
 
     def add(self, a: int, b: int, fuse: int = FuseCode.RELU) -> int:
@@ -166,7 +176,14 @@ class Graph:
         return self.op(OperationCode.ADD, (a, b, self.scalar(fuse)), shape)
 
     def shape(self, index: int) -> tuple[int, ...]:
-        return self.operands[index].info.dimensions  # type: ignore[return-value]
+        return self.shapes[index]
+
+    def feed(self, index: int, rng: np.random.Generator) -> np.ndarray:
+        if index in self.given:
+            return self.given[index]
+        value = rng.uniform(-8, 8, self.shape(index)).astype(self.operands[index].info.dtype)
+        value.flat[::7] = np.nan  # NaN must come through the fused loop as through two
+        return value
 
     def model(self, outputs: tuple[int, ...]) -> HalModel:
         operands = [
@@ -247,8 +264,37 @@ def _pad_read_by_the_output_add_and_a_later_pad(g: Graph) -> tuple[int, ...]:
     return (g.add(g.copy(g.input((1, 4, 4, 6))), wider, FuseCode.RELU6),)
 
 
+def _pad_read_by_nobody(g: Graph) -> tuple[int, ...]:
+    g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)  # a dead PAD
+    padded = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+    return (g.add(g.copy(g.input(A_SHAPE)), padded),)
+
+
+def _unfusable_pad_then_a_pair(g: Graph) -> tuple[int, ...]:
+    first = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+    twice = g.add(first, first)  # read twice: not fused; the scan goes on
+    padded = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS)
+    return twice, g.add(g.copy(g.input(A_SHAPE)), padded)
+
+
+def _paddings_given(g: Graph) -> tuple[int, ...]:
+    padded = g.pad(g.copy(g.input(X_SHAPE)), CHANNELS, given=True)
+    return (g.add(g.copy(g.input(A_SHAPE)), padded),)
+
+
+#: Graph(...) arguments per case (default: float32, every dimension declared)
+GRAPH_KINDS: dict[str, dict[str, Any]] = {
+    "float16": {"code": OperandCode.TENSOR_FLOAT16},
+    "unknown-dimensions": {"unknown": True},
+}
+
 #: (graph, steps in the fused plan, steps without fusion)
 PAIRS = {
+    "float16": (_relu1, 4, 4),
+    "unknown-dimensions": (_relu1, 4, 4),
+    "paddings-are-a-model-input": (_paddings_given, 4, 4),
+    "a-pad-read-by-nobody": (_pad_read_by_nobody, 5, 6),
+    "unfusable-pad-then-a-pair": (_unfusable_pad_then_a_pair, 6, 7),
     "pad-read-by-add-and-relu": (_pad_read_twice(OperationCode.RELU), 5, 5),
     "pad-read-by-two-adds": (_pad_read_twice(OperationCode.ADD), 6, 6),
     "other-input-broadcasts-channels": (_add_broadcasts((1, 1, 1, 5)), 4, 4),
@@ -273,15 +319,11 @@ def _unfused(operations: list, temporaries: set[int]) -> list:
 @pytest.mark.parametrize("name", list(PAIRS))
 def test_fused_plan_answers_as_the_unfused_one(name: str, monkeypatch) -> None:
     build, fused_steps, steps = PAIRS[name]
-    g = Graph()
+    g = Graph(**GRAPH_KINDS.get(name, {}))
     model = g.model(build(g))
     fused = PreparedModel(model)
     rng = np.random.default_rng(len(name))
-    inputs = []
-    for index in g.inputs:
-        value = rng.uniform(-8, 8, g.shape(index)).astype(np.float32)
-        value.flat[::7] = np.nan  # NaN must come through the fused loop as through two
-        inputs.append(value)
+    inputs = [g.feed(index, rng) for index in g.inputs]
     got = fused.run(inputs)
     monkeypatch.setattr("nnburst.cpu.executor.fuse", _unfused)
     plain = PreparedModel(model)
