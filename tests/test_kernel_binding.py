@@ -190,27 +190,28 @@ def fully_connected(
     zero_bias: bool = False,
     weights_are_input: bool = False,
     unknown_batch: bool = False,
+    size: int = 8,
 ) -> Case:
     quantized = t in (Q8, Q8S)
     qx = {"scale": 0.05, "zp": -3 if t == Q8S else 128} if quantized else {}
     qw = {"scale": 0.02, "zp": 0 if t == Q8S else 127} if quantized else {}
     qo = {"scale": 0.1, "zp": 7 if t == Q8S else 100} if quantized else {}
-    w_info = info(t, 6, 8, **qw)
+    w_info = info(t, 6, size, **qw)
     b_info = info(T.TENSOR_INT32 if quantized else t, 6, scale=0.001 if quantized else 0.0)
     bias = np.zeros(6) if zero_bias else (RNG.integers(-300, 300, 6) if quantized else data(b_info))
     batch = 0 if unknown_batch else 3
     return Case(
         Op.FULLY_CONNECTED,
         [
-            info(t, batch, 8, **qx),
+            info(t, batch, size, **qx),
             w_info if weights_are_input else const(w_info, data(w_info)),
             const(b_info, bias),
             i32(fuse),
         ],
         [info(t, batch, 6, **qo)],
-        bound=not weights_are_input and t != T.TENSOR_FLOAT16,
+        bound=not weights_are_input and t != T.TENSOR_FLOAT16 and size <= 1024,
         fallback=FC,
-        shapes=[(5, 8)] if unknown_batch else None,
+        shapes=[(5, size)] if unknown_batch else None,
     )
 
 
@@ -237,6 +238,36 @@ def reshape(shape: list[int], in_shape=(2, 3, 4), out_shape=(4, 6), constant: bo
 
 def quantize(t: T, out: T, zp: int) -> Case:
     return Case(Op.QUANTIZE, [info(t, 3, 7)], [info(out, 3, 7, scale=0.03, zp=zp)], True, QUANTIZE)
+
+
+def as_input(case: Case, position: int, bound: bool = False) -> Case:
+    """``case`` with its constant input ``position`` given at run time instead."""
+    operand_info, value = case.inputs[position]
+    inputs = [*case.inputs[:position], operand_info, *case.inputs[position + 1 :]]
+    index = sum(isinstance(i, OperandInfo) for i in case.inputs[:position])
+    given = {k + (k >= index): v for k, v in case.given.items()}
+    shapes = case.shapes
+    if shapes is not None:
+        shapes = [*shapes[:index], operand_info.dimensions, *shapes[index:]]
+    return dataclasses.replace(
+        case, inputs=inputs, bound=bound, given={**given, index: value}, shapes=shapes
+    )
+
+
+def unknown_batch(case: Case, feed_batch: int = 1) -> Case:
+    """``case`` with dimension 0 of its first input (and output) left unknown."""
+    first, out = case.inputs[0], case.outputs[0]
+    shapes = [(feed_batch, *first.dimensions[1:])]
+    return dataclasses.replace(
+        case,
+        inputs=[
+            dataclasses.replace(first, dimensions=(0, *first.dimensions[1:])),
+            *case.inputs[1:],
+        ],
+        outputs=[dataclasses.replace(out, dimensions=(0, *out.dimensions[1:]))],
+        shapes=shapes,
+        bound=False,
+    )
 
 
 CASES: dict[str, Callable[[], Case]] = {
@@ -290,6 +321,11 @@ CASES: dict[str, Callable[[], Case]] = {
     },
     "average pool 1x1 relu1": lambda: pool(Op.AVERAGE_POOL_2D, pads=(0, 0, 0, 0), filter=1, fuse=2),
     "max pool none": lambda: pool(Op.MAX_POOL_2D, Q8, fuse=0),
+    "average pool unknown batch": lambda: unknown_batch(pool(Op.AVERAGE_POOL_2D)),
+    "max pool uint8 unknown batch": lambda: unknown_batch(pool(Op.MAX_POOL_2D, Q8), 2),
+    "average pool windows in the padding only": lambda: dataclasses.replace(
+        pool(Op.AVERAGE_POOL_2D, pads=(3, 3, 3, 3), filter=1), bound=False
+    ),
     "conv float32": lambda: conv(),
     "conv float32 1x1 (BLAS)": lambda: conv(kernel=1, channels=64, size=16, rtol=1e-5),
     "conv float32 nchw": lambda: conv(nchw=True, bound=False),
@@ -314,6 +350,19 @@ CASES: dict[str, Callable[[], Case]] = {
     "softmax uint8 axis -1 rank 4": lambda: softmax(Q8, (1, 2, 3, 6), beta=2.0, axis=-1),
     "softmax uint8 axis 1 rank 3": lambda: softmax(Q8, (2, 4, 3), axis=1),
     "softmax float32": lambda: softmax(T.TENSOR_FLOAT32, (2, 5)),
+    "softmax uint8 rank 3 default axis": lambda: softmax(Q8, (2, 3, 4)),
+    "softmax uint8 rank 1": lambda: softmax(Q8, (7,)),
+    "softmax uint8 one value": lambda: softmax(Q8, (1, 1)),
+    "softmax int8 axis -2": lambda: softmax(Q8S, (3, 4), axis=-2),
+    "softmax uint8 beta is an input": lambda: as_input(softmax(Q8, (2, 5)), 1),
+    "softmax uint8 axis is an input": lambda: as_input(softmax(Q8, (2, 5), axis=1), 2),
+    "fully connected float32 activation is an input": lambda: as_input(fully_connected(), 3),
+    "fully connected float32 bias is an input": lambda: as_input(fully_connected(), 2),
+    "fully connected uint8 wide (float64 sums)": lambda: fully_connected(Q8, size=3000),
+    "conv float32 bias is an input": lambda: as_input(conv(), 2),
+    "conv uint8 wide (float64 sums)": lambda: conv(Q8, channels=300, size=3, bound=False),
+    "depthwise float32 unknown batch": lambda: unknown_batch(conv(depthwise=True)),
+    "conv float32 unknown batch": lambda: unknown_batch(conv()),
     "reshape": lambda: reshape([4, -1]),
     "reshape to rank 1": lambda: reshape([-1], out_shape=(24,)),
     "reshape shape is an input": lambda: reshape([4, 6], constant=False),
@@ -350,12 +399,15 @@ def test_a_bound_kernel_answers_as_execute(name: str, monkeypatch: pytest.Monkey
                 raise AssertionError("the bound kernel fell back to execute")
 
             patch.setattr(module, case.fallback[1], refuse)
-        got = bound.run([v.copy() for v in values])
+        got = outcome(bound, values)
     with monkeypatch.context() as patch:
         unbound(patch)
         plain = PreparedModel(hal)
         assert plain.main.operations[0].kernel is None
-        want = plain.run([v.copy() for v in values])
+        want = outcome(plain, values)
+    if isinstance(want, str) or isinstance(got, str):
+        assert got == want
+        return
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -363,6 +415,14 @@ def test_a_bound_kernel_answers_as_execute(name: str, monkeypatch: pytest.Monkey
             np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.rtol)
         else:
             np.testing.assert_array_equal(g, w)
+
+
+def outcome(prepared: PreparedModel, values: list[np.ndarray]) -> Any:
+    """The outputs, or the error (an execution may refuse: then both paths must)."""
+    try:
+        return prepared.run([v.copy() for v in values])
+    except NNError as error:
+        return f"{type(error).__name__}: {error}"
 
 
 def _errors(hal: Any, values: list[np.ndarray | None]) -> str:
