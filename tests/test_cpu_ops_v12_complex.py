@@ -3232,34 +3232,47 @@ def _sigmoid(v: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-v))
 
 
-def _qlstm_peephole_case(peephole: bool, zp: int = 3) -> tuple[list[Any], tuple[np.ndarray, ...]]:
-    """A QUANTIZED_LSTM step with peepholes (no layer norm, no projection, no CIFG):
-    the operands, and what the step computes in real numbers (float64), quantized."""
+def _qlstm_peephole_case(
+    peephole: bool, zp: int = 3, cell_clip: float = 0.0, projection: int = 0
+) -> tuple[list[Any], tuple[np.ndarray, ...]]:
+    """A QUANTIZED_LSTM step with peepholes (no layer norm, no CIFG; a cell clip and
+    a projection to ``projection`` outputs if asked): the operands, and what the step
+    computes in real numbers (float64), quantized."""
     rng = np.random.default_rng(32)
     units, size = 4, 3
+    out_size = projection or units
     sx, sh, sw, sr, sp, scell = 1 / 64, 1 / 128, 1 / 256, 1 / 128, 1 / 64, 2.0**-11
+    hidden_scale, hidden_zp = (1 / 128, 5) if projection else (sh, -zp)
     s8, s16 = T.TENSOR_QUANT8_SYMM, T.TENSOR_QUANT16_SYMM
     w = {g: rng.integers(-60, 61, (units, size)) for g in "ifco"}
-    r = {g: rng.integers(-60, 61, (units, units)) for g in "ifco"}
+    r = {g: rng.integers(-60, 61, (units, out_size)) for g in "ifco"}
     bias = {g: rng.integers(-3000, 3001, units) for g in "ifco"}
     peep = {g: rng.integers(-50, 51, units) * peephole for g in "ifo"}
     x = rng.integers(-100, 101, (2, size)).astype(np.int8)
-    h = rng.integers(-100, 101, (2, units)).astype(np.int8)
+    h = rng.integers(-100, 101, (2, out_size)).astype(np.int8)
     c = rng.integers(-1500, 1501, (2, units)).astype(np.int16)
+    proj_w = rng.integers(-20, 21, (out_size, units))
+    proj_b = rng.integers(-200, 201, out_size)
     args: list[Any] = [info(T.TENSOR_QUANT8_ASYMM_SIGNED, 2, size, scale=sx, zp=zp)]
     args += [const(info(s8, units, size, scale=sw), w[g]) for g in "ifco"]
-    args += [const(info(s8, units, units, scale=sr), r[g]) for g in "ifco"]
+    args += [const(info(s8, units, out_size, scale=sr), r[g]) for g in "ifco"]
     args += [const(info(s16, units, scale=sp), peep[g]) for g in "ifo"]
     args += [const(info(T.TENSOR_INT32, units, scale=sw * sx), bias[g]) for g in "ifco"]
-    args += [omitted(info(s8, units, units, scale=1.0)), omitted(info(T.TENSOR_INT32, units))]
+    if projection:
+        args += [
+            const(info(s8, out_size, units, scale=1 / 128), proj_w),
+            const(info(T.TENSOR_INT32, out_size), proj_b),
+        ]
+    else:
+        args += [omitted(info(s8, units, units, scale=1.0)), omitted(info(T.TENSOR_INT32, units))]
     args += [
-        info(T.TENSOR_QUANT8_ASYMM_SIGNED, 2, units, scale=sh, zp=-zp),
+        info(T.TENSOR_QUANT8_ASYMM_SIGNED, 2, out_size, scale=sh, zp=-zp),
         info(s16, 2, units, scale=scell),
     ]
     args += [omitted(info(s16, units, scale=1.0))] * 4
     # No layer norm: the gates' intermediate scale is the Q3.12 of their arithmetic.
-    args += [fscalar(v) for v in (0.0, 0.0, 2.0**-12, 2.0**-12, 2.0**-12, 2.0**-12)]
-    args += [i32(-zp), fscalar(sh)]
+    args += [fscalar(v) for v in (cell_clip, 0.0, 2.0**-12, 2.0**-12, 2.0**-12, 2.0**-12)]
+    args += [i32(hidden_zp), fscalar(hidden_scale)]
 
     xr, hr, cr = (x.astype(float) - zp) * sx, (h.astype(float) + zp) * sh, c * scell
 
@@ -3269,28 +3282,42 @@ def _qlstm_peephole_case(peephole: bool, zp: int = 3) -> tuple[list[Any], tuple[
     forget = _sigmoid(pre("f") + peep["f"] * sp * cr)
     input_gate = _sigmoid(pre("i") + peep["i"] * sp * cr)
     cell = forget * cr + input_gate * np.tanh(pre("c"))
+    if cell_clip:
+        cell = np.clip(cell, -cell_clip, cell_clip)
     out_gate = _sigmoid(pre("o") + peep["o"] * sp * cell)
-    hidden = np.clip(np.round(out_gate * np.tanh(cell) / sh) - zp, -128, 127)
+    hidden = np.clip(np.round(out_gate * np.tanh(cell) / hidden_scale) + hidden_zp, -128, 127)
+    if projection:
+        real = (hidden - hidden_zp) * hidden_scale @ (proj_w / 128).T + proj_b * hidden_scale / 128
+        hidden = np.clip(np.round(real / sh) - zp, -128, 127)
     return args, (x, h, c, np.round(cell / scell), hidden)
 
 
-@pytest.mark.parametrize("peephole", [True, False], ids=["peephole", "no-peephole"])
-def test_quantized_lstm_peepholes_against_a_real_number_model(peephole: bool) -> None:
+@pytest.mark.parametrize(
+    "peephole, cell_clip, projection",
+    [(True, 0.0, 0), (False, 0.0, 0), (True, 0.25, 0), (True, 0.0, 3), (True, 0.3, 3)],
+    ids=["peephole", "no-peephole", "cell-clip", "projection", "clip-and-projection"],
+)
+def test_quantized_lstm_peepholes_against_a_real_number_model(
+    peephole: bool, cell_clip: float, projection: int
+) -> None:
     """Each gate sees its peephole weight times the cell state (the previous one for
-    the input and forget gates, the new one for the output gate).  The integer step
-    may differ from exact arithmetic by its roundings only: at most 3 cell-state steps
-    of 2**-11 and one output step."""
-    args, (x, h, c, want_cell, want_out) = _qlstm_peephole_case(peephole)
-    outs = [
-        info(T.TENSOR_QUANT8_ASYMM_SIGNED, 2, 4, scale=1 / 128, zp=-3),
-        info(T.TENSOR_QUANT16_SYMM, 2, 4, scale=2.0**-11),
-        info(T.TENSOR_QUANT8_ASYMM_SIGNED, 2, 4, scale=1 / 128, zp=-3),
-    ]
+    the input and forget gates, the new, clipped one for the output gate).  The
+    integer step may differ from exact arithmetic by its roundings only: at most 3
+    cell-state steps of 2**-11 and one output step."""
+    args, (x, h, c, want_cell, want_out) = _qlstm_peephole_case(
+        peephole, cell_clip=cell_clip, projection=projection
+    )
+    out_size = projection or 4
+    state = info(T.TENSOR_QUANT8_ASYMM_SIGNED, 2, out_size, scale=1 / 128, zp=-3)
+    outs = [state, info(T.TENSOR_QUANT16_SYMM, 2, 4, scale=2.0**-11), state]
     state, cell, out = run(Op.QUANTIZED_LSTM, args, outs, x, h, c)
     assert np.abs(cell.astype(int) - want_cell).max() <= 3
     assert np.abs(out.astype(int) - want_out).max() <= 1
     np.testing.assert_array_equal(state, out)
-    if peephole:  # the peepholes move the answer well past those roundings
+    if cell_clip:  # the clip binds: some cell values sit on it
+        limit = int(cell_clip * 2048)
+        assert np.abs(cell).max() == limit and (np.abs(c) > limit).any()
+    if peephole and not cell_clip and not projection:  # the peepholes matter
         _, (*_, plain_cell, plain_out) = _qlstm_peephole_case(False)
         assert np.abs(plain_cell - want_cell).max() > 50
         assert np.abs(plain_out - want_out).max() > 3
