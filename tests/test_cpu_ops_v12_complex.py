@@ -11,7 +11,9 @@ rejections must be BAD_DATA; data errors at execution OP_FAILED.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -3044,6 +3046,49 @@ def test_quantized_16bit_lstm_validation() -> None:
     args[0] = info(T.TENSOR_QUANT8_ASYMM, 1, 2, scale=1 / 64, zp=128)
     rejects(Op.QUANTIZED_16BIT_LSTM, args, outs, "scale 1/128")
     rejects(Op.QUANTIZED_16BIT_LSTM, q16_lstm_inputs(1)[:-1], outs, "expected 15 inputs")
+
+
+def _q16_with(changes: dict[int, dict[str, Any]]) -> list[Any]:
+    """q16_lstm_inputs(1) with some operands' type changed (``{index: {field: value}}``)."""
+    args = q16_lstm_inputs(1)
+    for index, fields in changes.items():
+        item = args[index]
+        if isinstance(item, OperandInfo):
+            args[index] = dataclasses.replace(item, **fields)
+        else:
+            args[index] = (dataclasses.replace(item[0], **fields), item[1])
+    return args
+
+
+@pytest.mark.parametrize(
+    "changes, outputs, message",
+    [
+        ({0: {"scale": 1 / 64}}, {}, "input 0 (input) must have scale 1/128 and zero point 128"),
+        ({14: {"zero_point": 0}}, {}, "input 14 (prev_output) must have scale 1/128 and zero point 128"),
+        ({i: {"scale": 0.0} for i in range(1, 9)}, {}, "weights need a non-zero scale"),
+        ({1: {"zero_point": 99}}, {}, "input 2: all weights must share one scale and zero point"),
+        ({2: {"scale": 0.004}}, {}, "input 2: all weights must share one scale and zero point"),
+        ({8: {"zero_point": 99}}, {}, "input 8: all weights must share one scale and zero point"),
+        ({9: {"scale": 0.001}}, {}, "input 9: bias scale must be weights scale / 128, zero point 0"),
+        ({12: {"zero_point": 1}}, {}, "input 12: bias scale must be weights scale / 128, zero point 0"),
+        ({13: {"zero_point": 1}}, {}, "input 13 (prev_cell_state) must have scale 2**-11 (4 integer bits) and zero point 0"),
+        ({}, {0: {"scale": 1 / 1024}}, "outputs must keep the cell state's and the output's quantization"),
+        ({}, {1: {"zero_point": 0}}, "outputs must keep the cell state's and the output's quantization"),
+        ({}, {0: {"dimensions": (1, 1, 4)}}, "output 0"),
+        ({}, {1: {"dimensions": (4,)}}, "output 1"),
+        ({10: {"dimensions": (1, 4)}}, {}, "input 10"),
+    ],
+)  # fmt: skip
+def test_quantized_16bit_lstm_refuses_each_wrong_operand_by_name(
+    changes: dict[int, dict[str, Any]], outputs: dict[int, dict[str, Any]], message: str
+) -> None:
+    outs = [
+        info(T.TENSOR_QUANT16_SYMM, 1, 4, scale=1 / 2048),
+        info(T.TENSOR_QUANT8_ASYMM, 1, 4, scale=1 / 128, zp=128),
+    ]
+    for index, fields in outputs.items():
+        outs[index] = dataclasses.replace(outs[index], **fields)
+    rejects(Op.QUANTIZED_16BIT_LSTM, _q16_with(changes), outs, re.escape(message))
 
 
 # --------------------------------------------------------------- QUANTIZED_LSTM
