@@ -3368,6 +3368,68 @@ def test_quantized_lstm_peepholes_against_a_real_number_model(
         assert np.abs(plain_out - want_out).max() > 3
 
 
+@pytest.mark.parametrize("shift, accepted", [(-16, False), (-15, True), (-9, True), (-8, False)])
+def test_quantized_lstm_cell_state_scale_is_a_power_of_two_from_2_15_to_2_9(
+    shift: int, accepted: bool
+) -> None:
+    args = qlstm_inputs(QL_W, 3)
+    args[19] = info(T.TENSOR_QUANT16_SYMM, 2, 4, scale=2.0**shift)
+    if accepted:
+        PreparedModel(model(Op.QUANTIZED_LSTM, args, qlstm_outputs(3)))
+    else:
+        message = f"input 19 (cell state) scale {2.0**shift} must be a power of two between"
+        rejects(Op.QUANTIZED_LSTM, args, qlstm_outputs(3), re.escape(message))
+
+
+def test_quantized_lstm_refusals_name_what_is_wrong() -> None:
+    w = dict(QL_W, ri=None)
+    rejects(
+        Op.QUANTIZED_LSTM,
+        qlstm_inputs(w, 3),
+        qlstm_outputs(3),
+        re.escape(
+            "input_to_input and recurrent_to_input weights must be both present (LSTM) "
+            "or both omitted (CIFG)"
+        ),
+    )
+    args = qlstm_inputs(QL_W, 3)
+    args[26] = fscalar(0.0)
+    rejects(
+        Op.QUANTIZED_LSTM,
+        args,
+        qlstm_outputs(3),
+        re.escape("input 26 (scale) is 0.0; it must be > 0"),
+    )
+    args = qlstm_inputs(QL_W, 3)
+    args[31] = fscalar(-1.0)
+    rejects(
+        Op.QUANTIZED_LSTM,
+        args,
+        qlstm_outputs(3),
+        re.escape("input 31 (scale) is -1.0; it must be > 0"),
+    )
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"ii": None, "ri": None, "lni": None}, "CIFG (no input_to_input weights) omits every input-gate tensor"),
+        ({"bf": None}, "gate 'f' needs its input/recurrent weights and bias"),
+        ({"bo": None}, "gate 'o' needs its input/recurrent weights and bias"),
+        ({"lnc": None}, "layer norm weights must be all present or all omitted"),
+    ],
+)  # fmt: skip
+def test_quantized_lstm_inconsistent_operands_fail_at_run_time(
+    change: dict[str, Any], message: str
+) -> None:
+    prepared = PreparedModel(
+        model(Op.QUANTIZED_LSTM, qlstm_inputs(dict(QL_W, **change), 3), qlstm_outputs(3))
+    )
+    with pytest.raises(NNError, match=re.escape(message)) as err:
+        prepared.run([QL_X, np.zeros((2, 3), np.int8), np.zeros((2, 4), np.int16)])
+    assert err.value.code == ResultCode.OP_FAILED
+
+
 def test_quantized_lstm_validation_and_execution_errors() -> None:
     w = dict(QL_W)
     w["ii"] = None  # input weights without recurrent-to-input weights
