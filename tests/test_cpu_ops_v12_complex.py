@@ -3048,6 +3048,23 @@ def test_quantized_16bit_lstm_validation() -> None:
     rejects(Op.QUANTIZED_16BIT_LSTM, q16_lstm_inputs(1)[:-1], outs, "expected 15 inputs")
 
 
+@pytest.mark.parametrize("integer_bits", [3, 4, 5, 6])
+def test_the_int16_fixed_point_gates_follow_logistic_and_tanh(integer_bits: int) -> None:
+    """gemmlowp's 16-bit logistic and tanh (Q0.15 out) over every int16 input, against
+    the real functions: within 6 and 12 steps of 2**-15 (their approximation error)."""
+    from nnburst.cpu.ops.quantized_lstm import _logistic16, _tanh16
+
+    x = np.arange(-32768, 32768, dtype=np.int64)
+    real = x / 2.0 ** (15 - integer_bits)
+    logistic = np.clip(np.round(32768 / (1 + np.exp(-real))), -32768, 32767)
+    tanh = np.clip(np.round(32768 * np.tanh(real)), -32768, 32767)
+    assert np.abs(_logistic16(x, integer_bits) - logistic).max() <= 6
+    assert np.abs(_tanh16(x, integer_bits) - tanh).max() <= 12
+    assert (
+        _logistic16(np.int64(0), integer_bits) == 16384 and _tanh16(np.int64(0), integer_bits) == 0
+    )
+
+
 def _q16_with(changes: dict[int, dict[str, Any]]) -> list[Any]:
     """q16_lstm_inputs(1) with some operands' type changed (``{index: {field: value}}``)."""
     args = q16_lstm_inputs(1)
