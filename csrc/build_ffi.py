@@ -11,7 +11,9 @@ from __future__ import annotations
 import keyword
 import os
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from cffi import FFI
@@ -134,8 +136,8 @@ ffibuilder.set_source(
     "".join(f'#include "{name}"\n' for name in HEADERS),
     # Paths relative to the project root, where setup.py runs: setuptools
     # refuses absolute source paths.
-    sources=[os.path.relpath(HERE / s) for s in SOURCES],
-    include_dirs=[os.path.relpath(HERE)],
+    sources=[f"csrc/{s}" for s in SOURCES],
+    include_dirs=["csrc"],
     # Hidden visibility: calls between the C files (the spin loop's counter
     # loads) bind directly instead of through the PLT.
     extra_compile_args=["-std=gnu11", "-O3", "-fvisibility=hidden", "-Wall", "-Wextra"],
@@ -145,7 +147,18 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--stub"]:
         STUB.write_text(stub_text())
         print(f"wrote {STUB}; run `ruff format {STUB}`")
-    else:
-        # Quick C iteration without pip: rebuilds nnburst/_native*.so in place.
-        os.chdir(HERE.parent)
+        sys.exit(0)
+    # Quick C iteration without pip: rebuilds nnburst/_native*.so in place.  It
+    # compiles in a scratch directory that sees csrc/ but no pyproject.toml:
+    # cffi's build reads the working directory's, and setuptools older than 77
+    # rejects its SPDX license (the error `python setup.py build_ext` gives).
+    with tempfile.TemporaryDirectory() as scratch:
+        os.symlink(HERE, os.path.join(scratch, "csrc"))
+        os.chdir(scratch)
         ffibuilder.compile(tmpdir=".", verbose=True)
+        (built,) = Path(scratch, "nnburst").glob("_native*.so")
+        target = HERE.parent / "nnburst" / built.name
+        staged = target.with_name(target.name + ".new")
+        shutil.copyfile(built, staged)
+        os.replace(staged, target)  # a process that has the old one mapped keeps it
+        print(f"built {target}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -518,7 +519,8 @@ def _example_request(**changes) -> Request:
         {"inputs": [None]},  # not an argument at all
         {"outputs": [RequestArgument(False, DataLocation(0, 48, 48), ("3", 4))]},
     ],
-    ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items())[:60],
+    # No memory address in an ID: pytest-xdist's workers must collect the same names.
+    ids=lambda c: re.sub(r" at 0x[0-9a-f]+", "", ",".join(f"{k}={v}" for k, v in c.items()))[:60],
 )
 def test_invalid_requests_are_invalid_argument(changes):
     prepared = compiled().prepared_model

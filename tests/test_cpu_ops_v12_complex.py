@@ -11,7 +11,9 @@ rejections must be BAD_DATA; data errors at execution OP_FAILED.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -3046,6 +3048,66 @@ def test_quantized_16bit_lstm_validation() -> None:
     rejects(Op.QUANTIZED_16BIT_LSTM, q16_lstm_inputs(1)[:-1], outs, "expected 15 inputs")
 
 
+@pytest.mark.parametrize("integer_bits", [3, 4, 5, 6])
+def test_the_int16_fixed_point_gates_follow_logistic_and_tanh(integer_bits: int) -> None:
+    """gemmlowp's 16-bit logistic and tanh (Q0.15 out) over every int16 input, against
+    the real functions: within 6 and 12 steps of 2**-15 (their approximation error)."""
+    from nnburst.cpu.ops.quantized_lstm import _logistic16, _tanh16
+
+    x = np.arange(-32768, 32768, dtype=np.int64)
+    real = x / 2.0 ** (15 - integer_bits)
+    logistic = np.clip(np.round(32768 / (1 + np.exp(-real))), -32768, 32767)
+    tanh = np.clip(np.round(32768 * np.tanh(real)), -32768, 32767)
+    assert np.abs(_logistic16(x, integer_bits) - logistic).max() <= 6
+    assert np.abs(_tanh16(x, integer_bits) - tanh).max() <= 12
+    assert (
+        _logistic16(np.int64(0), integer_bits) == 16384 and _tanh16(np.int64(0), integer_bits) == 0
+    )
+
+
+def _q16_with(changes: dict[int, dict[str, Any]]) -> list[Any]:
+    """q16_lstm_inputs(1) with some operands' type changed (``{index: {field: value}}``)."""
+    args = q16_lstm_inputs(1)
+    for index, fields in changes.items():
+        item = args[index]
+        if isinstance(item, OperandInfo):
+            args[index] = dataclasses.replace(item, **fields)
+        else:
+            args[index] = (dataclasses.replace(item[0], **fields), item[1])
+    return args
+
+
+@pytest.mark.parametrize(
+    "changes, outputs, message",
+    [
+        ({0: {"scale": 1 / 64}}, {}, "input 0 (input) must have scale 1/128 and zero point 128"),
+        ({14: {"zero_point": 0}}, {}, "input 14 (prev_output) must have scale 1/128 and zero point 128"),
+        ({i: {"scale": 0.0} for i in range(1, 9)}, {}, "weights need a non-zero scale"),
+        ({1: {"zero_point": 99}}, {}, "input 2: all weights must share one scale and zero point"),
+        ({2: {"scale": 0.004}}, {}, "input 2: all weights must share one scale and zero point"),
+        ({8: {"zero_point": 99}}, {}, "input 8: all weights must share one scale and zero point"),
+        ({9: {"scale": 0.001}}, {}, "input 9: bias scale must be weights scale / 128, zero point 0"),
+        ({12: {"zero_point": 1}}, {}, "input 12: bias scale must be weights scale / 128, zero point 0"),
+        ({13: {"zero_point": 1}}, {}, "input 13 (prev_cell_state) must have scale 2**-11 (4 integer bits) and zero point 0"),
+        ({}, {0: {"scale": 1 / 1024}}, "outputs must keep the cell state's and the output's quantization"),
+        ({}, {1: {"zero_point": 0}}, "outputs must keep the cell state's and the output's quantization"),
+        ({}, {0: {"dimensions": (1, 1, 4)}}, "output 0"),
+        ({}, {1: {"dimensions": (4,)}}, "output 1"),
+        ({10: {"dimensions": (1, 4)}}, {}, "input 10"),
+    ],
+)  # fmt: skip
+def test_quantized_16bit_lstm_refuses_each_wrong_operand_by_name(
+    changes: dict[int, dict[str, Any]], outputs: dict[int, dict[str, Any]], message: str
+) -> None:
+    outs = [
+        info(T.TENSOR_QUANT16_SYMM, 1, 4, scale=1 / 2048),
+        info(T.TENSOR_QUANT8_ASYMM, 1, 4, scale=1 / 128, zp=128),
+    ]
+    for index, fields in outputs.items():
+        outs[index] = dataclasses.replace(outs[index], **fields)
+    rejects(Op.QUANTIZED_16BIT_LSTM, _q16_with(changes), outs, re.escape(message))
+
+
 # --------------------------------------------------------------- QUANTIZED_LSTM
 
 QL_W = {
@@ -3226,6 +3288,163 @@ def test_quantized_lstm_known_answers(case: str) -> None:
     np.testing.assert_array_equal(out.ravel(), want[0])
     np.testing.assert_array_equal(state, out)
     np.testing.assert_array_equal(cell.ravel(), want[1])
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-v))
+
+
+def _qlstm_peephole_case(
+    peephole: bool, zp: int = 3, cell_clip: float = 0.0, projection: int = 0
+) -> tuple[list[Any], tuple[np.ndarray, ...]]:
+    """A QUANTIZED_LSTM step with peepholes (no layer norm, no CIFG; a cell clip and
+    a projection to ``projection`` outputs if asked): the operands, and what the step
+    computes in real numbers (float64), quantized."""
+    rng = np.random.default_rng(32)
+    units, size = 4, 3
+    out_size = projection or units
+    sx, sh, sw, sr, sp, scell = 1 / 64, 1 / 128, 1 / 256, 1 / 128, 1 / 64, 2.0**-11
+    hidden_scale, hidden_zp = (1 / 128, 5) if projection else (sh, -zp)
+    s8, s16 = T.TENSOR_QUANT8_SYMM, T.TENSOR_QUANT16_SYMM
+    w = {g: rng.integers(-60, 61, (units, size)) for g in "ifco"}
+    r = {g: rng.integers(-60, 61, (units, out_size)) for g in "ifco"}
+    bias = {g: rng.integers(-3000, 3001, units) for g in "ifco"}
+    peep = {g: rng.integers(-50, 51, units) * peephole for g in "ifo"}
+    x = rng.integers(-100, 101, (2, size)).astype(np.int8)
+    h = rng.integers(-100, 101, (2, out_size)).astype(np.int8)
+    c = rng.integers(-1500, 1501, (2, units)).astype(np.int16)
+    proj_w = rng.integers(-20, 21, (out_size, units))
+    proj_b = rng.integers(-200, 201, out_size)
+    args: list[Any] = [info(T.TENSOR_QUANT8_ASYMM_SIGNED, 2, size, scale=sx, zp=zp)]
+    args += [const(info(s8, units, size, scale=sw), w[g]) for g in "ifco"]
+    args += [const(info(s8, units, out_size, scale=sr), r[g]) for g in "ifco"]
+    args += [const(info(s16, units, scale=sp), peep[g]) for g in "ifo"]
+    args += [const(info(T.TENSOR_INT32, units, scale=sw * sx), bias[g]) for g in "ifco"]
+    if projection:
+        args += [
+            const(info(s8, out_size, units, scale=1 / 128), proj_w),
+            const(info(T.TENSOR_INT32, out_size), proj_b),
+        ]
+    else:
+        args += [omitted(info(s8, units, units, scale=1.0)), omitted(info(T.TENSOR_INT32, units))]
+    args += [
+        info(T.TENSOR_QUANT8_ASYMM_SIGNED, 2, out_size, scale=sh, zp=-zp),
+        info(s16, 2, units, scale=scell),
+    ]
+    args += [omitted(info(s16, units, scale=1.0))] * 4
+    # No layer norm: the gates' intermediate scale is the Q3.12 of their arithmetic.
+    args += [fscalar(v) for v in (cell_clip, 0.0, 2.0**-12, 2.0**-12, 2.0**-12, 2.0**-12)]
+    args += [i32(hidden_zp), fscalar(hidden_scale)]
+
+    xr, hr, cr = (x.astype(float) - zp) * sx, (h.astype(float) + zp) * sh, c * scell
+
+    def pre(g: str) -> np.ndarray:
+        return xr @ (w[g] * sw).T + hr @ (r[g] * sr).T + bias[g] * sw * sx
+
+    forget = _sigmoid(pre("f") + peep["f"] * sp * cr)
+    input_gate = _sigmoid(pre("i") + peep["i"] * sp * cr)
+    cell = forget * cr + input_gate * np.tanh(pre("c"))
+    if cell_clip:
+        cell = np.clip(cell, -cell_clip, cell_clip)
+    out_gate = _sigmoid(pre("o") + peep["o"] * sp * cell)
+    hidden = np.clip(np.round(out_gate * np.tanh(cell) / hidden_scale) + hidden_zp, -128, 127)
+    if projection:
+        real = (hidden - hidden_zp) * hidden_scale @ (proj_w / 128).T + proj_b * hidden_scale / 128
+        hidden = np.clip(np.round(real / sh) - zp, -128, 127)
+    return args, (x, h, c, np.round(cell / scell), hidden)
+
+
+@pytest.mark.parametrize(
+    "peephole, cell_clip, projection",
+    [(True, 0.0, 0), (False, 0.0, 0), (True, 0.25, 0), (True, 0.0, 3), (True, 0.3, 3)],
+    ids=["peephole", "no-peephole", "cell-clip", "projection", "clip-and-projection"],
+)
+def test_quantized_lstm_peepholes_against_a_real_number_model(
+    peephole: bool, cell_clip: float, projection: int
+) -> None:
+    """Each gate sees its peephole weight times the cell state (the previous one for
+    the input and forget gates, the new, clipped one for the output gate).  The
+    integer step may differ from exact arithmetic by its roundings only: at most 3
+    cell-state steps of 2**-11 and one output step."""
+    args, (x, h, c, want_cell, want_out) = _qlstm_peephole_case(
+        peephole, cell_clip=cell_clip, projection=projection
+    )
+    out_size = projection or 4
+    state = info(T.TENSOR_QUANT8_ASYMM_SIGNED, 2, out_size, scale=1 / 128, zp=-3)
+    outs = [state, info(T.TENSOR_QUANT16_SYMM, 2, 4, scale=2.0**-11), state]
+    state, cell, out = run(Op.QUANTIZED_LSTM, args, outs, x, h, c)
+    assert np.abs(cell.astype(int) - want_cell).max() <= 3
+    assert np.abs(out.astype(int) - want_out).max() <= 1
+    np.testing.assert_array_equal(state, out)
+    if cell_clip:  # the clip binds: some cell values sit on it
+        limit = int(cell_clip * 2048)
+        assert np.abs(cell).max() == limit and (np.abs(c) > limit).any()
+    if peephole and not cell_clip and not projection:  # the peepholes matter
+        _, (*_, plain_cell, plain_out) = _qlstm_peephole_case(False)
+        assert np.abs(plain_cell - want_cell).max() > 50
+        assert np.abs(plain_out - want_out).max() > 3
+
+
+@pytest.mark.parametrize("shift, accepted", [(-16, False), (-15, True), (-9, True), (-8, False)])
+def test_quantized_lstm_cell_state_scale_is_a_power_of_two_from_2_15_to_2_9(
+    shift: int, accepted: bool
+) -> None:
+    args = qlstm_inputs(QL_W, 3)
+    args[19] = info(T.TENSOR_QUANT16_SYMM, 2, 4, scale=2.0**shift)
+    if accepted:
+        PreparedModel(model(Op.QUANTIZED_LSTM, args, qlstm_outputs(3)))
+    else:
+        message = f"input 19 (cell state) scale {2.0**shift} must be a power of two between"
+        rejects(Op.QUANTIZED_LSTM, args, qlstm_outputs(3), re.escape(message))
+
+
+def test_quantized_lstm_refusals_name_what_is_wrong() -> None:
+    w = dict(QL_W, ri=None)
+    rejects(
+        Op.QUANTIZED_LSTM,
+        qlstm_inputs(w, 3),
+        qlstm_outputs(3),
+        re.escape(
+            "input_to_input and recurrent_to_input weights must be both present (LSTM) "
+            "or both omitted (CIFG)"
+        ),
+    )
+    args = qlstm_inputs(QL_W, 3)
+    args[26] = fscalar(0.0)
+    rejects(
+        Op.QUANTIZED_LSTM,
+        args,
+        qlstm_outputs(3),
+        re.escape("input 26 (scale) is 0.0; it must be > 0"),
+    )
+    args = qlstm_inputs(QL_W, 3)
+    args[31] = fscalar(-1.0)
+    rejects(
+        Op.QUANTIZED_LSTM,
+        args,
+        qlstm_outputs(3),
+        re.escape("input 31 (scale) is -1.0; it must be > 0"),
+    )
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"ii": None, "ri": None, "lni": None}, "CIFG (no input_to_input weights) omits every input-gate tensor"),
+        ({"bf": None}, "gate 'f' needs its input/recurrent weights and bias"),
+        ({"bo": None}, "gate 'o' needs its input/recurrent weights and bias"),
+        ({"lnc": None}, "layer norm weights must be all present or all omitted"),
+    ],
+)  # fmt: skip
+def test_quantized_lstm_inconsistent_operands_fail_at_run_time(
+    change: dict[str, Any], message: str
+) -> None:
+    prepared = PreparedModel(
+        model(Op.QUANTIZED_LSTM, qlstm_inputs(dict(QL_W, **change), 3), qlstm_outputs(3))
+    )
+    with pytest.raises(NNError, match=re.escape(message)) as err:
+        prepared.run([QL_X, np.zeros((2, 3), np.int8), np.zeros((2, 4), np.int16)])
+    assert err.value.code == ResultCode.OP_FAILED
 
 
 def test_quantized_lstm_validation_and_execution_errors() -> None:

@@ -9,6 +9,7 @@ import os
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -227,8 +228,21 @@ def test_real_models_match_onnxruntime(
 
 # -- ONNX's backend node tests --------------------------------------------------------------------
 
-#: Node tests that pass today (onnx 1.22.0's data; see docs/onnx-node-tests.md).
+#: Node tests that pass today, by name (onnx 1.22.0's data; see docs/onnx-node-tests.md):
+#: each must keep passing.  A refusal cannot hide a regression among the refusals.
+PASSING = [
+    line
+    for line in (Path(__file__).parent / "onnx_node_tests_passing.txt").read_text().splitlines()
+    if line and not line.startswith("#")
+]
+#: The count as a floor: the pinned tests pass, so at least this many do.
 MIN_PASSING = 841
+
+
+def test_the_pinned_node_tests_are_distinct_and_as_many_as_the_floor() -> None:
+    assert len(set(PASSING)) == len(PASSING) == MIN_PASSING
+
+
 #: One node test per mapping that composes NNAPI operations or transposes a computed
 #: operand: each must pass, not merely be refused.
 MUST_PASS = [
@@ -290,6 +304,9 @@ def test_onnx_node_tests_pass_or_say_unsupported() -> None:
     )
     wrong = {name: why for name, why in outcomes.items() if why.startswith("wrong")}
     assert not wrong, list(wrong.items())[:20]
+    regressed = {name: outcomes.get(name, "not run") for name in PASSING}
+    regressed = {name: why for name, why in regressed.items() if why != "pass"}
+    assert not regressed, f"{len(regressed)} pinned node tests no longer pass: {regressed}"
     passed = sum(1 for why in outcomes.values() if why == "pass")
     assert passed >= MIN_PASSING, (passed, collections.Counter(outcomes.values()))
     assert {name: outcomes.get(name) for name in MUST_PASS} == dict.fromkeys(MUST_PASS, "pass")

@@ -349,6 +349,36 @@ def test_operator_matches_litert(case: str) -> None:
     compare(model, inputs)
 
 
+POOL_SHAPES = {  # (input H, W), filter (H, W), stride (H, W): odd sizes, where SAME pads
+    "7x5 2x2/2": ((7, 5), (2, 2), (2, 2)),
+    "5x7 3x3/2": ((5, 7), (3, 3), (2, 2)),
+    "7x7 3x3/1": ((7, 7), (3, 3), (1, 1)),
+    "9x6 3x2/(2,3)": ((9, 6), (3, 2), (2, 3)),
+    "3x3 4x4/2": ((3, 3), (4, 4), (2, 2)),  # SAME only: the filter is wider than the input
+}
+
+
+@pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D", "L2_POOL_2D"])
+@pytest.mark.parametrize(
+    "padding", [schema.Padding.SAME, schema.Padding.VALID], ids=["same", "valid"]
+)
+@pytest.mark.parametrize("shape", list(POOL_SHAPES))
+def test_pools_on_odd_sizes_match_litert(op: str, padding: int, shape: str) -> None:
+    """SAME and VALID differ only where the window does not tile the input: odd sizes
+    (a 6x6 input pooled 2x2/2 gives the same answer either way)."""
+    (h, w), (fh, fw), (sh, sw) = POOL_SHAPES[shape]
+    if padding == schema.Padding.SAME:
+        out_h, out_w = -(-h // sh), -(-w // sw)
+    elif fh > h or fw > w:
+        pytest.skip("no VALID window fits")
+    else:
+        out_h, out_w = (h - fh) // sh + 1, (w - fw) // sw + 1
+    o = options(schema.Pool2DOptionsT, padding=padding, strideW=sw, strideH=sh, filterWidth=fw,
+                filterHeight=fh, fusedActivationFunction=ACT.NONE)  # fmt: skip
+    model = single_op(op, [Tensor((1, h, w, 3), F32)], [Tensor((1, out_h, out_w, 3), F32)], o)
+    compare(model, [rand(1, h, w, 3)])
+
+
 def test_fp16_weights_are_dequantized_once_at_load() -> None:
     """A float model with fp16 weights: a DEQUANTIZE per weight, folded into float32 constants."""
     weights = rand(4, 3, 3, 3).astype(np.float16)
