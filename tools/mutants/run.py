@@ -135,17 +135,27 @@ GROUPS = {
     # refusal messages.  A glob of each package: the per-family modules of a
     # split are picked up as they come.
     "tflite-import": Group(
-        ("nnburst/tflite/*.py",),
+        ("nnburst/tflite/*.py", "nnburst/tflite/ops/*.py"),
         ("tests/test_tflite.py", "tests/test_tflite_recurrent.py"),
         names=("nnburst.tflite.*.x_*",),
-        exclude=("nnburst/tflite/reader.py", "nnburst/tflite/__init__.py"),
+        exclude=(
+            "nnburst/tflite/reader.py",
+            "nnburst/tflite/__init__.py",
+            "nnburst/tflite/interpreter.py",
+            "nnburst/tflite/loading.py",
+        ),
         skip_lines=IMPORTER_MESSAGES,
     ),
     "onnx-import": Group(
-        ("nnburst/onnx/*.py",),
+        ("nnburst/onnx/*.py", "nnburst/onnx/ops/*.py"),
         ("tests/test_onnx.py", "-k", "not node_tests and not real_models"),
         names=("nnburst.onnx.*.x_*",),
-        exclude=("nnburst/onnx/backend.py", "nnburst/onnx/__init__.py"),
+        exclude=(
+            "nnburst/onnx/backend.py",
+            "nnburst/onnx/__init__.py",
+            "nnburst/onnx/session.py",
+            "nnburst/onnx/loading.py",
+        ),
         skip_lines=IMPORTER_MESSAGES,
     ),
     "spin": Group(("nnburst/hal/spin.py",), ("tests/test_spin.py",)),
