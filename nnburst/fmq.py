@@ -577,15 +577,8 @@ class MessageQueue:
             ClosedResourceError / BrokenResourceError: the queue was closed
                 (by you / by the peer) while waiting or before.
         """
-        if not self._blocking_ready:
-            self._check_blocking()
-        src = self._src
-        _, cdata, n = src if items is src[0] else self._source(items)
-        if n > self._count:
-            return False
-        deadline_ns = deadlines.after(timeout_ns)
-        return self._native.write_until(
-            cdata, n, read_notification, write_notification, deadline_ns, spin_ns
+        return self.write_until(
+            items, deadlines.after(timeout_ns), read_notification, write_notification, spin_ns
         )
 
     def write_until(
@@ -627,23 +620,9 @@ class MessageQueue:
         Raises:
             ClosedResourceError / BrokenResourceError: as for write_blocking.
         """
-        if not self._blocking_ready:
-            self._check_blocking()
-        if out is None:
-            out = np.empty(n, dtype=self.dtype)
-            cdata = pointer(out)
-        else:
-            dst = self._dst
-            _, cdata, size = dst if out is dst[0] else self._target(out)
-            if size != n:
-                raise BadDataError(f"out holds {out.size} elements, not {n}")
-        if n > self._count:
-            return None
-        deadline_ns = deadlines.after(timeout_ns)
-        done = self._native.read_until(
-            cdata, n, read_notification, write_notification, deadline_ns, spin_ns
+        return self.read_until(
+            n, deadlines.after(timeout_ns), read_notification, write_notification, spin_ns, out
         )
-        return out if done else None
 
     def read_until(
         self,
@@ -686,13 +665,8 @@ class MessageQueue:
         This receives a message of unknown length that the peer wrote with
         one write, in one call: how burst packets are read.
         """
-        if not self._blocking_ready:
-            self._check_blocking()
-        dst = self._dst
-        _, cdata, size = dst if out is dst[0] else self._target(out)
-        deadline_ns = deadlines.after(timeout_ns)
-        return self._native.read_available_until(
-            cdata, size, read_notification, write_notification, deadline_ns, spin_ns
+        return self.read_available_until(
+            out, deadlines.after(timeout_ns), read_notification, write_notification, spin_ns
         )
 
     def read_available_until(

@@ -151,15 +151,8 @@ class QueueHandle:
         spin_ns: int,
     ) -> bool:
         """Blocking write; False when ``deadline_ns`` passed first."""
-        deadline = _NO_DEADLINE if deadline_ns is None else deadline_ns
-        rc = EINTR
-        while rc == EINTR:  # a signal: its Python handler has run; go on
-            rc = _fmq_write_blocking(self._q, src, n, read_bit, write_bit, deadline, spin_ns)
-        if rc == 0:
-            return True
-        if rc == ETIMEDOUT:
-            return False
-        raise self.error(rc, "write_blocking")
+        args = (src, n, read_bit, write_bit, deadline_ns, spin_ns)
+        return self._wait(_fmq_write_blocking, "write_blocking", *args) is not None
 
     def read_until(
         self,
@@ -171,15 +164,8 @@ class QueueHandle:
         spin_ns: int,
     ) -> bool:
         """Blocking read of exactly ``n``; False when ``deadline_ns`` passed first."""
-        deadline = _NO_DEADLINE if deadline_ns is None else deadline_ns
-        rc = EINTR
-        while rc == EINTR:
-            rc = _fmq_read_blocking(self._q, dst, n, read_bit, write_bit, deadline, spin_ns)
-        if rc == 0:
-            return True
-        if rc == ETIMEDOUT:
-            return False
-        raise self.error(rc, "read_blocking")
+        args = (dst, n, read_bit, write_bit, deadline_ns, spin_ns)
+        return self._wait(_fmq_read_blocking, "read_blocking", *args) is not None
 
     def read_available_until(
         self,
@@ -191,15 +177,32 @@ class QueueHandle:
         spin_ns: int,
     ) -> int:
         """Wait for one element, read all there are (up to ``max_n``); 0 at the deadline."""
+        args = (dst, max_n, read_bit, write_bit, deadline_ns, spin_ns)
+        count = self._wait(_fmq_read_available, "read_available_blocking", *args)
+        return 0 if count is None else count
+
+    def _wait(
+        self,
+        call: Any,
+        what: str,
+        buffer: CData,
+        n: int,
+        read_bit: int,
+        write_bit: int,
+        deadline_ns: int | None,
+        spin_ns: int,
+    ) -> int | None:
+        """A blocking C call's result (>= 0), retried across signals (their
+        Python handlers have run by then); None when the deadline passed."""
         deadline = _NO_DEADLINE if deadline_ns is None else deadline_ns
         rc = EINTR
         while rc == EINTR:
-            rc = _fmq_read_available(self._q, dst, max_n, read_bit, write_bit, deadline, spin_ns)
-        if rc > 0:
-            return int(rc)
+            rc = call(self._q, buffer, n, read_bit, write_bit, deadline, spin_ns)
         if rc == ETIMEDOUT:
-            return 0
-        raise self.error(rc, "read_available_blocking")
+            return None
+        if rc < 0:
+            raise self.error(rc, what)
+        return int(rc)
 
     # -- zero copy ----------------------------------------------------------
 

@@ -141,26 +141,7 @@ def _validate(sig: OperationSignature) -> None:
         raise sig.fail(f"bias length {bias_len} != output depth {out_depth}")
 
     if quantized:
-        if out.scale <= 0 or inp.scale <= 0:
-            raise sig.fail("quantized input and output need a positive scale")
-        if filt.code == _PER_CHANNEL:
-            quant = filt.channel_quant
-            channel_dim = 3 if depthwise else 0
-            if quant is None or quant.channel_dim != channel_dim:
-                raise sig.fail(
-                    f"per-channel filter must be quantized along dimension {channel_dim}"
-                )
-            if any(s <= 0 for s in quant.scales):
-                raise sig.fail("per-channel filter scales must be positive")
-            if out_depth is not None and len(quant.scales) != out_depth:
-                raise sig.fail(f"{len(quant.scales)} per-channel scales for {out_depth} channels")
-        else:
-            if filt.scale <= 0:
-                raise sig.fail("quantized filter needs a positive scale")
-            if not bias_scale_matches(inp.scale, filt.scale, bias.scale):
-                raise sig.fail(
-                    f"bias scale {bias.scale} != input scale {inp.scale} x filter scale {filt.scale}"
-                )
+        _check_quantization(sig, inp, filt, bias, out, 3 if depthwise else 0, out_depth)
 
 
 @dataclass
@@ -557,12 +538,27 @@ def _check_tensors(sig: OperationSignature) -> OperandInfo:
         raise sig.fail(f"bias length {bias_len} != filter depth_out {depth_out}")
     if not quantized:
         return inp
+    _check_quantization(sig, inp, filt, bias, out, 0, depth_out)
+    return inp
+
+
+def _check_quantization(
+    sig: OperationSignature,
+    inp: OperandInfo,
+    filt: OperandInfo,
+    bias: OperandInfo,
+    out: OperandInfo,
+    channel_dim: int,
+    depth_out: int | None,
+) -> None:
+    """A quantized convolution's scales: positive, per-channel along the output
+    channels' dimension, and a per-tensor bias scale of input x filter."""
     if inp.scale <= 0 or out.scale <= 0:
         raise sig.fail("quantized input and output need a positive scale")
     if filt.code == _PER_CHANNEL:
         quant = filt.channel_quant
-        if quant is None or quant.channel_dim != 0:
-            raise sig.fail("per-channel filter must be quantized along dimension 0")
+        if quant is None or quant.channel_dim != channel_dim:
+            raise sig.fail(f"per-channel filter must be quantized along dimension {channel_dim}")
         if any(s <= 0 for s in quant.scales):
             raise sig.fail("per-channel filter scales must be positive")
         if depth_out is not None and len(quant.scales) != depth_out:
@@ -574,7 +570,6 @@ def _check_tensors(sig: OperationSignature) -> OperandInfo:
             raise sig.fail(
                 f"bias scale {bias.scale} != input scale {inp.scale} x filter scale {filt.scale}"
             )
-    return inp
 
 
 @dataclass
