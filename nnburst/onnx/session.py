@@ -211,6 +211,11 @@ class InferenceSession:
         self._outputs = [_node_arg(o) for o in graph.output]
         self._input_names = [i.name for i in self._inputs]
         self._dtypes = [_dtype(i) for i in graph.input if i.name not in initializers]
+        #: each input's shape where every dimension is known (None: a symbolic one)
+        self._static_shapes = [
+            tuple(a.shape) if all(isinstance(d, int) for d in a.shape) else None
+            for a in self._inputs
+        ]
         self._output_index = {o.name: i for i, o in enumerate(self._outputs)}
         #: input names fixed to the values fed: None until the first run decides
         self._frozen: frozenset[str] | None = None
@@ -259,15 +264,13 @@ class InferenceSession:
         run_options: RunOptions | None = None,
     ) -> list[np.ndarray]:
         """The outputs named (all when None or empty), in that order."""
-        wanted = self._wanted(output_names)
+        wanted = self._wanted(output_names) if output_names else None
         values = self._feed(input_feed)
         runner, fed = self._runner(values)
         outputs = runner(*fed)
-        return [outputs[i] for i in wanted]
+        return outputs if wanted is None else [outputs[i] for i in wanted]
 
-    def _wanted(self, output_names: Sequence[str] | None) -> list[int]:
-        if not output_names:
-            return list(range(len(self._outputs)))
+    def _wanted(self, output_names: Sequence[str]) -> list[int]:
         wanted = []
         for name in output_names:
             if name not in self._output_index:
@@ -277,49 +280,69 @@ class InferenceSession:
 
     def _feed(self, input_feed: Mapping[str, Any]) -> list[np.ndarray]:
         """The fed values in input order, checked as onnxruntime checks them."""
+        values = []
+        try:
+            for arg, dtype, static in zip(self._inputs, self._dtypes, self._static_shapes):
+                value = input_feed[arg.name]
+                if type(value) is np.ndarray and value.dtype == dtype and value.shape == static:
+                    values.append(value)  # the usual feed: one comparison each
+                else:
+                    values.append(self._checked(arg, dtype, np.asarray(value)))
+        except KeyError:
+            pass  # a missing input: said below, with the unknown names first
+        if len(values) == len(self._inputs) and len(input_feed) == len(values):
+            return values
         unknown = [name for name in input_feed if name not in self._input_names]
         if unknown:
             raise BadDataError(f"Invalid input name: {unknown[0]}")
         missing = [name for name in self._input_names if name not in input_feed]
-        if missing:
+        raise BadDataError(
+            f"Required inputs ({missing}) are missing from input feed ({list(input_feed)})."
+        )
+
+    def _checked(self, arg: NodeArg, dtype: Any, value: np.ndarray) -> np.ndarray:
+        """``value`` for ``arg`` if its type, rank and known dimensions fit."""
+        if (
+            value.dtype == dtype
+            and value.ndim == len(arg.shape)
+            and all(not isinstance(w, int) or w == g for g, w in zip(value.shape, arg.shape))
+        ):
+            return value  # symbolic dimensions: nothing to spell
+        try:
+            given = _type_name(helper.np_dtype_to_tensor_dtype(value.dtype))
+        except (KeyError, TypeError, ValueError):
+            given = f"numpy {value.dtype}"
+        if given != arg.type:
             raise BadDataError(
-                f"Required inputs ({missing}) are missing from input feed ({list(input_feed)})."
+                f"Unexpected input data type. Actual: ({given}) , expected: ({arg.type})"
             )
-        values = []
-        for arg, dtype in zip(self._inputs, self._dtypes):
-            value = np.asarray(input_feed[arg.name])
-            if (
-                value.dtype == dtype
-                and len(value.shape) == len(arg.shape)
-                and all(not isinstance(w, int) or w == g for g, w in zip(value.shape, arg.shape))
-            ):
-                values.append(value)  # the usual feed: no names to spell
-                continue
-            try:
-                given = _type_name(helper.np_dtype_to_tensor_dtype(value.dtype))
-            except (KeyError, TypeError, ValueError):
-                given = f"numpy {value.dtype}"
-            if given != arg.type:
-                raise BadDataError(
-                    f"Unexpected input data type. Actual: ({given}) , expected: ({arg.type})"
-                )
-            if value.ndim != len(arg.shape):
-                raise BadDataError(
-                    f"Invalid rank for input: {arg.name} Got: {value.ndim} Expected: "
-                    f"{len(arg.shape)} Please fix either the inputs/outputs or the model."
-                )
-            bad = "".join(
-                f"\n index: {i} Got: {got} Expected: {want}"
-                for i, (got, want) in enumerate(zip(value.shape, arg.shape))
-                if isinstance(want, int) and want != got
+        if value.ndim != len(arg.shape):
+            raise BadDataError(
+                f"Invalid rank for input: {arg.name} Got: {value.ndim} Expected: "
+                f"{len(arg.shape)} Please fix either the inputs/outputs or the model."
             )
-            if bad:
-                raise BadDataError(
-                    f"Got invalid dimensions for input: {arg.name} for the following indices"
-                    f"{bad}\n Please fix either the inputs/outputs or the model."
-                )
-            values.append(value)
-        return values
+        bad = "".join(
+            f"\n index: {i} Got: {got} Expected: {want}"
+            for i, (got, want) in enumerate(zip(value.shape, arg.shape))
+            if isinstance(want, int) and want != got
+        )
+        if bad:
+            raise BadDataError(
+                f"Got invalid dimensions for input: {arg.name} for the following indices"
+                f"{bad}\n Please fix either the inputs/outputs or the model."
+            )
+        return value
+
+    def _key(self, values: list[np.ndarray], frozen: frozenset[str]) -> Any:
+        """What a compiled model depends on: the shapes, and frozen inputs' values."""
+        if not frozen:
+            return tuple([v.shape for v in values])
+        return tuple(
+            [
+                (v.shape, v.tobytes()) if n in frozen else v.shape
+                for n, v in zip(self._input_names, values)
+            ]
+        )
 
     def _runner(self, values: list[np.ndarray]) -> tuple[Runner, list[np.ndarray]]:
         """The Runner compiled for these shapes (and values of frozen inputs), and
@@ -328,34 +351,31 @@ class InferenceSession:
             if self._frozen is None:
                 self._frozen = self._first_conversion(values)
             frozen = self._frozen
-            key = tuple(
-                (v.shape, v.tobytes() if n in frozen else None)
-                for n, v in zip(self._input_names, values)
-            )
+            key = self._key(values, frozen)
             runner = self._runners.get(key)
             if runner is None:
                 runner = self._compile(self._load(values, frozen))
                 self._runners[key] = runner
                 if len(self._runners) > MAX_COMPILED_SHAPES:
                     self._runners.popitem(last=False)[1].close()
-            self._runners.move_to_end(key)
-        fed = [v for n, v in zip(self._input_names, values) if n not in frozen]
-        return runner, fed
+            elif len(self._runners) > 1:
+                self._runners.move_to_end(key)
+        if not frozen:
+            return runner, values
+        return runner, [v for n, v in zip(self._input_names, values) if n not in frozen]
 
     def _first_conversion(self, values: list[np.ndarray]) -> frozenset[str]:
         """Which inputs must be fixed to their values: none when the model converts
         with every input as data, else those that may decide shapes."""
         candidates = frozenset(n for n, v in zip(self._input_names, values) if _decides_shapes(v))
         try:
-            self._runners[self._plain_key(values)] = self._compile(self._load(values, frozenset()))
+            plain = self._compile(self._load(values, frozenset()))
+            self._runners[self._key(values, frozenset())] = plain
             return frozenset()
         except UnsupportedModelError:
             if not candidates:
                 raise
         return candidates
-
-    def _plain_key(self, values: list[np.ndarray]) -> Any:
-        return tuple((v.shape, None) for v in values)
 
     def _load(self, values: list[np.ndarray], frozen: frozenset[str]) -> LoadedModel:
         shapes = {n: v.shape for n, v in zip(self._input_names, values) if n not in frozen}
