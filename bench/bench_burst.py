@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nnburst.benchmarks import burst_latency
+from nnburst.tools.benchmarks import burst_latency
 
 
 @pytest.mark.parametrize("mode", list(burst_latency.MODES))

@@ -1,14 +1,14 @@
 """Cross-process round trip of a 256-byte message: FMQ modes against baselines.
 
 Every benchmark drives the same peers as ``nnburst bench fmq`` (see
-nnburst/benchmarks/fmq_pingpong.py), so the two report comparable numbers.
+nnburst/tools/benchmarks/fmq_pingpong.py), so the two report comparable numbers.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nnburst.benchmarks import fmq_pingpong
+from nnburst.tools.benchmarks import fmq_pingpong
 
 
 @pytest.mark.parametrize("mode", list(fmq_pingpong.ROUND_TRIP_MODES))

@@ -34,11 +34,11 @@ import threadpoolctl
 
 from nnburst import tflite
 from nnburst._bindings.qconv import PATH_AVX2, PATH_PORTABLE, QuantConv, available_paths
-from nnburst.benchmarks.model_bench import litert_runner, random_inputs, time_in_turns
 from nnburst.cpu.ops import conv, fixed_point, fully_connected
 from nnburst.cpu.ops.native import TILE, ConvLoop, Requantizer
 from nnburst.cpu.ops.window_geometry import Window2D
 from nnburst.devices import get_devices
+from nnburst.tools.benchmarks.model_bench import litert_runner, random_inputs, time_in_turns
 
 PATH_NAMES = {PATH_PORTABLE: "portable", PATH_AVX2: "avx2"}
 

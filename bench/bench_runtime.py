@@ -1,4 +1,4 @@
-"""The runtime's execution paths, as ``nnburst bench`` runs them (nnburst/benchmarks/runtime_bench.py):
+"""The runtime's execution paths, as ``nnburst bench`` runs them (nnburst/tools/benchmarks/runtime_bench.py):
 the seeds' ADD+MUL model and a mid-size convolution through sync, async and burst,
 in-process and against a driver service process, bursts with polling windows 0
 and 50 µs, and the multiprocessing.Pipe baseline of the same bytes."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from nnburst.benchmarks import runtime_paths
-from nnburst.benchmarks.pipe_baseline import pipe_peer
-from nnburst.benchmarks.runtime_bench import Mode, Settings, plan
-from nnburst.benchmarks.service_process import driver_service
+from nnburst.tools.benchmarks import runtime_paths
+from nnburst.tools.benchmarks.pipe_baseline import pipe_peer
+from nnburst.tools.benchmarks.runtime_bench import Mode, Settings, plan
+from nnburst.tools.benchmarks.service_process import driver_service
 
 MODES = [mode for mode in plan(Settings()) if mode.path != "pipe"]
 

@@ -1,12 +1,12 @@
 """ADD+MUL 3x4 through a driver service process: sync (socket) vs burst_compute
 (polling windows 0 and 50 µs), beside the raw FMQ round trip; the same runs as
-nnburst/benchmarks/service_ipc.py."""
+nnburst/tools/benchmarks/service_ipc.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from nnburst.benchmarks import service_ipc
+from nnburst.tools.benchmarks import service_ipc
 
 
 @pytest.mark.parametrize("mode", list(service_ipc.FMQ_MODES))

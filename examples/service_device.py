@@ -61,7 +61,7 @@ def start_service(socket_path: Path) -> subprocess.Popen[str]:
     checkout in the working directory cannot shadow the installed package.
     """
     service = subprocess.Popen(
-        [sys.executable, "-P", "-m", "nnburst.service.driver", "--socket", str(socket_path)],
+        [sys.executable, "-P", "-m", "nnburst", "serve", "--socket", str(socket_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

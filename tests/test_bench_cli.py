@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from nnburst.benchmarks import burst_latency, load, peers, report, runtime_bench
-from nnburst.benchmarks.stats import LatencyStats
-from nnburst.cli import build_parser, main
+from nnburst.tools.benchmarks import burst_latency, load, peers, report, runtime_bench
+from nnburst.tools.benchmarks.stats import LatencyStats
+from nnburst.tools.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--duration", "0.02", "--conv-size", "8"]
@@ -369,7 +369,7 @@ def test_hal_and_burst_name_the_hal_level_benchmark(capsys, tmp_path, monkeypatc
 
 
 def test_clients_compares_one_service_process_with_one_worker_per_core(capsys, monkeypatch):
-    monkeypatch.setattr("nnburst.benchmarks.clients.default_worker_count", lambda: 2)
+    monkeypatch.setattr("nnburst.tools.benchmarks.clients.default_worker_count", lambda: 2)
     code, out, err = run(capsys, "bench", "clients", "--clients", "1,2", "--duration", "0.2")
     assert code == 0, err
     lines = out.splitlines()
@@ -651,7 +651,7 @@ def test_options_a_model_file_has_no_use_for_are_refused_and_help_says_so(
 
 
 def test_help_names_the_file_outputs_and_bounds_for_model_files(capsys):
-    from nnburst.benchmarks import model_bench
+    from nnburst.tools.benchmarks import model_bench
 
     for option in ("--iterations", "--plot", "--html"):
         assert "a model file" in bench_help(option)
@@ -669,7 +669,7 @@ def bench_help(option: str) -> str:
 
 
 def test_time_in_turns_splits_a_count_over_the_turns():
-    from nnburst.benchmarks import model_bench
+    from nnburst.tools.benchmarks import model_bench
 
     calls = [("a", lambda: None), ("b", lambda: None)]
     samples = model_bench.time_in_turns(calls, None, 10)
@@ -719,7 +719,7 @@ def test_models_times_every_file_against_its_runtime_in_one_table(capsys, tmp_pa
 def test_the_low_level_benchmarks_leave_the_callers_cpus_as_they_were(capsys, monkeypatch):
     """fmq and hal pin this process beside their peer; main() puts it back (a
     test after it, run in the same process, saw one CPU and one BLAS thread)."""
-    from nnburst.benchmarks import fmq_pingpong
+    from nnburst.tools.benchmarks import fmq_pingpong
 
     def pinned_run(iterations, items):
         fmq_pingpong.pin(0)

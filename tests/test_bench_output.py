@@ -11,10 +11,10 @@ import re
 import numpy as np
 import pytest
 
-from nnburst.benchmarks import html_report, model_bench, report, runtime_bench
-from nnburst.benchmarks.runtime_bench import Mode, Result, Row, Settings
-from nnburst.benchmarks.stats import WIDTH, LatencyStats, compared, latency_table
 from nnburst.imported import TensorInfo
+from nnburst.tools.benchmarks import html_report, model_bench, report, runtime_bench
+from nnburst.tools.benchmarks.runtime_bench import Mode, Result, Row, Settings
+from nnburst.tools.benchmarks.stats import WIDTH, LatencyStats, compared, latency_table
 
 ALL = runtime_bench.Settings(paths=runtime_bench.ALL_PATHS, busy=True)
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from nnburst import tracing
-from nnburst.benchmarks import burst_latency, report
-from nnburst.benchmarks.stats import LatencyStats
-from nnburst.cli import main
 from nnburst.cpu.driver import FEATURE_LEVEL
 from nnburst.cpu.registry import registered_codes
+from nnburst.tools import trace_summary
+from nnburst.tools.benchmarks import burst_latency, report
+from nnburst.tools.benchmarks.stats import LatencyStats
+from nnburst.tools.cli import main
 
 from .test_tracing import run_example
 
@@ -142,7 +143,7 @@ def test_trace_round_trips_through_the_summarizer(capsys, tmp_path):
     code, out, _ = run(capsys, "trace", "summarize", str(path), "--json")
     assert code == 0
     summary = json.loads(out)
-    assert summary == tracing.summarize(tracing.load(path)).as_dict()
+    assert summary == trace_summary.summarize(trace_summary.load(path)).as_dict()
     runtime = summary["rows"]["Runtime"]
     assert runtime["execution"]["count"] == 3  # compute, start_compute, burst_compute
     assert runtime["compilation"]["count"] == 1

@@ -64,8 +64,8 @@ def test_freed_tensors_are_reused_without_page_faults():
 def test_every_cpu_prepared_model_applies_the_policy(monkeypatch):
     """The driver service builds CpuPreparedModel directly, not through CpuDevice:
     the policy must come with the prepared model, or a service never gets it."""
-    from nnburst.benchmarks.runtime_paths import add_mul_model
     from nnburst.cpu import driver
+    from nnburst.tools.benchmarks.runtime_paths import add_mul_model
 
     calls: list[int] = []
     monkeypatch.setattr(driver, "keep_freed_memory", lambda: calls.append(1) or True)

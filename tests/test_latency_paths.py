@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import nnburst as nn
-from nnburst.benchmarks.runtime_paths import add_mul_model
 from nnburst.codes import ErrorStatus
 from nnburst.cpu.driver import cpu_device
 from nnburst.hal.burst_controller import ExecutionBurstController
@@ -32,7 +31,8 @@ from nnburst.hal.spin import (
     SpinPolicy,
 )
 from nnburst.hal.types import NO_TIMING, MeasureTiming, Request
-from nnburst.stress import FmqBurst  # FMQs even on the in-process device
+from nnburst.tools.benchmarks.runtime_paths import add_mul_model
+from nnburst.tools.stress.faults import FmqBurst  # FMQs even on the in-process device
 
 A = np.arange(12, dtype=np.float32).reshape(3, 4)
 B = np.ones((3, 4), np.float32)

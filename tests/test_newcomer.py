@@ -18,15 +18,16 @@ import pytest
 
 import nnburst as nn
 from nnburst._version import __version__
-from nnburst.benchmarks import report, runtime_bench, runtime_paths
-from nnburst.benchmarks.service_process import ServiceError
-from nnburst.cli import main
 from nnburst.cpu import calibration
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
 from nnburst.operands import OperandInfo
 from nnburst.partition import estimated_us, operation_work
 from nnburst.service import launch, remote
-from nnburst.service.driver import parse_performance, sample_devices
+from nnburst.service.driver import sample_devices
+from nnburst.tools.benchmarks import report, runtime_bench, runtime_paths
+from nnburst.tools.benchmarks.service_process import ServiceError
+from nnburst.tools.cli import main
+from nnburst.tools.serve import parse_performance
 
 from .test_service import ServiceProcess
 

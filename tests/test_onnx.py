@@ -313,7 +313,7 @@ def test_onnx_node_tests_pass_or_say_unsupported() -> None:
 
 
 def test_nnburst_run_and_bench_take_an_onnx_file(tmp_path, capsys, monkeypatch) -> None:
-    from nnburst.cli import main
+    from nnburst.tools.cli import main
 
     monkeypatch.setenv("HOME", str(tmp_path))  # the compilation cache goes under it
     model = make_model(

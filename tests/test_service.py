@@ -1,6 +1,6 @@
 """The driver service process: discovery, sample devices, HAL calls over the
 socket, cross-process bursts, peer death in both directions, and hostile
-clients.  Everything runs against real ``python -m nnburst.service.driver``
+clients.  Everything runs against real ``python -m nnburst.tools.serve``
 processes started here."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ EMULATED = (
 
 
 class ServiceProcess:
-    """``python -m nnburst.service.driver`` on ``path``, ready when constructed."""
+    """``python -m nnburst.tools.serve`` on ``path``, ready when constructed."""
 
     def __init__(
         self, path: str, env: dict[str, str] | None = None, args: tuple[str, ...] | None = None
@@ -79,7 +79,7 @@ class ServiceProcess:
             [
                 sys.executable,
                 "-m",
-                "nnburst.service.driver",
+                "nnburst.tools.serve",
                 "--socket",
                 path,
                 *(EMULATED if args is None else args),

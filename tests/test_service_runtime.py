@@ -1,6 +1,6 @@
 """The driver service through the public runtime (``import nnburst as nn``).
 
-Everything here runs against real ``python -m nnburst.service.driver``
+Everything here runs against real ``python -m nnburst.tools.serve``
 processes: discovery with ``nn.get_devices()``, supported operations,
 partitioning decisions, CPU fallback after injected driver failures,
 ``createForDevices`` errors, cross-process bursts with ``nn.Memory``
@@ -28,9 +28,9 @@ import pytest
 
 import nnburst as nn
 from nnburst._version import __version__
-from nnburst.benchmarks.runtime_paths import add_mul_model
 from nnburst.service import remote, wire
 from nnburst.service.burst import RemoteBurstContext
+from nnburst.tools.benchmarks.runtime_paths import add_mul_model
 
 from .blocking import sleeping_service_process, wait_until
 from .cts_vectors import check_outputs, iter_vectors, parse_vector
@@ -625,7 +625,7 @@ _BURSTING_CLIENT = """
 import sys
 import numpy as np
 import nnburst as nn
-from nnburst.benchmarks.runtime_paths import add_mul_model
+from nnburst.tools.benchmarks.runtime_paths import add_mul_model
 work = add_mul_model()
 device = next(d for d in nn.get_devices() if d.name == "nnburst-sample-all")
 compilation = nn.Compilation(work.model, [device])

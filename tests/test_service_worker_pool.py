@@ -104,7 +104,7 @@ def test_the_pool_starts_count_workers_and_keeps_them_while_they_live(monkeypatc
     s = Scenario(monkeypatch, count=3)
     assert s.pool.path == "/tmp/unused.sock"
     assert s.pool._argv == [
-        *(sys.executable, "-P", "-m", "nnburst.service.driver"),
+        *(sys.executable, "-P", "-m", "nnburst.tools.serve"),
         *("--socket", "/tmp/unused.sock", "--listen-fd", str(s.listener.fileno()), "--x"),
     ]
     assert s.starts == [(0, 0), (0, 1), (0, 2)]
@@ -241,7 +241,7 @@ def _start_with(monkeypatch, listening, fault: str | None):  # type: ignore[no-u
         monkeypatch.setenv("NNBURST_SERVICE_FAULT", fault)
     pool = object.__new__(workers.WorkerPool)
     pool._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    pool._argv = ["python", "-m", "nnburst.service.driver"]
+    pool._argv = ["python", "-m", "nnburst.tools.serve"]
     try:
         try:
             return pool._start(), calls, pool._listener.fileno(), process
@@ -255,7 +255,7 @@ def test_a_worker_inherits_the_listener_and_its_stdout_is_closed_once_it_listens
     worker, calls, fd, process = _start_with(monkeypatch, lambda: None, None)
     assert worker is process
     argv, kwargs = calls["spawn"]  # type: ignore[misc]
-    assert argv == ["python", "-m", "nnburst.service.driver"]
+    assert argv == ["python", "-m", "nnburst.tools.serve"]
     assert kwargs == {"stdout": subprocess.PIPE, "stderr": None, "pass_fds": [fd], "env": None}
     assert calls["wait"] == (process, workers.WORKER_START_TIMEOUT_S)
     assert workers.WORKER_START_TIMEOUT_S == 30.0

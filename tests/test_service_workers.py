@@ -118,7 +118,7 @@ def _zombie(pid: int) -> bool:
 )
 def test_bad_serve_options_exit_2_with_a_message(option: str, value: str, message: str) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "nnburst.service.driver", option, value],
+        [sys.executable, "-m", "nnburst.tools.serve", option, value],
         cwd=REPO,
         capture_output=True,
         text=True,

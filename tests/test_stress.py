@@ -1,5 +1,5 @@
 """``nnburst stress`` end to end, with tiny bounds: the plain run, each fault option, worker
-processes through ``python -m nnburst.stress``, and the pieces the runs rely on (random
+processes through ``python -m nnburst.tools.stress.run``, and the pieces the runs rely on (random
 models, invalid packets, the watchdog)."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import nnburst as nn
-from nnburst import stress
 from nnburst.cpu.driver import cpu_device
+from nnburst.tools.stress import faults, models, monitor, services
+from nnburst.tools.stress import run as stress
 
 from .blocking import wait_until
 from .peers import REPO
@@ -92,7 +93,7 @@ def test_worker_processes_through_python_m(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "nnburst.stress",
+            "nnburst.tools.stress.run",
             "--duration",
             "1.5",
             "--threads",
@@ -147,11 +148,11 @@ def test_random_models_are_valid_and_computable() -> None:
     rng = np.random.default_rng(3)
     device = nn.Device(cpu_device())
     for _ in range(25):
-        spec = stress.random_model(rng, max_size=5, max_operations=4)
+        spec = models.random_model(rng, max_size=5, max_operations=4)
         with nn.Compilation(spec.model, devices=[device]) as compilation:
             compilation.finish()
             inputs = [rng.uniform(-1, 1, s).astype(np.float32) for s in spec.input_shapes]
-            outputs = stress.reference(spec, compilation, inputs)
+            outputs = models.reference(spec, compilation, inputs)
         assert [o.shape for o in outputs] == spec.output_shapes
 
 
@@ -160,14 +161,14 @@ def test_mutations_never_repeat_the_valid_packet() -> None:
     valid = np.arange(5 * 6, dtype="<u4").reshape(5, 6)
     valid[:, 0] = [0, 1, 3, 5, 6]
     valid[0, 1] = 5  # the declared packet size
-    variants = list(stress.mutations(rng, valid, 200))
+    variants = list(faults.mutations(rng, valid, 200))
     assert len(variants) == 200
     assert not any(v.shape == valid.shape and np.array_equal(v, valid) for v in variants)
 
 
 def test_the_watchdog_counts_a_hang_and_unblocks_it() -> None:
-    stats = stress.Stats()
-    watchdog = stress.Watchdog(0.2, stats)
+    stats = monitor.Stats()
+    watchdog = monitor.Watchdog(0.2, stats)
     unblocked: list[bool] = []
     try:
         with watchdog.watch("hang", lambda: unblocked.append(True)) as record:
@@ -188,7 +189,7 @@ def test_a_target_closes_a_broken_client_as_soon_as_it_reconnects(tmp_path: Path
 
     path = str(tmp_path / "driver.sock")
     first = ServiceProcess(path)
-    target = stress.Target("service0", path)
+    target = services.Target("service0", path)
     try:
         assert target.device() is not None
         old = target._client

@@ -990,7 +990,7 @@ def test_batch_matmul_with_constant_weights_is_a_fully_connected() -> None:
 
 
 def test_nnburst_bench_times_a_tflite_file_against_litert(tmp_path, capsys) -> None:
-    from nnburst.cli import main
+    from nnburst.tools.cli import main
 
     model, _ = CASES["conv same relu"]()
     path = tmp_path / "conv.tflite"

@@ -15,6 +15,7 @@ import pytest
 
 import nnburst as nn
 from nnburst import log, tracing
+from nnburst.tools import trace_summary
 from nnburst.tracing import Layer, Phase
 
 from .test_model import build_example
@@ -51,7 +52,7 @@ def run_example(burst: bool = True) -> None:
 
 
 def names(path: Path) -> list[str]:
-    return [e["name"] for e in tracing.load(path) if e.get("ph") == "X"]
+    return [e["name"] for e in trace_summary.load(path) if e.get("ph") == "X"]
 
 
 # -- off ---------------------------------------------------------------------------------------
@@ -144,10 +145,10 @@ def test_threads_record_concurrently(tmp_path):
     for t in threads:
         t.join()
     tracing.stop()
-    events = [e for e in tracing.load(path) if e["ph"] == "X"]
+    events = [e for e in trace_summary.load(path) if e["ph"] == "X"]
     assert len(events) == 800
     assert len({e["tid"] for e in events}) == 4
-    assert tracing.summarize(events).cell(Layer.APPLICATION, "execution").count == 800
+    assert trace_summary.summarize(events).cell(Layer.APPLICATION, "execution").count == 800
 
 
 def test_start_errors(tmp_path):
@@ -206,13 +207,13 @@ def test_summary_adds_up_buckets():
         {"name": "[NN_LR_PE]instant", "ph": "i", "ts": 0},  # not a complete event
         {"name": "[NN_LR_PE]bad", "ph": "X", "ts": "soon", "dur": 5},  # garbled: skipped
     ]
-    s = tracing.summarize(events)
-    assert s.cell(Layer.APPLICATION, "execution") == tracing.Cell(1.0, 1)
-    assert s.cell(Layer.RUNTIME, "execution") == tracing.Cell(0.8, 3)
-    assert s.cell(Layer.RUNTIME, "io") == tracing.Cell(0.1, 1)
-    assert s.cell(Layer.DRIVER, "compute") == tracing.Cell(0.8, 2)
+    s = trace_summary.summarize(events)
+    assert s.cell(Layer.APPLICATION, "execution") == trace_summary.Cell(1.0, 1)
+    assert s.cell(Layer.RUNTIME, "execution") == trace_summary.Cell(0.8, 3)
+    assert s.cell(Layer.RUNTIME, "io") == trace_summary.Cell(0.1, 1)
+    assert s.cell(Layer.DRIVER, "compute") == trace_summary.Cell(0.8, 2)
     assert s.cell(Layer.IPC, "execution") is None
-    assert s.layer_total(Layer.RUNTIME) == tracing.Cell(1.3, 4)
+    assert s.layer_total(Layer.RUNTIME) == trace_summary.Cell(1.3, 4)
     assert s.column_total("execution").ms == 1.0  # the largest layer
     assert s.column_total("total").ms == pytest.approx(1.3)
     assert (s.events, s.ignored) == (7, 2)
@@ -221,7 +222,7 @@ def test_summary_adds_up_buckets():
     assert plain["rows"]["Runtime"]["compilation"] == {"ms": 0.5, "count": 1}
     assert plain["rows"]["IPC"]["total"] is None
     assert plain["rows"]["Total"]["execution"] == {"ms": 1.0, "count": 1}
-    text = tracing.format_summary(s)
+    text = trace_summary.format_summary(s)
     for word in ("Application", "Runtime", "IPC", "Driver", "Total", "Ex. total", "Execution"):
         assert word in text
 
@@ -230,13 +231,17 @@ def test_load_accepts_both_json_forms_and_rejects_others(tmp_path):
     events = [x("[NN_LA_PE]run", 0, 10)]
     (tmp_path / "array.json").write_text(json.dumps(events))
     (tmp_path / "object.json").write_text(json.dumps({"traceEvents": events}))
-    assert tracing.load(tmp_path / "array.json") == tracing.load(tmp_path / "object.json") == events
+    assert (
+        trace_summary.load(tmp_path / "array.json")
+        == trace_summary.load(tmp_path / "object.json")
+        == events
+    )
     (tmp_path / "garbled.json").write_text('{"traceEvents": [')
     (tmp_path / "other.json").write_text('{"hello": 1}')
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
     for name in ("garbled.json", "other.json", "binary.json"):
-        with pytest.raises(tracing.TraceFormatError):
-            tracing.load(tmp_path / name)
+        with pytest.raises(trace_summary.TraceFormatError):
+            trace_summary.load(tmp_path / name)
 
 
 # -- verbose logging ---------------------------------------------------------------------------

@@ -24,7 +24,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO
 
+from . import fault_hook
+
 __all__ = [
+    "SERVICE_MODULE",
     "ServiceStartError",
     "child_env",
     "child_python",
@@ -45,6 +48,11 @@ class ServiceStartError(RuntimeError):
     """The driver service exited or stayed silent before it listened; the message has its stderr."""
 
 
+#: The service program (``nnburst serve``), started by module name: a tool the
+#: library runs as a process and never imports.
+SERVICE_MODULE = "nnburst.tools.serve"
+
+
 def child_python(module: str, *args: str) -> list[str]:
     """The command that runs ``python -m module args`` against the *installed* nnburst."""
     return [sys.executable, "-P", "-m", module, *args]
@@ -57,7 +65,7 @@ def child_env() -> dict[str, str]:
     root = os.path.dirname(package)
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, PYTHONPATH=path)
-    env.pop("NNBURST_SERVICE_FAULT", None)
+    env.pop(fault_hook.ENV_VAR, None)
     return env
 
 
@@ -129,7 +137,7 @@ def start_service(
     """
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- outlives this call: the caller closes it
     process = spawn(
-        child_python("nnburst.service.driver", "--socket", path, *extra_args),
+        child_python(SERVICE_MODULE, "--socket", path, *extra_args),
         stdout=subprocess.PIPE,
         stderr=stderr,
         cpu=cpu,

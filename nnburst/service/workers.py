@@ -22,7 +22,15 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from .launch import ServiceStartError, child_python, spawn, stop_process, wait_listening
+from . import fault_hook
+from .launch import (
+    SERVICE_MODULE,
+    ServiceStartError,
+    child_python,
+    spawn,
+    stop_process,
+    wait_listening,
+)
 
 log = logging.getLogger("nnburst.service")
 
@@ -41,8 +49,8 @@ def default_worker_count() -> int:
 
 
 class WorkerPool:
-    """``count`` workers serving ``listener``; each runs ``nnburst.service.driver``
-    with ``worker_args`` plus the inherited socket's fd."""
+    """``count`` workers serving ``listener``; each runs the service program
+    (``launch.SERVICE_MODULE``) with ``worker_args`` plus the inherited socket's fd."""
 
     def __init__(
         self, path: str, listener: socket.socket, count: int, worker_args: Sequence[str]
@@ -50,7 +58,7 @@ class WorkerPool:
         self.path = path
         self._listener = listener
         self._argv = child_python(
-            "nnburst.service.driver",
+            SERVICE_MODULE,
             "--socket",
             path,
             "--listen-fd",
@@ -71,14 +79,14 @@ class WorkerPool:
 
     def _start(self) -> subprocess.Popen[str]:
         # stderr is ours: a worker's warnings are the service's warnings.  Injected
-        # faults (see ``driver``) are the workers' to act on.
-        faults = os.environ.get("NNBURST_SERVICE_FAULT")
+        # faults (see ``fault_hook``) are the workers' to act on.
+        faults = os.environ.get(fault_hook.ENV_VAR)
         worker = spawn(
             self._argv,
             stdout=subprocess.PIPE,
             stderr=None,
             pass_fds=[self._listener.fileno()],
-            env={"NNBURST_SERVICE_FAULT": faults} if faults else None,
+            env={fault_hook.ENV_VAR: faults} if faults else None,
         )
         try:
             wait_listening(worker, WORKER_START_TIMEOUT_S)

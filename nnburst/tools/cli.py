@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._version import __version__
+from .._version import __version__
 
 
 class CliError(Exception):
@@ -47,9 +47,9 @@ def _emit_json(document: Any) -> None:
 
 
 def _device_rows() -> list[dict[str, Any]]:
-    from .cpu.driver import CpuDevice
-    from .cpu.registry import registered_codes
-    from .devices import get_devices
+    from ..cpu.driver import CpuDevice
+    from ..cpu.registry import registered_codes
+    from ..devices import get_devices
 
     rows = []
     for device in get_devices():
@@ -75,10 +75,10 @@ def _runner_class(path: str) -> Any:
     package (onnx) is a one-line error, not a traceback."""
     try:
         if path.endswith(".onnx"):
-            from .onnx import Runner as onnx_runner
+            from ..onnx import Runner as onnx_runner
 
             return onnx_runner
-        from .tflite import Runner as tflite_runner
+        from ..tflite import Runner as tflite_runner
 
         return tflite_runner
     except ImportError as exc:
@@ -143,7 +143,7 @@ def _loaded_model(
             option = "--input-shape" if shapes else "--constant"
             raise CliError(f"{option}: a TFLite model runs at the shapes its file declares")
         return runner_class.load(path)
-    from . import onnx as nn_onnx
+    from .. import onnx as nn_onnx
 
     names = nn_onnx.input_names(path)
     for option, named in (("--input-shape", shapes), ("--constant", constants)):
@@ -164,7 +164,7 @@ def _run(args: argparse.Namespace) -> int:
     """``nnburst run MODEL.tflite|.onnx``: one execution, its outputs summarized."""
     import numpy as np
 
-    from .errors import NNError
+    from ..errors import NNError
 
     runner_class = _runner_class(args.model)
     arrays = _read_inputs(args.input)
@@ -397,9 +397,9 @@ _NOT_FOR_FILES = ("conv_size", "paths", "placement", "pin", "busy", "stream_item
 def _bench_file(args: argparse.Namespace) -> int:
     """``--model FILE.tflite|.onnx``: the file on every path against its runtime (model_bench),
     with the runtime benchmark's --iterations, --duration, --json, --plot and --html."""
+    from ..errors import NNError
     from .benchmarks import model_bench, plot, report
     from .benchmarks.service_process import ServiceError
-    from .errors import NNError
 
     refused = [n for n in _NOT_FOR_FILES if getattr(args, n) is not None]
     if refused:
@@ -431,8 +431,8 @@ def _bench_file(args: argparse.Namespace) -> int:
 
 def _bench_models(args: argparse.Namespace) -> int:
     """``--models DIR``: every model file in DIR against its runtime, one table."""
+    from ..errors import NNError
     from .benchmarks import models_table
-    from .errors import NNError
 
     given = [n for n in (*_RUNTIME_ONLY, "iterations", "json", "input_shape", "constant")
              if n != "duration" and getattr(args, n)]  # fmt: skip
@@ -466,10 +466,10 @@ def _output_targets(args: argparse.Namespace) -> dict[str, Path]:
 
 def _bench_runtime(args: argparse.Namespace) -> int:
     """The default: the runtime's paths on two models against a Pipe baseline (runtime_bench)."""
+    from ..errors import NNError
     from .benchmarks import plot, report, runtime_bench
     from .benchmarks.progress import Progress
     from .benchmarks.service_process import ServiceError
-    from .errors import NNError
 
     if args.stream_items is not None:
         raise _UsageError("--stream-items applies to nnburst bench fmq")
@@ -554,18 +554,18 @@ def _paths(text: str) -> tuple[str, ...]:
 
 
 def _trace_summarize(args: argparse.Namespace) -> int:
-    from . import tracing
+    from . import trace_summary
 
     try:
-        summary = tracing.summarize(tracing.load(args.file))
+        summary = trace_summary.summarize(trace_summary.load(args.file))
     except OSError as exc:
         raise CliError(f"cannot read the trace {args.file}: {exc.strerror or exc}") from None
-    except tracing.TraceFormatError as exc:
+    except trace_summary.TraceFormatError as exc:
         raise CliError(str(exc)) from None
     if args.json:
         _emit_json(summary.as_dict())
     else:
-        print(tracing.format_summary(summary))
+        print(trace_summary.format_summary(summary))
     return 0
 
 
@@ -579,12 +579,12 @@ def _delegated(name: str, argv: list[str]) -> int:
     """``serve`` and ``stress`` are other modules' ``main(argv)``: they parse
     their own options (``nnburst serve --help``)."""
     if name == "serve":
-        from .service import driver
+        from . import serve
 
-        return int(driver.main(argv))
-    from . import stress
+        return int(serve.main(argv))
+    from .stress import run
 
-    return int(stress.main(argv))
+    return int(run.main(argv))
 
 
 DESCRIPTION = """\
@@ -778,7 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         metavar="FILE",
         help="also write the results and the environment as JSON "
-        "(schema: nnburst/benchmarks/report.py; not with clients)",
+        "(schema: nnburst/tools/benchmarks/report.py; not with clients)",
     )
     bench.add_argument(
         "--plot",

@@ -29,18 +29,18 @@ from typing import Any
 
 import numpy as np
 
-from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode
-from ..cpu.driver import cpu_device
-from ..fmq import MessageQueue
-from ..hal.burst_controller import BurstSlots, ExecutionBurstController
-from ..hal.burst_server import DefaultBurstExecutorWithCache, _Worker
-from ..hal.interfaces import ExecutionResult, IPreparedModel
-from ..hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
-from ..hal.packets import REQUEST_DATUM, RESULT_DATUM, request_words
-from ..hal.types import DataLocation, MeasureTiming, OutputShape, Request, RequestArgument, Timing
-from ..memory import Memory
-from ..operands import OperandInfo
-from ..service.burst import RemoteBurstClient, RemoteBurstModel, serve_bursts
+from ...codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode
+from ...cpu.driver import cpu_device
+from ...fmq import MessageQueue
+from ...hal.burst_controller import BurstSlots, ExecutionBurstController
+from ...hal.burst_server import DefaultBurstExecutorWithCache, _Worker
+from ...hal.interfaces import ExecutionResult, IPreparedModel
+from ...hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
+from ...hal.packets import REQUEST_DATUM, RESULT_DATUM, request_words
+from ...hal.types import DataLocation, MeasureTiming, OutputShape, Request, RequestArgument, Timing
+from ...memory import Memory
+from ...operands import OperandInfo
+from ...service.burst import RemoteBurstClient, RemoteBurstModel, serve_bursts
 from . import fmq_pingpong
 from .fmq_pingpong import pin, timed
 from .stats import LatencyStats, latency_table

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..service.launch import child_python, spawn, start_service, stop_process
-from ..service.workers import default_worker_count
+from ...service.launch import child_python, spawn, start_service, stop_process
+from ...service.workers import default_worker_count
 from .stats import aligned
 
 DEFAULT_CLIENTS = (1, 8, 32)
@@ -76,7 +76,7 @@ def _run_clients(socket_path: str, count: int, seconds: float, workdir: str) -> 
     """Every burst latency (µs) of ``count`` clients run together."""
     go_file = f"{socket_path}.go-{count}"  # one per service and client count
     command = child_python(
-        "nnburst.benchmarks.clients", "--client", socket_path, go_file, str(seconds)
+        "nnburst.tools.benchmarks.clients", "--client", socket_path, go_file, str(seconds)
     )
     clients = [spawn(command, stdout=subprocess.PIPE, stderr=None) for _ in range(count)]
     try:
@@ -146,7 +146,7 @@ def table(results: Sequence[Result]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nnburst.benchmarks.clients")
+    parser = argparse.ArgumentParser(prog="python -m nnburst.tools.benchmarks.clients")
     parser.add_argument("--client", nargs=3, metavar=("SOCKET", "GO_FILE", "SECONDS"))
     args = parser.parse_args(argv)
     if args.client:

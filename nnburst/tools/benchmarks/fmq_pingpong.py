@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..fmq import MessageQueue
+from ...fmq import MessageQueue
 from .stats import LatencyStats, Throughput, latency_table, throughput_table
 
 MESSAGE_BYTES = 256

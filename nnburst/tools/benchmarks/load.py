@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 
-from ..service.launch import spawn, stop_process
+from ...service.launch import spawn, stop_process
 
 SPIN = "while True: pass"
 

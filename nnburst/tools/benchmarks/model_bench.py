@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import threadpoolctl
 
-from ..devices import Device, get_devices
-from ..errors import BadDataError
-from ..imported import LoadedModel, Runner, TensorInfo
+from ...devices import Device, get_devices
+from ...errors import BadDataError
+from ...imported import LoadedModel, Runner, TensorInfo
 from .peers import VIA_PIPE, pipe_session
 from .runtime_bench import ROUNDS, measure
 from .service_process import driver_service
@@ -152,8 +152,8 @@ def load_with_peer(
 ) -> tuple[type[Runner], LoadedModel, str, Peer | None, str]:
     """The runner class, the loaded model, and the peer (its row name, itself, its extra)."""
     if str(path).endswith(".onnx"):
-        from .. import onnx
-        from ..onnx.loading import declared_constant, read_model
+        from ... import onnx
+        from ...onnx.loading import declared_constant, read_model
 
         loaded = onnx.load(model, input_shapes, constants)
         proto = read_model(model)[0]
@@ -162,7 +162,7 @@ def load_with_peer(
         return onnx.Runner, loaded, ONNXRUNTIME, peer, "peers"
     if input_shapes or constants:
         raise BadDataError("a TFLite model runs at the shapes its file declares")
-    from .. import tflite
+    from ... import tflite
 
     return tflite.Runner, tflite.load(model), LITERT, litert_runner(model), "litert"
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import threadpoolctl
 
-from ..devices import get_devices
-from ..errors import BadDataError, NNError
+from ...devices import get_devices
+from ...errors import BadDataError, NNError
 from .model_bench import disagreement, load_with_peer, random_inputs, time_in_turns
 from .stats import LatencyStats
 

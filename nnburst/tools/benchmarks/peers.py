@@ -8,7 +8,7 @@ and are checked against nnburst's output before they are timed:
   ``intra_op_num_threads=1``, ``inter_op_num_threads=1``, sequential
   execution, default graph optimizations), ``session.run`` per call;
 * ``onnxruntime via Pipe``: the same session in a worker process (``python
-  -P -m nnburst.benchmarks.peers``, started like every nnburst child, see
+  -P -m nnburst.tools.benchmarks.peers``, started like every nnburst child, see
   :mod:`nnburst.service.launch`), fed raw input bytes over a
   ``multiprocessing.Pipe`` and answering the output's raw bytes: the
   plainest way to offload inference from Python.  ``send_bytes`` and
@@ -43,7 +43,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..service.launch import child_python, spawn, stop_process
+from ...service.launch import child_python, spawn, stop_process
 from .runtime_paths import Workload
 
 NOT_INSTALLED = "onnxruntime peers: not installed (pip install onnxruntime onnx, or '.[peers]' in nnburst's checkout)"
@@ -356,7 +356,7 @@ def serve(conn: Connection, path: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nnburst.benchmarks.peers",
+        prog="python -m nnburst.tools.benchmarks.peers",
         description="The 'onnxruntime via Pipe' worker of nnburst bench (started by the bench).",
     )
     parser.add_argument("--fd", type=int, required=True, help="our end of the bench's Pipe")

@@ -48,7 +48,7 @@ own ``parameters``, and latency rows that say what each row measured::
         "cpus": [int, int] | null,   # (timing thread, other side) when pinned
         "busy": bool                 # --busy: a CPU-bound process per CPU, cross-process rows
       },
-      "peers": {                     # the onnxruntime peers (nnburst/benchmarks/peers.py)
+      "peers": {                     # the onnxruntime peers (nnburst/tools/benchmarks/peers.py)
         "requested": bool,           # "onnxruntime" in paths
         "missing": str | null,       # why they did not run (not installed); null: they could
         "onnxruntime": str | null,   # versions, null when not installed
@@ -117,7 +117,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._version import __version__
+from ..._version import __version__
 from . import load, peers
 from .runtime_bench import PEER, Result, peer_ratio, ratio
 from .stats import LatencyStats, Throughput

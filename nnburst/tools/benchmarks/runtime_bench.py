@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import threadpoolctl
 
-from ..cpu.driver import DEVICE_NAME as CPU_DEVICE
-from ..devices import Device, get_device
-from ..errors import NNError
+from ...cpu.driver import DEVICE_NAME as CPU_DEVICE
+from ...devices import Device, get_device
+from ...errors import NNError
 from . import peers, runtime_paths, service_process
 from .load import CpuLoad, default_count
 from .pipe_baseline import pipe_peer

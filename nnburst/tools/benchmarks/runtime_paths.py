@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import (
+from ... import (
     Burst,
     Compilation,
     Device,
@@ -38,7 +38,7 @@ from .. import (
     PaddingCode,
     PreferenceCode,
 )
-from ..hal.burst_controller import POLLING_WINDOW_US
+from ...hal.burst_controller import POLLING_WINDOW_US
 
 PATHS = ("sync", "async", "burst")
 MODELS = ("add-mul", "conv")

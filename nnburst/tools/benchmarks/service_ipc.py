@@ -1,7 +1,7 @@
 """Burst versus synchronous execution through a driver service process, beside the raw FMQ.
 
 The seeds' ADD+MUL 3×4 model (:func:`.runtime_paths.add_mul_model`) is
-compiled for ``nnburst-sample-all`` in a ``python -m nnburst.service.driver``
+compiled for ``nnburst-sample-all`` in a ``nnburst serve``
 process and executed through the public runtime, timed call by call:
 
 * ``sync (socket)``: ``Execution.compute``, one EXECUTE frame each way over
@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 import numpy as np
 
-from ..devices import get_device
+from ...devices import get_device
 from .fmq_pingpong import POLL_NS, fmq_peer, timed
 from .runtime_paths import add_mul_model, execution_path
 from .service_process import driver_service

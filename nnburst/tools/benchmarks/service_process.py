@@ -13,9 +13,9 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..devices import Device, get_devices
-from ..service.launch import ServiceStartError, start_service, stop_process
-from ..service.remote import disconnect_all
+from ...devices import Device, get_devices
+from ...service.launch import ServiceStartError, start_service, stop_process
+from ...service.remote import disconnect_all
 
 #: The service device that accepts every operation (the CPU reference driver behind a socket).
 DEVICE_NAME = "nnburst-sample-all"
