@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from nnburst.tools.benchmarks import burst_latency, load, peers, report, runtime_bench
+from nnburst.tools.benchmarks import (
+    burst_latency,
+    load,
+    peers,
+    report,
+    runtime_bench,
+    runtime_paths,
+)
+from nnburst.tools.benchmarks.service_process import ServiceError
 from nnburst.tools.benchmarks.stats import LatencyStats
 from nnburst.tools.cli import build_parser, main
 
@@ -731,3 +739,46 @@ def test_the_low_level_benchmarks_leave_the_callers_cpus_as_they_were(capsys, mo
     code, _, err = run(capsys, "bench", "fmq", "--iterations", "2", "--json", os.devnull)
     assert code == 0, err
     assert os.sched_getaffinity(0) == before
+
+
+def test_a_failing_mode_keeps_the_rows_that_finished(monkeypatch, capsys, tmp_path):
+    def no_service(cpu=None):
+        raise ServiceError("the driver service exited with code 1 before it listened: boom")
+
+    monkeypatch.setattr(runtime_bench, "driver_service", no_service)
+    path = tmp_path / "partial.json"
+    argv = ["bench", "--model", "add-mul", "--duration", "0.02", "--paths", "sync"]
+    code = main([*argv, "--json", str(path)])
+    out, _ = capsys.readouterr()
+    assert code == 1
+    assert "sync in-process" in out and "multiprocessing.Pipe" in out
+    assert "1 modes failed" in out
+    assert "add-mul sync cross-process: the driver service exited" in out
+    document = json.loads(path.read_text())
+    assert report.validate(document) == []
+    assert [row["path"] for row in document["latency"]] == ["pipe", "sync"]
+    error = "the driver service exited with code 1 before it listened: boom"
+    assert document["failures"] == [
+        {"model": "add-mul", "mode": "sync cross-process", "error": error}
+    ]
+
+
+def test_the_in_process_rows_name_the_reference_device(monkeypatch):
+    chosen = []
+    original = runtime_paths.execution_path
+
+    def spy(work, path, device=None, polling=True):
+        chosen.append(device)
+        return original(work, path, device, polling)
+
+    monkeypatch.setattr(runtime_paths, "execution_path", spy)
+    settings = runtime_bench.Settings(
+        models=("add-mul",),
+        iterations=2,
+        duration=None,
+        paths=("sync",),
+        placements=("in-process",),
+    )
+    result = runtime_bench.run(settings)
+    assert [row.mode.name for row in result.rows] == ["multiprocessing.Pipe", "sync in-process"]
+    assert [device.name for device in chosen] == ["nnburst-reference"]

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+import nnburst as nn
 from nnburst.codes import OperandCode, OperationCode, ResultCode
+from nnburst.cpu.driver import cpu_device
 from nnburst.cpu.executor import PreparedModel
 from nnburst.errors import BadDataError, NNError
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
@@ -223,7 +225,7 @@ def test_arithmetic_validation_rejections() -> None:
 def test_arithmetic_execution_errors_are_op_failed() -> None:
     ins = [(t(F32, (0,)), RUNTIME), (t(F32, (0,)), RUNTIME), (s(), 0)]
     fails_at_run(OperationCode.ADD, ins, [t(F32, (0,))], np.ones(3), np.ones(4))
-    # (TENSOR_INT32 DIV by zero is no error: NNAPI gives 0, see test_conformance_fixes.py.)
+    # (TENSOR_INT32 DIV by zero is no error: NNAPI gives 0, see the conformance answers at the end of this file.)
 
 
 # --- activations --------------------------------------------------------------------
@@ -578,3 +580,62 @@ def test_shape_validation_rejections() -> None:
     )
     q, q_other = t(Q8, (2, 2), 0.5, 3), t(Q8, (2, 2), 0.5, 4)
     rejects(OperationCode.TRANSPOSE, [(q, RUNTIME), (t(I32, (2,)), [1, 0])], [q_other])
+
+
+# --- conformance answers through the public runtime (issue 15) -----------------------
+
+
+def run_one(code: nn.OperationCode, inputs: list[tuple[nn.OperandType, np.ndarray]], out_type):  # type: ignore[no-untyped-def]
+    model = nn.Model()
+    operands = [model.add_operand(t) for t, _ in inputs]
+    out = model.add_operand(out_type)
+    model.add_operation(code, operands, [out])
+    model.identify_inputs_and_outputs(operands, [out])
+    model.finish()
+    with nn.Compilation(model, [nn.Device(cpu_device())]) as compilation:
+        compilation.finish()
+        result = np.zeros(out_type.dimensions, np.dtype(_DTYPES[out_type.code]))
+        with nn.Execution(compilation) as execution:
+            for i, (_, value) in enumerate(inputs):
+                execution.set_input(i, value)
+            execution.set_output(0, result)
+            execution.compute()
+    return result
+
+
+_DTYPES = {
+    nn.OperandCode.TENSOR_QUANT8_ASYMM: np.uint8,
+    nn.OperandCode.TENSOR_QUANT8_ASYMM_SIGNED: np.int8,
+    nn.OperandCode.TENSOR_INT32: np.int32,
+}
+
+
+@pytest.mark.parametrize(
+    ("code", "zero_point", "value", "expected"),
+    [
+        # One element normalises to ±1: -1 is 0 (uint8) / -128 (int8), +1 saturates at 255 / 127.
+        (nn.OperandCode.TENSOR_QUANT8_ASYMM, 128, 127, 0),
+        (nn.OperandCode.TENSOR_QUANT8_ASYMM, 128, 0, 0),
+        (nn.OperandCode.TENSOR_QUANT8_ASYMM, 128, 129, 255),
+        (nn.OperandCode.TENSOR_QUANT8_ASYMM_SIGNED, 0, -1, -128),
+        (nn.OperandCode.TENSOR_QUANT8_ASYMM_SIGNED, 0, 1, 127),
+    ],
+)
+def test_quantized_l2_normalization_of_one_element_keeps_its_sign(
+    code, zero_point, value, expected
+):
+    """An input whose sum of squares is 1 once made its multiplier overflow to
+    -2**31: -1 came out as +1."""
+    dtype = _DTYPES[code]
+    t = nn.OperandType(code, (1, 1), scale=1 / 128, zero_point=zero_point)
+    out = run_one(nn.OperationCode.L2_NORMALIZATION, [(t, np.array([[value]], dtype))], t)
+    assert out.tolist() == [[expected]]
+
+
+def test_int32_division_by_zero_gives_zero():
+    t = nn.OperandType(nn.OperandCode.TENSOR_INT32, (4,))
+    fuse = nn.OperandType(nn.OperandCode.INT32)
+    a = np.array([7, -7, 5, 0], np.int32)
+    b = np.array([2, 2, 0, 0], np.int32)
+    out = run_one(nn.OperationCode.DIV, [(t, a), (t, b), (fuse, np.int32(0))], t)
+    assert out.tolist() == [3, -4, 0, 0]  # floor division; 0 where the divisor is 0

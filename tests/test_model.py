@@ -509,3 +509,33 @@ def test_supported_operations_combine_devices():
     add_only = nn.Device(AddOnlyDevice())
     assert model.get_supported_operations_for_devices([add_only]) == [False, True]
     assert model.get_supported_operations_for_devices([add_only, *nn.get_devices()]) == [True, True]
+
+
+# -- errors at the call that made the mistake ----------------------------------------------------
+
+
+def test_add_operation_checks_operand_counts_when_called():
+    model = nn.Model()
+    tensor = nn.OperandType(nn.OperandCode.TENSOR_FLOAT32, (2,))
+    a, b, out = (model.add_operand(tensor) for _ in range(3))
+    with pytest.raises(nn.NNError, match=r"ADD\): takes 3 inputs, got 2") as caught:
+        model.add_operation(nn.OperationCode.ADD, [a, b], [out])
+    assert caught.value.code == nn.ResultCode.BAD_DATA
+    with pytest.raises(nn.NNError, match=r"TOPK_V2\): gives 2 outputs, got 1"):
+        model.add_operation(nn.OperationCode.TOPK_V2, [a, b], [out])
+    with pytest.raises(nn.NNError, match="takes at least 2 inputs, got 1"):
+        model.add_operation(nn.OperationCode.CONCATENATION, [a], [out])
+
+
+def test_every_operation_has_operand_counts():
+    from nnburst.arity import arity
+
+    assert [code.name for code in nn.OperationCode if arity(code) is None] == []
+
+
+@pytest.mark.parametrize("dimensions", [("a",), (1.5,), 3, (True,)])
+def test_a_bad_operand_type_dimension_is_bad_data(dimensions):
+    with pytest.raises(nn.NNError) as caught:
+        nn.OperandType(nn.OperandCode.TENSOR_FLOAT32, dimensions)
+    assert caught.value.code == nn.ResultCode.BAD_DATA
+    assert "dimensions" in str(caught.value)

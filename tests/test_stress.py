@@ -17,6 +17,7 @@ import pytest
 
 import nnburst as nn
 from nnburst.cpu.driver import cpu_device
+from nnburst.tools.cli import main as cli_main
 from nnburst.tools.stress import faults, models, monitor, services
 from nnburst.tools.stress import run as stress
 
@@ -208,3 +209,10 @@ def test_a_target_closes_a_broken_client_as_soon_as_it_reconnects(tmp_path: Path
             second.kill()
     finally:
         first.kill()
+
+
+def test_stress_fails_when_its_service_is_not_there(tmp_path, capsys):
+    code = cli_main(["stress", "--socket", str(tmp_path / "missing.sock"), "--duration", "1"])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert "no driver service answers there" in err

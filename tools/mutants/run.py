@@ -83,16 +83,16 @@ GROUPS = {
             "tests/test_fmq_model.py",
             "tests/test_event_flag.py",
             "tests/test_fmq_ipc.py",
-            "tests/test_mutants_fmq.py",
+            "tests/test_fmq_edges.py",
         ),
     ),
     "hal": Group(
         ("nnburst/hal/packets.py",),
-        ("tests/test_packets.py", "tests/test_packet_fuzz.py", "tests/test_mutants_packets.py"),
+        ("tests/test_packets.py", "tests/test_packet_fuzz.py", "tests/test_packet_errors.py"),
     ),
     "service": Group(
         ("nnburst/service/protocol.py", "nnburst/service/burst.py"),
-        ("tests/test_service_decoders.py", "tests/test_mutants_service.py"),
+        ("tests/test_service_decoders.py", "tests/test_service_get_memories.py"),
         focus=r"(decode|_read_|Reader|_check_indexes|_fetch|get_memories)",
     ),
     # The burst server, controller and slot cache: their tests run real
@@ -109,7 +109,7 @@ GROUPS = {
         ),
         (
             "tests/test_quant_exact.py",
-            "tests/test_mutants_quant.py",
+            "tests/test_quant_helpers.py",
             "tests/test_cpu_ops_conv_recurrent.py",
             "tests/test_cpu_ops_elementwise_shape.py",
         ),
@@ -128,7 +128,7 @@ GROUPS = {
     ),
     "qlstm": Group(
         ("nnburst/cpu/ops/quantized_lstm.py",),
-        ("tests/test_cpu_ops_v12_complex.py", "tests/test_tflite_recurrent.py"),
+        ("tests/test_cpu_ops_quantized_lstm.py", "tests/test_tflite_recurrent.py"),
     ),
     # The importers' mappers (module-level functions: each operator's mapping and
     # its helpers), not the Converter machinery, the flatbuffer reader or the
