@@ -8,7 +8,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +58,10 @@ def test_count_bounds_the_run(tmp_path: Path) -> None:
 
 
 def test_killed_services_fail_calls_cleanly_and_recover(tmp_path: Path) -> None:
-    code, summary = run(tmp_path, "--duration", "4.5", "--kill-service")
+    code, summary = run(tmp_path, "--duration", "8", "--kill-service")
     assert code == 0
     assert_clean(summary)
-    assert summary["restarts"] >= 1
+    assert summary["restarts"] >= 1, summary  # needs a service start under ~3.5 s
     assert summary["unrecovered"] == 0
     assert set(summary["errors"]) <= OUTAGE_CODES, summary["errors"]
 
@@ -125,7 +124,8 @@ def test_an_interrupted_run_has_not_passed(tmp_path: Path) -> None:
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        time.sleep(3)  # running by then (its import takes ~1 s)
+        assert proc.stderr is not None
+        assert "running" in proc.stderr.readline()  # its workers started
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
     finally:

@@ -273,6 +273,13 @@ def _run(args: argparse.Namespace, stats: Stats, leaks: LeakCheck) -> None:
             ]
             for worker in workers:
                 worker.thread.start()
+            if not args.child:  # a long run says it started, and how to stop it
+                print(
+                    f"nnburst stress: running up to {args.duration:g} s; "
+                    "Ctrl-C stops it with a summary",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if args.kill_service and services:
                 killer = ServiceKiller(
                     services, {t.path: t for t in targets if t.path}, budget, stats, args.seed

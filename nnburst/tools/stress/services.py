@@ -7,6 +7,7 @@ import contextlib
 import random
 import subprocess
 import threading
+import time
 
 import nnburst as nn
 from nnburst.cpu.driver import cpu_device
@@ -36,9 +37,11 @@ class ServiceProcess:
         self.path = path
         self.process: subprocess.Popen[str] | None = None
         self.pids: list[int] = []
+        self.start_s = 0.0  # how long the last start took: a loaded machine takes seconds
         self.start()
 
     def start(self) -> None:
+        began = time.monotonic()
         try:
             process, stderr = start_service(self.path, timeout=SERVICE_START_TIMEOUT_S)
         except ServiceStartError as exc:
@@ -48,6 +51,7 @@ class ServiceProcess:
         self.pids.append(process.pid)
         assert process.stdout is not None
         process.stdout.close()  # it prints one line only
+        self.start_s = time.monotonic() - began
 
     def kill(self) -> None:
         """SIGKILL: the worst way to die (no chance to clean up)."""
@@ -121,7 +125,9 @@ class Target:
 class ServiceKiller:
     """Kills a random service at random times and restarts it on the same socket; waits for
     an execution to succeed on it again before the next kill, and counts restarts that never
-    saw one (``unrecovered``)."""
+    saw one (``unrecovered``). A kill needs time left for a restart and a reconnection:
+    at least 2.5 s and twice the slowest start seen, so a loaded machine is not counted
+    as a service that never came back."""
 
     def __init__(
         self,
@@ -143,7 +149,10 @@ class ServiceKiller:
         while self.budget.running():
             if self.budget.stop.wait(self.rng.uniform(0.2, 1.0)):
                 return
-            if self.budget.remaining_s() < 2.5 or any(t.successes <= n for t, n in self.pending):
+            recovery_s = max(2.5, 2 * max(s.start_s for s in self.services))
+            if self.budget.remaining_s() < recovery_s or any(
+                t.successes <= n for t, n in self.pending
+            ):
                 continue  # leave time to recover; one outage at a time
             self.pending.clear()
             service = self.rng.choice(self.services)
