@@ -438,7 +438,10 @@ _BYTES = {
 }
 _BYTE_OPERATORS = frozenset(
     ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min", "MaxPool",
-     "Clip", "Identity", "Where")
+     "Clip", "Identity", "Where", "Cast", "CastLike",
+     # quantized ONNX (ops/quantization.py): its arithmetic reads the integers exactly
+     "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger",
+     "MatMulInteger", "QLinearConv", "QLinearMatMul")
 )  # fmt: skip
 
 
