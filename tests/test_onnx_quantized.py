@@ -243,3 +243,18 @@ def test_dynamic_quantization_into_conv_integer_as_onnxruntime_quantizes_dynamic
     constants = {"w": w, "wz": np.array(120, U8), "ws": np.array(0.013, F32)}
     model = _model(nodes, {"x": (F32, [1, 3, 12, 12])}, {"y": F32}, constants)
     _exactly_as_onnxruntime(model, {"x": RNG.standard_normal((1, 3, 12, 12)).astype(F32)})
+
+
+def test_qlinear_conv_multiplies_the_scales_in_onnxruntimes_order() -> None:
+    """(x_scale · w_scale) / y_scale, not x_scale · (w_scale / y_scale): these scales
+    make the two one ulp apart, and -106 · -25 · the product lands on 28.4999…
+    one way and 28.5000… the other."""
+    constants = {
+        "xs": np.array(0.06445307, F32), "xz": np.array(0, I8), "w": np.full((1, 1, 1, 1), -25, I8),
+        "ws": np.array(0.01160186, F32), "wz": np.array(0, I8),
+        "ys": np.array(0.06953, F32), "yz": np.array(0, I8),
+    }  # fmt: skip
+    nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"])]
+    model = _model(nodes, {"x": (I8, [1, 1, 1, 1])}, {"y": I8}, constants)
+    (got,) = _exactly_as_onnxruntime(model, {"x": np.full((1, 1, 1, 1), -106, I8)})
+    assert got.item() == 28

@@ -71,6 +71,7 @@ class Converter(ModelBuilder):
         self, model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None = None
     ) -> None:
         model = _fix_input_shapes(model, dict(input_shapes or {}))
+        _rewrite(model.graph)
         try:
             model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
         except Exception as exc:  # a graph ONNX itself cannot type
@@ -393,6 +394,10 @@ def _fix_input_shapes(model: onnx.ModelProto, shapes: dict[str, Sequence[int]]) 
         for d in info.type.tensor_type.shape.dim:
             if d.HasField("dim_value") and d.dim_value < 0:
                 d.Clear()
+    for info in model.graph.output:  # a symbolic output shape says nothing inference cannot,
+        dims = info.type.tensor_type.shape.dim  # and may have the wrong rank (ddddocr's)
+        if any(not d.HasField("dim_value") for d in dims):
+            info.type.tensor_type.ClearField("shape")
     return model
 
 
@@ -550,3 +555,23 @@ folds = FOLDERS.maps
 Mapper = Callable[[Converter, onnx.NodeProto, dict[str, Any]], None]
 MAPPERS: Registry[Mapper] = Registry()
 maps = MAPPERS.maps
+
+
+# Nodes of another domain that are a standard operation in disguise (onnxruntime's
+# com.microsoft.DynamicQuantizeLSTM), by "domain.op_type": each gives the standard
+# nodes to put in its place, and may add initializers.  Rewritten before shape
+# inference, which then types what they produce.
+Rewrite = Callable[[onnx.GraphProto, onnx.NodeProto], list[onnx.NodeProto]]
+REWRITES: Registry[Rewrite] = Registry()
+rewrites = REWRITES.maps
+
+
+def _rewrite(graph: onnx.GraphProto) -> None:
+    if not any(f"{n.domain}.{n.op_type}" in REWRITES for n in graph.node):
+        return
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        rewrite = REWRITES.get(f"{node.domain}.{node.op_type}")
+        nodes += rewrite(graph, node) if rewrite is not None else [node]
+    del graph.node[:]
+    graph.node.extend(nodes)

@@ -33,10 +33,19 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from ...codes import OperationCode
-from ..converter import MAPPERS, Converter, Unsupported, axis_index, folds, maps
+from ..converter import (
+    MAPPERS,
+    Converter,
+    Unsupported,
+    axis_index,
+    folds,
+    maps,
+    rewrites,
+    tensor_value,
+)
 from .building import apply, int_tensor, output_of, reshaped
 
 F32 = np.dtype(np.float32)
@@ -568,3 +577,36 @@ def cast_bytes(c: Converter, node: onnx.NodeProto) -> None:
         raise Unsupported(f"{dtype} → {target} casts")
     values = apply(c, OperationCode.CAST, [whole], F32, shape)
     apply(c, OperationCode.QUANTIZE, [values], target, shape, output_of(c, node))
+
+
+@rewrites("com.microsoft.DynamicQuantizeLSTM")
+def _dynamic_quantize_lstm(graph: onnx.GraphProto, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """onnxruntime's LSTM with int8/uint8 weights ([directions, input, 4·hidden], a
+    scale and zero point per direction or per gate column) as an ONNX LSTM whose
+    weights are dequantized once, here: (w − zero point) · scale, transposed to
+    ONNX's [directions, 4·hidden, input].  Not bit-exact: onnxruntime also quantizes
+    the input and the hidden state to uint8 at every step; this LSTM keeps them
+    float32 (so it is the closer of the two to the float model)."""
+    inputs = list(node.input) + [""] * (12 - len(node.input))
+    constants = {t.name: t for t in graph.initializer}
+    if any(inputs[i] not in constants for i in (1, 2, 8, 9, 10, 11)):
+        return [node]  # computed weights: left for the check to name
+    names = []
+    for w, scale, zero in ((1, 8, 9), (2, 10, 11)):
+        q = tensor_value(constants[inputs[w]]).astype(np.int64)
+        s = tensor_value(constants[inputs[scale]]).astype(F32)
+        z = tensor_value(constants[inputs[zero]]).astype(np.int64)
+        s = s.reshape(s.shape[0], 1, -1) if s.ndim else s
+        z = z.reshape(z.shape[0], 1, -1) if z.ndim else z
+        values = ((q - z).astype(F32) * s).astype(F32).transpose(0, 2, 1)
+        name = f"{inputs[w]}/dequantized"
+        if name not in constants:
+            graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(values), name))
+        names.append(name)
+    lstm = helper.make_node(
+        "LSTM", [inputs[0], *names, *inputs[3:8]], list(node.output), name=node.name
+    )
+    lstm.attribute.extend(node.attribute)
+    while lstm.input and not lstm.input[-1]:
+        del lstm.input[-1]
+    return [lstm]
