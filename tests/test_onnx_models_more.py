@@ -180,3 +180,36 @@ def test_casts_to_and_from_bytes_and_booleans_match_onnxruntime(source: Any, tar
         (got,) = run(x)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+def test_int32_data_through_transpose_concat_slice_squeeze_and_pad() -> None:
+    """NNAPI defines these for floats only: the converter moves int32 data as two
+    exact float32 halves."""
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=[2, 0, 1]),
+        helper.make_node("Concat", ["t", "k"], ["c"], axis=1),
+        helper.make_node("Slice", ["c", "starts", "ends", "axes", "steps"], ["s"]),
+        helper.make_node("Unsqueeze", ["s", "u"], ["e"]),
+        helper.make_node("Squeeze", ["e", "u"], ["q"]),
+        helper.make_node("Pad", ["q", "pads"], ["y"]),
+    ]
+    constants = {
+        "k": RNG.integers(-(2**31), 2**31, (4, 1, 3), dtype=np.int64).astype(np.int32),
+        "starts": np.array([1, 0], np.int64), "ends": np.array([4, 3], np.int64),
+        "axes": np.array([0, 2], np.int64), "steps": np.array([2, 2], np.int64),
+        "u": np.array([1], np.int64), "pads": np.array([0, 1, 0, 0, 2, 0], np.int64),
+    }  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = RNG.integers(-(2**31), 2**31, (2, 3, 4), dtype=np.int64).astype(np.int32)
+    x.reshape(-1)[:4] = [-(2**31), 2**31 - 1, 2**24 + 1, -(2**24) - 1]
+    (want,) = _session(model).run(None, {"x": x})
+    with nn_onnx.Runner(nn_onnx.load(model), cache_dir=None) as run:
+        (got,) = run(x)
+    np.testing.assert_array_equal(got, want)

@@ -70,10 +70,9 @@ def reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int, 
 def _reshaped_int32(c: Converter, source: int, shape: tuple[int, ...], target: tuple[int, ...],
                     out: int) -> None:  # fmt: skip
     """int32 ``source`` reshaped exactly, NNAPI's RESHAPE taking no int32: EXPAND_DIMS
-    (which does) for each 1 the target inserts; else through float32 RESHAPEs of its
-    two exact halves, high = v floor-divided by 2¹⁶ and low = v − 2¹⁶·high, put
-    back together in int32."""
-    int32, f32 = np.dtype(np.int32), np.dtype(np.float32)
+    (which does) for each 1 the target inserts; else a RESHAPE, which the converter
+    runs on two exact float32 halves (see :meth:`Converter.add`)."""
+    int32 = np.dtype(np.int32)
     inserted, matched = [], 0
     for axis, size in enumerate(target):
         if matched < len(shape) and size == shape[matched]:
@@ -90,17 +89,7 @@ def _reshaped_int32(c: Converter, source: int, shape: tuple[int, ...], target: t
             source = apply(c, OperationCode.EXPAND_DIMS, [source, c.i32(axis)], int32,
                            tuple(current), out if last else None)  # fmt: skip
         return
-    unit = c.ints([1 << 16])
-    high = apply(c, OperationCode.DIV, [source, unit], int32, shape)
-    low = apply(c, OperationCode.SUB, [source, apply(c, OperationCode.MUL, [high, unit], int32,
-                                                     shape)], int32, shape)  # fmt: skip
-    halves = []
-    for half in (high, low):
-        as_float = apply(c, OperationCode.CAST, [half], f32, shape)
-        moved = apply(c, OperationCode.RESHAPE, [as_float, c.ints(target)], f32, target)
-        halves.append(apply(c, OperationCode.CAST, [moved], int32, target))
-    scaled = apply(c, OperationCode.MUL, [halves[0], unit], int32, target)
-    apply(c, OperationCode.ADD, [scaled, halves[1]], int32, target, out)
+    c.add(OperationCode.RESHAPE, [source, c.ints(target)], [out])  # through two halves
 
 
 def like(c: Converter, name: str, value: float) -> int:
