@@ -258,3 +258,111 @@ def test_qlinear_conv_multiplies_the_scales_in_onnxruntimes_order() -> None:
     model = _model(nodes, {"x": (I8, [1, 1, 1, 1])}, {"y": I8}, constants)
     (got,) = _exactly_as_onnxruntime(model, {"x": np.full((1, 1, 1, 1), -106, I8)})
     assert got.item() == 28
+
+
+# -- bad files stay bad data ----------------------------------------------------------------------
+
+
+def _every_quantized_operator() -> Any:
+    """One small graph with each quantized operator (and onnxruntime's
+    DynamicQuantizeLSTM), for the mutants below."""
+    constants = {
+        "w": _bytes(I8, (4, 3, 3, 3)), "w2": _bytes(I8, (4, 4, 3, 3)), "wz": np.zeros(4, I8), "ws": np.full(4, 0.01, F32),
+        "cs": np.array(0.02, F32), "cz": np.array(7, U8), "ys": np.array(0.1, F32),
+        "yz": np.array(3, U8), "b": np.arange(4, dtype=np.int32),
+        "m": _bytes(U8, (4, 5)), "mz": np.array(2, U8), "ms": np.array(0.5, F32),
+        "lw": _bytes(I8, (1, 5, 8)), "lr": _bytes(I8, (1, 2, 8)), "lws": np.array([0.1], F32),
+        "lwz": np.zeros(1, I8), "lrs": np.array([0.2], F32), "lrz": np.zeros(1, I8),
+    }  # fmt: skip
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node("ConvInteger", ["xq", "w", "xz", "wz"], ["acc"], pads=[1, 1, 1, 1]),
+        helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+        helper.make_node("QuantizeLinear", ["accf", "cs", "cz"], ["q"]),
+        helper.make_node(
+            "QLinearConv",
+            ["q", "cs", "cz", "w2", "ws", "wz", "ys", "yz", "b"],
+            ["qc"],
+            group=1,
+            strides=[2, 2],
+            pads=[1, 1, 1, 1],
+        ),  # fmt: skip
+        helper.make_node("DequantizeLinear", ["qc", "ys", "yz"], ["d"]),
+        helper.make_node("Reshape", ["qc", "shape"], ["flat"]),
+        helper.make_node(
+            "QLinearMatMul", ["flat", "ys", "yz", "m", "ms", "mz", "ys", "yz"], ["mm"]
+        ),  # fmt: skip
+        helper.make_node("MatMulInteger", ["flat", "m", "yz", "mz"], ["mi"]),
+        helper.make_node("Cast", ["mi"], ["mf"], to=TensorProto.FLOAT),
+        helper.make_node("Reshape", ["mf", "seq"], ["s"]),
+        helper.make_node(
+            "DynamicQuantizeLSTM",
+            ["s", "lw", "lr", "", "", "", "", "", "lws", "lwz", "lrs", "lrz"],
+            ["h"],
+            domain="com.microsoft",
+            hidden_size=2,
+        ),  # fmt: skip
+    ]
+    constants["shape"] = np.array([4, 4], np.int64)
+    constants["seq"] = np.array([4, 1, 5], np.int64)
+    graph = helper.make_graph(
+        nodes,
+        "q",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info(n, t, None) for n, t in
+         (("d", TensorProto.FLOAT), ("mm", TensorProto.UINT8), ("h", TensorProto.FLOAT))],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()],
+    )  # fmt: skip
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 10
+    return model
+
+
+def test_the_quantized_graph_loads_and_runs() -> None:
+    model = _every_quantized_operator()
+    x = RNG.standard_normal((1, 3, 4, 4)).astype(F32)
+    with nn_onnx.Runner(nn_onnx.load(model), cache_dir=None) as run:
+        d, mm, h = run(x)
+    assert d.shape == (1, 4, 2, 2) and mm.shape == (4, 5) and h.shape == (4, 1, 1, 2)
+
+
+def test_mutated_quantized_graphs_are_bad_data() -> None:
+    """Scales, zero points and weights of other shapes and types, other axes and
+    block sizes, inputs left out: refused as bad data (or loaded), never another
+    exception."""
+    from nnburst.errors import BadDataError
+
+    data = _every_quantized_operator().SerializeToString()
+    outcomes = {"loaded": 0, "refused": 0}
+    for seed in range(250):
+        rng = np.random.default_rng(seed)
+        model = onnx.load_from_string(data)
+        for _ in range(int(rng.integers(1, 3))):
+            kind = int(rng.integers(0, 4))
+            if kind == 0:
+                tensors = model.graph.initializer
+                tensor = tensors[int(rng.integers(0, len(tensors)))]
+                dtype = numpy_helper.to_array(tensor).dtype
+                shape = tuple(int(d) for d in rng.integers(1, 6, int(rng.integers(0, 4))))
+                value = rng.integers(-3, 9, shape).astype(dtype)
+                tensor.CopyFrom(numpy_helper.from_array(value, tensor.name))
+            elif kind == 1:
+                node = model.graph.node[int(rng.integers(0, len(model.graph.node)))]
+                name = str(rng.choice(["axis", "block_size", "group", "hidden_size"]))
+                node.attribute.append(helper.make_attribute(name, int(rng.integers(-4, 5))))
+            elif kind == 2:
+                node = model.graph.node[int(rng.integers(0, len(model.graph.node)))]
+                if node.input:
+                    node.input[int(rng.integers(0, len(node.input)))] = ""
+            else:
+                node = model.graph.node[int(rng.integers(0, len(model.graph.node)))]
+                node.input.append(str(rng.choice(["x", "ws", "b"])))
+        try:
+            nn_onnx.load(model.SerializeToString())
+            outcomes["loaded"] += 1
+        except BadDataError:
+            outcomes["refused"] += 1
+        except Exception as exc:
+            pytest.fail(f"mutant {seed}: {type(exc).__name__}: {exc}")
+    assert outcomes["refused"] > 0 and outcomes["loaded"] > 0

@@ -499,6 +499,9 @@ _BYTES = {
 _BYTE_OPERATORS = frozenset(
     ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min", "MaxPool",
      "Clip", "Identity", "Where", "Cast", "CastLike",
+     # moves: the integers go through as they are (quantized at scale 1, zero point 0)
+     "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Split",
+     "Gather", "Tile", "Expand", "DepthToSpace", "SpaceToDepth",
      # quantized ONNX (ops/quantization.py): its arithmetic reads the integers exactly
      "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger",
      "MatMulInteger", "QLinearConv", "QLinearMatMul")

@@ -52,7 +52,7 @@ def reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int, 
             c.alias(name, source)
         return source
     out = c.operand(name) if name is not None else c.temporary(dtype, target)
-    if dtype in (np.float32, np.float16):
+    if dtype in (np.float32, np.float16, np.uint8, np.int8):  # (bytes: quantized)
         c.add(OperationCode.RESHAPE, [source, c.ints(target)], [out])
     elif (
         dtype.kind in "iu"

@@ -36,6 +36,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ...codes import OperationCode
+from ...errors import BadDataError
 from ..converter import (
     MAPPERS,
     Converter,
@@ -228,6 +229,8 @@ def _constant_parameter(
 
 @folds("QuantizeLinear")
 def _fold_quantize(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    if len(node.input) < 2 or not node.input[0] or not node.input[1]:
+        raise Unsupported("no input or no scale")  # the schema check names it
     x = c.constants[node.input[0]]
     if x.dtype != F32:
         raise Unsupported(f"{x.dtype} inputs")
@@ -248,6 +251,8 @@ def _fold_quantize(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> lis
 
 @folds("DequantizeLinear")
 def _fold_dequantize(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    if len(node.input) < 2 or not node.input[0] or not node.input[1]:
+        raise Unsupported("no input or no scale")  # the schema check names it
     x = c.constants[node.input[0]]
     if x.dtype not in (*_BYTES, I32) or c.dtype(node.output[0]) != F32:
         raise Unsupported(f"{x.dtype} inputs")
@@ -596,9 +601,17 @@ def _dynamic_quantize_lstm(graph: onnx.GraphProto, node: onnx.NodeProto) -> list
         q = tensor_value(constants[inputs[w]]).astype(np.int64)
         s = tensor_value(constants[inputs[scale]]).astype(F32)
         z = tensor_value(constants[inputs[zero]]).astype(np.int64)
-        s = s.reshape(s.shape[0], 1, -1) if s.ndim else s
-        z = z.reshape(z.shape[0], 1, -1) if z.ndim else z
-        values = ((q - z).astype(F32) * s).astype(F32).transpose(0, 2, 1)
+        try:
+            if q.ndim != 3 or s.ndim > 2 or z.ndim > 2:
+                raise ValueError(f"weights of rank {q.ndim}, scales of rank {s.ndim}")
+            s = s.reshape(s.shape[0], 1, -1) if s.ndim else s
+            z = z.reshape(z.shape[0], 1, -1) if z.ndim else z
+            values = ((q - z).astype(F32) * s).astype(F32).transpose(0, 2, 1)
+        except ValueError as exc:
+            raise BadDataError(
+                f"not a valid ONNX model: DynamicQuantizeLSTM {node.name or node.output[0]!r}: "
+                f"{exc}"
+            ) from None
         name = f"{inputs[w]}/dequantized"
         if name not in constants:
             graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(values), name))
