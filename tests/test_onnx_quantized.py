@@ -366,3 +366,47 @@ def test_mutated_quantized_graphs_are_bad_data() -> None:
         except Exception as exc:
             pytest.fail(f"mutant {seed}: {type(exc).__name__}: {exc}")
     assert outcomes["refused"] > 0 and outcomes["loaded"] > 0
+
+
+@pytest.mark.parametrize("targeted", [False, True])
+def test_qlinear_matmul_with_float16_scales_as_onnx_reference_computes_it(targeted: bool) -> None:
+    """onnxruntime's CPU kernel takes no float16 scales: ONNX's reference decides (the
+    multiplier formed in float16).  The targeted scales give 13 that way, 14 with a
+    float32 multiplier."""
+    from onnx.reference import ReferenceEvaluator
+
+    f16 = np.float16
+    scales = (0.01314, 0.0275, 0.0811) if targeted else (0.03, 0.011, 0.07)
+    k, n = (1, 1) if targeted else (16, 6)
+    b = np.full((1, 1), 132, U8) if targeted else _bytes(U8, (k, n))
+    constants = {"as": np.array(scales[0], f16), "az": np.array(2, U8), "b": b,
+                 "bs": np.array(scales[1], f16), "bz": np.array(1, U8),
+                 "ys": np.array(scales[2], f16), "yz": np.array(10, U8)}  # fmt: skip
+    nodes = [helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                              ["y"])]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "q",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [5, k])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+        [numpy_helper.from_array(v, key) for key, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    a = np.full((5, 1), 8, U8) if targeted else _bytes(U8, (5, k))
+    (want,) = ReferenceEvaluator(model).run(None, {"a": a})
+    with nn_onnx.Runner(nn_onnx.load(model), cache_dir=None) as run:
+        (got,) = run(a)
+    np.testing.assert_array_equal(got, want)
+    if targeted:
+        assert got[0, 0] == 13
+
+
+def test_matmul_integer_with_a_zero_point_per_row() -> None:
+    """ONNX allows one a_zero_point per row of a 2-D A (onnxruntime takes one value):
+    the exact integers decide."""
+    a, b = _bytes(U8, (5, 8)), _bytes(U8, (8, 3))
+    a_zero = np.array([0, 7, 128, 255, 3], U8)
+    nodes = [helper.make_node("MatMulInteger", ["a", "b", "az"], ["y"])]
+    model = _model(nodes, {"a": (U8, [5, 8])}, {"y": np.int32}, {"b": b, "az": a_zero})
+    want = (a.astype(np.int64) - a_zero.astype(np.int64)[:, None]) @ b.astype(np.int64)
+    _exactly_as_the_integers(model, {"a": a}, want.astype(np.int32))

@@ -466,12 +466,13 @@ def _matmul_integer(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> No
 def _multiplier(
     c: Converter, node: onnx.NodeProto, x_scale: int, w_scale: int, y_scale: int, conv: bool
 ) -> int:
-    """x_scale · w_scale / y_scale in float32, in that order (onnxruntime's), per
-    output channel (Conv) or column (MatMul) when w_scale is: folded when all three
-    are constants."""
+    """x_scale · w_scale / y_scale in the scales' type (float32, or float16), in that
+    order (onnxruntime's), per output channel (Conv) or column (MatMul) when w_scale
+    is: folded when all three are constants."""
     names = [node.input[i] for i in (x_scale, w_scale, y_scale)]
+    dtype = c.dtype(names[0])
     if all(n in c.constants for n in names):
-        xs, ws, ys = (c.constants[n].astype(F32) for n in names)
+        xs, ws, ys = (c.constants[n].astype(dtype) for n in names)
         if xs.size != 1 or ys.size != 1:
             raise Unsupported("per-axis input or output scales")
         value = (xs.reshape(()) * ws.reshape(-1)) / ys.reshape(())
@@ -479,6 +480,15 @@ def _multiplier(
             value = value.reshape(-1, 1, 1)
         return c.floats(value.astype(F32))
     out_shape = c.shape(node.output[0])
+    if dtype == np.float16:  # QLinearMatMul's float16 scales: the product in float16
+        for n in names:
+            if int(np.prod(c.shape(n) or (1,))) != 1 and len(c.shape(n)) != 1:
+                raise Unsupported("float16 scales of rank over 1")
+        shape = c.shape(names[1]) or (1,)
+        ops = [c.operand(n) for n in names]
+        product = apply(c, OperationCode.MUL, ops[:2], dtype, shape)
+        quotient = apply(c, OperationCode.DIV, [product, ops[2]], dtype, shape)
+        return apply(c, OperationCode.CAST, [quotient], F32, shape)
     axis = 1 if conv else len(out_shape) - 1
     x_s, w_s, y_s = (
         _float_parameter(c, _laid_out(c, n, out_shape, axis, 0, "scale")) for n in names
@@ -536,10 +546,12 @@ def _qlinear_conv(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
 
 @maps("QLinearMatMul")
 def _qlinear_matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    """The exact accumulator, requantized as onnxruntime does."""
-    for i in (1, 4, 6):
-        if c.dtype(node.input[i]) != F32:
-            raise Unsupported(f"{c.dtype(node.input[i])} scales")
+    """The exact accumulator, requantized as onnxruntime does (float16 scales, which
+    onnxruntime's CPU kernel does not take: their product in float16, as ONNX's
+    reference computes it)."""
+    kinds = {c.dtype(node.input[i]) for i in (1, 4, 6)}
+    if kinds not in ({F32}, {np.dtype(np.float16)}):
+        raise Unsupported(f"scales of types {sorted(map(str, kinds))}")
     weights = _centred_weights(c, node, 3, 5, conv=False)
     total, is_int = _products(c, node, a, node.input[0], _input_zero(c, node, 2, True), weights)
     multiplier = _multiplier(c, node, 1, 4, 6, conv=False)
