@@ -25,6 +25,9 @@ Members known to the tests:
 * ``adb-mlkit`` 0.1.2: ``adb_mlkit/assets/adb-mlkit.apk`` (Google ML Kit's text
   recognizers inside: quantized basic LSTM cells; the models are under ML Kit's
   terms, not the wheel's MIT licence, which is one more reason never to commit them)
+* ``ddddocr`` 1.6.1: ``ddddocr/common_old.onnx`` (dynamically quantized OCR: ConvInteger,
+  MatMulInteger, com.microsoft.DynamicQuantizeLSTM)
+* ``magika`` 1.0.3: ``magika/models/standard_v3_3/model.onnx`` (int32 bytes in)
 """
 
 from __future__ import annotations

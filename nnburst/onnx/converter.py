@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ..codes import OperandCode
+from ..codes import FuseCode, OperandCode, OperationCode
 from ..cpu.ops import arguments  # the limit on one tensor
 from ..errors import BadDataError
 from ..imported import ModelBuilder, Registry, UnsupportedModelError
@@ -71,6 +71,7 @@ class Converter(ModelBuilder):
         self, model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None = None
     ) -> None:
         model = _fix_input_shapes(model, dict(input_shapes or {}))
+        _rewrite(model.graph)
         try:
             model = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
         except Exception as exc:  # a graph ONNX itself cannot type
@@ -92,6 +93,8 @@ class Converter(ModelBuilder):
         self._operands: dict[str, int] = {}
         #: the operands holding named constants' values (an output must be computed)
         self._constant_operands: set[int] = set()
+        #: int32 tensor operands and their shapes, for :meth:`add`
+        self._int32: dict[int, tuple[int, ...]] = {}
 
     # -- tensors ---------------------------------------------------------------------------
     def shape(self, name: str) -> tuple[int, ...]:
@@ -119,6 +122,8 @@ class Converter(ModelBuilder):
         if name in self._operands:
             return self._operands[name]
         operand = self.model.add_operand(self.operand_type(name))
+        if operand_dtype(self.dtype(name)) == np.int32:
+            self._int32[operand] = self.shape(name) or (1,)
         if name in self.constants:
             values = _narrow(self.constants[name], name)
             if values.dtype == np.float64:
@@ -134,7 +139,47 @@ class Converter(ModelBuilder):
         return self.constants[name]
 
     def temporary(self, dtype: np.dtype[Any], shape: tuple[int, ...]) -> int:
-        return self.model.add_operand(operand_type_of(dtype, shape))
+        operand = self.model.add_operand(operand_type_of(dtype, shape))
+        if operand_dtype(dtype) == np.int32:
+            self._int32[operand] = shape or (1,)
+        return operand
+
+    def add(self, code: OperationCode, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+        """An operation; int32 data through one that moves values without arithmetic
+        but that NNAPI defines for floats only (RESHAPE, TRANSPOSE, CONCATENATION, ...)
+        goes through it as two float32 halves, each exact: high = v floor-divided by
+        2¹⁶, low = v − 2¹⁶·high; the moved halves are put back together in int32."""
+        data = _FLOAT_ONLY_MOVES.get(code)
+        if data is None or len(outputs) != 1 or outputs[0] not in self._int32:
+            super().add(code, inputs, outputs)
+            return
+        positions = range(len(inputs) - 1) if data < 0 else range(data, data + 1)
+        if not all(inputs[i] in self._int32 for i in positions):
+            super().add(code, inputs, outputs)  # not int32 data: NNAPI's validation says
+            return
+        f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+        unit, none = self.ints([1 << 16]), self.i32(FuseCode.NONE)
+        halves: list[list[int]] = [list(inputs), list(inputs)]
+        for i in positions:
+            shape = self._int32[inputs[i]]
+            high = self.temporary(i32, shape)
+            super().add(OperationCode.DIV, [inputs[i], unit, none], [high])
+            back, low = self.temporary(i32, shape), self.temporary(i32, shape)
+            super().add(OperationCode.MUL, [high, unit, none], [back])
+            super().add(OperationCode.SUB, [inputs[i], back, none], [low])
+            for half, value in zip(halves, (high, low)):
+                half[i] = self.temporary(f32, shape)
+                super().add(OperationCode.CAST, [value], [half[i]])
+        target = self._int32[outputs[0]]
+        moved = []
+        for half in halves:
+            as_float, as_int = self.temporary(f32, target), self.temporary(i32, target)
+            super().add(code, half, [as_float])
+            super().add(OperationCode.CAST, [as_float], [as_int])
+            moved.append(as_int)
+        scaled = self.temporary(i32, target)
+        super().add(OperationCode.MUL, [moved[0], unit, none], [scaled])
+        super().add(OperationCode.ADD, [scaled, moved[1], none], [outputs[0]])
 
     def alias(self, name: str, operand: int) -> None:
         self._operands[name] = operand
@@ -393,6 +438,10 @@ def _fix_input_shapes(model: onnx.ModelProto, shapes: dict[str, Sequence[int]]) 
         for d in info.type.tensor_type.shape.dim:
             if d.HasField("dim_value") and d.dim_value < 0:
                 d.Clear()
+    for info in model.graph.output:  # a symbolic output shape says nothing inference cannot,
+        dims = info.type.tensor_type.shape.dim  # and may have the wrong rank (ddddocr's)
+        if any(not d.HasField("dim_value") for d in dims):
+            info.type.tensor_type.ClearField("shape")
     return model
 
 
@@ -428,6 +477,17 @@ def operand_type_of(dtype: np.dtype[Any], shape: tuple[int, ...]) -> OperandType
     return OperandType(byte, dims, 1.0, 0)
 
 
+#: The operations that move values without arithmetic which NNAPI defines for floats
+#: (and quantized) only, with the position of their data input (-1: every input but
+#: the last, CONCATENATION's).  PAD is here for its zero fill only (zero halves).
+_FLOAT_ONLY_MOVES = {
+    OperationCode.RESHAPE: 0, OperationCode.TRANSPOSE: 0, OperationCode.SQUEEZE: 0,
+    OperationCode.STRIDED_SLICE: 0, OperationCode.PAD: 0, OperationCode.CONCATENATION: -1,
+    OperationCode.DEPTH_TO_SPACE: 0, OperationCode.SPACE_TO_DEPTH: 0,
+    OperationCode.BATCH_TO_SPACE_ND: 0, OperationCode.SPACE_TO_BATCH_ND: 0,
+}  # fmt: skip
+
+
 #: int8 and uint8 as quantized operands of scale 1 and zero point 0, whose values
 #: are the integers: only for the operations that give those integers exactly
 #: (comparisons, picks among the values), not for arithmetic (NNAPI's saturates,
@@ -438,7 +498,13 @@ _BYTES = {
 }
 _BYTE_OPERATORS = frozenset(
     ("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min", "MaxPool",
-     "Clip", "Identity", "Where")
+     "Clip", "Identity", "Where", "Cast", "CastLike",
+     # moves: the integers go through as they are (quantized at scale 1, zero point 0)
+     "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Split",
+     "Gather", "Tile", "Expand", "DepthToSpace", "SpaceToDepth",
+     # quantized ONNX (ops/quantization.py): its arithmetic reads the integers exactly
+     "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger",
+     "MatMulInteger", "QLinearConv", "QLinearMatMul")
 )  # fmt: skip
 
 
@@ -547,3 +613,23 @@ folds = FOLDERS.maps
 Mapper = Callable[[Converter, onnx.NodeProto, dict[str, Any]], None]
 MAPPERS: Registry[Mapper] = Registry()
 maps = MAPPERS.maps
+
+
+# Nodes of another domain that are a standard operation in disguise (onnxruntime's
+# com.microsoft.DynamicQuantizeLSTM), by "domain.op_type": each gives the standard
+# nodes to put in its place, and may add initializers.  Rewritten before shape
+# inference, which then types what they produce.
+Rewrite = Callable[[onnx.GraphProto, onnx.NodeProto], list[onnx.NodeProto]]
+REWRITES: Registry[Rewrite] = Registry()
+rewrites = REWRITES.maps
+
+
+def _rewrite(graph: onnx.GraphProto) -> None:
+    if not any(f"{n.domain}.{n.op_type}" in REWRITES for n in graph.node):
+        return
+    nodes: list[onnx.NodeProto] = []
+    for node in graph.node:
+        rewrite = REWRITES.get(f"{node.domain}.{node.op_type}")
+        nodes += rewrite(graph, node) if rewrite is not None else [node]
+    del graph.node[:]
+    graph.node.extend(nodes)

@@ -52,7 +52,7 @@ def reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int, 
             c.alias(name, source)
         return source
     out = c.operand(name) if name is not None else c.temporary(dtype, target)
-    if dtype in (np.float32, np.float16):
+    if dtype in (np.float32, np.float16, np.uint8, np.int8):  # (bytes: quantized)
         c.add(OperationCode.RESHAPE, [source, c.ints(target)], [out])
     elif (
         dtype.kind in "iu"
@@ -60,9 +60,36 @@ def reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int, 
         and all(d == 1 for d in target[: len(target) - len(trimmed)])
     ):
         apply(c, OperationCode.ADD, [source, filled(c, dtype, target, 0)], dtype, target, out)
+    elif dtype in (np.int32, np.int64):
+        _reshaped_int32(c, source, trimmed, target, out)
     else:
         raise Unsupported(f"{dtype} tensors (NNAPI's RESHAPE takes floats and quantized)")
     return out
+
+
+def _reshaped_int32(c: Converter, source: int, shape: tuple[int, ...], target: tuple[int, ...],
+                    out: int) -> None:  # fmt: skip
+    """int32 ``source`` reshaped exactly, NNAPI's RESHAPE taking no int32: EXPAND_DIMS
+    (which does) for each 1 the target inserts; else a RESHAPE, which the converter
+    runs on two exact float32 halves (see :meth:`Converter.add`)."""
+    int32 = np.dtype(np.int32)
+    inserted, matched = [], 0
+    for axis, size in enumerate(target):
+        if matched < len(shape) and size == shape[matched]:
+            matched += 1
+        elif size == 1:
+            inserted.append(axis)
+        else:
+            break
+    if matched == len(shape) and len(inserted) == len(target) - len(shape):
+        current = list(shape)
+        for n, axis in enumerate(inserted):
+            current.insert(axis, 1)
+            last = n == len(inserted) - 1
+            source = apply(c, OperationCode.EXPAND_DIMS, [source, c.i32(axis)], int32,
+                           tuple(current), out if last else None)  # fmt: skip
+        return
+    c.add(OperationCode.RESHAPE, [source, c.ints(target)], [out])  # through two halves
 
 
 def like(c: Converter, name: str, value: float) -> int:

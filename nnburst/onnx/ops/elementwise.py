@@ -13,6 +13,7 @@ import onnx
 from ...codes import FuseCode, OperationCode
 from ..converter import Converter, Mapper, Unsupported, maps, operand_dtype
 from .building import apply, broadcast, filled, float_input, like, output_of, text
+from .quantization import BYTES, cast_bytes
 
 
 def _unary(code: OperationCode) -> Mapper:
@@ -176,8 +177,20 @@ def _hard_sigmoid(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None
 
 @maps("Cast", "CastLike")
 def _cast(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    """CastLike's second input only names the type, which the output carries."""
-    c.add(OperationCode.CAST, [c.operand(node.input[0])], [output_of(c, node)])
+    """CastLike's second input only names the type, which the output carries.  NNAPI's
+    CAST takes no booleans: from one, a SELECT of 1 and 0; to one, x ≠ 0.  Bytes:
+    see :func:`.quantization.cast_bytes`."""
+    name, out = node.input[0], node.output[0]
+    dtype, target, shape = c.dtype(name), c.dtype(out), c.shape(out)
+    if dtype != np.bool_ and (dtype in BYTES or target in BYTES):
+        cast_bytes(c, node)
+    elif dtype == np.bool_ and target != np.bool_:
+        ones, zeros = filled(c, target, shape, 1), filled(c, target, shape, 0)
+        c.add(OperationCode.SELECT, [c.operand(name), ones, zeros], [output_of(c, node)])
+    elif target == np.bool_ and dtype != np.bool_:
+        c.add(OperationCode.NOT_EQUAL, [c.operand(name), like(c, name, 0)], [output_of(c, node)])
+    else:
+        c.add(OperationCode.CAST, [c.operand(name)], [output_of(c, node)])
 
 
 @maps("Reciprocal")
