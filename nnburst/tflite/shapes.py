@@ -23,8 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from ..codes import PaddingCode
 from ..errors import BadDataError
 from ..imported import UnsupportedModelError
+from .converter import Unsupported
+from .ops.custom import transpose_conv_options
 from .reader import FlatModel, Operator, Subgraph
 
 __all__ = ["settle"]
@@ -136,6 +139,9 @@ def _settle(graph: Subgraph, wanted: dict[int, Shape]) -> Subgraph:
             shapes = _infer(g, op)
         except _NoRule:
             unknown[f"{op.name} (its output shape for new input shapes)"] += 1
+            continue
+        except Unsupported as exc:
+            unknown[f"{op.name} ({exc})"] += 1
             continue
         except (IndexError, ValueError, ZeroDivisionError, AttributeError, TypeError) as exc:
             raise BadDataError(
@@ -480,7 +486,20 @@ def _space_to_depth(g: _Graph, op: Operator, s: list[Shape]) -> list[Shape]:
     return [(n, h * b, w * b, c // (b * b))]
 
 
+def _transpose_conv_bias(g: _Graph, op: Operator, s: list[Shape]) -> list[Shape]:
+    """MediaPipe's transposed convolution: SAME gives ``size * stride``, VALID
+    ``(size - 1) * stride + kernel`` (TFLite's builtin takes its shape as an input)."""
+    padding, stride_w, stride_h = transpose_conv_options(op)
+    n, h, w, _ = s[0]
+    out_c, kh, kw = s[1][:3]
+    if padding == PaddingCode.SAME:
+        return [(n, h * stride_h, w * stride_w, out_c)]
+    return [(n, (h - 1) * stride_h + kh, (w - 1) * stride_w + kw, out_c)]
+
+
 _RULES: dict[str, Callable[[_Graph, Operator, list[Shape]], list[Shape]]] = {
+    "TRANSPOSE_CONV": lambda g, op, s: [tuple(int(d) for d in _constant(g, op.inputs[0]))],
+    "CUSTOM:Convolution2DTransposeBias": _transpose_conv_bias,
     "CONV_2D": _conv,
     "DEPTHWISE_CONV_2D": _conv,
     "AVERAGE_POOL_2D": _pool,
