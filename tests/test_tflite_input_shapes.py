@@ -20,12 +20,14 @@ import pytest
 
 from nnburst import tflite
 from nnburst.errors import BadDataError
+from nnburst.tflite.reader import read
+from nnburst.tflite.shapes import settle
 
 from .model_cache import wheel_directory, wheel_member
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT (pip install '.[litert]') is the reference")
 
-from .tflite_builder import run_litert
+from .tflite_builder import Tensor, graph, run_litert, schema
 
 #: openWakeWord's front end: raw 16 kHz audio in ([-1, -1]: any batch, any length),
 #: log-mel frames out; the file records the placeholder shape [1, 1].
@@ -274,3 +276,31 @@ def test_openwakeword_runs_on_the_interpreter_unmodified(monkeypatch: pytest.Mon
     for ours, theirs in zip(got[1:], want[1:]):  # 0..~50 in size
         assert ours.shape == theirs.shape and np.abs(theirs).max() > 1
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
+def fill_then_add(dims: list[int]) -> bytes:
+    """x + FILL(dims, 7): the FILL's shape is a constant, so it can be folded."""
+    return graph(
+        [
+            Tensor((2,), np.int32, data=np.array(dims, np.int32)),
+            Tensor((), np.int32, data=np.array(7, np.int32)),
+            Tensor(tuple(dims), np.int32),
+            Tensor(tuple(dims), np.int32),
+            Tensor(tuple(dims), np.int32),
+        ],
+        [("FILL", [0, 1], [2], None), ("ADD", [3, 2], [4], schema.AddOptionsT())],
+        [3],
+        [4],
+    )
+
+
+def test_integer_arithmetic_on_constants_is_folded_only_while_small() -> None:
+    small = settle(read(fill_then_add([3, 4]))).subgraphs[0]
+    assert [op.name for op in small.operators] == ["ADD"]
+    np.testing.assert_array_equal(small.tensors[2].data, np.full((3, 4), 7, np.int32))
+    with tflite.Runner(fill_then_add([3, 4]), cache_dir=None) as run:
+        (got,) = run(np.arange(12, dtype=np.int32).reshape(3, 4))
+    np.testing.assert_array_equal(got, np.arange(12).reshape(3, 4) + 7)
+    # A bad file's FILL of 10**10 elements is not computed at load (nor anywhere here).
+    huge = settle(read(fill_then_add([100000, 100000]))).subgraphs[0]
+    assert [op.name for op in huge.operators] == ["FILL", "ADD"]

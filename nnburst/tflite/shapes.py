@@ -185,8 +185,10 @@ def _fold(g: _Graph, op: Operator) -> bool:
         return False
     if op.name != "SHAPE":
         constants = [g.constant(i) for i in op.inputs]
-        if any(c is None or c.dtype.kind not in "iub" for c in constants):
+        if any(c is None or c.dtype.kind not in "iub" or c.size > MAX_FOLDED for c in constants):
             return False
+        if _folded_size(op, constants) > MAX_FOLDED:
+            return False  # not shape arithmetic: left to run (a FILL of a huge shape)
     try:
         value = np.asarray(rule(g, op))
     except (_NoRule, IndexError, ValueError, TypeError, AttributeError, ZeroDivisionError):
@@ -194,6 +196,25 @@ def _fold(g: _Graph, op: Operator) -> bool:
     g.values[op.outputs[0]] = value.astype(out.dtype)
     g.shapes[op.outputs[0]] = value.shape
     return True
+
+
+#: The most elements a folded tensor may have: shapes and the arithmetic on
+#: them are a few integers, and a bad file must not make load allocate much.
+MAX_FOLDED = 1 << 16
+
+
+def _folded_size(op: Operator, constants: list[np.ndarray | None]) -> int:
+    """How many elements folding ``op`` would make (at most, for a slice)."""
+    if op.name == "FILL":
+        dims = constants[0]
+        assert dims is not None
+        return math.prod(max(int(d), 0) for d in dims.reshape(-1)) if dims.size < 8 else 1 << 62
+    if op.name in ("ADD", "SUB", "MUL", "FLOOR_DIV", "MAXIMUM", "MINIMUM"):
+        try:
+            return math.prod(np.broadcast_shapes(*(c.shape for c in constants if c is not None)))
+        except ValueError:
+            return 0  # left to fail in the fold, and so to the mapper
+    return sum(c.size for c in constants if c is not None)
 
 
 def _c(g: _Graph, index: int) -> np.ndarray:
