@@ -304,3 +304,22 @@ def test_integer_arithmetic_on_constants_is_folded_only_while_small() -> None:
     # A bad file's FILL of 10**10 elements is not computed at load (nor anywhere here).
     huge = settle(read(fill_then_add([100000, 100000]))).subgraphs[0]
     assert [op.name for op in huge.operators] == ["FILL", "ADD"]
+
+
+def test_nnburst_run_takes_a_tflite_models_input_shapes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from nnburst.cli import main
+
+    model = str(wheel_member(*MELSPECTROGRAM))
+    assert main(["run", model, "--input-shape", f"{AUDIO}=1,1280"]) == 0
+    assert "PartitionedCall:0: [1, 1, 5, 32] float32" in capsys.readouterr().out
+    chunk = tmp_path / "chunk.npy"
+    x = audio((2, 1760), seed=6)
+    np.save(chunk, x)
+    assert main(["run", model, "--input", str(chunk)]) == 0  # the array's shape
+    (want,) = run_litert(wheel_member(*MELSPECTROGRAM).read_bytes(), [x])
+    printed = capsys.readouterr().out.split("PartitionedCall:0: [2, 1, 8, 32] float32 sum ")[1]
+    assert float(printed) == pytest.approx(float(want.astype(np.float64).sum()), rel=1e-4)
+    assert main(["run", model, "--input-shape", "audio=1,1280"]) == 1
+    assert "--input-shape names no input of the model: ['audio']" in capsys.readouterr().err

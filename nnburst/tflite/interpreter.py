@@ -176,7 +176,7 @@ class Interpreter:
         wanted = {i: self._shapes[i] for i in self._inputs}
         if self._runner is not None and wanted == self._compiled_shapes:
             return
-        resized: dict[str | int, Sequence[int]] = {
+        resized: dict[int, Sequence[int]] = {
             i: shape for i, shape in wanted.items() if shape != self._tensor(i).shape
         }
         try:

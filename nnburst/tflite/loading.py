@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import imported
@@ -13,7 +12,7 @@ from ..errors import BadDataError
 from ..imported import LoadedModel
 from .convert import convert
 from .reader import read
-from .shapes import settle
+from .shapes import InputShapes, settle
 
 __all__ = ["Runner", "load"]
 
@@ -25,7 +24,7 @@ _CORRUPT_FLATBUFFER = (struct.error, UnicodeDecodeError, AttributeError, IndexEr
 
 def load(
     source: str | os.PathLike[str] | bytes,
-    input_shapes: Mapping[str | int, Sequence[int]] | None = None,
+    input_shapes: InputShapes | None = None,
     *,
     strict: bool = True,
 ) -> LoadedModel:

@@ -30,9 +30,11 @@ from .converter import Unsupported
 from .ops.custom import transpose_conv_options
 from .reader import FlatModel, Operator, Subgraph
 
-__all__ = ["settle"]
+__all__ = ["InputShapes", "settle"]
 
 Shape = tuple[int, ...]
+#: Input shapes by input name, or by tensor index (as LiteRT's Interpreter names inputs).
+InputShapes = Mapping[str, Sequence[int]] | Mapping[int, Sequence[int]]
 
 _SAME, _VALID = 0, 1  # tflite.Padding
 
@@ -62,7 +64,7 @@ class _NoRule(Exception):
 
 def settle(
     flat: FlatModel,
-    input_shapes: Mapping[str | int, Sequence[int]] | None = None,
+    input_shapes: InputShapes | None = None,
     strict: bool = True,
 ) -> FlatModel:
     """``flat`` with the main subgraph's inputs at ``input_shapes`` (input name or
@@ -79,7 +81,8 @@ def settle(
         UnsupportedModelError: a changed shape reaches an operator whose output
             shape nnburst cannot work out.
     """
-    wanted = _wanted_shapes(flat.subgraphs[0], dict(input_shapes or {}), strict)
+    given: dict[str | int, Sequence[int]] = dict(input_shapes.items()) if input_shapes else {}
+    wanted = _wanted_shapes(flat.subgraphs[0], given, strict)
     subgraphs = [
         _settle(g, wanted if number == 0 else {}) for number, g in enumerate(flat.subgraphs)
     ]
