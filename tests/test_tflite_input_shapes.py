@@ -391,3 +391,20 @@ def test_models_run_at_batch_two_like_litert(
             np.testing.assert_allclose(g, w, rtol=tolerance, atol=tolerance)
         else:
             np.testing.assert_array_equal(g, w)
+
+
+def test_signature_runner_resizes_to_the_inputs_given_like_litert(melspectrogram: bytes) -> None:
+    from ai_edge_litert.interpreter import Interpreter
+
+    theirs = Interpreter(model_content=melspectrogram).get_signature_runner("serving_default")
+    ours = tflite.Interpreter(model_content=melspectrogram).get_signature_runner("serving_default")
+    for shape in [(1, 1280), (3, 1760), (1, 1280)]:
+        x = audio(shape, seed=shape[0])
+        want, got = theirs(input=x), ours(input=x)
+        assert list(got) == list(want) == ["output"]
+        assert (
+            got["output"].shape
+            == want["output"].shape
+            == (shape[0], 1, (shape[1] - 512) // 160 + 1, 32)
+        )
+        np.testing.assert_allclose(got["output"], want["output"], rtol=1e-4, atol=1e-4)

@@ -313,7 +313,8 @@ class Interpreter:
 
 class SignatureRunner:
     """``get_signature_runner(...)``: the model called with keyword inputs by
-    signature name, outputs as a dict by signature name."""
+    signature name, outputs as a dict by signature name.  As in LiteRT, each
+    input is resized to the shape it is given (a new shape compiles again)."""
 
     def __init__(
         self, interpreter: Interpreter, inputs: dict[str, int], outputs: dict[str, int]
@@ -340,9 +341,12 @@ class SignatureRunner:
                 else f"Missing inputs for SignatureDef: {missing}"
             )
         interpreter = self._interpreter
+        arrays = {name: np.asarray(value) for name, value in inputs.items()}
+        for name, array in arrays.items():  # as LiteRT's: each input at the shape it is given
+            interpreter.resize_tensor_input(self._inputs[name], array.shape)
         interpreter.allocate_tensors()
-        for name, value in inputs.items():
-            interpreter.set_tensor(self._inputs[name], value)
+        for name, array in arrays.items():
+            interpreter.set_tensor(self._inputs[name], array)
         interpreter.invoke()
         return {name: interpreter.get_tensor(index) for name, index in self._outputs.items()}
 
