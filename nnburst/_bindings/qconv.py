@@ -24,6 +24,10 @@ PATH_BEST = lib.NNB_QCONV_BEST
 PATH_PORTABLE = lib.NNB_QCONV_PORTABLE
 PATH_AVX2 = lib.NNB_QCONV_AVX2
 
+#: The most taps nnb_qdwconv_run takes (DW_MAX_TAPS in csrc/qconv.c: its list of
+#: tap pixels lives on the stack); a larger window is left to the numpy kernels.
+_DEPTHWISE_MAX_TAPS = 256
+
 _TYPES = {np.dtype(np.uint8): lib.NNB_QCONV_UINT8, np.dtype(np.int8): lib.NNB_QCONV_INT8}
 
 
@@ -114,6 +118,8 @@ class QuantConv:
         self.in_dtype, self.out_dtype = np.dtype(in_type[0]), np.dtype(out_type[0])
         if self.in_dtype not in _TYPES or self.out_dtype not in _TYPES:
             raise NotExactError(f"quantized conv of {self.in_dtype} to {self.out_dtype}")
+        if depthwise and filter_hw[0] * filter_hw[1] > _DEPTHWISE_MAX_TAPS:
+            raise NotExactError(f"a depthwise window of {filter_hw[0]}x{filter_hw[1]} taps")
         if win is None:  # fully connected: one pixel, one tap
             if (in_h, in_w) != (1, 1) or filter_hw != (1, 1):
                 raise BadDataError(f"fully connected input {in_hwc} is not one pixel")

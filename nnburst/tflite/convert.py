@@ -28,12 +28,21 @@ import numpy as np
 from ..imported import TensorInfo, Variable
 from ..model import Model
 from .converter import Converter
-from .ops import control, convolution, elementwise, quantization, recurrent, reduction, shape
+from .ops import (
+    control,
+    convolution,
+    custom,
+    elementwise,
+    quantization,
+    recurrent,
+    reduction,
+    shape,
+)
 from .reader import FlatModel, Subgraph
 
 #: The modules whose mappers register themselves as they load: importing them
 #: here fills the registry before any model is converted.
-FAMILIES = (control, convolution, elementwise, quantization, recurrent, reduction, shape)
+FAMILIES = (control, convolution, custom, elementwise, quantization, recurrent, reduction, shape)
 
 
 def describe(graph: Subgraph, indices: Sequence[int]) -> list[TensorInfo]:

@@ -27,10 +27,11 @@ import tflite as schema
 from .. import imported
 from ..devices import Device
 from ..errors import BadDataError
+from ..imported import UnsupportedModelError
 from .loading import Runner, load
 from .reader import Tensor, read
 
-__all__ = ["Interpreter", "InterpreterError", "SignatureRunner"]
+__all__ = ["Interpreter", "InterpreterError", "InterpreterRuntimeError", "SignatureRunner"]
 
 
 class InterpreterError(BadDataError, ValueError):
@@ -38,7 +39,12 @@ class InterpreterError(BadDataError, ValueError):
     catches ValueError keeps working."""
 
 
-def _details(tensor: Tensor, signature: Sequence[int]) -> dict[str, Any]:
+class InterpreterRuntimeError(BadDataError, RuntimeError):
+    """A call LiteRT would refuse with a RuntimeError (a resize it cannot do, a
+    model not ready): code that catches RuntimeError keeps working."""
+
+
+def _details(tensor: Tensor, signature: Sequence[int], shape: Sequence[int]) -> dict[str, Any]:
     """One entry of ``get_input_details()``, with LiteRT's keys and types."""
     scales = tensor.scales if tensor.scales is not None else np.zeros(0)
     zero_points = tensor.zero_points if tensor.zero_points is not None else np.zeros(0)
@@ -46,7 +52,7 @@ def _details(tensor: Tensor, signature: Sequence[int]) -> dict[str, Any]:
     return {
         "name": tensor.name,
         "index": tensor.index,
-        "shape": np.array(tensor.shape, np.int32),
+        "shape": np.array(shape, np.int32),
         "shape_signature": np.array(signature, np.int32),
         "dtype": tensor.dtype.type if tensor.dtype is not None else None,
         "quantization": per_tensor,
@@ -108,11 +114,18 @@ class Interpreter:
         self._inputs = list(self._graph.inputs)
         self._outputs = list(self._graph.outputs)
         #: the inputs as set (zeros until then) and the outputs of the last invoke
-        self._values: dict[int, np.ndarray] = {
+        self._values: dict[int, np.ndarray] = {  # the inputs as set, the outputs of invoke
             i: np.zeros(self._tensor(i).shape, self._tensor(i).dtype or np.float32)
             for i in self._inputs
         }
         self._runner: Runner | None = None
+        #: each input's and output's shape now: an input's as resized, an output's as
+        #: the last allocate_tensors computed it
+        self._shapes: dict[int, tuple[int, ...]] = {
+            i: self._tensor(i).shape for i in (*self._inputs, *self._outputs)
+        }
+        #: the input shapes the runner was compiled for (None: the file's own)
+        self._compiled_shapes: dict[int, tuple[int, ...]] | None = None
 
     # -- descriptions ------------------------------------------------------------------
     def _tensor(self, index: int) -> Tensor:
@@ -123,7 +136,11 @@ class Interpreter:
 
     def _described(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         return [
-            _details(self._tensor(i), self._signature.get(i, self._tensor(i).shape))
+            _details(
+                self._tensor(i),
+                self._signature.get(i, self._tensor(i).shape),
+                self._shapes.get(i, self._tensor(i).shape),
+            )
             for i in indices
         ]
 
@@ -154,21 +171,78 @@ class Interpreter:
 
     # -- running -----------------------------------------------------------------------
     def allocate_tensors(self) -> None:
-        """Compile the model (once, cached on disk)."""
-        if self._runner is None:
-            self._runner = Runner(load(self._data), self._device)
+        """Compile the model (once, cached on disk) at the inputs' current shapes:
+        after a ``resize_tensor_input``, for the new ones."""
+        wanted = {i: self._shapes[i] for i in self._inputs}
+        if self._runner is not None and wanted == self._compiled_shapes:
+            return
+        resized: dict[int, Sequence[int]] = {
+            i: shape for i, shape in wanted.items() if shape != self._tensor(i).shape
+        }
+        try:
+            loaded = load(self._data, resized or None, strict=False)
+        except UnsupportedModelError:
+            raise
+        except BadDataError as exc:
+            if not resized:
+                raise
+            raise InterpreterRuntimeError(
+                f"allocate_tensors: the model cannot run at input shapes "
+                f"{ {i: list(s) for i, s in resized.items()} }: {exc}"
+            ) from None
+        if self._runner is not None:
+            self._runner.close()
+        self._runner = Runner(loaded, self._device)
+        self._compiled_shapes = wanted
+        for index, info in zip(self._outputs, loaded.outputs):
+            self._shapes[index] = info.shape
+        for index in self._inputs:
+            current = self._values.get(index)
+            if current is None or current.shape != self._shapes[index]:
+                self._values[index] = np.zeros(
+                    self._shapes[index], self._tensor(index).dtype or np.float32
+                )
+        for index in self._outputs:
+            if index not in self._inputs:
+                self._values.pop(index, None)
 
     def resize_tensor_input(
         self, input_index: int, tensor_size: Sequence[int], strict: bool = False
     ) -> None:
-        """Only to the file's own shape: nnburst compiles a TFLite model at the
-        shapes its file declares."""
+        """The input's new shape; ``allocate_tensors`` then compiles the model for it
+        (every shape after the input recomputed).  ``strict``: only the dimensions
+        the shape signature leaves open (-1) may change, as in LiteRT."""
         tensor = self._tensor(input_index)
-        if tuple(int(d) for d in tensor_size) != tensor.shape:
-            raise InterpreterError(
-                f"resize_tensor_input: input {input_index} ({tensor.name}) runs at its file's "
-                f"shape {list(tensor.shape)} on nnburst, not {list(tensor_size)}"
+        if tensor.index not in self._inputs:
+            raise InterpreterRuntimeError("Attempting to resize a fixed-size tensor.")
+        try:
+            shape = tuple(int(d) for d in tensor_size)
+        except (TypeError, ValueError):
+            raise InterpreterError(f"resize_tensor_input: {tensor_size!r} is not a shape") from None
+        if any(d < 0 for d in shape):
+            raise InterpreterRuntimeError(
+                f"resize_tensor_input: a negative dimension in {list(shape)}"
             )
+        signature = self._signature.get(tensor.index)
+        if strict and signature is not None:
+            if len(shape) != len(signature):
+                raise InterpreterRuntimeError(
+                    f"ResizeInputTensorStrict: tensor {tensor.index} has rank {len(signature)}, "
+                    f"not {len(shape)}"
+                )
+            current = self._shapes[tensor.index]
+            for axis, (size, fixed) in enumerate(zip(shape, signature)):
+                if fixed != -1 and size != current[axis]:
+                    raise InterpreterRuntimeError(
+                        f"Attempting to resize dimension {axis} of tensor {tensor.index} with "
+                        f"value {current[axis]} to {size}. ResizeInputTensorStrict only allows "
+                        "mutating unknown dimensions identified by -1."
+                    )
+        if shape != self._shapes[tensor.index]:
+            self._shapes[tensor.index] = shape
+            if self._runner is not None:
+                self._runner.close()
+                self._runner = None
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
         tensor = self._tensor(tensor_index)
@@ -185,12 +259,13 @@ class Interpreter:
                 f"type {_type_name(np.dtype(tensor.dtype))} for input {position}, name: "
                 f"{tensor.name} "
             )
-        if array.ndim != len(tensor.shape):
+        shape = self._shapes[tensor.index]
+        if array.ndim != len(shape):
             raise InterpreterError(
                 f"Cannot set tensor: Dimension mismatch. Got {array.ndim} but expected "
-                f"{len(tensor.shape)} for input {position}."
+                f"{len(shape)} for input {position}."
             )
-        for axis, (got, want) in enumerate(zip(array.shape, tensor.shape)):
+        for axis, (got, want) in enumerate(zip(array.shape, shape)):
             if got != want:
                 raise InterpreterError(
                     f"Cannot set tensor: Dimension mismatch. Got {got} but expected {want} "
@@ -200,7 +275,7 @@ class Interpreter:
 
     def invoke(self) -> None:
         if self._runner is None:
-            raise InterpreterError("Invoke called on model that is not ready.")
+            raise InterpreterRuntimeError("Invoke called on model that is not ready.")
         outputs = self._runner(*(self._values[i] for i in self._inputs))
         for index, value in zip(self._outputs, outputs):
             self._values[index] = value
@@ -238,7 +313,8 @@ class Interpreter:
 
 class SignatureRunner:
     """``get_signature_runner(...)``: the model called with keyword inputs by
-    signature name, outputs as a dict by signature name."""
+    signature name, outputs as a dict by signature name.  As in LiteRT, each
+    input is resized to the shape it is given (a new shape compiles again)."""
 
     def __init__(
         self, interpreter: Interpreter, inputs: dict[str, int], outputs: dict[str, int]
@@ -265,9 +341,12 @@ class SignatureRunner:
                 else f"Missing inputs for SignatureDef: {missing}"
             )
         interpreter = self._interpreter
+        arrays = {name: np.asarray(value) for name, value in inputs.items()}
+        for name, array in arrays.items():  # as LiteRT's: each input at the shape it is given
+            interpreter.resize_tensor_input(self._inputs[name], array.shape)
         interpreter.allocate_tensors()
-        for name, value in inputs.items():
-            interpreter.set_tensor(self._inputs[name], value)
+        for name, array in arrays.items():
+            interpreter.set_tensor(self._inputs[name], array)
         interpreter.invoke()
         return {name: interpreter.get_tensor(index) for name, index in self._outputs.items()}
 

@@ -12,6 +12,7 @@ from ..errors import BadDataError
 from ..imported import LoadedModel
 from .convert import convert
 from .reader import read
+from .shapes import InputShapes, settle
 
 __all__ = ["Runner", "load"]
 
@@ -21,20 +22,33 @@ __all__ = ["Runner", "load"]
 _CORRUPT_FLATBUFFER = (struct.error, UnicodeDecodeError, AttributeError, IndexError)
 
 
-def load(source: str | os.PathLike[str] | bytes) -> LoadedModel:
+def load(
+    source: str | os.PathLike[str] | bytes,
+    input_shapes: InputShapes | None = None,
+    *,
+    strict: bool = True,
+) -> LoadedModel:
     """Convert a ``.tflite`` file (a path, or its bytes) to a finished :class:`~nnburst.Model`.
+
+    The model runs at the shapes its file records (as LiteRT does until an
+    input is resized), or with ``input_shapes`` (input name or tensor index →
+    shape) at those, every shape after them recomputed.  A dimension the
+    file's shape signature fixes keeps its size unless ``strict=False``
+    (LiteRT's ``resize_tensor_input`` without ``strict``).
 
     Raises:
         UnsupportedModelError: it uses operators or tensors nnburst cannot run
             (the message lists each, with how often it occurs).
-        BadDataError: it is not a valid TFLite model.
+        BadDataError: it is not a valid TFLite model, or ``input_shapes`` does
+            not fit it.
     """
     data = imported.read_source(source)
     try:
-        converted = convert(read(data))
+        converted = convert(settle(read(data), input_shapes, strict))
     except _CORRUPT_FLATBUFFER as exc:
         raise BadDataError(f"a malformed TFLite model: {type(exc).__name__}: {exc}") from None
-    digest = hashlib.sha256(data).digest()
+    key = repr(sorted((str(k), [int(d) for d in v]) for k, v in (input_shapes or {}).items()))
+    digest = hashlib.sha256(data + (key.encode() if input_shapes else b"")).digest()
     return LoadedModel(
         converted.model, converted.inputs, converted.outputs, digest, converted.variables
     )

@@ -55,6 +55,8 @@ class Tensor:
     sparse: bool = False
     #: a variable tensor: state an operator (a sequence LSTM or RNN) updates in place
     variable: bool = False
+    #: the shape with -1 where the model accepts any size (None: the file has none)
+    signature: tuple[int, ...] | None = None
 
     @property
     def per_channel(self) -> bool:
@@ -68,6 +70,7 @@ class Operator:
     inputs: list[int]  # -1: an omitted optional input
     outputs: list[int]
     options: Any = None  # the builtin options table, or None
+    custom: bytes = b""  # a custom operator's options, as the file holds them
 
 
 @dataclass
@@ -150,6 +153,9 @@ def _tensor(model: Any, data: bytes, index: int, t: Any) -> Tensor:
         values,
         sparse=sparsity is not None,
         variable=bool(t.IsVariable()),
+        signature=(
+            tuple(int(d) for d in t.ShapeSignatureAsNumpy()) if t.ShapeSignatureLength() else None
+        ),
     )
     q = t.Quantization()
     if q is not None and q.ScaleLength():
@@ -302,6 +308,7 @@ def read(data: bytes) -> FlatModel:
                         [int(v) for v in op.InputsAsNumpy()] if op.InputsLength() else [],
                         [int(v) for v in op.OutputsAsNumpy()] if op.OutputsLength() else [],
                         _options(op),
+                        op.CustomOptionsAsNumpy().tobytes() if op.CustomOptionsLength() else b"",
                     )
                 )
             inputs = [int(v) for v in g.InputsAsNumpy()] if g.InputsLength() else []

@@ -135,14 +135,27 @@ def _loaded_model(
     arrays: Sequence[Any],
 ) -> Any:
     """The model file converted as asked: ONNX inputs fixed for good by
-    ``--constant``, symbolic dimensions by ``--input-shape`` or else by the
-    shapes of the ``--input`` arrays (given for the inputs left, in order)."""
-    runner_class = _runner_class(path)
+    ``--constant``, symbolic dimensions (a TFLite signature's -1) by
+    ``--input-shape`` or else by the shapes of the ``--input`` arrays (given
+    for the inputs left, in order)."""
+    _runner_class(path)  # the importer is installed
     if not path.endswith(".onnx"):
-        if shapes or constants:
-            option = "--input-shape" if shapes else "--constant"
-            raise CliError(f"{option}: a TFLite model runs at the shapes its file declares")
-        return runner_class.load(path)
+        if constants:
+            raise CliError("--constant: a TFLite model has no inputs to fix (ONNX models do)")
+        from .. import tflite
+
+        if not shapes and not arrays:
+            return tflite.load(path)
+        names = [i.name for i in tflite.load(path).inputs]
+        unknown = sorted(set(shapes) - set(names))
+        if unknown:
+            raise CliError(
+                f"--input-shape names no input of the model: {unknown} (inputs: {names})"
+            )
+        if arrays and len(arrays) != len(names):
+            raise CliError(f"the model takes {len(names)} inputs, got {len(arrays)} --input")
+        given = {name: tuple(array.shape) for name, array in zip(names, arrays)}
+        return tflite.load(path, {**given, **shapes})
     from .. import onnx as nn_onnx
 
     names = nn_onnx.input_names(path)
@@ -642,7 +655,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         type=_input_shape,
         metavar="NAME=D,D,...",
-        help="fix an ONNX input's shape (repeatable), e.g. --input-shape input=1,512; without "
+        help="fix an input's shape (repeatable; a TFLite model's -1 dimensions), e.g. "
+        "--input-shape input=1,512; without "
         "--input files the inputs are zeros of these shapes",
     )
     run.add_argument(
@@ -716,7 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         type=_input_shape,
         metavar="NAME=D,D,...",
-        help="with an ONNX model file: fix an input's symbolic shape (repeatable), as nnburst run",
+        help="with a model file: fix an input's symbolic shape (repeatable), as nnburst run",
     )
     bench.add_argument(
         "--constant",

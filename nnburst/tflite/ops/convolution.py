@@ -15,7 +15,9 @@ from ..reader import Operator
 _PADDING = {0: PaddingCode.SAME, 1: PaddingCode.VALID}
 
 
-def _bias(c: Converter, op: Operator, input_index: int, filter_index: int, channels: int) -> int:
+def bias_operand(
+    c: Converter, op: Operator, input_index: int, filter_index: int, channels: int
+) -> int:
     """The bias operand: TFLite may omit it; NNAPI wants one, with the scale its rules derive."""
     x, w = c.tensor(input_index), c.tensor(filter_index)
     bias = op.inputs[2] if len(op.inputs) > 2 else -1
@@ -47,7 +49,7 @@ def _conv(c: Converter, op: Operator) -> None:
     channels = c.tensor(op.inputs[1]).shape[0]
     fuse, out = c.activation(o), c.operand(op.outputs[0])
     inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
-    inputs += [_bias(c, op, op.inputs[0], op.inputs[1], channels), *_conv_tail(c, o), fuse]
+    inputs += [bias_operand(c, op, op.inputs[0], op.inputs[1], channels), *_conv_tail(c, o), fuse]
     c.add(OperationCode.CONV_2D, [*inputs, *_dilations(c, o)], [out])
 
 
@@ -59,7 +61,7 @@ def _depthwise(c: Converter, op: Operator) -> None:
     multiplier = max(1, channels // max(1, c.tensor(op.inputs[0]).shape[3]))
     fuse, out = c.activation(o), c.operand(op.outputs[0])
     inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
-    inputs += [_bias(c, op, op.inputs[0], op.inputs[1], channels), *_conv_tail(c, o)]
+    inputs += [bias_operand(c, op, op.inputs[0], op.inputs[1], channels), *_conv_tail(c, o)]
     inputs += [c.i32(multiplier), fuse, *_dilations(c, o)]
     c.add(OperationCode.DEPTHWISE_CONV_2D, inputs, [out])
 
@@ -73,7 +75,7 @@ def _transpose_conv(c: Converter, op: Operator) -> None:
         op.index, op.name, [x, weights, op.inputs[3] if len(op.inputs) > 3 else -1], []
     )
     fuse, out = c.activation(o), c.operand(op.outputs[0])
-    inputs = [c.operand(x), c.operand(weights), _bias(c, bias_op, x, weights, channels)]
+    inputs = [c.operand(x), c.operand(weights), bias_operand(c, bias_op, x, weights, channels)]
     inputs += [c.ints(c.values(shape, "output shape").tolist()), *_conv_tail(c, o), fuse]
     c.add(OperationCode.TRANSPOSE_CONV_2D, [*inputs, c.boolean(False)], [out])
 
@@ -87,7 +89,12 @@ def _fully_connected(c: Converter, op: Operator) -> None:
     result = c.tensor(op.outputs[0])
     fuse, out = c.activation(o), c.operand(op.outputs[0])
     x = c.operand(op.inputs[0])
-    inputs = [x, c.operand(op.inputs[1]), _bias(c, op, op.inputs[0], op.inputs[1], units), fuse]
+    inputs = [
+        x,
+        c.operand(op.inputs[1]),
+        bias_operand(c, op, op.inputs[0], op.inputs[1], units),
+        fuse,
+    ]
     if len(result.shape) == 2:
         c.add(OperationCode.FULLY_CONNECTED, inputs, [out])
         return

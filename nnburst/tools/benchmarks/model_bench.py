@@ -63,14 +63,19 @@ def onnxruntime_runner(
     return run
 
 
-def litert_runner(model: bytes) -> Callable[..., list[np.ndarray]] | None:
-    """LiteRT's interpreter as a callable like :class:`~nnburst.tflite.Runner`, or None
-    without the ``litert`` extra."""
+def litert_runner(
+    model: bytes, shapes: Sequence[Sequence[int]] = ()
+) -> Callable[..., list[np.ndarray]] | None:
+    """LiteRT's interpreter as a callable like :class:`~nnburst.tflite.Runner` (its
+    inputs resized to ``shapes`` where given), or None without the ``litert`` extra."""
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         return None
     interpreter = Interpreter(model_content=model, num_threads=1)
+    for detail, shape in zip(interpreter.get_input_details(), shapes):
+        if tuple(detail["shape"]) != tuple(shape):
+            interpreter.resize_tensor_input(detail["index"], list(shape))
     interpreter.allocate_tensors()
     inputs = [d["index"] for d in interpreter.get_input_details()]
     outputs = [d["index"] for d in interpreter.get_output_details()]
@@ -160,11 +165,13 @@ def load_with_peer(
         fixed = {n: declared_constant(proto, n, v) for n, v in (constants or {}).items()}
         peer = onnxruntime_runner(model, loaded.inputs, fixed)
         return onnx.Runner, loaded, ONNXRUNTIME, peer, "peers"
-    if input_shapes or constants:
-        raise BadDataError("a TFLite model runs at the shapes its file declares")
+    if constants:
+        raise BadDataError("a TFLite model has no inputs to fix (ONNX models do)")
     from ... import tflite
 
-    return tflite.Runner, tflite.load(model), LITERT, litert_runner(model), "litert"
+    loaded = tflite.load(model, dict(input_shapes or {}) or None)
+    peer = litert_runner(model, [i.shape for i in loaded.inputs])
+    return tflite.Runner, loaded, LITERT, peer, "litert"
 
 
 @dataclass
