@@ -309,7 +309,7 @@ def test_integer_arithmetic_on_constants_is_folded_only_while_small() -> None:
 def test_nnburst_run_takes_a_tflite_models_input_shapes(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from nnburst.cli import main
+    from nnburst.tools.cli import main
 
     model = str(wheel_member(*MELSPECTROGRAM))
     assert main(["run", model, "--input-shape", f"{AUDIO}=1,1280"]) == 0
