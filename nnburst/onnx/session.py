@@ -221,6 +221,14 @@ class InferenceSession:
         self._frozen: frozenset[str] | None = None
         self._runners: OrderedDict[Any, Runner] = OrderedDict()
         self._lock = threading.Lock()
+        #: (name, dtype, shape) per input when every input's shape is known
+        self._fixed = (
+            [(a.name, d, s) for a, d, s in zip(self._inputs, self._dtypes, self._static_shapes)]
+            if all(s is not None for s in self._static_shapes)
+            else None
+        )
+        #: the one Runner of such a model once compiled, when no input is frozen
+        self._only_runner: Runner | None = None
 
     # -- what onnxruntime's session reports --------------------------------------------
     def get_inputs(self) -> list[NodeArg]:
@@ -264,6 +272,23 @@ class InferenceSession:
         run_options: RunOptions | None = None,
     ) -> list[np.ndarray]:
         """The outputs named (all when None or empty), in that order."""
+        runner = self._only_runner
+        if runner is not None and self._fixed is not None and len(input_feed) == len(self._fixed):
+            # The usual call on a model of fixed shapes: arrays of the model's exact
+            # dtypes (numpy's are singletons) and shapes; anything else goes the long way.
+            values = []
+            for name, dtype, shape in self._fixed:
+                value = input_feed.get(name)
+                if (
+                    type(value) is not np.ndarray
+                    or value.dtype is not dtype
+                    or value.shape != shape
+                ):
+                    break
+                values.append(value)
+            else:
+                outputs = runner(*values)
+                return [outputs[i] for i in self._wanted(output_names)] if output_names else outputs
         wanted = self._wanted(output_names) if output_names else None
         values = self._feed(input_feed)
         runner, fed = self._runner(values)
@@ -360,6 +385,8 @@ class InferenceSession:
                     self._runners.popitem(last=False)[1].close()
             elif len(self._runners) > 1:
                 self._runners.move_to_end(key)
+            if self._fixed is not None and not frozen:
+                self._only_runner = runner  # fixed shapes, nothing frozen: the only key
         if not frozen:
             return runner, values
         return runner, [v for n, v in zip(self._input_names, values) if n not in frozen]
@@ -389,6 +416,7 @@ class InferenceSession:
         """Release the compiled models (onnxruntime has no close; a session's
         resources also go when it is collected)."""
         with self._lock:
+            self._only_runner = None
             while self._runners:
                 self._runners.popitem()[1].close()
 

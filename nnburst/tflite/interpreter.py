@@ -171,6 +171,16 @@ class Interpreter:
             )
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
+        current = self._values.get(tensor_index) if tensor_index in self._inputs else None
+        if (
+            current is not None
+            and type(value) is np.ndarray
+            and value.dtype is current.dtype  # numpy's dtypes are singletons
+            and value.shape == current.shape
+        ):
+            # the usual call: an input's own type and shape
+            self._values[tensor_index] = value.copy()
+            return
         tensor = self._tensor(tensor_index)
         position = self._inputs.index(tensor.index) if tensor.index in self._inputs else -1
         if position < 0:
@@ -201,12 +211,14 @@ class Interpreter:
     def invoke(self) -> None:
         if self._runner is None:
             raise InterpreterError("Invoke called on model that is not ready.")
-        outputs = self._runner(*(self._values[i] for i in self._inputs))
+        outputs = self._runner(*[self._values[i] for i in self._inputs])
         for index, value in zip(self._outputs, outputs):
             self._values[index] = value
 
     def get_tensor(self, tensor_index: int) -> np.ndarray:
         """A copy of an input as set, or of an output after ``invoke``."""
+        if type(tensor_index) is int and tensor_index in self._values:
+            return self._values[tensor_index].copy()  # the usual call: said below otherwise
         tensor = self._tensor(tensor_index)
         if tensor.index not in self._values:
             kind = (
