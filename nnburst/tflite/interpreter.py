@@ -61,7 +61,7 @@ def _details(tensor: Tensor, signature: Sequence[int]) -> dict[str, Any]:
 
 
 def _type_name(dtype: np.dtype[Any]) -> str:
-    return {"float32": "FLOAT32", "float64": "FLOAT64", "bool": "BOOL"}.get(
+    return {"float32": "FLOAT32", "float64": "FLOAT64", "bool": "BOOL", "object": "STRING"}.get(
         dtype.name, dtype.name.upper()
     )
 
@@ -148,7 +148,7 @@ class Interpreter:
                 )
             (signature_key,) = self._signatures
         if signature_key not in self._signatures:
-            raise InterpreterError(f"SignatureDef signature_key {signature_key!r} was not found")
+            raise InterpreterError(f'Invalid signature_key provided: "{signature_key}".')
         inputs, outputs = self._signatures[signature_key]
         return SignatureRunner(self, inputs, outputs)
 
@@ -174,6 +174,7 @@ class Interpreter:
         current = self._values.get(tensor_index) if tensor_index in self._inputs else None
         if (
             current is not None
+            and self._runner is not None
             and type(value) is np.ndarray
             and value.dtype is current.dtype  # numpy's dtypes are singletons
             and value.shape == current.shape
@@ -182,6 +183,10 @@ class Interpreter:
             self._values[tensor_index] = value.copy()
             return
         tensor = self._tensor(tensor_index)
+        if self._runner is None:
+            raise InterpreterError(
+                "Cannot set tensor: Tensor is unallocated. Try calling allocate_tensors() first"
+            )
         position = self._inputs.index(tensor.index) if tensor.index in self._inputs else -1
         if position < 0:
             raise InterpreterError(
@@ -268,14 +273,14 @@ class SignatureRunner:
         return dict(zip(self._outputs, described))
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
-        missing = sorted(set(self._inputs) - set(inputs))
-        unknown = sorted(set(inputs) - set(self._inputs))
-        if unknown or missing:
+        if len(inputs) != len(self._inputs):
             raise InterpreterError(
-                f"Invalid Input name ({unknown[0]}) for SignatureDef"
-                if unknown
-                else f"Missing inputs for SignatureDef: {missing}"
+                "Invalid number of inputs provided for running a SignatureDef, expected "
+                f"{len(self._inputs)} vs provided {len(inputs)}"
             )
+        unknown = sorted(set(inputs) - set(self._inputs))
+        if unknown:
+            raise InterpreterError(f"Invalid Input name ({unknown[0]}) for SignatureDef")
         interpreter = self._interpreter
         interpreter.allocate_tensors()
         for name, value in inputs.items():
