@@ -201,8 +201,13 @@ class InferenceSession:
     ``providers``: onnxruntime's ``CPUExecutionProvider`` (or nothing) runs it
     on the in-process CPU driver; an nnburst device name (``nnburst devices``)
     runs it there, through a burst: a driver service device moves inference
-    into another process.  ``run`` may be called from several threads at once;
-    calls for the same input shapes take turns.
+    into another process.
+
+    Threads: as onnxruntime's, one session serves ``run`` from any number of
+    threads at once, each call getting its own outputs.  Calls at the same
+    input shapes take turns on that shape's compiled model (one set of
+    buffers); a shape met for the first time is compiled once, whichever
+    threads feed it together.  ``close`` must not race a ``run``.
     """
 
     def __init__(

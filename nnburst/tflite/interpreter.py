@@ -73,6 +73,11 @@ class Interpreter:
     ``experimental_delegates`` must be empty: ``device`` (an nnburst device
     name, or a :class:`~nnburst.Device`) says where the model runs, a driver
     service device included, through a burst.
+
+    Threads: as LiteRT's, an Interpreter is for one thread at a time (its
+    tensors are one set: two threads' ``set_tensor``/``invoke`` would mix).
+    Give each thread its own Interpreter of the model; they run side by side,
+    each with its own variables, sharing only the compilation cache on disk.
     """
 
     def __init__(
