@@ -140,6 +140,48 @@ def test_openwakeword_on_the_onnx_framework_scores_as_on_onnxruntime(
     assert_same_scores(scores, want_scores)
 
 
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from .test_service import healthy_service
+
+    yield from healthy_service(str(tmp_path_factory.mktemp("svc") / "driver.sock"), args=())
+
+
+def test_one_line_moves_openwakeword_into_a_driver_service(
+    openwakeword: ModuleType, service: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``patch_onnxruntime(device=...)``: every model openWakeWord loads runs in the
+    service process, through bursts, and scores as on onnxruntime."""
+    monkeypatch.setenv("NNBURST_SERVICES", service.path)
+    from nnburst.devices import get_devices
+
+    remote = [d.name for d in get_devices() if d.name != "nnburst-reference"]
+    assert remote, "the service's devices are listed"
+    models = models_dir(openwakeword)
+
+    def detector() -> Any:
+        return openwakeword.Model(
+            wakeword_models=[str(models / f"{w}.onnx") for w in WAKE_WORDS],
+            inference_framework="onnx",
+            melspec_model_path=str(models / "melspectrogram.onnx"),
+            embedding_model_path=str(models / "embedding_model.onnx"),
+        )
+
+    _, want_scores, want_features = listen(detector)
+    with nn_onnx.patch_onnxruntime(device=remote[0]):
+        mine, scores, features = listen(detector)
+    assert ort.InferenceSession is ORT_SESSION
+    sessions = [mine.preprocessor.melspec_model, mine.preprocessor.embedding_model]
+    for session in [*sessions, *(mine.models[w] for w in WAKE_WORDS)]:
+        assert session.get_providers() == [remote[0]]
+        for runner in session._runners.values():
+            assert runner.burst is not None and runner.compilation.device.name == remote[0]
+    np.testing.assert_allclose(features, want_features, atol=1e-3)
+    assert_same_scores(scores, want_scores)
+    for session in [*sessions, *(mine.models[w] for w in WAKE_WORDS)]:
+        session.close()
+
+
 def test_patch_onnxruntime_puts_the_class_back_when_the_block_raises() -> None:
     with pytest.raises(RuntimeError, match="inside"):
         with nn_onnx.patch_onnxruntime():
