@@ -222,8 +222,7 @@ class Interpreter:
         if self._runner is None:
             raise InterpreterError("Invoke called on model that is not ready.")
         outputs = self._runner(*[self._values[i] for i in self._inputs])
-        for index, value in zip(self._outputs, outputs):
-            self._values[index] = value
+        self._values.update(zip(self._outputs, outputs))
 
     def get_tensor(self, tensor_index: int) -> np.ndarray:
         """A copy of an input as set, or of an output after ``invoke``."""
