@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import threadpoolctl
@@ -36,7 +35,8 @@ import threadpoolctl
 from ..cpu.driver import DEVICE_NAME as CPU_DEVICE
 from ..devices import Device, get_device
 from ..errors import NNError
-from . import peers, runtime_paths, service_process
+from . import facades, peers, runtime_paths, service_process
+from .facades import Overhead
 from .load import CpuLoad, default_count
 from .pipe_baseline import pipe_peer
 from .progress import Progress
@@ -123,7 +123,7 @@ class Result:
     #: every load process ``busy`` started (all stopped when the run returns)
     load_pids: list[int] = field(default_factory=list)
     #: the facades' cost over the Runner on add-mul in-process (:mod:`.facades`)
-    facades: list[Any] = field(default_factory=list)
+    facades: list[Overhead] = field(default_factory=list)
     #: why the facade rows did not run (None: they ran or were not asked for)
     facades_failed: str | None = None
 
@@ -261,7 +261,7 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
     interrupted = False
     progress = progress or Progress(0, enabled=False)
     failures: list[tuple[Mode, str]] = []
-    facade_rows: list[Any] = []
+    facade_rows: list[Overhead] = []
     facades_failed = None
     service = _Service()
     try:
@@ -307,12 +307,9 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
     )
 
 
-def _facades(settings: Settings) -> tuple[list[Any], str | None]:
-    """The facade rows (:mod:`.facades`), or why they cannot run."""
-    try:
-        from . import facades
-    except ImportError as exc:  # nnburst.onnx's optional onnx package
-        return [], f"facade rows: {exc}"
+def _facades(settings: Settings) -> tuple[list[Overhead], str | None]:
+    """The facade rows (:mod:`.facades`), or why they could not run (no onnx package:
+    nnburst.onnx is an optional extra)."""
     try:
         work = runtime_paths.add_mul_model()
         return facades.measure(work, settings.duration or 1.0, settings.iterations), None
@@ -580,9 +577,8 @@ def table(result: Result) -> str:
 
 
 def _facade_lines(result: Result) -> list[str]:
-    from .facades import lines
-
-    return lines(result.facades) + ([result.facades_failed] if result.facades_failed else [])
+    failed = [result.facades_failed] if result.facades_failed else []
+    return facades.lines(result.facades) + failed
 
 
 def _first(item: tuple[tuple[int, int, int, int], list[str]]) -> tuple[int, int, int, int]:
