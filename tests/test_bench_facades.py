@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 pytest.importorskip("onnx", reason="nnburst.onnx needs onnx (pip install '.[onnx]')")
 
-from nnburst.benchmarks import facades, runtime_bench, runtime_paths
+from nnburst.benchmarks import facades, report, runtime_bench, runtime_paths
 
 
 def test_the_tflite_add_mul_is_the_workloads_model_on_litert() -> None:
@@ -63,3 +65,6 @@ def test_the_add_mul_table_ends_with_the_facade_rows() -> None:
     table = runtime_bench.table(result)
     assert "InferenceSession.run" in table and "Interpreter invoke cycle" in table
     assert table.index("sync in-process") < table.index("Facades, in-process")
+    document = json.loads(json.dumps(report.build_runtime(result)))
+    assert [row["facade"] for row in document["facades"]] == list(facades.FACADES)
+    assert document["facades"][0]["added_us"] == result.facades[0].added_us

@@ -75,6 +75,9 @@ own ``parameters``, and latency rows that say what each row measured::
       "failures": [                  # modes that could not run (or a peer whose output
         {"model": str, "mode": str, "error": str}   # differs from nnburst's); the others did
       ],
+      "facades": [                   # add-mul in-process through the facades (facades.py)
+        {"facade": str, "runner_us": float, "facade_us": float, "added_us": float}
+      ],
       "throughput": []
     }
 
@@ -288,6 +291,7 @@ def build_runtime(result: Result) -> dict[str, Any]:
             {"model": mode.model, "mode": mode.name, "error": error}
             for mode, error in result.failures
         ],
+        "facades": [vars(row) for row in result.facades],
         "throughput": [],
     }
 
