@@ -66,5 +66,9 @@ def test_the_add_mul_table_ends_with_the_facade_rows() -> None:
     assert "InferenceSession.run" in table and "Interpreter invoke cycle" in table
     assert table.index("sync in-process") < table.index("Facades, in-process")
     document = json.loads(json.dumps(report.build_runtime(result)))
+    assert report.validate(document) == []
+    document["facades"][0]["added_us"] = "fast"
+    assert report.validate(document) == ["facades[0].added_us: expected float, got str"]
+    document["facades"][0]["added_us"] = result.facades[0].added_us
     assert [row["facade"] for row in document["facades"]] == list(facades.FACADES)
     assert document["facades"][0]["added_us"] == result.facades[0].added_us

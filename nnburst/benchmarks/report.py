@@ -164,6 +164,7 @@ _MODEL_PARAMETERS = {
     "turns": int,
 }
 _INPUT_FIELDS = {"name": str, "shape": list, "dtype": str}
+_FACADE_FIELDS = {"facade": str, "runner_us": float, "facade_us": float, "added_us": float}
 _RUNTIME_PARAMETERS = {
     "models": list,
     "conv_size": int,
@@ -368,7 +369,8 @@ def validate(document: Any) -> list[str]:
     if model:
         known |= {"seconds", "inputs", "peer", "notes"}
     if runtime:
-        known |= {"interrupted", "seconds", "failures", "peers", "load"}
+        known |= {"interrupted", "seconds", "failures", "peers", "load", "facades"}
+        problems += _check_list("facades", document.get("facades", []), _FACADE_FIELDS)
         problems += _check("peers", document.get("peers"), _PEERS_FIELDS)
         if "load" not in document:
             problems.append("missing 'load'")
