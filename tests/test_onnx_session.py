@@ -118,7 +118,7 @@ def test_bad_feeds_fail_with_onnxruntimes_words(feed: dict[str, Any], message: s
 def test_an_unknown_output_name_is_refused() -> None:
     _, got = both(scaled_sum())
     feed = {"x": np.zeros((1, 4), np.float32), "k": np.float32([1]), "n": np.int64([1, 2, 3])}
-    with pytest.raises(BadDataError, match="Invalid Output Name:nope"):
+    with pytest.raises(BadDataError, match="Invalid output name:nope"):
         got.run(["nope"], feed)
 
 

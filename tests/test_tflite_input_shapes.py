@@ -8,8 +8,6 @@ without the index the tests skip and say why.
 
 from __future__ import annotations
 
-import sys
-import types
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -235,47 +233,6 @@ def test_interpreter_strict_resize_keeps_fixed_dimensions_like_litert(
     want, got = results[4]
     assert got.shape == want.shape == (2, 5, 128, 1)
     assert np.abs(got - want).max() <= 0.8719 * 1.001  # one step: LiteRT's optimized FC
-
-
-def wake_word_scores(
-    interpreter: type, monkeypatch: pytest.MonkeyPatch
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """openWakeWord, unmodified, on ``interpreter`` as its ``tflite_runtime``: its
-    melspectrogram resizes to 4 s of audio, then to each 1760-sample chunk, and
-    its embedding model to a batch of 41 windows, then back to 1.  The scores,
-    then the mel frames and the embeddings it keeps."""
-    openwakeword = pytest.importorskip("openwakeword")
-    from openwakeword.model import Model
-
-    runtime = types.ModuleType("tflite_runtime")
-    module = types.ModuleType("tflite_runtime.interpreter")
-    module.Interpreter = interpreter  # type: ignore[attr-defined]
-    runtime.interpreter = module  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tflite_runtime", runtime)
-    monkeypatch.setitem(sys.modules, "tflite_runtime.interpreter", module)
-    models = Path(openwakeword.__file__).parent / "resources" / "models"
-    np.random.seed(0)  # openWakeWord primes its buffers with np.random's noise
-    model = Model(
-        wakeword_models=[str(models / "hey_jarvis_v0.1.tflite")], inference_framework="tflite"
-    )
-    sound = audio((16000 * 3,), seed=5).astype(np.int16)
-    scores = [
-        model.predict(sound[i : i + 1280])["hey_jarvis_v0.1"] for i in range(0, sound.size, 1280)
-    ]
-    features = model.preprocessor
-    return np.array(scores), features.melspectrogram_buffer, features.feature_buffer
-
-
-def test_openwakeword_runs_on_the_interpreter_unmodified(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ai_edge_litert.interpreter import Interpreter
-
-    want = wake_word_scores(Interpreter, monkeypatch)
-    got = wake_word_scores(tflite.Interpreter, monkeypatch)
-    assert got[0].shape == want[0].shape == (38,)
-    np.testing.assert_allclose(got[0], want[0], rtol=5e-3, atol=5e-3)
-    for ours, theirs in zip(got[1:], want[1:]):  # 0..~50 in size
-        assert ours.shape == theirs.shape and np.abs(theirs).max() > 1
-        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
 
 
 def fill_then_add(dims: list[int]) -> bytes:

@@ -20,6 +20,7 @@ except ImportError as exc:  # an optional extra, as onnxruntime is
 
 from ..imported import LoadedModel, TensorInfo, UnsupportedModelError
 from .loading import Runner, input_names, load
+from .patch import patch_onnxruntime
 from .session import GraphOptimizationLevel, InferenceSession, RunOptions, SessionOptions
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "UnsupportedModelError",
     "input_names",
     "load",
+    "patch_onnxruntime",
 ]

@@ -176,6 +176,19 @@ def _device_name(providers: Sequence[Any] | None) -> str | None:
     return "nnburst-reference"
 
 
+def _array(arg: NodeArg, dtype: np.dtype[Any] | None, value: Any) -> np.ndarray:
+    """A fed value as an array: a list or tuple takes the input's type, as
+    onnxruntime converts it; None is a missing input, as onnxruntime finds it."""
+    if value is None:
+        raise BadDataError(f"Missing Input: {arg.name}")
+    if isinstance(value, list | tuple):
+        try:
+            return np.asarray(value, dtype)
+        except (TypeError, ValueError) as exc:
+            raise BadDataError(f"input {arg.name}: the list is not {arg.type}: {exc}") from None
+    return np.asarray(value)
+
+
 def _decides_shapes(value: np.ndarray) -> bool:
     """What may decide an output's shape: int64 values (shapes, axes, counts in
     ONNX graphs) and a one-element boolean (an If's or Loop's condition)."""
@@ -188,8 +201,13 @@ class InferenceSession:
     ``providers``: onnxruntime's ``CPUExecutionProvider`` (or nothing) runs it
     on the in-process CPU driver; an nnburst device name (``nnburst devices``)
     runs it there, through a burst: a driver service device moves inference
-    into another process.  ``run`` may be called from several threads at once;
-    calls for the same input shapes take turns.
+    into another process.
+
+    Threads: as onnxruntime's, one session serves ``run`` from any number of
+    threads at once, each call getting its own outputs.  Calls at the same
+    input shapes take turns on that shape's compiled model (one set of
+    buffers); a shape met for the first time is compiled once, whichever
+    threads feed it together.  ``close`` must not race a ``run``.
     """
 
     def __init__(
@@ -221,6 +239,14 @@ class InferenceSession:
         self._frozen: frozenset[str] | None = None
         self._runners: OrderedDict[Any, Runner] = OrderedDict()
         self._lock = threading.Lock()
+        #: (name, dtype, shape) per input when every input's shape is known
+        self._fixed = (
+            [(a.name, d, s) for a, d, s in zip(self._inputs, self._dtypes, self._static_shapes)]
+            if all(s is not None for s in self._static_shapes)
+            else None
+        )
+        #: the one Runner of such a model once compiled, when no input is frozen
+        self._only_runner: Runner | None = None
 
     # -- what onnxruntime's session reports --------------------------------------------
     def get_inputs(self) -> list[NodeArg]:
@@ -264,6 +290,29 @@ class InferenceSession:
         run_options: RunOptions | None = None,
     ) -> list[np.ndarray]:
         """The outputs named (all when None or empty), in that order."""
+        runner = self._only_runner
+        fixed = self._fixed
+        if (
+            runner is not None
+            and fixed is not None
+            and type(input_feed) is dict
+            and len(input_feed) == len(fixed)
+        ):
+            # The usual call on a model of fixed shapes: arrays of the model's exact
+            # dtypes (numpy's are singletons) and shapes; anything else goes the long way.
+            values = []
+            for name, dtype, shape in fixed:
+                value = input_feed.get(name)
+                if (
+                    type(value) is not np.ndarray
+                    or value.dtype is not dtype
+                    or value.shape != shape
+                ):
+                    break
+                values.append(value)
+            else:
+                outputs = runner(*values)
+                return [outputs[i] for i in self._wanted(output_names)] if output_names else outputs
         wanted = self._wanted(output_names) if output_names else None
         values = self._feed(input_feed)
         runner, fed = self._runner(values)
@@ -271,34 +320,39 @@ class InferenceSession:
         return outputs if wanted is None else [outputs[i] for i in wanted]
 
     def _wanted(self, output_names: Sequence[str]) -> list[int]:
+        if isinstance(output_names, str):
+            raise BadDataError(
+                f"output_names must be a list of names, not the str {output_names!r}"
+            )
         wanted = []
         for name in output_names:
             if name not in self._output_index:
-                raise BadDataError(f"Invalid Output Name:{name}")
+                raise BadDataError(f"Invalid output name:{name}")
             wanted.append(self._output_index[name])
         return wanted
 
     def _feed(self, input_feed: Mapping[str, Any]) -> list[np.ndarray]:
-        """The fed values in input order, checked as onnxruntime checks them."""
-        values = []
-        try:
-            for arg, dtype, static in zip(self._inputs, self._dtypes, self._static_shapes):
-                value = input_feed[arg.name]
-                if type(value) is np.ndarray and value.dtype == dtype and value.shape == static:
-                    values.append(value)  # the usual feed: one comparison each
-                else:
-                    values.append(self._checked(arg, dtype, np.asarray(value)))
-        except KeyError:
-            pass  # a missing input: said below, with the unknown names first
-        if len(values) == len(self._inputs) and len(input_feed) == len(values):
-            return values
-        unknown = [name for name in input_feed if name not in self._input_names]
-        if unknown:
-            raise BadDataError(f"Invalid input name: {unknown[0]}")
+        """The fed values in input order, checked as onnxruntime checks them: the
+        names first (missing, then unknown), then each value's type and shape."""
+        if not isinstance(input_feed, Mapping):
+            raise BadDataError(
+                f"input_feed must map input names to values, not {type(input_feed).__name__}"
+            )
         missing = [name for name in self._input_names if name not in input_feed]
-        raise BadDataError(
-            f"Required inputs ({missing}) are missing from input feed ({list(input_feed)})."
-        )
+        if missing:
+            raise BadDataError(
+                f"Required inputs ({missing}) are missing from input feed ({list(input_feed)})."
+            )
+        if len(input_feed) != len(self._inputs):
+            unknown = [name for name in input_feed if name not in self._input_names]
+            raise BadDataError(f"Invalid input name: {unknown[0]}")
+        values = []
+        for arg, dtype, static in zip(self._inputs, self._dtypes, self._static_shapes):
+            value = input_feed[arg.name]
+            if type(value) is not np.ndarray or value.dtype != dtype or value.shape != static:
+                value = self._checked(arg, dtype, _array(arg, dtype, value))
+            values.append(value)
+        return values
 
     def _checked(self, arg: NodeArg, dtype: Any, value: np.ndarray) -> np.ndarray:
         """``value`` for ``arg`` if its type, rank and known dimensions fit."""
@@ -360,6 +414,8 @@ class InferenceSession:
                     self._runners.popitem(last=False)[1].close()
             elif len(self._runners) > 1:
                 self._runners.move_to_end(key)
+            if self._fixed is not None and not frozen:
+                self._only_runner = runner  # fixed shapes, nothing frozen: the only key
         if not frozen:
             return runner, values
         return runner, [v for n, v in zip(self._input_names, values) if n not in frozen]
@@ -389,6 +445,7 @@ class InferenceSession:
         """Release the compiled models (onnxruntime has no close; a session's
         resources also go when it is collected)."""
         with self._lock:
+            self._only_runner = None
             while self._runners:
                 self._runners.popitem()[1].close()
 

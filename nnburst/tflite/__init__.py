@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..imported import LoadedModel, TensorInfo, UnsupportedModelError, Variable
 from .interpreter import Interpreter, SignatureRunner
 from .loading import Runner, load
+from .patch import patch_litert
 
 __all__ = [
     "Interpreter",
@@ -26,4 +27,5 @@ __all__ = [
     "UnsupportedModelError",
     "Variable",
     "load",
+    "patch_litert",
 ]

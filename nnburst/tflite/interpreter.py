@@ -67,7 +67,7 @@ def _details(tensor: Tensor, signature: Sequence[int], shape: Sequence[int]) -> 
 
 
 def _type_name(dtype: np.dtype[Any]) -> str:
-    return {"float32": "FLOAT32", "float64": "FLOAT64", "bool": "BOOL"}.get(
+    return {"float32": "FLOAT32", "float64": "FLOAT64", "bool": "BOOL", "object": "STRING"}.get(
         dtype.name, dtype.name.upper()
     )
 
@@ -79,6 +79,11 @@ class Interpreter:
     ``experimental_delegates`` must be empty: ``device`` (an nnburst device
     name, or a :class:`~nnburst.Device`) says where the model runs, a driver
     service device included, through a burst.
+
+    Threads: as LiteRT's, an Interpreter is for one thread at a time (its
+    tensors are one set: two threads' ``set_tensor``/``invoke`` would mix).
+    Give each thread its own Interpreter of the model; they run side by side,
+    each with its own variables, sharing only the compilation cache on disk.
     """
 
     def __init__(
@@ -165,7 +170,7 @@ class Interpreter:
                 )
             (signature_key,) = self._signatures
         if signature_key not in self._signatures:
-            raise InterpreterError(f"SignatureDef signature_key {signature_key!r} was not found")
+            raise InterpreterError(f'Invalid signature_key provided: "{signature_key}".')
         inputs, outputs = self._signatures[signature_key]
         return SignatureRunner(self, inputs, outputs)
 
@@ -245,7 +250,22 @@ class Interpreter:
                 self._runner = None
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
+        current = self._values.get(tensor_index) if tensor_index in self._inputs else None
+        if (
+            current is not None
+            and self._runner is not None
+            and type(value) is np.ndarray
+            and value.dtype is current.dtype  # numpy's dtypes are singletons
+            and value.shape == current.shape
+        ):
+            # the usual call: an input's own type and shape
+            self._values[tensor_index] = value.copy()
+            return
         tensor = self._tensor(tensor_index)
+        if self._runner is None:
+            raise InterpreterError(
+                "Cannot set tensor: Tensor is unallocated. Try calling allocate_tensors() first"
+            )
         position = self._inputs.index(tensor.index) if tensor.index in self._inputs else -1
         if position < 0:
             raise InterpreterError(
@@ -276,12 +296,13 @@ class Interpreter:
     def invoke(self) -> None:
         if self._runner is None:
             raise InterpreterRuntimeError("Invoke called on model that is not ready.")
-        outputs = self._runner(*(self._values[i] for i in self._inputs))
-        for index, value in zip(self._outputs, outputs):
-            self._values[index] = value
+        outputs = self._runner(*[self._values[i] for i in self._inputs])
+        self._values.update(zip(self._outputs, outputs))
 
     def get_tensor(self, tensor_index: int) -> np.ndarray:
         """A copy of an input as set, or of an output after ``invoke``."""
+        if type(tensor_index) is int and tensor_index in self._values:
+            return self._values[tensor_index].copy()  # the usual call: said below otherwise
         tensor = self._tensor(tensor_index)
         if tensor.index not in self._values:
             kind = (
@@ -332,14 +353,14 @@ class SignatureRunner:
         return dict(zip(self._outputs, described))
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
-        missing = sorted(set(self._inputs) - set(inputs))
-        unknown = sorted(set(inputs) - set(self._inputs))
-        if unknown or missing:
+        if len(inputs) != len(self._inputs):
             raise InterpreterError(
-                f"Invalid Input name ({unknown[0]}) for SignatureDef"
-                if unknown
-                else f"Missing inputs for SignatureDef: {missing}"
+                "Invalid number of inputs provided for running a SignatureDef, expected "
+                f"{len(self._inputs)} vs provided {len(inputs)}"
             )
+        unknown = sorted(set(inputs) - set(self._inputs))
+        if unknown:
+            raise InterpreterError(f"Invalid Input name ({unknown[0]}) for SignatureDef")
         interpreter = self._interpreter
         arrays = {name: np.asarray(value) for name, value in inputs.items()}
         for name, array in arrays.items():  # as LiteRT's: each input at the shape it is given

@@ -75,6 +75,9 @@ own ``parameters``, and latency rows that say what each row measured::
       "failures": [                  # modes that could not run (or a peer whose output
         {"model": str, "mode": str, "error": str}   # differs from nnburst's); the others did
       ],
+      "facades": [                   # add-mul in-process through the facades (facades.py)
+        {"facade": str, "runner_us": float, "facade_us": float, "added_us": float}
+      ],
       "throughput": []
     }
 
@@ -161,6 +164,7 @@ _MODEL_PARAMETERS = {
     "turns": int,
 }
 _INPUT_FIELDS = {"name": str, "shape": list, "dtype": str}
+_FACADE_FIELDS = {"facade": str, "runner_us": float, "facade_us": float, "added_us": float}
 _RUNTIME_PARAMETERS = {
     "models": list,
     "conv_size": int,
@@ -288,6 +292,7 @@ def build_runtime(result: Result) -> dict[str, Any]:
             {"model": mode.model, "mode": mode.name, "error": error}
             for mode, error in result.failures
         ],
+        "facades": [vars(row) for row in result.facades],
         "throughput": [],
     }
 
@@ -364,7 +369,8 @@ def validate(document: Any) -> list[str]:
     if model:
         known |= {"seconds", "inputs", "peer", "notes"}
     if runtime:
-        known |= {"interrupted", "seconds", "failures", "peers", "load"}
+        known |= {"interrupted", "seconds", "failures", "peers", "load", "facades"}
+        problems += _check_list("facades", document.get("facades", []), _FACADE_FIELDS)
         problems += _check("peers", document.get("peers"), _PEERS_FIELDS)
         if "load" not in document:
             problems.append("missing 'load'")

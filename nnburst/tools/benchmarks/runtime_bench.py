@@ -35,7 +35,8 @@ import threadpoolctl
 from ...cpu.driver import DEVICE_NAME as CPU_DEVICE
 from ...devices import Device, get_device
 from ...errors import NNError
-from . import peers, runtime_paths, service_process
+from . import facades, peers, runtime_paths, service_process
+from .facades import Overhead
 from .load import CpuLoad, default_count
 from .pipe_baseline import pipe_peer
 from .progress import Progress
@@ -121,6 +122,10 @@ class Result:
     peers_missing: str | None = None
     #: every load process ``busy`` started (all stopped when the run returns)
     load_pids: list[int] = field(default_factory=list)
+    #: the facades' cost over the Runner on add-mul in-process (:mod:`.facades`)
+    facades: list[Overhead] = field(default_factory=list)
+    #: why the facade rows did not run (None: they ran or were not asked for)
+    facades_failed: str | None = None
 
     def baseline(self, model: str) -> Row | None:
         return next((r for r in self.rows if r.mode.model == model and r.mode.path == "pipe"), None)
@@ -256,6 +261,8 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
     interrupted = False
     progress = progress or Progress(0, enabled=False)
     failures: list[tuple[Mode, str]] = []
+    facade_rows: list[Overhead] = []
+    facades_failed = None
     service = _Service()
     try:
         with ExitStack() as services:
@@ -276,6 +283,10 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
                 _measure_group(
                     group, workloads[model], settings, service, cpus, progress, failures, rows
                 )
+            if "add-mul" in settings.models and "in-process" in settings.placements:
+                if load is not None:
+                    load.stop()
+                facade_rows, facades_failed = _facades(settings)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -291,7 +302,19 @@ def run(settings: Settings, progress: Progress | None = None) -> Result:
         failures,
         peers_missing,
         [] if load is None else list(load.pids),
+        facade_rows,
+        facades_failed,
     )
+
+
+def _facades(settings: Settings) -> tuple[list[Overhead], str | None]:
+    """The facade rows (:mod:`.facades`), or why they could not run (no onnx package:
+    nnburst.onnx is an optional extra)."""
+    try:
+        work = runtime_paths.add_mul_model()
+        return facades.measure(work, settings.duration or 1.0, settings.iterations), None
+    except (ImportError, NNError, OSError, AssertionError) as exc:
+        return [], f"facade rows failed: {exc}"
 
 
 @dataclass
@@ -547,8 +570,15 @@ def table(result: Result) -> str:
             lines.append(reading)
         if result.peers_missing is not None:
             lines.append(peers.NOT_INSTALLED)
+        if model == "add-mul":
+            lines += _facade_lines(result)
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _facade_lines(result: Result) -> list[str]:
+    failed = [result.facades_failed] if result.facades_failed else []
+    return facades.lines(result.facades) + failed
 
 
 def _first(item: tuple[tuple[int, int, int, int], list[str]]) -> tuple[int, int, int, int]:
