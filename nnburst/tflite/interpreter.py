@@ -262,7 +262,7 @@ class Interpreter:
             self._values[tensor_index] = value.copy()
             return
         tensor = self._tensor(tensor_index)
-        if self._runner is None:
+        if self._compiled_shapes is None:  # never allocated (a resize keeps the old buffers)
             raise InterpreterError(
                 "Cannot set tensor: Tensor is unallocated. Try calling allocate_tensors() first"
             )
