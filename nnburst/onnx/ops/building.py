@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 
 from ...codes import FuseCode, OperandCode, OperationCode
+from ...extensions import MAX_EXTENDED_RANK
 from ..converter import (
     Converter,
     Unsupported,
@@ -45,8 +46,8 @@ def reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int, 
     None): the same operand where NNAPI's shapes agree (a scalar is [1]), RESHAPE for
     floats, an ADD broadcasting zeros for integers when only leading ones are added."""
     target, trimmed = target or (1,), shape or (1,)
-    if len(shape) > 4 or len(target) > 4:
-        raise Unsupported("a tensor of rank over 4")
+    if len(shape) > MAX_EXTENDED_RANK or len(target) > MAX_EXTENDED_RANK:
+        raise Unsupported(f"a tensor of rank over {MAX_EXTENDED_RANK}")
     if trimmed == target:
         if name is not None:
             c.alias(name, source)
