@@ -50,6 +50,8 @@ RANK_ABOVE_4_OPERATIONS = frozenset(
         Op.TRANSPOSE,
         Op.CONCATENATION,
         Op.STRIDED_SLICE,
+        Op.PAD,
+        Op.PAD_V2,
         Op.SOFTMAX,
         Op.LOGISTIC,
         Op.TANH,

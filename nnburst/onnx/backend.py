@@ -34,13 +34,25 @@ class NnburstRep(BackendRep):
         self._key: Any = None
         initializers = {t.name for t in model.graph.initializer}
         self._inputs = [i for i in model.graph.input if i.name not in initializers]
+        #: inputs a Resize or Upsample reads as its roi or scales: they decide the
+        #: output's shape and the positions it reads, so they are known at load.
+        self._geometry = {
+            name
+            for node in model.graph.node
+            if node.op_type in ("Resize", "Upsample")
+            for name in node.input[1:3]
+        }
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         if any(not i.type.HasField("tensor_type") for i in self._inputs):
             raise UnsupportedModelError(Counter({"sequence, map or optional inputs": 1}))
         values = [np.asarray(v) for v in (inputs.values() if isinstance(inputs, dict) else inputs)]
-        frozen = {i.name: v for i, v in zip(self._inputs, values) if _frozen(v)}
-        fed = [v for v in values if not _frozen(v)]
+        frozen = {
+            i.name: v
+            for i, v in zip(self._inputs, values)
+            if _frozen(v) or i.name in self._geometry
+        }
+        fed = [v for i, v in zip(self._inputs, values) if i.name not in frozen]
         key = (
             tuple(v.shape for v in values),
             tuple((n, v.tobytes()) for n, v in frozen.items()),

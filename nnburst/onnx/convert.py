@@ -29,11 +29,22 @@ from ..imported import TensorInfo
 from ..model import Model
 from . import folding
 from .converter import Converter
-from .ops import control, convolution, elementwise, indexing, recurrent, reduction, shape
+from .ops import (
+    control,
+    convolution,
+    elementwise,
+    indexing,
+    pooling,
+    recurrent,
+    reduction,
+    resize,
+    shape,
+)
 
 #: The modules whose mappers and folders register themselves as they load: importing them
 #: here fills the registries before any model is converted.
-FAMILIES = (folding, control, convolution, elementwise, indexing, recurrent, reduction, shape)
+FAMILIES = (folding, control, convolution, elementwise, indexing, pooling, recurrent, reduction,
+            resize, shape)  # fmt: skip
 
 
 def describe(c: Converter, names: Sequence[str]) -> list[TensorInfo]:

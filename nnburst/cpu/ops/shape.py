@@ -46,7 +46,7 @@ from .window_geometry import from_nhwc, to_nhwc
 _DATA_TYPES = FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES
 _INT32 = OperandCode.TENSOR_INT32
 _UP_TO_4 = range(0, 5)
-#: RESHAPE, SQUEEZE, TRANSPOSE, CONCATENATION, STRIDED_SLICE: above 4 with nnburst.rank_above_4.
+#: RESHAPE, SQUEEZE, TRANSPOSE, CONCATENATION, STRIDED_SLICE, PAD: above 4 with nnburst.rank_above_4.
 _EXTENDED_RANKS = range(0, MAX_EXTENDED_RANK + 1)
 
 
@@ -455,7 +455,7 @@ def _execute_space_to_batch(ctx: ExecutionContext) -> list[np.ndarray]:
 
 def _validate_pad(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
-    _validate_data(sig, ranks=range(1, 5))
+    _validate_data(sig, ranks=_EXTENDED_RANKS[1:])
     require_operand_type(sig, 1, (_INT32,), "paddings")
     require_operand_rank(sig, 1, (2,), "paddings")
     paddings = constant_ints(sig, 1)
