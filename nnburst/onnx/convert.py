@@ -39,12 +39,13 @@ from .ops import (
     reduction,
     resize,
     shape,
+    transformer,
 )
 
 #: The modules whose mappers and folders register themselves as they load: importing them
 #: here fills the registries before any model is converted.
 FAMILIES = (folding, control, convolution, elementwise, indexing, pooling, recurrent, reduction,
-            resize, shape)  # fmt: skip
+            resize, shape, transformer)  # fmt: skip
 
 
 def describe(c: Converter, names: Sequence[str]) -> list[TensorInfo]:
