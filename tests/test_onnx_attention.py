@@ -114,3 +114,24 @@ def test_erf_is_within_float32_rounding_of_math_erf() -> None:
 def test_exact_gelu_matches_onnxruntime() -> None:
     x = np.linspace(-8, 8, 4001).astype(np.float32)
     against_onnxruntime(_unary("Gelu"), {"x": x})
+
+
+@pytest.mark.parametrize(
+    "shape,attributes",
+    [((2, 3, 5, 8), {"interleaved": 1}), ((2, 5, 24), {"num_heads": 2, "rotary_embedding_dim": 8})],
+)
+def test_rotary_embedding_matches_onnxruntime(shape: tuple[int, ...], attributes: dict) -> None:
+    half = attributes.get("rotary_embedding_dim", shape[-1]) // 2
+    angles = RNG.uniform(0, 6.3, (16, half))
+    model = make_model(
+        [helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "ids"], ["y"], **attributes)],
+        [helper.make_tensor_value_info("x", F, list(shape))],
+        [helper.make_tensor_value_info("y", F, list(shape))],
+        {
+            "cos": np.cos(angles).astype(np.float32),
+            "sin": np.sin(angles).astype(np.float32),
+            "ids": RNG.integers(0, 16, (2, 5)).astype(np.int64),
+        },
+        opset=23,
+    )
+    against_onnxruntime(model, {"x": RNG.standard_normal(shape).astype(np.float32)})

@@ -50,6 +50,7 @@ for _name, _function in (
     ("Not", np.logical_not),
     ("And", np.logical_and), ("Or", np.logical_or), ("LessOrEqual", np.less_equal),
     ("GreaterOrEqual", np.greater_equal), ("Floor", np.floor), ("Ceil", np.ceil),
+    ("Identity", np.array), ("Sign", np.sign),
 ):  # fmt: skip
     folds(_name)(_fold_with(_function))
 

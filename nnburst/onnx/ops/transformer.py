@@ -1,4 +1,4 @@
-"""The transformer-era ONNX operators: Attention (opset 23) and Erf.
+"""The transformer-era ONNX operators: Attention and RotaryEmbedding (opset 23), Erf.
 
 Attention is scaled dot-product attention built from NNAPI operations,
 BATCH_MATMUL (feature level 6) for both products.
@@ -182,3 +182,75 @@ def _erf(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if c.dtype(name) != np.float32:
         raise Unsupported(f"{c.dtype(name)} operands")
     erf(c, c.operand(name), c.shape(name) or (1,), c.operand(node.output[0]))
+
+
+def _slice(c: Converter, x: int, shape: tuple[int, ...], begin: list[int], size: list[int]) -> int:
+    return apply(c, OperationCode.SLICE, [x, c.ints(begin), c.ints(size)], _F32, tuple(size))
+
+
+@maps("RotaryEmbedding")
+def _rotary_embedding(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    """Rotates pairs of each head's first ``rotary_embedding_dim`` features by the
+    angle of the token's position (the cos and sin caches, GATHERed by position_ids
+    when given): the halves of the rotated part, or its even and odd features
+    (``interleaved``, as [.., half, 2] at rank 5)."""
+    name, cos_name, sin_name = node.input[:3]
+    ids = _optional(node, 3)
+    if c.dtype(name) != np.float32:
+        raise Unsupported(f"{c.dtype(name)} operands")
+    shape = c.shape(name)
+    if len(shape) == 4:
+        b, heads, s, h = shape
+        x = permuted(c, c.operand(name), shape, [0, 2, 1, 3])
+    elif len(shape) == 3 and a.get("num_heads") and shape[2] % int(a["num_heads"]) == 0:
+        b, s, width = shape
+        heads = int(a["num_heads"])
+        h = width // heads
+        x = reshaped(c, c.operand(name), _F32, shape, (b, s, heads, h))
+    else:
+        raise Unsupported(f"a rank-{len(shape)} input without num_heads that divides it")
+    rotated = int(a.get("rotary_embedding_dim", 0)) or h
+    half = rotated // 2
+    tables = []
+    for table in (cos_name, sin_name):
+        operand, table_shape = c.operand(table), c.shape(table)
+        if ids:
+            gathered = (*c.shape(ids), *table_shape[1:])
+            operand = apply(
+                c, OperationCode.GATHER, [operand, c.i32(0), c.operand(ids)], _F32, gathered
+            )
+            table_shape = gathered
+        if table_shape != (b, s, half):
+            raise Unsupported(f"a cos/sin table of shape {list(table_shape)} for {b}x{s}x{half}")
+        tables.append((operand, table_shape))
+    x4 = (b, s, heads, h)
+    part = x if rotated == h else _slice(c, x, x4, [0, 0, 0, 0], [b, s, heads, rotated])
+    if a.get("interleaved", 0):
+        pairs = (b, s, heads, half, 2)
+        paired = reshaped(c, part, _F32, (b, s, heads, rotated), pairs)
+        x1 = _slice(c, paired, pairs, [0] * 5, [b, s, heads, half, 1])
+        x2 = _slice(c, paired, pairs, [0, 0, 0, 0, 1], [b, s, heads, half, 1])
+        angle_shape, axis = (b, s, 1, half, 1), 4
+    else:
+        x1 = _slice(c, part, (b, s, heads, rotated), [0, 0, 0, 0], [b, s, heads, half])
+        x2 = _slice(c, part, (b, s, heads, rotated), [0, 0, 0, half], [b, s, heads, half])
+        angle_shape, axis = (b, s, 1, half), 3
+    cos, sin = (reshaped(c, t, _F32, t_shape, angle_shape) for t, t_shape in tables)
+    one = (b, s, heads, half, 1) if axis == 4 else (b, s, heads, half)
+
+    def times(u: int, v: int) -> int:
+        return apply(c, OperationCode.MUL, [u, v], _F32, one)
+
+    real = apply(c, OperationCode.SUB, [times(cos, x1), times(sin, x2)], _F32, one)
+    imag = apply(c, OperationCode.ADD, [times(sin, x1), times(cos, x2)], _F32, one)
+    both = (*one[:-1], one[-1] * 2)
+    turned = apply(c, OperationCode.CONCATENATION, [real, imag, c.i32(axis)], _F32, both)
+    turned = reshaped(c, turned, _F32, both, (b, s, heads, rotated))
+    if rotated != h:
+        rest = _slice(c, x, x4, [0, 0, 0, rotated], [b, s, heads, h - rotated])
+        turned = apply(c, OperationCode.CONCATENATION, [turned, rest, c.i32(3)], _F32, x4)
+    out = c.operand(node.output[0])
+    if len(shape) == 4:
+        c.add(OperationCode.TRANSPOSE, [turned, c.ints([0, 2, 1, 3])], [out])
+    else:
+        c.add(OperationCode.RESHAPE, [turned, c.ints(shape)], [out])
