@@ -135,3 +135,20 @@ def test_rotary_embedding_matches_onnxruntime(shape: tuple[int, ...], attributes
         opset=23,
     )
     against_onnxruntime(model, {"x": RNG.standard_normal(shape).astype(np.float32)})
+
+
+def test_a_row_masked_entirely_attends_to_nothing() -> None:
+    """ONNX's rule: such a row's output (and its softmax) is 0, not NaN."""
+    inputs = {"Q": (1, 1, 3, 4), "K": (1, 1, 5, 4), "V": (1, 1, 5, 4), "mask": (3, 5)}
+    model = _attention(inputs, {"Y": 4, "qk": 4}, bool_mask=True, qk_matmul_output_mode=3)
+    feeds = _feeds(inputs)
+    feeds["mask"] = np.array([[1, 0, 1, 1, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]], bool)
+    with nn_onnx.Runner(nn_onnx.load(model), cache_dir=None) as run:
+        y, probabilities = run(*feeds.values())
+    assert (y[0, 0, 1] == 0).all() and (probabilities[0, 0, 1] == 0).all()
+    scores = feeds["Q"][0, 0] @ feeds["K"][0, 0].T / 2  # scale 1/sqrt(4)
+    kept = np.exp(np.where(feeds["mask"], scores, -np.inf))
+    for row in (0, 2):
+        weights = kept[row] / kept[row].sum()
+        np.testing.assert_allclose(probabilities[0, 0, row], weights, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(y[0, 0, row], weights @ feeds["V"][0, 0], rtol=1e-5, atol=1e-6)

@@ -93,6 +93,8 @@ def _present(
 def _attention(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     if _optional(node, 6):
         raise Unsupported("nonpad_kv_seqlen (keys padded per batch)")
+    if int(a.get("left_window_size", -1)) >= 0 or int(a.get("right_window_size", -1)) >= 0:
+        raise Unsupported("a local attention window")
     q_heads, kv_heads = a.get("q_num_heads"), a.get("kv_num_heads")
     three_d = len(c.shape(node.input[0])) == 3
     q, q_shape = _heads(c, node.input[0], q_heads)
@@ -127,17 +129,25 @@ def _attention(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
         )
     stages = {0: scores, 1: scores}
     mask = _optional(node, 3)
+    biases = []  # what is added to the scores: the mask, the causal −∞ above the diagonal
     if mask:
-        scores = apply(
-            c, OperationCode.ADD, [scores, _additive_mask(c, mask, total)], _F32, scores_shape
-        )
+        biases.append((_additive_mask(c, mask, total), (*c.shape(mask)[:-1], total)))
     if a.get("is_causal", 0):  # aligned after the past keys: query i sees keys up to past + i
         past = total - c.shape(node.input[1])[-2]
         allowed = np.tril(np.ones((sq, total), bool), k=past)
         causal = np.where(allowed, np.float32(0), np.float32(-np.inf)).astype(np.float32)
-        scores = apply(c, OperationCode.ADD, [scores, c.floats(causal)], _F32, scores_shape)
+        biases.append((c.floats(causal), (sq, total)))
+    bias = None
+    if biases:
+        bias, bias_shape = biases[0]
+        if len(biases) == 2:
+            bias_shape = tuple(np.broadcast_shapes(bias_shape, biases[1][1]))
+            bias = apply(c, OperationCode.ADD, [bias, biases[1][0]], _F32, bias_shape)
+        scores = apply(c, OperationCode.ADD, [scores, bias], _F32, scores_shape)
     stages[2] = scores
     weights = apply(c, OperationCode.SOFTMAX, [scores, c.f32(1.0), c.i32(-1)], _F32, scores_shape)
+    if bias is not None:  # a row the bias masks entirely attends to nothing: zeros, not NaN
+        weights = _zero_masked_rows(c, weights, scores_shape, bias, bias_shape)
     stages[3] = weights
     qk_name = _optional(node, 3, outputs=True)
     if qk_name:
@@ -153,6 +163,25 @@ def _attention(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     y = apply(c, OperationCode.BATCH_MATMUL, [weights, v, no, no], _F32, y_shape)
     joined = permuted(c, y, y_shape, [0, 2, 1, 3])
     c.add(OperationCode.RESHAPE, [joined, c.ints(c.shape(node.output[0]))], [out])
+
+
+def _zero_masked_rows(c: Converter, weights: int, shape: tuple[int, ...], bias: int,
+                      bias_shape: tuple[int, ...]) -> int:  # fmt: skip
+    """``weights`` with the rows where ``bias`` is −∞ throughout set to 0."""
+    boolean = np.dtype(np.bool_)
+    row_shape = (*bias_shape[:-1], 1)
+    largest = apply(
+        c, OperationCode.REDUCE_MAX, [bias, c.ints([-1]), c.boolean(True)], _F32, row_shape
+    )
+    # NNAPI's REDUCE_MAX starts from the lowest finite float: a row of −∞ gives that.
+    lowest = filled(c, _F32, (1,), float(np.finfo(np.float32).min))
+    masked = apply(c, OperationCode.LESS_EQUAL, [largest, lowest], boolean, row_shape)
+    everywhere = apply(
+        c, OperationCode.LOGICAL_OR, [masked, filled(c, boolean, shape, False)], boolean, shape
+    )
+    return apply(
+        c, OperationCode.SELECT, [everywhere, filled(c, _F32, shape, 0.0), weights], _F32, shape
+    )
 
 
 def _additive_mask(c: Converter, name: str, total: int) -> int:
