@@ -152,3 +152,20 @@ def test_a_row_masked_entirely_attends_to_nothing() -> None:
         weights = kept[row] / kept[row].sum()
         np.testing.assert_allclose(probabilities[0, 0, row], weights, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(y[0, 0, row], weights @ feeds["V"][0, 0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op,infinity", [("ReduceMax", -np.inf), ("ReduceMin", np.inf)])
+def test_a_max_of_minus_infinities_is_minus_infinity(op: str, infinity: float) -> None:
+    """NNAPI's REDUCE_MAX starts from the lowest float; ONNX's (masks, attention's
+    expanded graphs) must see −∞ (and ReduceMin +∞)."""
+    model = make_model(
+        [helper.make_node(op, ["x"], ["y"], axes=[1], keepdims=0)],
+        [helper.make_tensor_value_info("x", F, [3, 4])],
+        [helper.make_tensor_value_info("y", F, [3])],
+        {},
+    )
+    lowest = np.finfo(np.float32).min * np.sign(-infinity)
+    x = np.array([[infinity] * 4, [1, infinity, 2, 0], [lowest] * 4], np.float32)
+    with nn_onnx.Runner(nn_onnx.load(model), cache_dir=None) as run:
+        (y,) = run(x)
+    assert y[0] == infinity and y[1] == (2 if infinity < 0 else 0) and y[2] == lowest
