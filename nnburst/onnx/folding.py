@@ -63,6 +63,12 @@ def _fold_mod(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.
     return [np.fmod(x, y) if a.get("fmod", 0) else np.mod(x, y)]
 
 
+@folds("CastLike")
+def _fold_cast_like(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    x, like = _known(c, node)[:2]
+    return [x.astype(like.dtype)]
+
+
 @folds("Expand")
 def _fold_expand(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
     x, shape = _known(c, node)

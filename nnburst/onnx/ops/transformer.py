@@ -91,10 +91,6 @@ def _present(
 
 @maps("Attention")
 def _attention(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    if _optional(node, 6):
-        raise Unsupported("nonpad_kv_seqlen (keys padded per batch)")
-    if int(a.get("left_window_size", -1)) >= 0 or int(a.get("right_window_size", -1)) >= 0:
-        raise Unsupported("a local attention window")
     q_heads, kv_heads = a.get("q_num_heads"), a.get("kv_num_heads")
     three_d = len(c.shape(node.input[0])) == 3
     q, q_shape = _heads(c, node.input[0], q_heads)
@@ -132,11 +128,9 @@ def _attention(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     biases = []  # what is added to the scores: the mask, the causal −∞ above the diagonal
     if mask:
         biases.append((_additive_mask(c, mask, total), (*c.shape(mask)[:-1], total)))
-    if a.get("is_causal", 0):  # aligned after the past keys: query i sees keys up to past + i
-        past = total - c.shape(node.input[1])[-2]
-        allowed = np.tril(np.ones((sq, total), bool), k=past)
-        causal = np.where(allowed, np.float32(0), np.float32(-np.inf)).astype(np.float32)
-        biases.append((c.floats(causal), (sq, total)))
+    positional = _positional_bias(c, node, a, sq, total)
+    if positional is not None:
+        biases.append((c.floats(positional), positional.shape))
     bias = None
     if biases:
         bias, bias_shape = biases[0]
@@ -163,6 +157,37 @@ def _attention(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     y = apply(c, OperationCode.BATCH_MATMUL, [weights, v, no, no], _F32, y_shape)
     joined = permuted(c, y, y_shape, [0, 2, 1, 3])
     c.add(OperationCode.RESHAPE, [joined, c.ints(c.shape(node.output[0]))], [out])
+
+
+def _positional_bias(c: Converter, node: onnx.NodeProto, a: dict[str, Any], sq: int,
+                     total: int) -> np.ndarray | None:  # fmt: skip
+    """The −∞ that causality, a local window and keys padded per batch add, known at
+    load: query i sits at offset + i, the offset being the past keys' count, or
+    (without past keys) each batch's valid keys minus the queries."""
+    causal = bool(a.get("is_causal", 0))
+    left, right = int(a.get("left_window_size", -1)), int(a.get("right_window_size", -1))
+    padded = _optional(node, 6)
+    if not (causal or left >= 0 or right >= 0 or padded):
+        return None
+    offset: Any = total - c.shape(node.input[1])[-2]  # the past keys
+    valid = None
+    if padded:
+        valid = c.value(padded, "nonpad_kv_seqlen").astype(np.int64).reshape(-1, 1, 1, 1)
+        if not _optional(node, 4):
+            offset = valid - sq
+    query = np.arange(sq).reshape(sq, 1)
+    key = np.arange(total).reshape(1, total)
+    distance = query + offset - key  # how far key j lies behind query i
+    allowed = np.ones(np.shape(distance), bool)
+    if causal:
+        allowed &= distance >= 0
+    if left >= 0:
+        allowed &= distance <= left
+    if right >= 0:
+        allowed &= -distance <= right
+    if valid is not None:
+        allowed = allowed & (key < valid)
+    return np.where(allowed, np.float32(0), np.float32(-np.inf)).astype(np.float32)
 
 
 def _zero_masked_rows(c: Converter, weights: int, shape: tuple[int, ...], bias: int,
