@@ -152,7 +152,10 @@ def test_unsupported_operators_are_listed_with_counts() -> None:
         helper.make_node("Einsum", ["x", "x"], ["e"], equation="abcd,abcd->abcd"),
         helper.make_node("Einsum", ["e", "e"], ["f"], equation="abcd,abcd->abcd"),
         helper.make_node(
-            "Resize", ["f", "", "scales"], ["y"], coordinate_transformation_mode="tf_crop_and_resize"
+            "Resize",
+            ["f", "", "scales"],
+            ["y"],
+            coordinate_transformation_mode="tf_crop_and_resize",
         ),
     ]
     model = make_model(

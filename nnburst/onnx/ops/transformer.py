@@ -278,6 +278,7 @@ def _rotary_embedding(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> 
             raise Unsupported(f"a cos/sin table of shape {list(table_shape)} for {b}x{s}x{half}")
         tables.append((operand, table_shape))
     x4 = (b, s, heads, h)
+    angle_shape: tuple[int, ...]
     part = x if rotated == h else _slice(c, x, x4, [0, 0, 0, 0], [b, s, heads, rotated])
     if a.get("interleaved", 0):
         pairs = (b, s, heads, half, 2)
@@ -290,7 +291,7 @@ def _rotary_embedding(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> 
         x2 = _slice(c, part, (b, s, heads, rotated), [0, 0, 0, half], [b, s, heads, half])
         angle_shape, axis = (b, s, 1, half), 3
     cos, sin = (reshaped(c, t, _F32, t_shape, angle_shape) for t, t_shape in tables)
-    one = (b, s, heads, half, 1) if axis == 4 else (b, s, heads, half)
+    one: tuple[int, ...] = (b, s, heads, half, 1) if axis == 4 else (b, s, heads, half)
 
     def times(u: int, v: int) -> int:
         return apply(c, OperationCode.MUL, [u, v], _F32, one)
