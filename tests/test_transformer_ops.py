@@ -426,3 +426,32 @@ def test_tflite_operators_map_to_the_new_operations_and_match_litert(name: str) 
             np.testing.assert_array_equal(g, w)  # exact, as NNAPI is
         else:
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+# -- the ONNX importer --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_onnx_reflect_pad_is_one_mirror_pad(dtype: type) -> None:
+    pytest.importorskip("onnxruntime")
+    from onnx import helper, numpy_helper
+
+    from nnburst import onnx as nn_onnx
+
+    from .test_onnx import against_onnxruntime
+
+    element = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")],
+            "g",
+            [helper.make_tensor_value_info("x", element, [2, 3, 4])],
+            [helper.make_tensor_value_info("y", element, [2, 6, 7])],
+            [numpy_helper.from_array(np.array([0, 2, 3, 0, 1, 0], np.int64), "pads")],
+        ),
+        opset_imports=[helper.make_opsetid("", 18)],
+    )
+    codes = [op.code for op in nn_onnx.load(model).model.hal_model.main.operations]
+    assert codes == [OperationCode.MIRROR_PAD]
+    x = (np.random.default_rng(1).standard_normal((2, 3, 4)) * 10).astype(dtype)
+    against_onnxruntime(model, {"x": x})
