@@ -1,4 +1,4 @@
-"""How many inputs and outputs each NNAPI operation takes (feature levels 1–4).
+"""How many inputs and outputs each NNAPI operation takes (feature levels 1–4, and the four operations of level 6).
 
 ``Model.add_operation`` checks these counts when it is called, so a
 mistake shows up on the line that made it instead of at ``finish``.  The
@@ -149,6 +149,10 @@ _TABLE: dict[Op, Arity] = {
     Op.HARD_SWISH: _UNARY,
     Op.FILL: _BINARY,
     Op.RANK: _UNARY,
+    Op.BATCH_MATMUL: Arity((2, 3, 4)),
+    Op.PACK: Arity((2,), inputs_open_ended=True),
+    Op.MIRROR_PAD: Arity((3,)),
+    Op.REVERSE: _BINARY,
 }
 
 

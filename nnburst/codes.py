@@ -132,6 +132,11 @@ class OperationCode(enum.IntEnum):
     HARD_SWISH = 99
     FILL = 100
     RANK = 101
+    # Feature level 6 (Android after NNAPI 1.3), for transformer models.
+    BATCH_MATMUL = 102
+    PACK = 103
+    MIRROR_PAD = 104
+    REVERSE = 105
 
 
 class FuseCode(enum.IntEnum):

@@ -54,6 +54,7 @@ from .cpu.calibration import reference_cost
 from .cpu.driver import CpuDevice, CpuPreparedModel, cpu_device
 from .devices import Device, device_for
 from .errors import BadDataError, BrokenResourceError, NNError, status_for_exception
+from .extensions import RANK_ABOVE_4, uses_rank_above_4
 from .hal.interfaces import (
     ExecutionResult,
     IBurstCallback,
@@ -184,6 +185,11 @@ def _supported(device: Device, model: HalModel, gone: list[str] | None = None) -
             count,
         )
         return [False] * count
+    # An operation that uses an extension goes only to a device that declares it.
+    if RANK_ABOVE_4 not in getattr(device.hal, "extensions", ()):
+        for n, operation in enumerate(model.main.operations):
+            if flags[n] and uses_rank_above_4(model.main, operation):
+                flags[n] = False
     return flags
 
 

@@ -308,7 +308,8 @@ def test_activation_validation_rejections() -> None:
     rejects(OperationCode.TANH, [(t(Q8, (4,), 0.5, 0), RUNTIME)], [t(Q8, (4,), 1 / 128, 0)])
     rejects(OperationCode.RELU, [(t(Q8, (4,), 0.5, 0), RUNTIME)], [t(Q8, (4,), 0.5, 3)])
     rejects(OperationCode.RELU, [(t(I32, (4,)), RUNTIME)], [t(I32, (4,))])
-    rejects(OperationCode.RELU6, [(t(F32, (1, 1, 1, 1, 1)), RUNTIME)], [t(F32, (1, 1, 1, 1, 1))])
+    rank9 = (1,) * 9  # rank 5 to 8 is the nnburst.rank_above_4 extension
+    rejects(OperationCode.RELU6, [(t(F32, rank9), RUNTIME)], [t(F32, rank9)])
     rejects(
         OperationCode.SOFTMAX,
         [(t(F32, (2, 2)), RUNTIME), (s(OperandCode.FLOAT32), 0.0)],

@@ -22,6 +22,7 @@ from .. import tracing
 from .._version import __version__
 from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
 from ..errors import BadDataError, NNError, status_for_exception
+from ..extensions import RANK_ABOVE_4
 from ..hal.burst_controller import polling_window_us
 from ..hal.burst_server import ExecutionBurstServer
 from ..hal.interfaces import (
@@ -538,6 +539,7 @@ class CpuDevice(IDevice):
     type = DeviceType.CPU
     version_string = VERSION_STRING
     feature_level = FEATURE_LEVEL
+    extensions = (RANK_ABOVE_4,)
 
     def __init__(self) -> None:
         self._capabilities = Capabilities(

@@ -187,6 +187,10 @@ class IDevice(abc.ABC):
     reach_us: float = 0.0
     #: Where the device runs, for people: "in-process", or e.g. "service /run/…/driver.sock".
     location: str = IN_PROCESS
+    #: The nnburst extensions the device accepts (:mod:`nnburst.extensions`), as
+    #: NNAPI devices list theirs; the partitioner sends an operation that uses one
+    #: only to a device that declares it.
+    extensions: tuple[str, ...] = ()
 
     @property
     def available(self) -> bool:

@@ -34,13 +34,26 @@ class NnburstRep(BackendRep):
         self._key: Any = None
         initializers = {t.name for t in model.graph.initializer}
         self._inputs = [i for i in model.graph.input if i.name not in initializers]
+        #: inputs a Resize or Upsample reads as its roi or scales, and a Range's
+        #: bounds: they decide an output's shape (and the positions a resize
+        #: reads), so they are known at load.
+        self._geometry = {
+            name
+            for node in model.graph.node
+            if node.op_type in ("Resize", "Upsample", "Range")
+            for name in (node.input[:3] if node.op_type == "Range" else node.input[1:3])
+        }
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         if any(not i.type.HasField("tensor_type") for i in self._inputs):
             raise UnsupportedModelError(Counter({"sequence, map or optional inputs": 1}))
         values = [np.asarray(v) for v in (inputs.values() if isinstance(inputs, dict) else inputs)]
-        frozen = {i.name: v for i, v in zip(self._inputs, values) if _frozen(v)}
-        fed = [v for v in values if not _frozen(v)]
+        frozen = {
+            i.name: v
+            for i, v in zip(self._inputs, values)
+            if _frozen(v) or i.name in self._geometry and v.dtype in _GEOMETRY_TYPES
+        }
+        fed = [v for i, v in zip(self._inputs, values) if i.name not in frozen]
         key = (
             tuple(v.shape for v in values),
             tuple((n, v.tobytes()) for n, v in frozen.items()),
@@ -58,6 +71,11 @@ class NnburstRep(BackendRep):
         shapes = {i.name: v.shape for i, v in zip(self._inputs, values) if i.name not in frozen}
         loaded = load(self.model, shapes, constants=frozen)
         self.runner = Runner(loaded, "nnburst-reference", cache_dir=None)
+
+
+#: the element types of geometry inputs that are made constants (others stay inputs,
+#: and are refused by name if nnburst cannot hold them).
+_GEOMETRY_TYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32))
 
 
 def _frozen(value: np.ndarray) -> bool:

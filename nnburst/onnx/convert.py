@@ -34,10 +34,13 @@ from .ops import (
     convolution,
     elementwise,
     indexing,
+    pooling,
     quantization,
     recurrent,
     reduction,
+    resize,
     shape,
+    transformer,
 )
 
 #: The modules whose mappers and folders register themselves as they load: importing them
@@ -48,10 +51,13 @@ FAMILIES = (
     convolution,
     elementwise,
     indexing,
+    pooling,
     quantization,
     recurrent,
     reduction,
+    resize,
     shape,
+    transformer,
 )
 
 

@@ -48,8 +48,32 @@ for _name, _function in (
     ("Equal", np.equal), ("Less", np.less), ("Greater", np.greater), ("Where", np.where),
     ("Min", np.minimum), ("Max", np.maximum), ("Abs", np.abs), ("Sqrt", np.sqrt),
     ("Not", np.logical_not),
+    ("And", np.logical_and), ("Or", np.logical_or), ("LessOrEqual", np.less_equal),
+    ("GreaterOrEqual", np.greater_equal), ("Floor", np.floor), ("Ceil", np.ceil),
+    ("Identity", np.array), ("Sign", np.sign),
 ):  # fmt: skip
     folds(_name)(_fold_with(_function))
+
+
+@folds("Mod")
+def _fold_mod(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    """fmod=0: the remainder takes the divisor's sign (numpy's mod); fmod=1: the
+    dividend's (C's fmod)."""
+    x, y = _known(c, node)
+    return [np.fmod(x, y) if a.get("fmod", 0) else np.mod(x, y)]
+
+
+@folds("CastLike")
+def _fold_cast_like(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    x, like = _known(c, node)[:2]
+    return [x.astype(like.dtype)]
+
+
+@folds("Expand")
+def _fold_expand(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[np.ndarray]:
+    x, shape = _known(c, node)
+    target = np.broadcast_shapes(x.shape, tuple(int(d) for d in shape.reshape(-1)))
+    return [np.broadcast_to(x, target).copy()]
 
 
 @folds("Div")

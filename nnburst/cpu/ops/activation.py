@@ -27,6 +27,7 @@ import numpy as np
 
 from ...codes import FuseCode, OperandCode, OperationCode
 from ...errors import NNError
+from ...extensions import MAX_EXTENDED_RANK
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .arguments import (
@@ -76,10 +77,11 @@ _FIXED_OUTPUT = {
 
 
 def _validate_tensor_io(sig: OperationSignature) -> OperandInfo:
-    """Checks shared by every activation: types, rank <= 4, output like input."""
+    """Checks shared by every activation: types, rank <= 4 (higher with the
+    nnburst.rank_above_4 extension), output like input."""
     info = require_operand_type(sig, 0, _TYPES, "input")
     require_operand_type(sig, 0, (info.code,), "output", output=True)
-    require_operand_rank(sig, 0, range(0, 5), "input")
+    require_operand_rank(sig, 0, range(0, MAX_EXTENDED_RANK + 1), "input")
     require_dims_like(sig, info)
     out = sig.outputs[0]
     if info.code in QUANT8_ASYMM_CODES:

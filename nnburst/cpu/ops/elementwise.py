@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ...codes import FuseCode, OperandCode, OperationCode
+from ...extensions import MAX_EXTENDED_RANK
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .arguments import (
@@ -53,6 +54,8 @@ from .requantization import quantized_range, requantize_reference
 _INT32 = (OperandCode.TENSOR_INT32,)
 _ADD_LEFT_SHIFT = 20
 _RANKS = range(0, 5)
+#: ADD, SUB, MUL and DIV: above 4 with the nnburst.rank_above_4 extension.
+_EXTENDED_RANKS = range(0, MAX_EXTENDED_RANK + 1)
 
 #: tensor types each operation accepts (NNAPI 1.3 lists).
 _TYPES: dict[OperationCode, tuple[OperandCode, ...]] = {
@@ -86,7 +89,7 @@ def _validate_binary(sig: OperationSignature) -> None:
     require_operand_type(sig, 2, (OperandCode.INT32,), "fused activation")
     require_operand_type(sig, 0, (first.code,), "output", output=True)
     for i, name in ((0, "input1"), (1, "input2")):
-        require_operand_rank(sig, i, _RANKS, name)
+        require_operand_rank(sig, i, _EXTENDED_RANKS, name)
     fuse = constant_scalar(sig, 2)
     if fuse is not None and fuse not in FUSE_CODES:
         raise sig.fail(f"fused activation {fuse} is not a FuseCode (0..3)")

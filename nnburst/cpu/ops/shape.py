@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...codes import OperandCode, OperationCode
+from ...extensions import MAX_EXTENDED_RANK
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .arguments import (
@@ -45,6 +46,8 @@ from .window_geometry import from_nhwc, to_nhwc
 _DATA_TYPES = FLOAT_TENSOR_CODES + QUANT8_ASYMM_CODES
 _INT32 = OperandCode.TENSOR_INT32
 _UP_TO_4 = range(0, 5)
+#: RESHAPE, SQUEEZE, TRANSPOSE, CONCATENATION, STRIDED_SLICE, PAD: above 4 with nnburst.rank_above_4.
+_EXTENDED_RANKS = range(0, MAX_EXTENDED_RANK + 1)
 
 
 # --- shared helpers -------------------------------------------------------------
@@ -123,14 +126,16 @@ def _reshape_target(shape: np.ndarray, count: int, fail: Fail) -> tuple[int, ...
 
 def _validate_reshape(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
-    _validate_data(sig)
+    _validate_data(sig, _EXTENDED_RANKS)
     require_int_vector(sig, 1, "shape")
-    require_operand_rank(sig, 0, _UP_TO_4, "output", output=True)
+    require_operand_rank(sig, 0, _EXTENDED_RANKS, "output", output=True)
     shape = constant_ints(sig, 1)
     if shape is None:
         return
-    if len(shape) > 4:
-        raise sig.fail(f"shape {shape.tolist()} has rank {len(shape)}; at most 4 is supported")
+    if len(shape) > MAX_EXTENDED_RANK:
+        raise sig.fail(
+            f"shape {shape.tolist()} has rank {len(shape)}; at most {MAX_EXTENDED_RANK} is supported"
+        )
     dims = _known_dims(sig.inputs[0])
     if dims is not None:
         check_declared_output(sig, _reshape_target(shape, math.prod(dims), sig.fail))
@@ -188,7 +193,7 @@ def _squeezed(shape: Sequence[int], axes: list[int]) -> tuple[int, ...]:
 
 def _validate_squeeze(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
-    _validate_data(sig)
+    _validate_data(sig, _EXTENDED_RANKS)
     require_int_vector(sig, 1, "squeeze dims")
     dims = _known_dims(sig.inputs[0])
     omitted = 1 in sig.constants and sig.constants[1] is None
@@ -218,7 +223,7 @@ def _permutation(perm: np.ndarray | None, rank: int, fail: Fail) -> list[int]:
 
 def _validate_transpose(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
-    _validate_data(sig)
+    _validate_data(sig, _EXTENDED_RANKS)
     require_int_vector(sig, 1, "perm")
     perm = constant_ints(sig, 1)
     rank = sig.inputs[0].rank
@@ -255,7 +260,7 @@ def _validate_concat(sig: OperationSignature) -> None:
     if len(ranks) > 1:
         raise sig.fail(f"input tensors have different ranks {sorted(ranks)}")
     for i in range(n):
-        require_operand_rank(sig, i, range(1, 5), f"input tensor {i}")
+        require_operand_rank(sig, i, _EXTENDED_RANKS[1:], f"input tensor {i}")
     axis = constant_scalar(sig, n)
     if axis is None or not ranks:
         return
@@ -450,7 +455,7 @@ def _execute_space_to_batch(ctx: ExecutionContext) -> list[np.ndarray]:
 
 def _validate_pad(sig: OperationSignature) -> None:
     require_operand_counts(sig, (2,), 1)
-    _validate_data(sig, ranks=range(1, 5))
+    _validate_data(sig, ranks=_EXTENDED_RANKS[1:])
     require_operand_type(sig, 1, (_INT32,), "paddings")
     require_operand_rank(sig, 1, (2,), "paddings")
     paddings = constant_ints(sig, 1)
@@ -532,7 +537,7 @@ def _slice_indices(
 
 def _validate_strided_slice(sig: OperationSignature) -> None:
     require_operand_counts(sig, (7,), 1)
-    _validate_data(sig, ranks=range(1, 5))
+    _validate_data(sig, ranks=_EXTENDED_RANKS[1:])
     for i, name in ((1, "begin"), (2, "end"), (3, "strides")):
         require_int_vector(sig, i, name)
     for i, name in ((4, "begin_mask"), (5, "end_mask"), (6, "shrink_axis_mask")):

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...codes import OperandCode, OperationCode
+from ...extensions import MAX_EXTENDED_RANK
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, OperationSignature, register
 from .arguments import (
@@ -158,7 +159,8 @@ def _pad_value_code(code: OperandCode) -> OperandCode:
 
 def _validate_pad(sig: OperationSignature) -> None:
     require_operand_counts(sig, (3,), 1)
-    info = _validate_data(sig, _NO_INT_TYPES, range(1, 5))
+    # above rank 4 with the nnburst.rank_above_4 extension
+    info = _validate_data(sig, _NO_INT_TYPES, range(1, MAX_EXTENDED_RANK + 1))
     require_operand_type(sig, 1, (_INT32,), "paddings")
     require_operand_rank(sig, 1, (2,), "paddings")
     require_operand_type(sig, 2, (_pad_value_code(info.code),), "pad value")

@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 
 from ...codes import FuseCode, OperandCode, OperationCode
+from ...extensions import MAX_EXTENDED_RANK
 from ..converter import (
     Converter,
     Unsupported,
@@ -45,8 +46,8 @@ def reshaped(c: Converter, source: int, dtype: np.dtype[Any], shape: tuple[int, 
     None): the same operand where NNAPI's shapes agree (a scalar is [1]), RESHAPE for
     floats, an ADD broadcasting zeros for integers when only leading ones are added."""
     target, trimmed = target or (1,), shape or (1,)
-    if len(shape) > 4 or len(target) > 4:
-        raise Unsupported("a tensor of rank over 4")
+    if len(shape) > MAX_EXTENDED_RANK or len(target) > MAX_EXTENDED_RANK:
+        raise Unsupported(f"a tensor of rank over {MAX_EXTENDED_RANK}")
     if trimmed == target:
         if name is not None:
             c.alias(name, source)
@@ -158,3 +159,47 @@ def text(value: Any, default: str) -> str:
     if value is None:
         return default
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+#: erf's series 2/√π·Σ (−1)ⁿ x²ⁿ⁺¹ / (n!(2n + 1)), to the x¹¹ term: below |x| = ½ the
+#: next term is under 2e-8, where the tail formula would cancel in float32.
+_ERF_SERIES = [
+    2 / math.sqrt(math.pi) * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(6)
+]
+#: Abramowitz and Stegun 7.1.26 for |x| ≥ ½: 1 − (a₁t + … + a₅t⁵)e^(−x²), t = 1/(1 + px),
+#: within 1.5e-7 of erf.
+_ERF_P = 0.3275911
+_ERF_A = [0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429]
+
+
+def erf(c: Converter, x: int, shape: tuple[int, ...], out: int | None = None) -> int:
+    """erf of a float32 ``x`` (NNAPI has none): the series near 0, the A&S tail beyond."""
+    f32 = np.dtype(np.float32)
+
+    def const(v: float) -> int:
+        return filled(c, f32, (1,), v)
+
+    def op(code: OperationCode, *inputs: int) -> int:
+        return apply(c, code, list(inputs), f32, shape)
+
+    square = op(OperationCode.MUL, x, x)
+    series = const(_ERF_SERIES[-1])
+    for coefficient in reversed(_ERF_SERIES[:-1]):  # Horner in x²
+        series = op(OperationCode.ADD, op(OperationCode.MUL, series, square), const(coefficient))
+    near = op(OperationCode.MUL, series, x)
+    size = op(OperationCode.ABS, x)
+    t = op(
+        OperationCode.DIV,
+        const(1.0),
+        op(OperationCode.ADD, op(OperationCode.MUL, size, const(_ERF_P)), const(1.0)),
+    )
+    poly = const(_ERF_A[-1])
+    for coefficient in reversed(_ERF_A[:-1]):
+        poly = op(OperationCode.ADD, op(OperationCode.MUL, poly, t), const(coefficient))
+    poly = op(OperationCode.MUL, poly, t)
+    decay = op(OperationCode.EXP, op(OperationCode.NEG, square))
+    tail = op(OperationCode.SUB, const(1.0), op(OperationCode.MUL, poly, decay))
+    signed = op(OperationCode.SELECT, apply(c, OperationCode.LESS, [x, const(0.0)], np.dtype(np.bool_), shape),
+                op(OperationCode.NEG, tail), tail)  # fmt: skip
+    small = apply(c, OperationCode.LESS, [size, const(0.5)], np.dtype(np.bool_), shape)
+    return apply(c, OperationCode.SELECT, [small, near, signed], f32, shape, out)

@@ -4,6 +4,7 @@ filters are laid out once, at load."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,9 +12,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ...codes import FuseCode, OperationCode
-from ..converter import Converter, Mapper, Unsupported, maps
-from .building import apply, output_of, permuted, reshaped, scaled_by, text
+from ...codes import FuseCode, OperandCode, OperationCode
+from ..converter import Converter, Unsupported, maps
+from .building import apply, filled, output_of, permuted, reshaped, scaled_by, text
 
 
 def _spatial(
@@ -164,26 +165,6 @@ def _conv_transpose(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> No
     c.add(OperationCode.TRANSPOSE_CONV_2D, inputs, [output_of(c, node)])
 
 
-def _pool(code: OperationCode) -> Mapper:
-    def mapper(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-        if a.get("ceil_mode", 0) or a.get("dilations", [1, 1]) != [1, 1]:
-            raise Unsupported("ceil_mode or dilations")
-        if a.get("count_include_pad", 0) and any(a.get("pads", [0])):
-            raise Unsupported("count_include_pad with padding")
-        if len(node.output) > 1 and node.output[1]:
-            raise Unsupported("the indices output")
-        kernel = list(a["kernel_shape"])
-        window = _spatial(c, node, a, kernel)
-        inputs = [c.operand(node.input[0]), *window, c.i32(kernel[1]), c.i32(kernel[0])]
-        c.add(code, [*inputs, c.i32(FuseCode.NONE), c.boolean(True)], [output_of(c, node)])
-
-    return mapper
-
-
-maps("MaxPool")(_pool(OperationCode.MAX_POOL_2D))
-maps("AveragePool")(_pool(OperationCode.AVERAGE_POOL_2D))
-
-
 @maps("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     axes = c.ints(list(range(2, len(c.shape(node.input[0])))))
@@ -252,55 +233,39 @@ def _matmul(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 
 def _batched_matmul(c: Converter, node: onnx.NodeProto) -> None:
-    """Vectors and stacks of matrices (broadcast over the leading axes), one
-    FULLY_CONNECTED per pair of matrices (NNAPI 1.3 has no BATCH_MATMUL): each side
-    flattened to rows, each matrix a SLICE of them (the left side unsliced when it is
-    one matrix), the right one TRANSPOSE'd to [N, K] (laid out at load when it is a
-    constant); the products CONCATENATED and reshaped to the output."""
+    """Vectors and stacks of matrices (broadcast over the leading axes): NNAPI's
+    BATCH_MATMUL (feature level 6), which wants one rank and equal batches.  One
+    right-hand matrix multiplies the left side's rows at rank 2; otherwise each side
+    is made [*batch, rows, columns] (an ADD of zeros broadcasts a side that lacks
+    batches) and flattened to one batch axis; the product is reshaped to the output."""
     f32 = np.dtype(np.float32)
     a_shape, b_shape = c.shape(node.input[0]), c.shape(node.input[1])
-    if len(a_shape) > 4 or len(b_shape) > 4:
-        raise Unsupported("a tensor of rank over 4")
     a_mats = (1, *a_shape) if len(a_shape) == 1 else a_shape
     b_mats = (*b_shape, 1) if len(b_shape) == 1 else b_shape
     (m, k), n = a_mats[-2:], b_mats[-1]
-    batch = np.broadcast_shapes(a_mats[:-2], b_mats[:-2])
-    pairs = list(np.ndindex(*batch))
-    if len(pairs) > 64:
-        raise Unsupported(f"{len(pairs)} matrix products")
-    a_count, b_count = int(np.prod(a_mats[:-2])), int(np.prod(b_mats[:-2]))
-    a_ids = np.broadcast_to(np.arange(a_count).reshape(a_mats[:-2]), batch)
-    b_ids = np.broadcast_to(np.arange(b_count).reshape(b_mats[:-2]), batch)
-
-    def rows(name: str, mats: tuple[int, ...]) -> int:
-        flat = (int(np.prod(mats[:-1])), mats[-1])
-        return apply(c, OperationCode.RESHAPE, [c.operand(name), c.ints(flat)], f32, flat)
-
-    def matrix(source: int, i: int, size: tuple[int, int]) -> int:
-        begin = c.ints([i * size[0], 0])
-        return apply(c, OperationCode.SLICE, [source, begin, c.ints(size)], f32, size)
-
-    a_rows = rows(node.input[0], a_mats)
-    if node.input[1] in c.constants:  # each matrix as FULLY_CONNECTED's [N, K], once
-        b = c.value(node.input[1], "right-hand side").reshape(-1, k, n)
-        weights = [c.floats(b[j].T) for j in range(b_count)]
+    batch = tuple(np.broadcast_shapes(a_mats[:-2], b_mats[:-2]))
+    count = math.prod(batch)
+    if math.prod(b_mats[:-2]) == 1:  # one right-hand matrix: the left side's rows
+        rows = math.prod(a_mats[:-1])
+        left = reshaped(c, c.operand(node.input[0]), f32, a_shape, (rows, k))
+        right = reshaped(c, c.operand(node.input[1]), f32, b_shape, (k, n))
+        product_shape: tuple[int, ...] = (rows, n)
     else:
-        b_rows = rows(node.input[1], b_mats)
-        weights = [permuted(c, matrix(b_rows, j, (k, n)), (k, n), [1, 0]) for j in range(b_count)]
-    zeros = c.floats(np.zeros(n, np.float32))
-    products = []
-    for index in pairs:
-        i, j = int(a_ids[index]), int(b_ids[index])
-        left = a_rows if a_count == 1 else matrix(a_rows, i, (m, k))
-        inputs = [left, weights[j], zeros, c.i32(FuseCode.NONE)]
-        products.append(apply(c, OperationCode.FULLY_CONNECTED, inputs, f32, (m, n)))
-    stacked = products[0]
-    if len(products) > 1:
-        stacked = apply(
-            c, OperationCode.CONCATENATION, [*products, c.i32(0)], f32, (m * len(products), n)
-        )
+
+        def side(name: str, shape: tuple[int, ...], mats: tuple[int, ...]) -> int:
+            full = (*batch, *mats[-2:])
+            operand = reshaped(c, c.operand(name), f32, shape, mats)
+            if mats != full:
+                zeros = filled(c, f32, full, -0.0)
+                operand = apply(c, OperationCode.ADD, [operand, zeros], f32, full)
+            return reshaped(c, operand, f32, full, (count, *mats[-2:]))
+
+        left, right = side(node.input[0], a_shape, a_mats), side(node.input[1], b_shape, b_mats)
+        product_shape = (count, m, n)
+    flags = [c.constant(OperandCode.BOOL, np.bool_(False)) for _ in range(2)]
+    product = apply(c, OperationCode.BATCH_MATMUL, [left, right, *flags], f32, product_shape)
     out_shape = c.shape(node.output[0]) or (1,)
-    c.add(OperationCode.RESHAPE, [stacked, c.ints(out_shape)], [output_of(c, node)])
+    c.add(OperationCode.RESHAPE, [product, c.ints(out_shape)], [output_of(c, node)])
 
 
 @maps("Gemm")
@@ -334,50 +299,3 @@ def _gemm(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     fully_connected(c, x, x_shape, weights, target, out_shape, bias)
     if added is not None:
         c.add(OperationCode.ADD, [target, added, c.i32(FuseCode.NONE)], [output_of(c, node)])
-
-
-#: ONNX Resize (mode, coordinate transformation[, nearest mode]) → NNAPI's
-#: (align_corners, half_pixel_centers); anything else is refused, not approximated.
-_RESIZE_LINEAR = {
-    "asymmetric": (False, False),
-    "align_corners": (True, False),
-    "half_pixel": (False, True),
-}
-_RESIZE_NEAREST = {("asymmetric", "floor"): (False, False)}
-
-
-@maps("Resize")
-def _resize(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    """2-D NCHW resizes through NNAPI's layout flag; the output size is the inferred one."""
-    x, out = c.shape(node.input[0]), c.shape(node.output[0])
-    if len(x) != 4 or x[:2] != out[:2]:
-        raise Unsupported("a resize of other than the two spatial axes of a 4-D tensor")
-    mode = text(a.get("mode"), "nearest")
-    transform = text(a.get("coordinate_transformation_mode"), "half_pixel")
-    if (
-        a.get("antialias", 0)
-        or a.get("exclude_outside", 0)
-        or a.get("keep_aspect_ratio_policy", b"stretch") not in (b"stretch", "stretch")
-    ):
-        raise Unsupported("antialias, exclude_outside or an aspect-ratio policy")
-    if mode == "linear":
-        flags = _RESIZE_LINEAR.get(transform)
-        code = OperationCode.RESIZE_BILINEAR
-    elif mode == "nearest":
-        flags = _RESIZE_NEAREST.get((transform, text(a.get("nearest_mode"), "round_prefer_floor")))
-        code = OperationCode.RESIZE_NEAREST_NEIGHBOR
-    else:
-        flags = None
-    if flags is None:
-        raise Unsupported(f"mode {mode} with {transform} coordinates")
-    if c.dtype(node.input[0]) != np.float32:
-        raise Unsupported(f"{c.dtype(node.input[0])} images")
-    scales = node.input[2] if len(node.input) > 2 else ""
-    if scales and c.value(scales, "scales").size:
-        # ONNX maps coordinates with the scale itself; NNAPI with the size ratio.
-        factors = c.value(scales, "scales").astype(np.float64)[2:]
-        if any(abs(size * f - round(size * f)) > 1e-6 for size, f in zip(x[2:], factors)):
-            raise Unsupported("scales that do not give whole output sizes")
-    align, half = flags
-    inputs = [c.operand(node.input[0]), c.i32(out[3]), c.i32(out[2]), c.boolean(True)]
-    c.add(code, [*inputs, c.boolean(align), c.boolean(half)], [output_of(c, node)])

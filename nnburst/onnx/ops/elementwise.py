@@ -12,7 +12,7 @@ import onnx
 
 from ...codes import FuseCode, OperationCode
 from ..converter import Converter, Mapper, Unsupported, maps, operand_dtype
-from .building import apply, broadcast, filled, float_input, like, output_of, text
+from .building import apply, broadcast, erf, filled, float_input, like, output_of, text
 from .quantization import BYTES, cast_bytes
 
 
@@ -471,11 +471,18 @@ def _mish(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
 
 @maps("Gelu")
 def _gelu(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    """The tanh form, ½x(1 + tanh(√(2/π)(x + 0.044715x³))); the exact form needs
-    erf, which NNAPI lacks."""
-    if text(a.get("approximate"), "none") != "tanh":
-        raise Unsupported("the erf form (NNAPI has no erf)")
+    """The tanh form, ½x(1 + tanh(√(2/π)(x + 0.044715x³))); the exact form
+    ½x(1 + erf(x/√2)) through building.erf (NNAPI has no erf)."""
     name, shape = float_input(c, node)
+    if text(a.get("approximate"), "none") != "tanh":
+        f32, x = np.dtype(np.float32), c.operand(name)
+        scaled = apply(c, OperationCode.MUL, [x, like(c, name, 1 / np.sqrt(2))], f32, shape)
+        plus_one = apply(
+            c, OperationCode.ADD, [erf(c, scaled, shape), like(c, name, 1.0)], f32, shape
+        )
+        half = apply(c, OperationCode.MUL, [x, like(c, name, 0.5)], f32, shape)
+        apply(c, OperationCode.MUL, [half, plus_one], f32, shape, output_of(c, node))
+        return
     f32, x = np.dtype(np.float32), c.operand(name)
     square = apply(c, OperationCode.MUL, [x, x], f32, shape)
     cube = apply(c, OperationCode.MUL, [square, x], f32, shape)

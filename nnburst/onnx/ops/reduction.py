@@ -89,7 +89,22 @@ _REDUCTIONS = {
 
 @maps(*_REDUCTIONS)
 def _reduce(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-    _reduction(c, node, a, _REDUCTIONS[node.op_type], c.operand(node.input[0]), output_of(c, node))
+    code, x, out = _REDUCTIONS[node.op_type], c.operand(node.input[0]), output_of(c, node)
+    if node.op_type not in ("ReduceMax", "ReduceMin") or c.dtype(node.input[0]) != np.float32:
+        _reduction(c, node, a, code, x, out)
+        return
+    # NNAPI starts a float max (min) from the lowest (highest) finite value, so a slice
+    # of −∞ (+∞) alone would give that value; ONNX gives the infinity.
+    f32, boolean = np.dtype(np.float32), np.dtype(np.bool_)
+    infinity = -np.inf if node.op_type == "ReduceMax" else np.inf
+    shape, out_shape = c.shape(node.input[0]), c.shape(node.output[0]) or (1,)
+    extreme = c.temporary(f32, out_shape)
+    _reduction(c, node, a, code, x, extreme)
+    infinite = apply(c, OperationCode.EQUAL, [x, filled(c, f32, (1,), infinity)], boolean, shape)
+    only_infinite = c.temporary(boolean, out_shape)
+    _reduction(c, node, a, OperationCode.REDUCE_ALL, infinite, only_infinite)
+    inputs = [only_infinite, filled(c, f32, out_shape, infinity), extreme]
+    apply(c, OperationCode.SELECT, inputs, f32, out_shape, out)
 
 
 def _reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any], code: OperationCode,

@@ -62,6 +62,13 @@ def _pad(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     paddings = np.array([[pads[i], pads[i + rank]] for i in range(rank)], np.int32)
     if (paddings < 0).any():
         raise Unsupported("negative pads")
+    reflectable = all(int(p.max()) < n for p, n in zip(paddings, shape))
+    if mode == "reflect" and reflectable and c.dtype(node.input[0]).kind in "fi":
+        # NNAPI's MIRROR_PAD (feature level 6): REFLECT leaves the edge out as ONNX does
+        pads = c.constant(OperandCode.TENSOR_INT32, paddings, paddings.shape)
+        inputs = [c.operand(node.input[0]), pads, c.i32(0)]
+        c.add(OperationCode.MIRROR_PAD, inputs, [output_of(c, node)])
+        return
     if mode != "constant":
         _pad_by_gather(c, node, paddings, mode)
         return

@@ -3,6 +3,7 @@ resizing: the operators with a window or weights, and their bias operands."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -139,19 +140,64 @@ maps("RESIZE_NEAREST_NEIGHBOR")(_resize(OperationCode.RESIZE_NEAREST_NEIGHBOR))
 
 @maps("BATCH_MATMUL")
 def _batch_matmul(c: Converter, op: Operator) -> None:
-    """x @ W with a constant W (NNAPI 1.3 has no BATCH_MATMUL): FULLY_CONNECTED
-    over x's rows, between two RESHAPEs."""
+    """x @ W: FULLY_CONNECTED over x's rows (between two RESHAPEs) when W is one
+    constant float matrix (NNAPI 1.3, and the driver's bound fast path); any other
+    product NNAPI's BATCH_MATMUL (feature level 6) takes, with its adjoint flags."""
     o = op.options
+    adj_x, adj_y = (bool(o.AdjX()), bool(o.AdjY())) if o is not None else (False, False)
+    x, y, out = c.tensor(op.inputs[0]), c.tensor(op.inputs[1]), c.tensor(op.outputs[0])
+    try:
+        w: np.ndarray | None = c.values(op.inputs[1], "right-hand side")
+    except Unsupported:
+        w = None  # a computed right-hand side: BATCH_MATMUL
+    if (
+        w is not None
+        and not adj_x
+        and x.dtype == np.float32
+        and w.ndim >= 2
+        and all(d == 1 for d in w.shape[:-2])
+    ):
+        _matmul_as_fully_connected(c, op, w, adj_y)
+        return
+    if not adj_x and len(y.shape) >= 2 and all(d == 1 for d in y.shape[:-2]) and len(x.shape) > 2:
+        _matmul_of_rows(c, op, adj_y)  # one right-hand matrix: x's batches are rows
+        return
+    if len(x.shape) != len(y.shape) or not 2 <= len(x.shape) <= 4:
+        raise Unsupported(
+            f"a product of ranks {len(x.shape)} and {len(y.shape)} (BATCH_MATMUL: one rank, 2 to 4)"
+        )
+    if x.shape[:-2] != y.shape[:-2]:
+        raise Unsupported(f"batch dimensions that broadcast ({x.shape} by {y.shape})")
+    if x.dtype not in (np.float32, np.int8) or y.dtype != x.dtype or out.dtype != x.dtype:
+        raise Unsupported(f"a {x.dtype} by {y.dtype} product into {out.dtype}")
+    inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1]), c.boolean(adj_x), c.boolean(adj_y)]
+    c.add(OperationCode.BATCH_MATMUL, inputs, [c.operand(op.outputs[0])])
+
+
+def _matmul_of_rows(c: Converter, op: Operator, adj_y: bool) -> None:
+    """[..., M, K] @ one [K, N] matrix as a [rows, K] @ [K, N] BATCH_MATMUL."""
+    x, y, out = c.tensor(op.inputs[0]), c.tensor(op.inputs[1]), c.tensor(op.outputs[0])
+    if x.dtype not in (np.float32, np.int8) or y.dtype != x.dtype or out.dtype != x.dtype:
+        raise Unsupported(f"a {x.dtype} by {y.dtype} product into {out.dtype}")
+    rows, depth = int(np.prod(x.shape[:-1])), int(x.shape[-1])
+    matrix = (int(y.shape[-2]), int(y.shape[-1]))
+    flat_x = c.model.add_operand(dataclasses.replace(c.operand_type(x), dimensions=(rows, depth)))
+    flat_y = c.model.add_operand(dataclasses.replace(c.operand_type(y), dimensions=matrix))
+    flat_out = c.model.add_operand(
+        dataclasses.replace(c.operand_type(out), dimensions=(rows, int(out.shape[-1])))
+    )
+    c.add(OperationCode.RESHAPE, [c.operand(op.inputs[0]), c.ints((rows, depth))], [flat_x])
+    c.add(OperationCode.RESHAPE, [c.operand(op.inputs[1]), c.ints(matrix)], [flat_y])
+    c.add(
+        OperationCode.BATCH_MATMUL, [flat_x, flat_y, c.boolean(False), c.boolean(adj_y)], [flat_out]
+    )
+    c.add(OperationCode.RESHAPE, [flat_out, c.ints(out.shape)], [c.operand(op.outputs[0])])
+
+
+def _matmul_as_fully_connected(c: Converter, op: Operator, w: np.ndarray, adj_y: bool) -> None:
     x, out = c.tensor(op.inputs[0]), c.tensor(op.outputs[0])
-    if o is not None and o.AdjX():
-        raise Unsupported("adj_x")
-    w = c.values(op.inputs[1], "right-hand side (only a constant one maps to FULLY_CONNECTED)")
-    if w.ndim < 2 or any(d != 1 for d in w.shape[:-2]):
-        raise Unsupported("a right-hand side that is not one matrix")
     w2 = w.reshape(w.shape[-2], w.shape[-1])
-    weights = w2 if o is not None and o.AdjY() else w2.T  # FULLY_CONNECTED wants [units, depth]
-    if x.dtype != np.float32:
-        raise Unsupported(f"{x.dtype} operands")
+    weights = w2 if adj_y else w2.T  # FULLY_CONNECTED wants [units, depth]
     units, depth = int(weights.shape[0]), int(weights.shape[1])
     rows = int(np.prod(x.shape[:-1]))
     flat_x = c.model.add_operand(OperandType(OperandCode.TENSOR_FLOAT32, (rows, depth)))

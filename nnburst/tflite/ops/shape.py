@@ -1,13 +1,12 @@
 """Shape and layout: reshapes, concatenation, padding, transposes, slices,
-gathers, the depth/space and batch/space rearrangements, splits, PACK and
-TILE."""
+gathers, the depth/space and batch/space rearrangements, splits, PACK,
+MIRROR_PAD, REVERSE_V2 and TILE."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ...codes import OperandCode, OperationCode
-from ...model import OperandType
 from ..converter import Converter, Unsupported, constant_axes, maps
 from ..reader import Operator
 
@@ -136,21 +135,42 @@ def _split_v(c: Converter, op: Operator) -> None:
 
 @maps("PACK")
 def _pack(c: Converter, op: Operator) -> None:
-    """Each input reshaped to have the new axis, then one CONCATENATION."""
-    out = c.tensor(op.outputs[0])
-    axis = op.options.Axis() % len(out.shape)
-    pieces = []
-    for i in op.inputs:
-        t = c.tensor(i)
-        shape = (*t.shape[:axis], 1, *t.shape[axis:])
-        piece = c.model.add_operand(
-            OperandType(
-                c.operand_type(t).code, shape, c.operand_type(t).scale, c.operand_type(t).zero_point
-            )
+    """NNAPI's PACK (feature level 6): the axis first, then the tensors."""
+    axis = op.options.Axis() % len(c.tensor(op.outputs[0]).shape)
+    inputs = [c.i32(axis), *(c.operand(i) for i in op.inputs)]
+    c.add(OperationCode.PACK, inputs, [c.operand(op.outputs[0])])
+
+
+@maps("MIRROR_PAD")
+def _mirror_pad(c: Converter, op: Operator) -> None:
+    """NNAPI's MIRROR_PAD (feature level 6); both number REFLECT 0 and SYMMETRIC 1."""
+    paddings = c.values(op.inputs[1], "paddings").astype(np.int32)
+    mode = op.options.Mode() if op.options is not None else 0
+    inputs = [
+        c.operand(op.inputs[0]),
+        c.constant(OperandCode.TENSOR_INT32, paddings, paddings.shape),
+        c.i32(mode),
+    ]
+    c.add(OperationCode.MIRROR_PAD, inputs, [c.operand(op.outputs[0])])
+
+
+@maps("REVERSE_V2")
+def _reverse(c: Converter, op: Operator) -> None:
+    """NNAPI's REVERSE (feature level 6) takes one axis: one REVERSE per axis given."""
+    rank = len(c.tensor(op.inputs[0]).shape)
+    axes = constant_axes(c, op.inputs[1], rank)
+    x, out = c.operand(op.inputs[0]), c.operand(op.outputs[0])
+    if not axes:
+        raise Unsupported("REVERSE_V2 of no axis")
+    source = x
+    for n, axis in enumerate(axes):
+        target = (
+            out
+            if n == len(axes) - 1
+            else c.model.add_operand(c.operand_type(c.tensor(op.outputs[0])))
         )
-        c.add(OperationCode.RESHAPE, [c.operand(i), c.ints(shape)], [piece])
-        pieces.append(piece)
-    c.add(OperationCode.CONCATENATION, [*pieces, c.i32(axis)], [c.operand(op.outputs[0])])
+        c.add(OperationCode.REVERSE, [source, c.ints([axis])], [target])
+        source = target
 
 
 @maps("TILE")
