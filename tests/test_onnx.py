@@ -241,7 +241,7 @@ PASSING = [
     if line and not line.startswith("#")
 ]
 #: The count as a floor: the pinned tests pass, so at least this many do.
-MIN_PASSING = 1109  # regenerated below
+MIN_PASSING = 1133
 
 
 def test_the_pinned_node_tests_are_distinct_and_as_many_as_the_floor() -> None:

@@ -97,19 +97,26 @@ def _reduce(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
     # of −∞ (+∞) alone would give that value; ONNX gives the infinity.
     f32, boolean = np.dtype(np.float32), np.dtype(np.bool_)
     infinity = -np.inf if node.op_type == "ReduceMax" else np.inf
-    shape, out_shape = c.shape(node.input[0]), c.shape(node.output[0]) or (1,)
-    extreme = c.temporary(f32, out_shape)
-    _reduction(c, node, a, code, x, extreme)
+    shape = c.shape(node.input[0])
+    # At the kept dimensions throughout: NNAPI reshapes no booleans.
+    axes, kept = _axes(c, node, a), {**a, "keepdims": 1}
+    kept_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) or (1,)
+    extreme = c.temporary(f32, kept_shape)
+    _reduction(c, node, kept, code, x, extreme)
     infinite = apply(c, OperationCode.EQUAL, [x, filled(c, f32, (1,), infinity)], boolean, shape)
-    only_infinite = c.temporary(boolean, out_shape)
-    _reduction(c, node, a, OperationCode.REDUCE_ALL, infinite, only_infinite)
-    inputs = [only_infinite, filled(c, f32, out_shape, infinity), extreme]
-    apply(c, OperationCode.SELECT, inputs, f32, out_shape, out)
+    only_infinite = c.temporary(boolean, kept_shape)
+    _reduction(c, node, kept, OperationCode.REDUCE_ALL, infinite, only_infinite)
+    inputs = [only_infinite, filled(c, f32, kept_shape, infinity), extreme]
+    out_shape = c.shape(node.output[0]) or (1,)
+    if tuple(out_shape) == kept_shape:
+        apply(c, OperationCode.SELECT, inputs, f32, out_shape, out)
+        return
+    chosen = apply(c, OperationCode.SELECT, inputs, f32, kept_shape)
+    c.add(OperationCode.RESHAPE, [chosen, c.ints(list(out_shape))], [out])
 
 
-def _reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any], code: OperationCode,
-               source: int, out: int) -> None:  # fmt: skip
-    """``code`` over the node's axes (attribute or input) of ``source``, into ``out``."""
+def _axes(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> list[int]:
+    """The node's reduced axes (attribute or input), sorted; all of them when none is given."""
     rank = len(c.shape(node.input[0]))
     axes = a.get("axes")
     if axes is None and len(node.input) > 1 and node.input[1]:
@@ -118,7 +125,14 @@ def _reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any], code: Oper
         if a.get("noop_with_empty_axes", 0):
             raise Unsupported("noop_with_empty_axes")
         axes = list(range(rank))
-    axes = sorted({axis_index(x, rank) for x in axes})
+    return sorted({axis_index(x, rank) for x in axes})
+
+
+def _reduction(c: Converter, node: onnx.NodeProto, a: dict[str, Any], code: OperationCode,
+               source: int, out: int) -> None:  # fmt: skip
+    """``code`` over the node's axes (attribute or input) of ``source``, into ``out``."""
+    rank = len(c.shape(node.input[0]))
+    axes = _axes(c, node, a)
     keep = bool(a.get("keepdims", 1))
     target = out
     if not keep and len(axes) == rank:  # a scalar: keep the axes, then reshape to [1]
