@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bindings import fconv
 from ..._bindings.qconv import QuantConv, vector_path
 from ...codes import OperandCode, OperationCode, PaddingCode
 from ...errors import BadDataError
@@ -377,12 +378,66 @@ def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
         return None
     if not depthwise and filt.weights.shape[0] != depth_in * filt.filter_h * filt.filter_w:
         return None
+    if not quantized and not depthwise and float_route(filt, in_shape, plan.window) == "fconv":
+        return _packed_kernel(sig, state, filt, in_shape)
     blas = not depthwise and _pointwise(filt, plan.window) and _blas_wins(in_shape, filt)
     if quantized:
         return _quantized_kernel(sig, state, filt, in_shape, depthwise, blas)
     if blas:
         return _float_product_kernel(sig, state, filt, in_shape)
     return _float_kernel(sig, state, filt, in_shape, depthwise)
+
+
+#: The packed kernels' own overheads, measured per layer shape of the MediaPipe
+#: detectors and landmark models (bench/bench_fconv.py): a tile is 16 output
+#: channels, so a layer of 1-4 channels (a detector's score head) computes
+#: mostly zeros and BLAS or nnb_conv_f32 won it; and a tap of a few input
+#: channels (a first layer on RGB) is a few FMAs for a tap's worth of
+#: bookkeeping: nnb_conv_f32, which shares one tap's weights over its block
+#: of pixels, won palm_detection's 192x192x3 5x5 layer (1.9 ms against 2.6).
+#: Everywhere else the packed kernel won: 1.2-1.9x nnb_conv_f32, 1.0-1.4x
+#: BLAS with its numpy bias and clamp.
+FCONV_MIN_DEPTH_OUT = 5
+FCONV_MIN_DEPTH_IN = 4
+
+
+def float_route(filt: _Filter, in_shape: tuple[int, ...], win: Any) -> str:
+    """The route of a float32 CONV_2D of an NHWC input: ``"fconv"`` (the packed
+    kernel, csrc/fconv.c), ``"sgemm"`` (a 1x1 layer as one BLAS product, then
+    the bias and clamp) or ``"nnb_conv_f32"`` (kernels.c's loop)."""
+    if (
+        fconv.vector_path()
+        and filt.depth_out >= FCONV_MIN_DEPTH_OUT
+        and in_shape[3] >= FCONV_MIN_DEPTH_IN
+    ):
+        return "fconv"
+    return "sgemm" if _pointwise(filt, win) and _blas_wins(in_shape, filt) else "nnb_conv_f32"
+
+
+def _packed_kernel(
+    sig: OperationSignature, state: _State, filt: _Filter, in_shape: tuple[int, ...]
+) -> Kernel:
+    """The packed float32 kernel (_bindings/fconv.py): weights, bias and the fused
+    clamp packed once here, one pass over the input a run."""
+    assert state.plan is not None and state.plan.window is not None and state.bias is not None
+    bounds = FLOAT_ACTIVATION_BOUNDS[int(state.plan.values["fuse"])]
+    layer = fconv.FloatConv(
+        (in_shape[1], in_shape[2], in_shape[3]),
+        filt.weights[:, : filt.depth_out],
+        (filt.filter_h, filt.filter_w),
+        state.bias,
+        state.plan.window,
+        bounds,
+    )
+    batches = in_shape[0]
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x is not None and layer.fits(x) and x.shape[0] == batches:
+            return [layer(x)]
+        return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+
+    return kernel
 
 
 def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kernel | None:
