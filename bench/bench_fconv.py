@@ -1,10 +1,11 @@
 """The packed float32 convolution kernels (csrc/fconv.c), per layer shape.
 
-``python bench/bench_fconv.py MODEL.tflite ...``: every float32 CONV_2D shape
-of the models (their real weights, padding and fused activation), timed in
-turns on each fconv path and on the routes they compete with: nnb_conv_f32
-(kernels.c's loop, bias and clamp inside) and, for a 1x1 layer, numpy's
-BLAS sgemm then numpy's bias and clamp (conv.py's ``biased``).  Each cell
+``python bench/bench_fconv.py MODEL.tflite ...``: every float32 CONV_2D and
+DEPTHWISE_CONV_2D shape of the models (their real weights, padding and fused
+activation), timed in turns on each fconv path and on the routes they
+compete with: nnb_conv_f32 or nnb_depthwise_conv_f32 (kernels.c's loops,
+bias and clamp inside) and, for a 1x1 layer, numpy's BLAS sgemm then
+numpy's bias and clamp (conv.py's ``biased``).  Each cell
 is p50 us and GFLOP/s (2 a multiply-add, padding taps counted) against the
 machine's FMA peak: 2 FMA ports x 8 floats x 2 flops a cycle at the clock
 /proc/cpuinfo reports.  The last column is the route conv.py picks.
@@ -50,7 +51,8 @@ def peak_gflops() -> float:
 
 
 def model_layers(model: bytes) -> list[dict[str, Any]]:
-    """Every float32 CONV_2D the CPU driver prepares for ``model``, as conv.py holds it."""
+    """Every float32 CONV_2D and DEPTHWISE_CONV_2D (depth multiplier 1) the CPU
+    driver prepares for ``model``, as conv.py holds it."""
     cpu = next(d for d in get_devices() if d.name == "nnburst-reference")
     layers = []
     with tflite.Runner(tflite.load(model), cpu, cache_dir=None):
@@ -58,7 +60,13 @@ def model_layers(model: bytes) -> list[dict[str, Any]]:
             for step in sub._steps:
                 op = step[0]
                 state = op.state
-                if op.signature.code != OperationCode.CONV_2D or not isinstance(state, conv._State):
+                code = op.signature.code
+                if code not in (OperationCode.CONV_2D, OperationCode.DEPTHWISE_CONV_2D):
+                    continue
+                if not isinstance(state, conv._State):
+                    continue
+                depthwise = code == OperationCode.DEPTHWISE_CONV_2D
+                if depthwise and state.plan and state.plan.values["depth_multiplier"] != 1:
                     continue
                 filt = state.filter
                 if filt is None or filt.requant is not None or state.plan is None:
@@ -73,6 +81,7 @@ def model_layers(model: bytes) -> list[dict[str, Any]]:
                         "win": state.plan.window,
                         "bounds": FLOAT_ACTIVATION_BOUNDS[int(state.plan.values["fuse"])],
                         "fuse": int(state.plan.values["fuse"]),
+                        "depthwise": depthwise,
                     }
                 )
     return layers
@@ -81,14 +90,16 @@ def model_layers(model: bytes) -> list[dict[str, Any]]:
 def layer_calls(layer: dict[str, Any], x: np.ndarray) -> list[tuple[str, Callable[[], object]]]:
     filt, win, bias, bounds = layer["filter"], layer["win"], layer["bias"], layer["bounds"]
     hw = (filt.filter_h, filt.filter_w)
-    weights = filt.weights[:, : filt.depth_out]
+    depthwise = layer.get("depthwise", False)
+    weights = filt.weights[..., : filt.depth_out].reshape(-1, filt.depth_out)
     calls: list[tuple[str, Callable[[], object]]] = []
     for path in available_paths():
-        kernel = FloatConv(layer["in_hwc"], weights, hw, bias, win, bounds, path)
+        kernel = FloatConv(layer["in_hwc"], weights, hw, bias, win, bounds, path, depthwise)
         calls.append((PATH_NAMES[path], functools.partial(kernel, x)))
-    loop = ConvLoop(False, x.shape, filt.weights, hw, bias, win, *bounds)
-    calls.append(("nnb_conv_f32", functools.partial(loop, x)))
-    if conv._pointwise(filt, win):
+    loop = ConvLoop(depthwise, x.shape, filt.weights, hw, bias, win, *bounds)
+    calls.append(("nnb_depthwise_conv_f32" if depthwise else "nnb_conv_f32",
+                  functools.partial(loop, x)))  # fmt: skip
+    if not depthwise and conv._pointwise(filt, win):
         sums = conv._pointwise_sums(filt, x.shape)
         b = bias if bias.any() else None
         calls.append(("sgemm + numpy", lambda: biased(sums(x), b, layer["fuse"])))
@@ -134,7 +145,8 @@ def time_in_turns(calls: list[tuple[str, Callable[[], object]]], seconds: float)
 def label(layer: dict[str, Any]) -> str:
     h, w, c = layer["in_hwc"]
     filt, win = layer["filter"], layer["win"]
-    return (f"{h}x{w}x{c} -> {win.out_h}x{win.out_w}x{filt.depth_out}"
+    kind = "dw " if layer["depthwise"] else ""
+    return (f"{kind}{h}x{w}x{c} -> {win.out_h}x{win.out_w}x{filt.depth_out}"
             f" {filt.filter_h}x{filt.filter_w}/{win.stride_h}")  # fmt: skip
 
 
@@ -158,12 +170,18 @@ def main(argv: list[str]) -> None:
                 x = rng.uniform(-1, 1, (1, *layer["in_hwc"])).astype(np.float32)
                 calls = layer_calls(layer, x)
                 filt, win = layer["filter"], layer["win"]
-                flops = 2 * win.out_h * win.out_w * filt.depth_out * filt.weights.shape[0]
+                taps = filt.filter_h * filt.filter_w
+                depth_in = 1 if layer["depthwise"] else layer["in_hwc"][2]
+                flops = 2 * win.out_h * win.out_w * filt.depth_out * taps * depth_in
                 cells = []
                 for (call_name, _), us in zip(calls, time_in_turns(calls, args.seconds)):
                     gflops = flops / (us * 1000)
                     cells.append(f"{call_name} {us:7.1f} {gflops:5.1f} {100 * gflops / peak:3.0f}%")
-                choice = conv.float_route(filt, (1, *layer["in_hwc"]), win)
+                in_shape = (1, *layer["in_hwc"])
+                if layer["depthwise"]:
+                    choice = conv.depthwise_route(in_shape, win)
+                else:
+                    choice = conv.float_route(filt, in_shape, win)
                 print(f"  {name:<32} " + " | ".join(cells) + f" | -> {choice}")
 
 

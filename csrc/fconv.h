@@ -54,6 +54,23 @@ int nnb_fconv_pack(const struct nnb_fconv *layer, const float *weights, const fl
 int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t packed_bytes,
                   const float *in, int64_t batches, float *out, void *scratch,
                   int64_t scratch_bytes, int path);
+/* Depthwise convolution, depth multiplier 1 (in_c == out_c): out[b, y, x, c]
+ * = clamp(bias[c] + sum over i, j of in[b, y*stride_h + i*dilation_h -
+ * pad_top, x*stride_w + j*dilation_w - pad_left, c] * weights[i*filter_w +
+ * j, c], lo, hi); weights [filter_h*filter_w, out_c].  A run copies each
+ * image once into its scratch with the padding and the channels rounded up
+ * to 8 around it, so that no tap checks a bound; filters 3 and 5 wide with
+ * stride 1 or 2 and dilation 1 (MobileNet's) then keep 8 output pixels x 8
+ * channels in registers and load each input vector of a row once for all
+ * the taps and pixels that read it.  Other shapes run a plain loop.
+ * Functions as their nnb_fconv_ counterparts. */
+int64_t nnb_fdwconv_packed_bytes(const struct nnb_fconv *layer);
+int64_t nnb_fdwconv_scratch_bytes(const struct nnb_fconv *layer);
+int nnb_fdwconv_pack(const struct nnb_fconv *layer, const float *weights, const float *bias,
+                     void *packed, int64_t packed_bytes);
+int nnb_fdwconv_run(const struct nnb_fconv *layer, const void *packed, int64_t packed_bytes,
+                    const float *in, int64_t batches, float *out, void *scratch,
+                    int64_t scratch_bytes, int path);
 /* cffi cdef end */
 
 #endif /* NNBURST_FCONV_H */

@@ -295,6 +295,23 @@ class _Lib:
         scratch_bytes: int,
         path: int,
     ) -> int: ...
+    def nnb_fdwconv_packed_bytes(self, layer: CData) -> int: ...
+    def nnb_fdwconv_scratch_bytes(self, layer: CData) -> int: ...
+    def nnb_fdwconv_pack(
+        self, layer: CData, weights: CData, bias: CData, packed: CData, packed_bytes: int
+    ) -> int: ...
+    def nnb_fdwconv_run(
+        self,
+        layer: CData,
+        packed: CData,
+        packed_bytes: int,
+        in_: CData,
+        batches: int,
+        out: CData,
+        scratch: CData,
+        scratch_bytes: int,
+        path: int,
+    ) -> int: ...
 
 ffi: _FFI
 lib: _Lib

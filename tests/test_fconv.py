@@ -192,3 +192,81 @@ def test_float_route_keeps_narrow_layers_off_the_packed_kernel() -> None:
     assert conv.float_route(head, (1, 8, 8, 96), win) != "fconv"
     assert conv.float_route(first, (1, 8, 8, 3), win) == "nnb_conv_f32"
     assert conv.float_route(wide, (1, 8, 8, 96), win) == ("fconv" if vector_path() else "sgemm")
+
+
+def random_depthwise(rng: np.random.Generator) -> dict[str, Any]:
+    """A depthwise layer, mostly of the shapes the register loop takes."""
+    common = rng.random() < 0.75
+    fh = fw = int(rng.choice([3, 5])) if common else int(rng.integers(1, 6))
+    s = int(rng.integers(1, 3))
+    d = 1 if common else int(rng.integers(1, 3))
+    h, w = int(rng.integers(1 + (fh - 1) * d, 14)), int(rng.integers(1 + (fw - 1) * d, 22))
+    c = int(rng.integers(1, 40))
+    top, bottom, left, right = (int(v) for v in rng.integers(0, 3, 4))
+    out_h = (h + top + bottom - (fh - 1) * d - 1) // s + 1
+    out_w = (w + left + right - (fw - 1) * d - 1) // s + 1
+    win = Window2D(top, bottom, left, right, s, s, d, d, out_h, out_w)
+    quarters = lambda shape: (rng.integers(-12, 13, shape) / 4).astype(np.float32)  # noqa: E731
+    bounds = FLOAT_ACTIVATION_BOUNDS[int(rng.choice(list(FLOAT_ACTIVATION_BOUNDS)))]
+    return {"x": quarters((int(rng.integers(1, 3)), h, w, c)), "weights": quarters((fh * fw, c)),
+            "filter_hw": (fh, fw), "bias": quarters((c,)), "win": win, "bounds": bounds}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("seed", range(40))
+def test_depthwise_matches_numpy_exactly(path: int, seed: int) -> None:
+    case = random_depthwise(np.random.default_rng(300 + seed))
+    x, weights, (fh, fw) = case["x"], case["weights"], case["filter_hw"]
+    c = x.shape[3]
+    layer = FloatConv(x.shape[1:], weights, (fh, fw), case["bias"], case["win"], case["bounds"],
+                      path, depthwise=True)  # fmt: skip
+    got = layer(x)
+    # each channel alone is a convolution of one input channel to one output
+    for ch in range(c):
+        one = reference(x[..., ch : ch + 1], weights[:, ch : ch + 1], (fh, fw),
+                        case["bias"][ch : ch + 1], case["win"], case["bounds"])  # fmt: skip
+        np.testing.assert_array_equal(got[..., ch : ch + 1], one)
+
+
+def _depthwise_model(rng: np.random.Generator, c: int, fh: int, stride: int) -> Any:
+    x_info = OperandInfo(T.TENSOR_FLOAT32, (1, 13, 17, c))
+    w_info = OperandInfo(T.TENSOR_FLOAT32, (1, fh, fh, c))
+    b_info = OperandInfo(T.TENSOR_FLOAT32, (c,))
+    w = rng.standard_normal((1, fh, fh, c)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    out = OperandInfo(T.TENSOR_FLOAT32, (1, -(-13 // stride), -(-17 // stride), c))
+    ins = [x_info, (w_info, w), (b_info, b), _scalar(PaddingCode.SAME), _scalar(stride),
+           _scalar(stride), _scalar(1), _scalar(FuseCode.RELU6)]  # fmt: skip
+    return model(Op.DEPTHWISE_CONV_2D, ins, [out])
+
+
+@pytest.mark.skipif(not vector_path(), reason="the operation binds the kernel on a vector path")
+@pytest.mark.parametrize(("c", "fh"), [(24, 3), (37, 5), (8, 3)])
+def test_depthwise_conv_2d_runs_the_packed_kernel_and_matches_the_old_route(
+    c: int, fh: int
+) -> None:
+    rng = np.random.default_rng(c)
+    hal_model = _depthwise_model(rng, c, fh, 1)
+    x = rng.standard_normal((1, 13, 17, c)).astype(np.float32)
+    calls = []
+    original = FloatConv.__call__
+
+    def counted(self: FloatConv, value: np.ndarray) -> np.ndarray:
+        calls.append(value.shape)
+        return original(self, value)
+
+    with mock.patch.object(FloatConv, "__call__", counted):
+        (got,) = PreparedModel(hal_model).run([x])
+    assert len(calls) == 1
+    with mock.patch.object(conv, "depthwise_route", return_value="nnb_depthwise_conv_f32"):
+        (want,) = PreparedModel(hal_model).run([x])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_route_keeps_strided_and_wide_layers_on_kernels_c() -> None:
+    one = Window2D(1, 1, 1, 1, 1, 1, 1, 1, 8, 8)
+    two = Window2D(1, 1, 1, 1, 2, 2, 1, 1, 4, 4)
+    packed = "fdwconv" if vector_path() else "nnb_depthwise_conv_f32"
+    assert conv.depthwise_route((1, 8, 8, 64), one) == packed
+    assert conv.depthwise_route((1, 8, 8, 64), two) == "nnb_depthwise_conv_f32"
+    assert conv.depthwise_route((1, 8, 8, 256), one) == "nnb_depthwise_conv_f32"

@@ -6,7 +6,8 @@
  * multiples of 1/4 of at most a few units, so every sum is exact in
  * float32 whatever the order or the FMA: each output must equal a direct
  * loop written here exactly.  A NaN input must come out NaN through the
- * clamp.  Usage: test_fconv [LAYERS]. */
+ * clamp.  Then depthwise layers (nnb_fdwconv_*) the same way.  Usage:
+ * test_fconv [LAYERS]. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -114,6 +115,84 @@ static int check_layer(unsigned seed) {
     return failures;
 }
 
+/* A depthwise layer: mostly the register loop's shapes (3 or 5 wide,
+ * stride 1 or 2, dilation 1), some others. */
+static int check_depthwise_layer(unsigned seed) {
+    srand(seed);
+    struct nnb_fconv c = {0};
+    const int common = rand() % 4 != 0;
+    c.in_h = between(1, 12), c.in_w = between(1, 20), c.in_c = between(1, 37);
+    c.out_c = c.in_c;
+    c.filter_w = common ? (rand() % 2 ? 3 : 5) : between(1, 5);
+    c.filter_h = common ? c.filter_w : between(1, 5);
+    c.stride_h = c.stride_w = between(1, 2);
+    if (!common) c.stride_h = between(1, 2);
+    c.dilation_h = c.dilation_w = common ? 1 : between(1, 2);
+    c.pad_top = between(0, 2), c.pad_left = between(0, 2);
+    c.out_h = between(1, 8), c.out_w = between(1, 19);
+    c.lo = rand() % 2 ? -INFINITY : (float)between(-4, 0);
+    c.hi = rand() % 2 ? INFINITY : (float)between(0, 6);
+    const int64_t batches = between(1, 3), n = c.out_c, taps = c.filter_h * c.filter_w;
+    const int64_t in_count = batches * c.in_h * c.in_w * c.in_c;
+    const int64_t out_count = batches * c.out_h * c.out_w * n;
+    float *weights = malloc(sizeof(float) * (size_t)(taps * n));
+    float *bias = malloc(sizeof(float) * (size_t)n);
+    float *in = malloc(sizeof(float) * (size_t)in_count);
+    float *expected = malloc(sizeof(float) * (size_t)out_count);
+    float *out = malloc(sizeof(float) * (size_t)out_count);
+    for (int64_t i = 0; i < taps * n; i++) weights[i] = quarter();
+    for (int64_t i = 0; i < n; i++) bias[i] = quarter();
+    for (int64_t i = 0; i < in_count; i++) in[i] = quarter();
+    if (rand() % 3 == 0) in[between(0, in_count - 1)] = NAN;
+    for (int64_t b = 0, o = 0; b < batches; b++)
+        for (int64_t y = 0; y < c.out_h; y++)
+            for (int64_t x = 0; x < c.out_w; x++)
+                for (int64_t ch = 0; ch < n; ch++, o++) {
+                    double total = bias[ch];
+                    for (int64_t i = 0; i < c.filter_h; i++)
+                        for (int64_t j = 0; j < c.filter_w; j++) {
+                            const int64_t iy = y * c.stride_h + i * c.dilation_h - c.pad_top;
+                            const int64_t ix = x * c.stride_w + j * c.dilation_w - c.pad_left;
+                            if (iy < 0 || iy >= c.in_h || ix < 0 || ix >= c.in_w) continue;
+                            total += (double)in[((b * c.in_h + iy) * c.in_w + ix) * n + ch] *
+                                     weights[(i * c.filter_w + j) * n + ch];
+                        }
+                    const float v = (float)total;
+                    expected[o] = v < c.lo ? c.lo : v > c.hi ? c.hi : v;
+                }
+    const int64_t packed_bytes = nnb_fdwconv_packed_bytes(&c);
+    const int64_t scratch_bytes = nnb_fdwconv_scratch_bytes(&c);
+    int failures = packed_bytes <= 0 || scratch_bytes <= 0;
+    void *packed = malloc(failures ? 1 : (size_t)packed_bytes);
+    void *scratch = malloc(failures ? 1 : (size_t)scratch_bytes);
+    if (!failures && nnb_fdwconv_pack(&c, weights, bias, packed, packed_bytes) != 0) failures++;
+    for (int path = NNB_FCONV_PORTABLE; path <= NNB_FCONV_AVX2 && !failures; path++) {
+        if (nnb_fconv_path(path) != path) continue;
+        memset(out, 0x7f, sizeof(float) * (size_t)out_count);
+        memset(scratch, 0x55, (size_t)scratch_bytes);
+        if (nnb_fdwconv_run(&c, packed, packed_bytes, in, batches, out, scratch, scratch_bytes,
+                            path) != 0) {
+            failures++;
+            break;
+        }
+        for (int64_t i = 0; i < out_count; i++)
+            if (isnan(expected[i]) ? !isnan(out[i]) : out[i] != expected[i]) {
+                fprintf(stderr,
+                        "depthwise seed %u path %d: out[%lld] = %g, expected %g (in %lldx%lldx%lld "
+                        "filter %lldx%lld/%lld out %lldx%lld)\n",
+                        seed, path, (long long)i, out[i], expected[i], (long long)c.in_h,
+                        (long long)c.in_w, (long long)n, (long long)c.filter_h,
+                        (long long)c.filter_w, (long long)c.stride_w, (long long)c.out_h,
+                        (long long)c.out_w);
+                failures++;
+                break;
+            }
+    }
+    if (failures && packed_bytes <= 0) fprintf(stderr, "depthwise seed %u: sizes\n", seed);
+    free(weights), free(bias), free(in), free(expected), free(out), free(packed), free(scratch);
+    return failures;
+}
+
 static int check_refusals(void) {
     struct nnb_fconv c = {3, 3, 4, 3, 3, 1, 1, 1, 1, 1, 1, 3, 3, 5, 0.0f, 6.0f};
     const int64_t packed_bytes = nnb_fconv_packed_bytes(&c);
@@ -144,8 +223,12 @@ int main(int argc, char **argv) {
     const int layers = argc > 1 ? atoi(argv[1]) : 500;
     int failures = check_refusals();
     for (int i = 0; i < layers && failures < 5; i++) failures += check_layer((unsigned)i + 1);
-    printf("fconv: %d layers, paths portable%s: %s\n", layers,
-           nnb_fconv_path(NNB_FCONV_AVX2) == NNB_FCONV_AVX2 ? " avx2" : "",
+    for (int i = 0; i < layers && failures < 5; i++)
+        failures += check_depthwise_layer((unsigned)i + 1);
+    struct nnb_fconv mixed = {3, 3, 4, 3, 3, 1, 1, 1, 1, 1, 1, 3, 3, 5, 0.0f, 6.0f};
+    failures += nnb_fdwconv_packed_bytes(&mixed) != -EINVAL; /* in_c != out_c */
+    printf("fconv: %d layers and %d depthwise, paths portable%s: %s\n", layers,
+           layers, nnb_fconv_path(NNB_FCONV_AVX2) == NNB_FCONV_AVX2 ? " avx2" : "",
            failures ? "FAILED" : "ok");
     return failures != 0;
 }

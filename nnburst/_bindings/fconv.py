@@ -1,11 +1,13 @@
-"""Float32 CONV_2D and FULLY_CONNECTED on the packed micro-kernels of ``csrc/fconv.c``.
+"""Float32 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED on the packed kernels of ``csrc/fconv.c``.
 
 The weights, bias and fused clamp of a layer are packed once, when its model
 is prepared (:class:`FloatConv`), into the 16-channel panels the kernel
 reads; a run checks the input and calls C, which reads the input in place,
 keeps 6 pixels x 16 channels of sums in registers over every tap and clamps
 them as it stores them: no im2col copy, no separate pass for the bias or
-the activation.  Whether a layer runs here or on BLAS is the caller's
+the activation.  A depthwise layer (depth multiplier 1) is copied an image
+at a time into a padded scratch, and 8 output pixels x 8 channels share
+each input vector a row loads.  Whether a layer runs here or on BLAS is the caller's
 choice (``cpu/ops/conv.py`` measures per shape).
 """
 
@@ -62,7 +64,16 @@ class FloatConv:
     Safe to call from several threads: each call has its own scratch.
     """
 
-    __slots__ = ("in_hwc", "out_hwc", "_layer", "_packed", "_packed_pointer", "_scratch", "_path")
+    __slots__ = (
+        "in_hwc",
+        "out_hwc",
+        "_layer",
+        "_packed",
+        "_packed_pointer",
+        "_scratch",
+        "_path",
+        "_run",
+    )
 
     def __init__(
         self,
@@ -73,8 +84,10 @@ class FloatConv:
         win: Any | None,
         bounds: tuple[float, float],
         path: int = PATH_BEST,
+        depthwise: bool = False,
     ) -> None:
-        """``weights`` [FH*FW*C, O] (rows in (i, j, c) order), ``bias`` [O];
+        """``weights`` [FH*FW*C, O] (rows in (i, j, c) order), or [FH*FW, C] for a
+        ``depthwise`` layer (depth multiplier 1), ``bias`` [O];
         ``win`` (a ``Window2D``) None for a fully connected layer; ``bounds``
         the fused activation's clamp."""
         in_h, in_w, in_c = in_hwc
@@ -85,7 +98,7 @@ class FloatConv:
             geometry = dict(_ONE_PIXEL)
         else:
             geometry = {name: int(getattr(win, name)) for name in _WINDOW_FIELDS}
-        k = filter_hw[0] * filter_hw[1] * in_c
+        k = filter_hw[0] * filter_hw[1] * (1 if depthwise else in_c)
         if weights.shape != (k, depth_out):
             raise BadDataError(f"float conv weights {weights.shape} for {k} -> {depth_out}")
         self.in_hwc = (in_h, in_w, in_c)
@@ -104,14 +117,21 @@ class FloatConv:
                 "hi": float(bounds[1]),
             },
         )
-        size = lib.nnb_fconv_packed_bytes(self._layer)
-        scratch = lib.nnb_fconv_scratch_bytes(self._layer)
+        packed_bytes, scratch_bytes, pack, self._run = (
+            (lib.nnb_fdwconv_packed_bytes, lib.nnb_fdwconv_scratch_bytes,
+             lib.nnb_fdwconv_pack, lib.nnb_fdwconv_run)
+            if depthwise
+            else (lib.nnb_fconv_packed_bytes, lib.nnb_fconv_scratch_bytes,
+                  lib.nnb_fconv_pack, lib.nnb_fconv_run)
+        )  # fmt: skip
+        size = packed_bytes(self._layer)
+        scratch = scratch_bytes(self._layer)
         if size < 0 or scratch < 0:
             raise _error(int(min(size, scratch)), "float conv")
         w = np.ascontiguousarray(weights, dtype=np.float32)
         b = np.ascontiguousarray(bias, dtype=np.float32)
         self._packed = np.empty(size // 4, np.float32)
-        rc = lib.nnb_fconv_pack(
+        rc = pack(
             self._layer,
             ffi.from_buffer("float[]", w),
             ffi.from_buffer("float[]", b),
@@ -143,7 +163,7 @@ class FloatConv:
         if out.size == 0:
             return out
         scratch = np.empty(-(-self._scratch // 8), np.int64)  # pointer-aligned
-        rc = lib.nnb_fconv_run(
+        rc = self._run(
             self._layer,
             self._packed_pointer,
             self._packed.nbytes,
