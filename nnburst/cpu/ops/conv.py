@@ -27,9 +27,10 @@ panels the kernel reads, sums in registers, bias and fused clamp in the
 same pass (1.2-1.9x the loops above, 1.0-1.4x BLAS and its numpy epilogue).
 
 A quantized layer bound at prepare time (constant filter, known shapes,
-NHWC, depth multiplier 1) runs the int32 C kernels of ``_bindings/qconv.py``
-instead: exact int32 sums and the requantization in one pass, 2-4x the
-float route; a layer whose sums could leave int32 keeps the float route.
+NHWC; a depth multiplier above 1 on its input's channels repeated) runs
+the int32 C kernels of ``_bindings/qconv.py`` instead: exact int32 sums
+and the requantization in one pass, 2-4x the float route; a layer whose
+sums could leave int32 keeps the float route.
 
 TRANSPOSE_CONV_2D and GROUPED_CONV_2D (NNAPI 1.2) take the same filter layout
 and quantization (per-channel filter scales included), with multipliers formed
@@ -487,13 +488,18 @@ def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kern
         return None
     depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
     weights = filt.weights[..., : filt.depth_out]
+    multiplier = int(plan.values["depth_multiplier"]) if depthwise else 1
     if depthwise:
-        if plan.values["depth_multiplier"] != 1 or in_shape[3] != filt.depth_out:
+        if multiplier < 1 or in_shape[3] * multiplier != filt.depth_out:
             return None
         weights = weights.reshape(-1, filt.depth_out)  # [FH*FW, C]
+    # A depth multiplier m > 1: output channel c*m + k reads input channel c, so
+    # the input with each channel repeated m times is a multiplier-1 layer's
+    # (one copy of 8-bit data, where the float route copied and widened it).
+    layer_in = (*in_shape[1:3], in_shape[3] * multiplier)
     try:
         layer = QuantConv(
-            in_shape[1:],
+            layer_in,
             weights,
             (filt.filter_h, filt.filter_w),
             state.bias,
@@ -513,7 +519,13 @@ def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kern
             return [layer(x)]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return kernel
+    def repeating_kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if type(x) is np.ndarray and x.shape == in_shape and x.dtype == inp.dtype:
+            return [layer(np.repeat(x, multiplier, axis=3))]
+        return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+
+    return kernel if multiplier == 1 else repeating_kernel
 
 
 def _float_kernel(
