@@ -270,3 +270,18 @@ def test_depthwise_route_keeps_strided_and_wide_layers_on_kernels_c() -> None:
     assert conv.depthwise_route((1, 8, 8, 64), one) == packed
     assert conv.depthwise_route((1, 8, 8, 64), two) == "nnb_depthwise_conv_f32"
     assert conv.depthwise_route((1, 8, 8, 256), one) == "nnb_depthwise_conv_f32"
+    narrow = Window2D(1, 1, 1, 1, 1, 1, 1, 1, 4, 4)
+    assert conv.depthwise_route((1, 4, 4, 64), narrow) == "nnb_depthwise_conv_f32"
+
+
+def test_float_route_keeps_a_few_pixels_off_the_packed_kernel() -> None:
+    filt = conv._Filter(np.zeros((512, 224), np.float32), 2, 2, 213, None)
+    one_pixel = Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 1)
+    four = Window2D(0, 0, 0, 0, 1, 1, 1, 1, 2, 2)
+    assert conv.float_route(filt, (1, 2, 2, 128), one_pixel) == "nnb_conv_f32"
+    assert conv.float_route(filt, (4, 2, 2, 128), one_pixel) == (
+        "fconv" if vector_path() else "nnb_conv_f32"
+    )
+    assert conv.float_route(filt, (1, 3, 3, 128), four) == (
+        "fconv" if vector_path() else "nnb_conv_f32"
+    )

@@ -404,10 +404,12 @@ def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
 #: channels (a first layer on RGB) is a few FMAs for a tap's worth of
 #: bookkeeping: nnb_conv_f32, which shares one tap's weights over its block
 #: of pixels, won palm_detection's 192x192x3 5x5 layer (1.9 ms against 2.6).
-#: Everywhere else the packed kernel won: 1.2-1.9x nnb_conv_f32, 1.0-1.4x
-#: BLAS with its numpy bias and clamp.
+#: A layer of under 4 output pixels (iris_landmark's 2x2 -> 1x1 heads) fills
+#: few of a tile's 6 rows.  Everywhere else the packed kernel won: 1.2-1.9x
+#: nnb_conv_f32, 1.0-1.4x BLAS with its numpy bias and clamp.
 FCONV_MIN_DEPTH_OUT = 5
 FCONV_MIN_DEPTH_IN = 4
+FCONV_MIN_PIXELS = 4
 
 
 def float_route(filt: _Filter, in_shape: tuple[int, ...], win: Any) -> str:
@@ -418,6 +420,7 @@ def float_route(filt: _Filter, in_shape: tuple[int, ...], win: Any) -> str:
         fconv.vector_path()
         and filt.depth_out >= FCONV_MIN_DEPTH_OUT
         and in_shape[3] >= FCONV_MIN_DEPTH_IN
+        and in_shape[0] * win.out_h * win.out_w >= FCONV_MIN_PIXELS
     ):
         return "fconv"
     return "sgemm" if _pointwise(filt, win) and _blas_wins(in_shape, filt) else "nnb_conv_f32"
@@ -427,8 +430,11 @@ def float_route(filt: _Filter, in_shape: tuple[int, ...], win: Any) -> str:
 #: to 96 channels: 1.3-1.8x nnb_depthwise_conv_f32 on face_detection's and
 #: palm_detection's 3x3 and 5x5 layers.  Its padded copy of each image costs
 #: a stride 2 layer 4 input pixels an output (0.55-0.75x), and its 8-channel
-#: groups lost to the 16-channel tiles of kernels.c at 128 channels and up.
+#: groups lost to the 16-channel tiles of kernels.c at 128 channels and up,
+#: and on rows under 8 pixels (iris_landmark's 4x4 and 2x2) the copy costs
+#: more than the loop saves.
 FDWCONV_MAX_DEPTH = 96
+FDWCONV_MIN_WIDTH = 8
 
 
 def depthwise_route(in_shape: tuple[int, ...], win: Any) -> str:
@@ -438,6 +444,7 @@ def depthwise_route(in_shape: tuple[int, ...], win: Any) -> str:
         fconv.vector_path()
         and win.stride_h == win.stride_w == 1
         and in_shape[3] <= FDWCONV_MAX_DEPTH
+        and win.out_w >= FDWCONV_MIN_WIDTH
     ):
         return "fdwconv"
     return "nnb_depthwise_conv_f32"
