@@ -10,6 +10,11 @@ is p50 us and GFLOP/s (2 a multiply-add, padding taps counted) against the
 machine's FMA peak: 2 FMA ports x 8 floats x 2 flops a cycle at the clock
 /proc/cpuinfo reports.  The last column is the route conv.py picks.
 
+``python bench/bench_fconv.py --models MODEL.tflite ...``: each model's whole
+run with the packed kernels switched off while it is prepared (before) and
+on (after), in one process, calls alternating one by one (a paired ratio
+per pair of calls, the machine's load shared), outputs checked close first.
+
 One thread throughout (BLAS limited to one, as LiteRT).  The machine these
 ran on is shared: read the ratios, taken in turns, more than the times.
 """
@@ -25,6 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import threadpoolctl
@@ -150,11 +156,55 @@ def label(layer: dict[str, Any]) -> str:
             f" {filt.filter_h}x{filt.filter_w}/{win.stride_h}")  # fmt: skip
 
 
+def old_float_route(filt: Any, in_shape: tuple[int, ...], win: Any) -> str:
+    """conv.float_route without the packed kernel: the route before it."""
+    return (
+        "sgemm"
+        if conv._pointwise(filt, win) and conv._blas_wins(in_shape, filt)
+        else "nnb_conv_f32"
+    )
+
+
+def bench_models(models: list[Path], seconds: float) -> None:
+    cpu = next(d for d in get_devices() if d.name == "nnburst-reference")
+    rng = np.random.default_rng(0)
+    print("model: us p50 before (kernels.c / BLAS) and after (packed kernels), paired ratio")
+    for path in models:
+        loaded = tflite.load(path.read_bytes())
+        inputs = [rng.uniform(-1, 1, i.shape).astype(i.dtype) for i in loaded.inputs]
+        with (
+            mock.patch.object(conv, "float_route", old_float_route),
+            mock.patch.object(conv, "depthwise_route", return_value="nnb_depthwise_conv_f32"),
+        ):
+            before = tflite.Runner(loaded, cpu, cache_dir=None)
+        after = tflite.Runner(loaded, cpu, cache_dir=None)
+        with before, after:
+            for got, want in zip(after(*inputs), before(*inputs)):
+                np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+            pairs: list[tuple[int, int]] = []
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                start = time.perf_counter_ns()
+                before(*inputs)
+                middle = time.perf_counter_ns()
+                after(*inputs)
+                pairs.append((middle - start, time.perf_counter_ns() - middle))
+        times = np.array(pairs) / 1000
+        ratio = float(np.median(times[:, 1] / times[:, 0]))
+        print(f"  {path.name:<36} {np.median(times[:, 0]):9.0f} {np.median(times[:, 1]):9.0f}"
+              f"   x{ratio:.2f} ({len(pairs)} pairs)")  # fmt: skip
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+", type=Path)
-    parser.add_argument("--seconds", type=float, default=1.0, help="per layer (default 1)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="per layer or model")
+    parser.add_argument("--models", dest="whole", action="store_true", help="whole models")
     args = parser.parse_args(argv)
+    if args.whole:
+        with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+            bench_models(args.models, args.seconds)
+        return
     peak = peak_gflops()
     print(f"FMA peak (32 flops a cycle at /proc/cpuinfo's clock): {peak:.0f} GFLOP/s")
     rng = np.random.default_rng(0)
