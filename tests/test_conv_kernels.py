@@ -808,9 +808,7 @@ def test_a_pointwise_conv_blas_runs_best_runs_a_bound_kernel():
     ]
     out = OperandInfo(T.TENSOR_FLOAT32, (1, 8, 8, 40))
     bound, unbound = _bound_and_unbound(Op.CONV_2D, ins, out, x)
-    # bound: the packed kernel where the CPU has one (csrc/fconv.c), whose FMAs
-    # round once where BLAS may round twice; unbound: BLAS
-    np.testing.assert_allclose(bound, unbound, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(bound, unbound)
     want = np.maximum(x.astype(np.float64).reshape(64, 96) @ w.reshape(40, 96).T + b, 0)
     np.testing.assert_allclose(bound[0].reshape(64, 40), want, rtol=1e-5, atol=1e-5)
 

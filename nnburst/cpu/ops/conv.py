@@ -262,6 +262,18 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     zero_point = inp.zero_point if filt.requant is not None else 0
     if depthwise and mult > 1:  # output channel c·mult + m reads input channel c
         x = np.repeat(x, mult, axis=3)
+    packed = _packed_route(filt, x, win, depthwise and mult == 1)
+    if packed is not None:  # the layer the bound kernel runs, packed for this call
+        layer = fconv.FloatConv(
+            x.shape[1:],
+            packed,
+            (filt.filter_h, filt.filter_w),
+            bias,
+            win,
+            FLOAT_ACTIVATION_BOUNDS[fuse],
+            depthwise=depthwise,
+        )
+        return [from_nhwc(layer(np.ascontiguousarray(x)), nchw)]
     if not depthwise and _pointwise(filt, win) and _blas_wins(x.shape, filt):
         # A matrix product as it stands, and no im2col copy to save.
         rows = np.subtract(x, zero_point, dtype=filt.weights.dtype) if zero_point else x
@@ -292,6 +304,22 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     acc = acc.reshape(x.shape[0], win.out_h, win.out_w, filt.depth_out)
     result = conv_output(acc, bias, filt.requant, out, fuse, state.bounds)
     return [from_nhwc(result, nchw)]
+
+
+def _packed_route(
+    filt: _Filter, x: np.ndarray, win: Any, multiplier_one: bool
+) -> np.ndarray | None:
+    """The weights as the packed kernels take them when ``_bind`` would run this
+    float32 layer on one (so that a bound and an unbound run compute alike),
+    else None."""
+    if filt.requant is not None or filt.weights.dtype != np.float32 or x.dtype != np.float32:
+        return None
+    weights = filt.weights[..., : filt.depth_out]
+    if filt.weights.ndim == 3:  # depthwise: [fh, fw, depth]
+        if not multiplier_one or depthwise_route(x.shape, win) != "fdwconv":
+            return None
+        return weights.reshape(-1, filt.depth_out)
+    return weights if float_route(filt, x.shape, win) == "fconv" else None
 
 
 def _pointwise(filt: _Filter, win: Any) -> bool:
