@@ -20,10 +20,17 @@ than im2col and OpenBLAS's matmul on a 3x3 layer of a small CNN;
 DEPTHWISE_CONV_2D is no matrix product at all.  float64 sums keep the
 im2col matmul and einsum.
 
+A float32 layer bound at prepare time (constant filter, known shapes) runs
+the packed kernels of ``_bindings/fconv.py`` where ``float_route`` or
+``depthwise_route`` picks them per shape: weights packed once into the
+panels the kernel reads, sums in registers, bias and fused clamp in the
+same pass (1.2-1.9x the loops above, 1.0-1.4x BLAS and its numpy epilogue).
+
 A quantized layer bound at prepare time (constant filter, known shapes,
-NHWC, depth multiplier 1) runs the int32 C kernels of ``_bindings/qconv.py``
-instead: exact int32 sums and the requantization in one pass, 2-4x the
-float route; a layer whose sums could leave int32 keeps the float route.
+NHWC; a depth multiplier above 1 on its input's channels repeated) runs
+the int32 C kernels of ``_bindings/qconv.py`` instead: exact int32 sums
+and the requantization in one pass, 2-4x the float route; a layer whose
+sums could leave int32 keeps the float route.
 
 TRANSPOSE_CONV_2D and GROUPED_CONV_2D (NNAPI 1.2) take the same filter layout
 and quantization (per-channel filter scales included), with multipliers formed
@@ -43,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bindings import fconv
 from ..._bindings.qconv import QuantConv, vector_path
 from ...codes import OperandCode, OperationCode, PaddingCode
 from ...errors import BadDataError
@@ -254,6 +262,18 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     zero_point = inp.zero_point if filt.requant is not None else 0
     if depthwise and mult > 1:  # output channel c·mult + m reads input channel c
         x = np.repeat(x, mult, axis=3)
+    packed = _packed_route(filt, x, win, depthwise and mult == 1)
+    if packed is not None:  # the layer the bound kernel runs, packed for this call
+        layer = fconv.FloatConv(
+            x.shape[1:],
+            packed,
+            (filt.filter_h, filt.filter_w),
+            bias,
+            win,
+            FLOAT_ACTIVATION_BOUNDS[fuse],
+            depthwise=depthwise,
+        )
+        return [from_nhwc(layer(np.ascontiguousarray(x)), nchw)]
     if not depthwise and _pointwise(filt, win) and _blas_wins(x.shape, filt):
         # A matrix product as it stands, and no im2col copy to save.
         rows = np.subtract(x, zero_point, dtype=filt.weights.dtype) if zero_point else x
@@ -284,6 +304,22 @@ def _execute(ctx: ExecutionContext) -> list[np.ndarray]:
     acc = acc.reshape(x.shape[0], win.out_h, win.out_w, filt.depth_out)
     result = conv_output(acc, bias, filt.requant, out, fuse, state.bounds)
     return [from_nhwc(result, nchw)]
+
+
+def _packed_route(
+    filt: _Filter, x: np.ndarray, win: Any, multiplier_one: bool
+) -> np.ndarray | None:
+    """The weights as the packed kernels take them when ``_bind`` would run this
+    float32 layer on one (so that a bound and an unbound run compute alike),
+    else None."""
+    if filt.requant is not None or filt.weights.dtype != np.float32 or x.dtype != np.float32:
+        return None
+    weights = filt.weights[..., : filt.depth_out]
+    if filt.weights.ndim == 3:  # depthwise: [fh, fw, depth]
+        if not multiplier_one or depthwise_route(x.shape, win) != "fdwconv":
+            return None
+        return weights.reshape(-1, filt.depth_out)
+    return weights if float_route(filt, x.shape, win) == "fconv" else None
 
 
 def _pointwise(filt: _Filter, win: Any) -> bool:
@@ -377,12 +413,103 @@ def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
         return None
     if not depthwise and filt.weights.shape[0] != depth_in * filt.filter_h * filt.filter_w:
         return None
+    if not quantized and not depthwise and float_route(filt, in_shape, plan.window) == "fconv":
+        return _packed_kernel(sig, state, filt, in_shape, depthwise=False)
+    if not quantized and depthwise and depthwise_route(in_shape, plan.window) == "fdwconv":
+        return _packed_kernel(sig, state, filt, in_shape, depthwise=True)
     blas = not depthwise and _pointwise(filt, plan.window) and _blas_wins(in_shape, filt)
     if quantized:
         return _quantized_kernel(sig, state, filt, in_shape, depthwise, blas)
     if blas:
         return _float_product_kernel(sig, state, filt, in_shape)
     return _float_kernel(sig, state, filt, in_shape, depthwise)
+
+
+#: The packed kernels' own overheads, measured per layer shape of the MediaPipe
+#: detectors and landmark models (bench/bench_fconv.py): a tile is 16 output
+#: channels, so a layer of 1-4 channels (a detector's score head) computes
+#: mostly zeros and BLAS or nnb_conv_f32 won it; and a tap of a few input
+#: channels (a first layer on RGB) is a few FMAs for a tap's worth of
+#: bookkeeping: nnb_conv_f32, which shares one tap's weights over its block
+#: of pixels, won palm_detection's 192x192x3 5x5 layer (1.9 ms against 2.6).
+#: A layer of under 4 output pixels (iris_landmark's 2x2 -> 1x1 heads) fills
+#: few of a tile's 6 rows.  Everywhere else the packed kernel won: 1.2-1.9x
+#: nnb_conv_f32, 1.0-1.4x BLAS with its numpy bias and clamp.
+FCONV_MIN_DEPTH_OUT = 5
+FCONV_MIN_DEPTH_IN = 4
+FCONV_MIN_PIXELS = 4
+
+
+def float_route(filt: _Filter, in_shape: tuple[int, ...], win: Any) -> str:
+    """The route of a float32 CONV_2D of an NHWC input: ``"fconv"`` (the packed
+    kernel, csrc/fconv.c), ``"sgemm"`` (a 1x1 layer as one BLAS product, then
+    the bias and clamp) or ``"nnb_conv_f32"`` (kernels.c's loop)."""
+    if (
+        fconv.vector_path()
+        and filt.depth_out >= FCONV_MIN_DEPTH_OUT
+        and in_shape[3] >= FCONV_MIN_DEPTH_IN
+        and in_shape[0] * win.out_h * win.out_w >= FCONV_MIN_PIXELS
+    ):
+        return "fconv"
+    return "sgemm" if _pointwise(filt, win) and _blas_wins(in_shape, filt) else "nnb_conv_f32"
+
+
+#: Depthwise layers the packed kernel won (bench/bench_fconv.py): stride 1, up
+#: to 96 channels: 1.3-1.8x nnb_depthwise_conv_f32 on face_detection's and
+#: palm_detection's 3x3 and 5x5 layers.  Its padded copy of each image costs
+#: a stride 2 layer 4 input pixels an output (0.55-0.75x), and its 8-channel
+#: groups lost to the 16-channel tiles of kernels.c at 128 channels and up,
+#: and on rows under 8 pixels (iris_landmark's 4x4 and 2x2) the copy costs
+#: more than the loop saves.
+FDWCONV_MAX_DEPTH = 96
+FDWCONV_MIN_WIDTH = 8
+
+
+def depthwise_route(in_shape: tuple[int, ...], win: Any) -> str:
+    """The route of a float32 DEPTHWISE_CONV_2D (depth multiplier 1) of an NHWC
+    input: ``"fdwconv"`` (csrc/fconv.c) or ``"nnb_depthwise_conv_f32"`` (kernels.c)."""
+    if (
+        fconv.vector_path()
+        and win.stride_h == win.stride_w == 1
+        and in_shape[3] <= FDWCONV_MAX_DEPTH
+        and win.out_w >= FDWCONV_MIN_WIDTH
+    ):
+        return "fdwconv"
+    return "nnb_depthwise_conv_f32"
+
+
+def _packed_kernel(
+    sig: OperationSignature,
+    state: _State,
+    filt: _Filter,
+    in_shape: tuple[int, ...],
+    depthwise: bool,
+) -> Kernel:
+    """The packed float32 kernel (_bindings/fconv.py): weights, bias and the fused
+    clamp packed once here, one pass over the input a run."""
+    assert state.plan is not None and state.plan.window is not None and state.bias is not None
+    bounds = FLOAT_ACTIVATION_BOUNDS[int(state.plan.values["fuse"])]
+    weights = filt.weights[..., : filt.depth_out]
+    if depthwise:  # [fh, fw, depth] -> [fh*fw, depth]
+        weights = weights.reshape(-1, filt.depth_out)
+    layer = fconv.FloatConv(
+        (in_shape[1], in_shape[2], in_shape[3]),
+        weights,
+        (filt.filter_h, filt.filter_w),
+        state.bias,
+        state.plan.window,
+        bounds,
+        depthwise=depthwise,
+    )
+    batches = in_shape[0]
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if x is not None and layer.fits(x) and x.shape[0] == batches:
+            return [layer(x)]
+        return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+
+    return kernel
 
 
 def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kernel | None:
@@ -396,13 +523,18 @@ def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kern
         return None
     depthwise = sig.code == OperationCode.DEPTHWISE_CONV_2D
     weights = filt.weights[..., : filt.depth_out]
+    multiplier = int(plan.values["depth_multiplier"]) if depthwise else 1
     if depthwise:
-        if plan.values["depth_multiplier"] != 1 or in_shape[3] != filt.depth_out:
+        if multiplier < 1 or in_shape[3] * multiplier != filt.depth_out:
             return None
         weights = weights.reshape(-1, filt.depth_out)  # [FH*FW, C]
+    # A depth multiplier m > 1: output channel c*m + k reads input channel c, so
+    # the input with each channel repeated m times is a multiplier-1 layer's
+    # (one copy of 8-bit data, where the float route copied and widened it).
+    layer_in = (*in_shape[1:3], in_shape[3] * multiplier)
     try:
         layer = QuantConv(
-            in_shape[1:],
+            layer_in,
             weights,
             (filt.filter_h, filt.filter_w),
             state.bias,
@@ -422,7 +554,13 @@ def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kern
             return [layer(x)]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return kernel
+    def repeating_kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x = inputs[0]
+        if type(x) is np.ndarray and x.shape == in_shape and x.dtype == inp.dtype:
+            return [layer(np.repeat(x, multiplier, axis=3))]
+        return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
+
+    return kernel if multiplier == 1 else repeating_kernel
 
 
 def _float_kernel(

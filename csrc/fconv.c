@@ -1,0 +1,512 @@
+/* Float32 convolution and fully connected layers on packed weights (fconv.h).
+ *
+ * Why: kernels.c's nnb_conv_f32 reads the weights as a [K, cols] matrix
+ * (each tap's 16-channel row 4*cols bytes from the next) and keeps a block
+ * of 4 pixels x 16 channels on AVX2: 8 sums, 2 weight loads and 4
+ * broadcasts for every 8 FMAs.  A 1x1 layer went to BLAS, then a numpy
+ * pass for the bias and another for the clamp.  Here the weights are
+ * packed once into panels of 16 channels read front to back, a tile keeps
+ * 6 pixels x 16 channels (12 of AVX2's 16 registers: 12 FMAs for 2 weight
+ * loads and 6 broadcasts), the bias is the sums' first value and the clamp
+ * happens on the way out.
+ *
+ * How (an indirect matrix product): output pixels are taken MR at a time,
+ * in order across rows and images.  For each tap of each of those pixels a
+ * table holds where its in_c input values start: the input pixel, or a row
+ * of zeros for a tap in the padding, so the micro-kernel never checks a
+ * bound; a 1x1 layer and a fully connected one are the case of one tap.
+ * The micro-kernel then runs every tap's in_c values against one panel:
+ *   panel t = bias[16], then weights[K][16] (K = taps * in_c),
+ * channels first(t) .. first(t) + 15, where first(t) = 16 t except that a
+ * last tile past out_c ends at out_c instead (it overlaps the tile before,
+ * whose channels it computes again to the same values), so that every
+ * store is a whole vector; only a layer under 16 channels stores part of
+ * one (its panel padded with zeros).
+ *
+ * Paths: portable C (the fallback and what the AVX2 kernel is tested
+ * against) and AVX2 with FMA, chosen at run time by __builtin_cpu_supports
+ * (kernels.c's ifunc clones pick the same way).  Both read one layout.
+ * The FMAs round once per product where the portable path (without
+ * contraction) rounds twice: the two agree to float32 rounding, not bit for
+ * bit, as BLAS and the reference do. */
+
+#include "fconv.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MR 6  /* output pixels a tile */
+#define NR 16 /* output channels a tile */
+#define LIMIT ((int64_t)1 << 30)
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FCONV_X86 1
+#include <immintrin.h>
+#define TARGET_AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+/* Sizes of a valid layer: taps, K, tiles.  0 for a layer that makes no
+ * sense or whose sizes could overflow. */
+struct sizes {
+    int64_t taps, k, tiles;
+};
+
+static int layer_sizes(const struct nnb_fconv *c, struct sizes *s) {
+    if (c == NULL || !(c->lo <= c->hi)) return 0; /* a NaN bound too */
+    const int64_t dims[] = {c->in_h,       c->in_w,     c->in_c,     c->filter_h,
+                            c->filter_w,   c->stride_h, c->stride_w, c->dilation_h,
+                            c->dilation_w, c->out_h,    c->out_w,    c->out_c};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i] < 1 || dims[i] > LIMIT) return 0;
+    if (c->pad_top < 0 || c->pad_top > LIMIT || c->pad_left < 0 || c->pad_left > LIMIT) return 0;
+    /* Each product below stays under 2^62: every factor is at most 2^30 and
+     * the pairs are checked before the third factor. */
+    if (c->in_h > LIMIT / c->in_w || c->in_h * c->in_w > LIMIT / c->in_c) return 0;
+    if (c->out_h > LIMIT / c->out_w || c->out_h * c->out_w > LIMIT / c->out_c) return 0;
+    if (c->filter_h > LIMIT / c->filter_w || c->filter_h * c->filter_w > LIMIT / c->in_c) return 0;
+    s->taps = c->filter_h * c->filter_w;
+    s->k = s->taps * c->in_c;
+    s->tiles = (c->out_c + NR - 1) / NR;
+    if (s->tiles > (LIMIT >> 2) / (s->k + 1)) return 0; /* the packed floats */
+    return 1;
+}
+
+int64_t nnb_fconv_packed_bytes(const struct nnb_fconv *layer) {
+    struct sizes s;
+    if (!layer_sizes(layer, &s)) return -EINVAL;
+    return (int64_t)sizeof(float) * s.tiles * NR * (1 + s.k);
+}
+
+int64_t nnb_fconv_scratch_bytes(const struct nnb_fconv *layer) {
+    struct sizes s;
+    if (!layer_sizes(layer, &s)) return -EINVAL;
+    /* the table of MR pointers a tap, then the row of zeros */
+    return (int64_t)sizeof(const float *) * MR * s.taps + (int64_t)sizeof(float) * layer->in_c;
+}
+
+/* Tile t's first output channel (see the top of this file). */
+static int64_t first_channel(const struct nnb_fconv *c, int64_t t) {
+    const int64_t first = t * NR;
+    return c->out_c >= NR && first + NR > c->out_c ? c->out_c - NR : first;
+}
+
+int nnb_fconv_pack(const struct nnb_fconv *layer, const float *weights, const float *bias,
+                   void *packed, int64_t packed_bytes) {
+    struct sizes s;
+    if (!layer_sizes(layer, &s) || weights == NULL || bias == NULL || packed == NULL ||
+        (uintptr_t)packed % sizeof(float) || packed_bytes != nnb_fconv_packed_bytes(layer))
+        return -EINVAL;
+    const int64_t n = layer->out_c;
+    const int64_t channels = n < NR ? n : NR;
+    float *p = packed;
+    memset(p, 0, (size_t)packed_bytes);
+    for (int64_t t = 0; t < s.tiles; t++) {
+        const int64_t first = first_channel(layer, t);
+        float *panel = p + t * NR * (1 + s.k);
+        memcpy(panel, bias + first, (size_t)channels * sizeof(float));
+        for (int64_t r = 0; r < s.k; r++)
+            memcpy(panel + NR * (1 + r), weights + r * n + first,
+                   (size_t)channels * sizeof(float));
+    }
+    return 0;
+}
+
+/* One tile: `used` (1..MR) pixels, whose tap k values start at
+ * table[k * MR + m] (the pixels past `used` repeat a used one), times one
+ * panel, clamped into out (rows `stride` floats apart), `channels` (1..NR)
+ * of them. */
+typedef void tile_fn(const float *const *table, int64_t taps, int64_t in_c, const float *panel,
+                     float lo, float hi, float *out, int64_t stride, int used, int channels);
+
+static void tile_portable(const float *const *table, int64_t taps, int64_t in_c,
+                          const float *panel, float lo, float hi, float *out, int64_t stride,
+                          int used, int channels) {
+    float acc[MR][NR];
+    for (int m = 0; m < MR; m++) memcpy(acc[m], panel, sizeof acc[m]);
+    const float *w = panel + NR;
+    for (int64_t k = 0; k < taps; k++, table += MR)
+        for (int64_t c = 0; c < in_c; c++, w += NR)
+            for (int m = 0; m < MR; m++) {
+                const float a = table[m][c];
+                for (int n = 0; n < NR; n++) acc[m][n] += a * w[n];
+            }
+    for (int m = 0; m < used; m++)
+        for (int n = 0; n < channels; n++) {
+            const float v = acc[m][n]; /* a NaN fails both tests and stays */
+            out[m * stride + n] = v < lo ? lo : v > hi ? hi : v;
+        }
+}
+
+#ifdef FCONV_X86
+/* vmaxps and vminps return their second operand when either is NaN: with
+ * the bound first, a NaN sum stays NaN. */
+TARGET_AVX2 static void tile_avx2(const float *const *table, int64_t taps, int64_t in_c,
+                                  const float *panel, float lo, float hi, float *out,
+                                  int64_t stride, int used, int channels) {
+    const __m256 bias0 = _mm256_loadu_ps(panel), bias1 = _mm256_loadu_ps(panel + 8);
+    __m256 c00 = bias0, c01 = bias1, c10 = bias0, c11 = bias1, c20 = bias0, c21 = bias1;
+    __m256 c30 = bias0, c31 = bias1, c40 = bias0, c41 = bias1, c50 = bias0, c51 = bias1;
+    const float *w = panel + NR;
+    for (int64_t k = 0; k < taps; k++, table += MR) {
+        const float *a0 = table[0], *a1 = table[1], *a2 = table[2];
+        const float *a3 = table[3], *a4 = table[4], *a5 = table[5];
+        for (int64_t c = 0; c < in_c; c++, w += NR) {
+            const __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8);
+            __m256 v = _mm256_broadcast_ss(a0 + c);
+            c00 = _mm256_fmadd_ps(v, w0, c00), c01 = _mm256_fmadd_ps(v, w1, c01);
+            v = _mm256_broadcast_ss(a1 + c);
+            c10 = _mm256_fmadd_ps(v, w0, c10), c11 = _mm256_fmadd_ps(v, w1, c11);
+            v = _mm256_broadcast_ss(a2 + c);
+            c20 = _mm256_fmadd_ps(v, w0, c20), c21 = _mm256_fmadd_ps(v, w1, c21);
+            v = _mm256_broadcast_ss(a3 + c);
+            c30 = _mm256_fmadd_ps(v, w0, c30), c31 = _mm256_fmadd_ps(v, w1, c31);
+            v = _mm256_broadcast_ss(a4 + c);
+            c40 = _mm256_fmadd_ps(v, w0, c40), c41 = _mm256_fmadd_ps(v, w1, c41);
+            v = _mm256_broadcast_ss(a5 + c);
+            c50 = _mm256_fmadd_ps(v, w0, c50), c51 = _mm256_fmadd_ps(v, w1, c51);
+        }
+    }
+    const __m256 low = _mm256_set1_ps(lo), high = _mm256_set1_ps(hi);
+    __m256 rows[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    if (channels == NR) {
+        for (int m = 0; m < used; m++, out += stride) {
+            _mm256_storeu_ps(out, _mm256_min_ps(high, _mm256_max_ps(low, rows[m][0])));
+            _mm256_storeu_ps(out + 8, _mm256_min_ps(high, _mm256_max_ps(low, rows[m][1])));
+        }
+        return;
+    }
+    /* A layer of under 16 channels: lane i stored where i < channels. */
+    const __m256i lane0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i lane1 = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256i count = _mm256_set1_epi32(channels);
+    const __m256i mask0 = _mm256_cmpgt_epi32(count, lane0);
+    const __m256i mask1 = _mm256_cmpgt_epi32(count, lane1);
+    for (int m = 0; m < used; m++, out += stride) {
+        _mm256_maskstore_ps(out, mask0, _mm256_min_ps(high, _mm256_max_ps(low, rows[m][0])));
+        _mm256_maskstore_ps(out + 8, mask1, _mm256_min_ps(high, _mm256_max_ps(low, rows[m][1])));
+    }
+}
+#endif
+
+/* Every output pixel, MR at a time: their table of tap sources, then each
+ * tile. */
+static void run_layer(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
+                      const float *in, int64_t pixels, float *out, const float **table,
+                      const float *zeros, tile_fn *tile) {
+    const int64_t in_c = c->in_c, out_c = c->out_c;
+    const int channels = out_c < NR ? (int)out_c : NR;
+    int64_t b = 0, y = 0, x = 0; /* the next pixel's, counted (no division a pixel) */
+    for (int64_t p = 0; p < pixels; p += MR) {
+        const int used = pixels - p < MR ? (int)(pixels - p) : MR;
+        for (int m = 0; m < used; m++) {
+            const float *image = in + b * c->in_h * c->in_w * in_c;
+            const int64_t top = y * c->stride_h - c->pad_top;
+            const int64_t left = x * c->stride_w - c->pad_left;
+            for (int64_t i = 0, k = 0; i < c->filter_h; i++) {
+                const int64_t in_y = top + i * c->dilation_h;
+                const int row_inside = in_y >= 0 && in_y < c->in_h;
+                for (int64_t j = 0; j < c->filter_w; j++, k++) {
+                    const int64_t in_x = left + j * c->dilation_w;
+                    table[k * MR + m] = row_inside && in_x >= 0 && in_x < c->in_w
+                                            ? image + (in_y * c->in_w + in_x) * in_c
+                                            : zeros;
+                }
+            }
+            if (++x == c->out_w) {
+                x = 0;
+                if (++y == c->out_h) y = 0, b++;
+            }
+        }
+        for (int m = used; m < MR; m++) /* a short last block repeats its last pixel */
+            for (int64_t k = 0; k < s->taps; k++) table[k * MR + m] = table[k * MR + used - 1];
+        for (int64_t t = 0; t < s->tiles; t++)
+            tile(table, s->taps, in_c, packed + t * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + first_channel(c, t), out_c, used, channels);
+    }
+}
+
+int nnb_fconv_path(int path) {
+#ifdef FCONV_X86
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    const int avx2 = 0;
+#endif
+    if (path == NNB_FCONV_BEST) return avx2 ? NNB_FCONV_AVX2 : NNB_FCONV_PORTABLE;
+    if (path == NNB_FCONV_PORTABLE || (path == NNB_FCONV_AVX2 && avx2)) return path;
+    return -ENOTSUP;
+}
+
+int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t packed_bytes,
+                  const float *in, int64_t batches, float *out, void *scratch,
+                  int64_t scratch_bytes, int path) {
+    struct sizes s;
+    if (!layer_sizes(layer, &s) || packed == NULL || in == NULL || out == NULL ||
+        scratch == NULL || (uintptr_t)packed % sizeof(float) ||
+        (uintptr_t)scratch % sizeof(const float *) ||
+        packed_bytes != nnb_fconv_packed_bytes(layer) ||
+        scratch_bytes < nnb_fconv_scratch_bytes(layer) || batches < 0 ||
+        (batches > 0 && batches > LIMIT / (layer->in_h * layer->in_w * layer->in_c)) ||
+        (batches > 0 && batches > LIMIT / (layer->out_h * layer->out_w * layer->out_c)))
+        return -EINVAL;
+    const int chosen = nnb_fconv_path(path);
+    if (chosen < 0) return chosen;
+    const float **table = scratch;
+    float *zeros = (float *)(table + MR * s.taps);
+    memset(zeros, 0, (size_t)layer->in_c * sizeof(float));
+    const int64_t pixels = batches * layer->out_h * layer->out_w;
+    tile_fn *tile = tile_portable;
+#ifdef FCONV_X86
+    if (chosen == NNB_FCONV_AVX2) tile = tile_avx2;
+#endif
+    run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile);
+    return 0;
+}
+
+/* Depthwise convolution (fconv.h).  Every output channel reads only its own
+ * input channel, so there is no product to share across channels; what a
+ * tile can share is the input: along a row, the 8 output pixels of a block
+ * read overlapping windows, so each input vector is loaded once and
+ * multiplied by the weight of every tap that reads it (for a 5-wide filter
+ * at stride 1: 12 loads for 40 FMAs, where a load per FMA was the bound).
+ * The input is first copied, an image at a time, into the scratch with its
+ * padding written as zeros and its channels rounded up to 8 (zeros), so the
+ * loop reads whole vectors and checks nothing.  The packed layout: per
+ * group of 8 channels, bias[8], then weights[taps][8]. */
+
+#define DW_LANES 8  /* channels a vector */
+#define DW_PIXELS 8 /* output pixels a block */
+
+/* Sizes of a valid depthwise layer: the padded copy's rows, columns and
+ * channels, the taps. */
+struct dw_sizes {
+    int64_t rows, cols, channels, taps;
+};
+
+static int dw_layer_sizes(const struct nnb_fconv *c, struct dw_sizes *d) {
+    struct sizes s;
+    if (!layer_sizes(c, &s) || c->in_c != c->out_c) return 0;
+    /* rows and columns the windows reach, each below 2^31 (all factors at
+     * most 2^30 but checked products) */
+    if (c->out_h - 1 > LIMIT / c->stride_h || c->filter_h - 1 > LIMIT / c->dilation_h) return 0;
+    if (c->out_w - 1 > LIMIT / c->stride_w || c->filter_w - 1 > LIMIT / c->dilation_w) return 0;
+    d->rows = (c->out_h - 1) * c->stride_h + (c->filter_h - 1) * c->dilation_h + 1;
+    d->cols = (c->out_w - 1) * c->stride_w + (c->filter_w - 1) * c->dilation_w + 1;
+    d->channels = (c->out_c + DW_LANES - 1) / DW_LANES * DW_LANES;
+    d->taps = s.taps;
+    if (d->rows > LIMIT / d->cols || d->rows * d->cols > (LIMIT >> 2) / d->channels) return 0;
+    if (d->channels / DW_LANES > (LIMIT >> 2) / (d->taps + 1) / DW_LANES) return 0;
+    return 1;
+}
+
+int64_t nnb_fdwconv_packed_bytes(const struct nnb_fconv *layer) {
+    struct dw_sizes d;
+    if (!dw_layer_sizes(layer, &d)) return -EINVAL;
+    return (int64_t)sizeof(float) * d.channels * (1 + d.taps);
+}
+
+int64_t nnb_fdwconv_scratch_bytes(const struct nnb_fconv *layer) {
+    struct dw_sizes d;
+    if (!dw_layer_sizes(layer, &d)) return -EINVAL;
+    return (int64_t)sizeof(float) * d.rows * d.cols * d.channels;
+}
+
+int nnb_fdwconv_pack(const struct nnb_fconv *layer, const float *weights, const float *bias,
+                     void *packed, int64_t packed_bytes) {
+    struct dw_sizes d;
+    if (!dw_layer_sizes(layer, &d) || weights == NULL || bias == NULL || packed == NULL ||
+        (uintptr_t)packed % sizeof(float) || packed_bytes != nnb_fdwconv_packed_bytes(layer))
+        return -EINVAL;
+    const int64_t n = layer->out_c;
+    float *p = packed;
+    memset(p, 0, (size_t)packed_bytes);
+    for (int64_t g = 0; g < d.channels / DW_LANES; g++) {
+        float *group = p + g * DW_LANES * (1 + d.taps);
+        const int64_t first = g * DW_LANES;
+        const int64_t count = n - first < DW_LANES ? n - first : DW_LANES;
+        memcpy(group, bias + first, (size_t)count * sizeof(float));
+        for (int64_t k = 0; k < d.taps; k++)
+            memcpy(group + DW_LANES * (1 + k), weights + k * n + first,
+                   (size_t)count * sizeof(float));
+    }
+    return 0;
+}
+
+/* An image of in, padded, into copy [rows][cols][channels]: each row its
+ * zeros on the left, the input's pixels (one copy when the channels need no
+ * rounding up), its zeros on the right; every float written once. */
+static void dw_pad_image(const struct nnb_fconv *c, const struct dw_sizes *d, const float *image,
+                         float *copy) {
+    const int64_t ch = d->channels, row_floats = d->cols * ch;
+    /* the input's columns in the copy: [left, right) */
+    const int64_t left = c->pad_left < d->cols ? c->pad_left : d->cols;
+    const int64_t right = c->pad_left + c->in_w < d->cols ? c->pad_left + c->in_w : d->cols;
+    for (int64_t r = 0; r < d->rows; r++) {
+        float *row = copy + r * row_floats;
+        const int64_t in_y = r - c->pad_top;
+        if (in_y < 0 || in_y >= c->in_h || right <= left) {
+            memset(row, 0, (size_t)row_floats * sizeof(float));
+            continue;
+        }
+        const float *source = image + in_y * c->in_w * c->in_c;
+        memset(row, 0, (size_t)(left * ch) * sizeof(float));
+        if (ch == c->in_c) {
+            memcpy(row + left * ch, source, (size_t)((right - left) * ch) * sizeof(float));
+        } else {
+            for (int64_t q = left; q < right; q++) {
+                memcpy(row + q * ch, source + (q - left) * c->in_c,
+                       (size_t)c->in_c * sizeof(float));
+                memset(row + q * ch + c->in_c, 0, (size_t)(ch - c->in_c) * sizeof(float));
+            }
+        }
+        memset(row + right * ch, 0, (size_t)((d->cols - right) * ch) * sizeof(float));
+    }
+}
+
+/* The plain loop over the padded copy: every shape, and the oracle. */
+static void dw_image_portable(const struct nnb_fconv *c, const struct dw_sizes *d,
+                              const float *packed, const float *copy, float *out) {
+    for (int64_t y = 0; y < c->out_h; y++)
+        for (int64_t x = 0; x < c->out_w; x++, out += c->out_c)
+            for (int64_t ch = 0; ch < c->out_c; ch++) {
+                const float *group = packed + ch / DW_LANES * DW_LANES * (1 + d->taps);
+                const int64_t lane = ch % DW_LANES;
+                float total = group[lane];
+                for (int64_t i = 0, k = 0; i < c->filter_h; i++)
+                    for (int64_t j = 0; j < c->filter_w; j++, k++) {
+                        const int64_t r = y * c->stride_h + i * c->dilation_h;
+                        const int64_t q = x * c->stride_w + j * c->dilation_w;
+                        total += copy[(r * d->cols + q) * d->channels + ch] *
+                                 group[DW_LANES * (1 + k) + lane];
+                    }
+                out[ch] = total < c->lo ? c->lo : total > c->hi ? c->hi : total;
+            }
+}
+
+#ifdef FCONV_X86
+/* PIXELS output pixels from column x of row y, channels 8g..8g+7: every
+ * input column q of the block's span loaded once, times the weight of each
+ * (pixel p, tap j) with q = p * STRIDE + j.  PIXELS, STRIDE and WIDTH (the
+ * filter's) are constants at every call, so the sums and the row's WIDTH
+ * weights stay in registers and the tests below fold away. */
+TARGET_AVX2 static inline __attribute__((always_inline)) void dw_block_avx2(
+    const struct nnb_fconv *c, const struct dw_sizes *d, const float *group, const float *copy,
+    float *out, int64_t y, int64_t x, int64_t g, __m256i mask, int whole, const int PIXELS,
+    const int STRIDE, const int WIDTH) {
+    __m256 acc[DW_PIXELS];
+    const __m256 bias = _mm256_loadu_ps(group);
+#pragma GCC unroll 8
+    for (int p = 0; p < PIXELS; p++) acc[p] = bias;
+    for (int64_t i = 0; i < c->filter_h; i++) {
+        const float *row = copy + ((y * STRIDE + i) * d->cols + x * STRIDE) * d->channels +
+                           g * DW_LANES;
+        const float *w = group + DW_LANES * (1 + i * WIDTH);
+        __m256 weight[5];
+#pragma GCC unroll 5
+        for (int j = 0; j < WIDTH; j++) weight[j] = _mm256_loadu_ps(w + j * DW_LANES);
+#pragma GCC unroll 24
+        for (int q = 0; q < (PIXELS - 1) * STRIDE + WIDTH; q++) {
+            const __m256 v = _mm256_loadu_ps(row + q * d->channels);
+#pragma GCC unroll 8
+            for (int p = 0; p < PIXELS; p++) {
+                const int j = q - p * STRIDE;
+                if (j >= 0 && j < WIDTH) acc[p] = _mm256_fmadd_ps(v, weight[j], acc[p]);
+            }
+        }
+    }
+    const __m256 low = _mm256_set1_ps(c->lo), high = _mm256_set1_ps(c->hi);
+#pragma GCC unroll 8
+    for (int p = 0; p < PIXELS; p++) {
+        float *o = out + ((y * c->out_w) + x + p) * c->out_c + g * DW_LANES;
+        const __m256 v = _mm256_min_ps(high, _mm256_max_ps(low, acc[p]));
+        if (whole)
+            _mm256_storeu_ps(o, v);
+        else
+            _mm256_maskstore_ps(o, mask, v);
+    }
+}
+
+/* One image: every row, every group of 8 channels, 8 pixels a block, the
+ * last block ending at the row's end (overlapping the one before it, its
+ * pixels computed again to the same values); a row under 8 pixels in
+ * blocks of 4 and then 1. */
+TARGET_AVX2 static inline __attribute__((always_inline)) void dw_rows_avx2(const struct nnb_fconv *c,
+                                                               const struct dw_sizes *d,
+                                                               const float *packed,
+                                                               const float *copy, float *out,
+                                                               const int STRIDE, const int WIDTH) {
+    const int64_t groups = d->channels / DW_LANES;
+    const int64_t tail = c->out_c - (groups - 1) * DW_LANES; /* the last group's channels */
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)tail),
+                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t y = 0; y < c->out_h; y++)
+        for (int64_t g = 0; g < groups; g++) {
+            const float *group = packed + g * DW_LANES * (1 + d->taps);
+            const int whole = g < groups - 1 || tail == DW_LANES;
+            int64_t x = 0;
+            for (; x + DW_PIXELS <= c->out_w; x += DW_PIXELS)
+                dw_block_avx2(c, d, group, copy, out, y, x, g, mask, whole, DW_PIXELS, STRIDE,
+                              WIDTH);
+            if (x < c->out_w && x > 0) { /* a last block overlapping the one before */
+                dw_block_avx2(c, d, group, copy, out, y, c->out_w - DW_PIXELS, g, mask, whole,
+                              DW_PIXELS, STRIDE, WIDTH);
+                continue;
+            }
+            for (; x + DW_PIXELS / 2 <= c->out_w; x += DW_PIXELS / 2)
+                dw_block_avx2(c, d, group, copy, out, y, x, g, mask, whole, DW_PIXELS / 2, STRIDE,
+                              WIDTH);
+            for (; x < c->out_w; x++)
+                dw_block_avx2(c, d, group, copy, out, y, x, g, mask, whole, 1, STRIDE, WIDTH);
+        }
+}
+
+/* The shapes with a register loop (stride 1 or 2, 3 or 5 wide, dilation
+ * 1); 0 for the others. */
+static int dw_avx2_shape(const struct nnb_fconv *c) {
+    if (c->dilation_h != 1 || c->dilation_w != 1 || c->stride_h != c->stride_w) return 0;
+    if (c->stride_w != 1 && c->stride_w != 2) return 0;
+    if (c->filter_w != 3 && c->filter_w != 5) return 0;
+    return 1;
+}
+
+TARGET_AVX2 static void dw_image_avx2(const struct nnb_fconv *c, const struct dw_sizes *d,
+                                      const float *packed, const float *copy, float *out) {
+    if (c->stride_w == 1 && c->filter_w == 3)
+        dw_rows_avx2(c, d, packed, copy, out, 1, 3);
+    else if (c->stride_w == 2 && c->filter_w == 3)
+        dw_rows_avx2(c, d, packed, copy, out, 2, 3);
+    else if (c->stride_w == 1)
+        dw_rows_avx2(c, d, packed, copy, out, 1, 5);
+    else
+        dw_rows_avx2(c, d, packed, copy, out, 2, 5);
+}
+#endif
+
+int nnb_fdwconv_run(const struct nnb_fconv *layer, const void *packed, int64_t packed_bytes,
+                    const float *in, int64_t batches, float *out, void *scratch,
+                    int64_t scratch_bytes, int path) {
+    struct dw_sizes d;
+    if (!dw_layer_sizes(layer, &d) || packed == NULL || in == NULL || out == NULL ||
+        scratch == NULL || (uintptr_t)packed % sizeof(float) ||
+        (uintptr_t)scratch % sizeof(float) || packed_bytes != nnb_fdwconv_packed_bytes(layer) ||
+        scratch_bytes < nnb_fdwconv_scratch_bytes(layer) || batches < 0 ||
+        (batches > 0 && batches > LIMIT / (layer->in_h * layer->in_w * layer->in_c)) ||
+        (batches > 0 && batches > LIMIT / (layer->out_h * layer->out_w * layer->out_c)))
+        return -EINVAL;
+    const int chosen = nnb_fconv_path(path);
+    if (chosen < 0) return chosen;
+    const int64_t in_size = layer->in_h * layer->in_w * layer->in_c;
+    const int64_t out_size = layer->out_h * layer->out_w * layer->out_c;
+    float *copy = scratch;
+    for (int64_t b = 0; b < batches; b++) {
+        dw_pad_image(layer, &d, in + b * in_size, copy);
+#ifdef FCONV_X86
+        if (chosen == NNB_FCONV_AVX2 && dw_avx2_shape(layer)) {
+            dw_image_avx2(layer, &d, packed, copy, out + b * out_size);
+            continue;
+        }
+#endif
+        dw_image_portable(layer, &d, packed, copy, out + b * out_size);
+    }
+    return 0;
+}
