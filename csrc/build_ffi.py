@@ -21,7 +21,7 @@ from cffi import FFI
 HERE = Path(__file__).resolve().parent
 #: The contracts, in the order their cdef regions are read (status first:
 #: the other two name its codes).
-HEADERS = ["status.h", "fmq.h", "kernels.h", "plan.h", "qconv.h"]
+HEADERS = ["status.h", "fmq.h", "kernels.h", "qconv.h", "plan.h"]
 SOURCES = ["fmq.c", "fmq_blocking.c", "event_flag.c", "kernels.c", "heap.c", "plan.c", "qconv.c"]
 STUB = HERE.parent / "nnburst" / "_native.pyi"
 

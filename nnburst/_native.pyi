@@ -67,6 +67,11 @@ class _Lib:
     NNB_OUT_INT8: int
     NNB_QUANT_ADD: int
     NNB_QUANT_MUL: int
+    NNB_QCONV_UINT8: int
+    NNB_QCONV_INT8: int
+    NNB_QCONV_BEST: int
+    NNB_QCONV_PORTABLE: int
+    NNB_QCONV_AVX2: int
     NNB_PLAN_ADD: int
     NNB_PLAN_SUB: int
     NNB_PLAN_MUL: int
@@ -75,11 +80,17 @@ class _Lib:
     NNB_PLAN_MINIMUM: int
     NNB_PLAN_CLAMP: int
     NNB_PLAN_HARD_SWISH: int
-    NNB_QCONV_UINT8: int
-    NNB_QCONV_INT8: int
-    NNB_QCONV_BEST: int
-    NNB_QCONV_PORTABLE: int
-    NNB_QCONV_AVX2: int
+    NNB_PLAN_CONV: int
+    NNB_PLAN_DEPTHWISE: int
+    NNB_PLAN_QCONV: int
+    NNB_PLAN_QDEPTHWISE: int
+    NNB_PLAN_COPY: int
+    NNB_PLAN_FILL: int
+    NNB_PLAN_POOL: int
+    NNB_PLAN_QLOOKUP: int
+    NNB_PLAN_PADDED_ADD: int
+    NNB_PLAN_KINDS: int
+    NNB_PLAN_MAX_RANK: int
     def nnb_fmq_handle_bytes(self) -> int: ...
     def nnb_fmq_required_bytes(self, quantum: int, count: int) -> int: ...
     def nnb_fmq_create(
@@ -213,16 +224,6 @@ class _Lib:
     def nnb_quantize_f32(
         self, in_: CData, count: int, scale: float, zero_point: int, out_type: int, out: CData
     ) -> int: ...
-    def nnb_plan_run(
-        self,
-        steps: CData,
-        count: int,
-        arena: CData,
-        arena_floats: int,
-        tensors: CData,
-        tensor_floats: CData,
-        tensor_count: int,
-    ) -> int: ...
     def nnb_qconv_path(self, path: int) -> int: ...
     def nnb_qconv_packed_bytes(self, layer: CData) -> int: ...
     def nnb_qconv_scratch_bytes(self, layer: CData) -> int: ...
@@ -273,6 +274,19 @@ class _Lib:
         scratch: CData,
         scratch_bytes: int,
         path: int,
+    ) -> int: ...
+    def nnb_plan_check(
+        self, steps: CData, count: int, arena_bytes: int, tensor_bytes: CData, tensor_count: int
+    ) -> int: ...
+    def nnb_plan_run(
+        self,
+        steps: CData,
+        count: int,
+        arena: CData,
+        arena_bytes: int,
+        tensors: CData,
+        tensor_bytes: CData,
+        tensor_count: int,
     ) -> int: ...
 
 ffi: _FFI
