@@ -346,3 +346,21 @@ def test_the_c_plan_refuses_a_copy_or_a_window_reaching_outside() -> None:
         step = c_plan.PlanStep(c_plan.POOL, -1, -2, params=params)
         with pytest.raises(BadDataError, match="refuses its tables"):
             c_plan.PlanTable([step], [27 * 4, out_bytes], 0)
+
+
+@pytest.mark.parametrize("code", [Op.LOGISTIC, Op.TANH])
+def test_an_int8_logistic_or_tanh_is_a_lookup_of_its_own_answers(
+    code: OperationCode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    net = Net(300)
+    x = random_image(net, Q8)
+    t = net.conv(x, 7)
+    out = OperandInfo(
+        Q8,
+        net.info(t).dimensions,
+        1 / 256 if code == Op.LOGISTIC else 1 / 128,
+        -128 if code == Op.LOGISTIC else 0,
+    )
+    net.output(net.op(code, [t], out))
+    planned = same_answers(net, monkeypatch)
+    assert len(planned.main._plan) == 1
