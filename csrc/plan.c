@@ -217,6 +217,26 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
         *b = l->b_count;
         return 1;
     }
+    case NNB_PLAN_SOFTMAX_Q8: {
+        const nnb_plan_softmax *m = s->params;
+        if (m->exps == NULL || !dim(m->depth) || m->depth > UINT32_MAX ||
+            s->count >= DIM_LIMIT * 4 || s->count % m->depth != 0 ||
+            (m->type != NNB_OUT_UINT8 && m->type != NNB_OUT_INT8))
+            return 0;
+        *a = *out = s->count;
+        return 1;
+    }
+    case NNB_PLAN_AVERAGE_Q8: {
+        const nnb_plan_average *m = s->params;
+        const struct nnb_window_shape *w = &m->shape;
+        if (!window_fits(w) || w->in_c != w->out_c || w->dilation_h != 1 || w->dilation_w != 1 ||
+            w->filter_h * w->filter_w >= (1 << 23) ||
+            (m->type != NNB_OUT_UINT8 && m->type != NNB_OUT_INT8) || m->lo > m->hi)
+            return 0;
+        *a = in_floats(w, w->in_c);
+        *out = out_floats(w);
+        return 1;
+    }
     default: { /* NNB_PLAN_PADDED_ADD */
         const nnb_plan_padded_add *p = s->params;
         if (!dim(p->channels) || !dim(p->x_channels) || p->x_channels > p->channels ||
@@ -406,6 +426,51 @@ static int pool(const nnb_plan_pool *p, const float *a, float *out)
     return 0;
 }
 
+/* The taps [first, end) of one window along an axis that lie inside the input. */
+static void taps(int64_t o, int64_t stride, int64_t pad, int64_t filter, int64_t size,
+                 int64_t *first, int64_t *end)
+{
+    const int64_t start = o * stride - pad;
+    *first = start < 0 ? 0 : start;
+    *end = start + filter < size ? start + filter : size;
+}
+
+static int32_t stored(const void *a, int type, int64_t k)
+{
+    return type == NNB_OUT_INT8 ? ((const int8_t *)a)[k] : ((const uint8_t *)a)[k];
+}
+
+static void average_q8(const nnb_plan_average *m, const void *a, void *out)
+{
+    const struct nnb_window_shape *w = &m->shape;
+    const int64_t channels = w->in_c;
+    for (int64_t n = 0; n < w->batches; n++)
+        for (int64_t oy = 0; oy < w->out_h; oy++)
+            for (int64_t ox = 0; ox < w->out_w; ox++) {
+                int64_t y0, y1, x0, x1;
+                taps(oy, w->stride_h, w->pad_top, w->filter_h, w->in_h, &y0, &y1);
+                taps(ox, w->stride_w, w->pad_left, w->filter_w, w->in_w, &x0, &x1);
+                const int64_t count = (y1 > y0 ? y1 - y0 : 0) * (x1 > x0 ? x1 - x0 : 0);
+                const int64_t o = ((n * w->out_h + oy) * w->out_w + ox) * channels;
+                for (int64_t c = 0; c < channels; c++) {
+                    int64_t sum = 0;
+                    for (int64_t y = y0; y < y1; y++)
+                        for (int64_t x = x0; x < x1; x++)
+                            sum += stored(a, m->type, ((n * w->in_h + y) * w->in_w + x) * channels + c);
+                    int64_t v = 0;
+                    if (count > 0) {
+                        const int64_t half = count / 2;
+                        v = sum >= 0 ? (sum + half) / count : -((half - sum) / count);
+                    }
+                    v = v < m->lo ? m->lo : v > m->hi ? m->hi : v;
+                    if (m->type == NNB_OUT_INT8)
+                        ((int8_t *)out)[o + c] = (int8_t)v;
+                    else
+                        ((uint8_t *)out)[o + c] = (uint8_t)v;
+                }
+            }
+}
+
 /* A depthwise input of source_c channels into the kernel's in_c: its own
  * channels, then zeros. */
 static void widen(const nnb_plan_conv *c, const float *a, float *wide)
@@ -462,6 +527,16 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
             return 0;
         return nnb_quant_binary_lookup(a, (uint64_t)s->count, tensor_at(s->b, arena, tensors),
                                        (uint64_t)l->b_count, l->table, out);
+    }
+    case NNB_PLAN_AVERAGE_Q8:
+        average_q8(s->params, a, out);
+        return 0;
+    case NNB_PLAN_SOFTMAX_Q8: {
+        const nnb_plan_softmax *m = s->params;
+        if (s->count == 0)
+            return 0;
+        return nnb_softmax_quant8(a, (uint64_t)(s->count / m->depth), (uint32_t)m->depth, m->exps,
+                                  m->radius, m->type, out);
     }
     case NNB_PLAN_PADDED_ADD: {
         const nnb_plan_padded_add *p = s->params;

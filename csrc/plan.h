@@ -32,7 +32,9 @@
 #define NNB_PLAN_POOL 14        /* nnb_plan_pool: nnb_pool_f32, then / counts, clamp */
 #define NNB_PLAN_QLOOKUP 15     /* nnb_plan_lookup: nnb_quant_binary_lookup(a, b) */
 #define NNB_PLAN_PADDED_ADD 16  /* nnb_add_padded_channels_f32: a + b's channels */
-#define NNB_PLAN_KINDS 17
+#define NNB_PLAN_SOFTMAX_Q8 17  /* nnb_plan_softmax: nnb_softmax_quant8 over rows of a */
+#define NNB_PLAN_AVERAGE_Q8 18  /* nnb_plan_average: quantized AVERAGE_POOL_2D */
+#define NNB_PLAN_KINDS 19
 
 /* CONV, DEPTHWISE: the kernel's arguments.  A depthwise input narrower than
  * the kernel's 16-channel tiles (source_c < shape.in_c) is copied into the
@@ -101,6 +103,25 @@ typedef struct {
 typedef struct {
     int64_t channels, x_channels;
 } nnb_plan_padded_add;
+
+/* SOFTMAX_Q8: count bytes of a as rows of depth, exps 256 entries, type
+ * NNB_OUT_UINT8 or NNB_OUT_INT8 (kernels.h). */
+typedef struct {
+    const int32_t *exps;
+    int64_t radius, depth;
+    int32_t type, reserved;
+} nnb_plan_softmax;
+
+/* AVERAGE_Q8: the reference's quantized average pool on 8-bit NHWC data
+ * (type NNB_OUT_UINT8 or NNB_OUT_INT8): per output pixel and channel, the
+ * sum of the stored values under the window's part inside the input (the
+ * shape's pads count as absent, not as zeros), divided by the number of
+ * those taps rounding half away from zero, clamped to [lo, hi].  The shape's
+ * dilations must be 1, in_c == out_c. */
+typedef struct {
+    struct nnb_window_shape shape;
+    int32_t type, lo, hi, reserved;
+} nnb_plan_average;
 
 /* A tensor of a step: arena + ref bytes for ref >= 0, else the caller's
  * tensor tensors[-1 - ref]. */

@@ -364,3 +364,46 @@ def test_an_int8_logistic_or_tanh_is_a_lookup_of_its_own_answers(
     net.output(net.op(code, [t], out))
     planned = same_answers(net, monkeypatch)
     assert len(planned.main._plan) == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_int8_adds_and_muls_are_table_lookups_in_the_plan(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    net = Net(400 + seed)
+    x = random_image(net, Q8)
+    t = net.conv(x, 6)
+    u = net.conv(x, 6)
+    dims = net.info(t).dimensions or ()
+    if net.info(u).dimensions != dims:
+        return
+    s = net.op(Op.ADD, [t, u, net.scalar(seed % 4)], net.like(t, dims, 0.07))
+    channel = OperandInfo(Q8, (6,), 0.03, 3)
+    scale = net.const(channel, net.rng.integers(-128, 128, 6))
+    net.output(net.op(Op.MUL, [s, scale, net.scalar(0)], net.like(s, dims, 0.09)))
+    planned = same_answers(net, monkeypatch)
+    assert len(planned.main._plan) == 1
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_int8_average_pools_and_softmax_give_the_operations_bits(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    net = Net(500 + seed)
+    t = random_image(net, Q8)  # random bytes: rows of the softmax differ
+    n, h, w, c = net.info(t).dimensions or ()
+    fh, fw = (int(v) for v in net.rng.integers(1, 4, 2))
+    stride = int(net.rng.integers(1, 3))
+    same = seed % 2 == 0
+    if not same:
+        fh, fw = min(fh, h), min(fw, w)
+    args = [t, net.scalar(PaddingCode.SAME if same else PaddingCode.VALID)]
+    args += [net.scalar(stride), net.scalar(stride), net.scalar(fw), net.scalar(fh)]
+    args.append(net.scalar(int(net.rng.integers(0, 4))))
+    oh = -(-h // stride) if same else (h - fh) // stride + 1
+    ow = -(-w // stride) if same else (w - fw) // stride + 1
+    t = net.op(Op.AVERAGE_POOL_2D, args, net.like(t, (n, oh, ow, c)))
+    beta = net.const(OperandInfo(OperandCode.FLOAT32, ()), np.float32(net.rng.uniform(0.5, 2)))
+    net.output(net.op(Op.SOFTMAX, [t, beta], OperandInfo(Q8, (n, oh, ow, c), 1 / 256, -128)))
+    planned = same_answers(net, monkeypatch)
+    assert len(planned.main._plan) == 1

@@ -166,6 +166,57 @@ static int random_conv(void)
     return failed;
 }
 
+/* A quantized average pool (SAME-style pads) against a direct sum here, and a
+ * lookup step whose repeating input does not divide the count refused. */
+static int random_average(void)
+{
+    struct nnb_window_shape s = {.batches = 1 + rand() % 2, .in_h = 1 + rand() % 6,
+                                 .in_w = 1 + rand() % 6, .in_c = 1 + rand() % 5,
+                                 .filter_h = 1 + rand() % 3, .filter_w = 1 + rand() % 3,
+                                 .stride_h = 1 + rand() % 2, .stride_w = 1 + rand() % 2,
+                                 .dilation_h = 1, .dilation_w = 1};
+    s.out_c = s.in_c;
+    s.pad_top = s.pad_bottom = s.filter_h / 2, s.pad_left = s.pad_right = s.filter_w / 2;
+    s.out_h = (s.in_h + 2 * s.pad_top - s.filter_h) / s.stride_h + 1;
+    s.out_w = (s.in_w + 2 * s.pad_left - s.filter_w) / s.stride_w + 1;
+    const int64_t in_n = s.batches * s.in_h * s.in_w * s.in_c;
+    const int64_t out_n = s.batches * s.out_h * s.out_w * s.out_c;
+    int8_t *x = malloc((size_t)in_n), *out = malloc((size_t)out_n);
+    for (int64_t k = 0; k < in_n; k++) x[k] = (int8_t)(rand() % 256 - 128);
+    nnb_plan_average m = {.shape = s, .type = NNB_OUT_INT8, .lo = -100, .hi = 120};
+    nnb_plan_step step = {.kind = NNB_PLAN_AVERAGE_Q8, .a = -1, .out = -2, .params = &m};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {in_n, out_n};
+    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
+    for (int64_t n = 0; n < s.batches && !failed; n++)
+        for (int64_t oy = 0; oy < s.out_h; oy++)
+            for (int64_t ox = 0; ox < s.out_w; ox++)
+                for (int64_t c = 0; c < s.in_c; c++) {
+                    int64_t sum = 0, count = 0;
+                    for (int64_t i = 0; i < s.filter_h; i++)
+                        for (int64_t j = 0; j < s.filter_w; j++) {
+                            const int64_t y = oy * s.stride_h - s.pad_top + i;
+                            const int64_t xx = ox * s.stride_w - s.pad_left + j;
+                            if (y < 0 || y >= s.in_h || xx < 0 || xx >= s.in_w) continue;
+                            sum += x[((n * s.in_h + y) * s.in_w + xx) * s.in_c + c], count++;
+                        }
+                    double mean = (double)sum / (double)count;
+                    int64_t want = (int64_t)(mean >= 0 ? floor(mean + 0.5) : -floor(-mean + 0.5));
+                    want = want < -100 ? -100 : want > 120 ? 120 : want;
+                    failed |= out[((n * s.out_h + oy) * s.out_w + ox) * s.in_c + c] != want;
+                }
+    bytes[1] = out_n - 1; /* one byte short */
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    uint8_t table[1] = {0};
+    nnb_plan_lookup lookup = {.table = table, .b_count = 3};
+    nnb_plan_step bad = {.kind = NNB_PLAN_QLOOKUP, .a = -1, .b = -1, .out = -2, .count = 4,
+                         .params = &lookup};
+    int64_t four[2] = {4, 4};
+    failed |= nnb_plan_check(&bad, 1, 0, four, 2) != -EINVAL;
+    free(x), free(out);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     int runs = argc > 1 ? atoi(argv[1]) : 500, failures = 0;
@@ -173,7 +224,8 @@ int main(int argc, char **argv)
     for (int r = 0; r < runs; r++) failures += random_chain();
     for (int r = 0; r < runs; r++) failures += random_copy();
     for (int r = 0; r < runs / 4; r++) failures += random_conv();
-    printf("plan: %d random chains, copies and %d convolutions, %d failed\n", runs, runs / 4,
+    for (int r = 0; r < runs / 4; r++) failures += random_average();
+    printf("plan: %d random chains, copies and %d convolutions and 8-bit average pools, %d failed\n", runs, runs / 4,
            failures);
     return failures != 0;
 }

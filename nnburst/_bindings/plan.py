@@ -22,6 +22,7 @@ CONV, DEPTHWISE = lib.NNB_PLAN_CONV, lib.NNB_PLAN_DEPTHWISE
 QCONV, QDEPTHWISE = lib.NNB_PLAN_QCONV, lib.NNB_PLAN_QDEPTHWISE
 COPY, FILL, POOL = lib.NNB_PLAN_COPY, lib.NNB_PLAN_FILL, lib.NNB_PLAN_POOL
 QLOOKUP, PADDED_ADD = lib.NNB_PLAN_QLOOKUP, lib.NNB_PLAN_PADDED_ADD
+SOFTMAX_Q8, AVERAGE_Q8 = lib.NNB_PLAN_SOFTMAX_Q8, lib.NNB_PLAN_AVERAGE_Q8
 MAX_RANK = lib.NNB_PLAN_MAX_RANK
 #: Every intermediate starts on a cache line (the kernels' vector loads like it).
 ALIGN = 64
@@ -130,6 +131,24 @@ def lookup_params(table: np.ndarray, b_count: int) -> Params:
     pointer.table = ffi.from_buffer("uint8_t[]", table)
     pointer.b_count = b_count
     return Params(pointer, (table,))
+
+
+def softmax_params(exps: np.ndarray, radius: int, depth: int, dtype: np.dtype) -> Params:
+    """SOFTMAX_Q8: ``exps`` [256] int32 C-contiguous, rows of ``depth`` 8-bit ``dtype``."""
+    pointer: Any = ffi.new("nnb_plan_softmax *")
+    pointer.exps = ffi.from_buffer("int32_t[]", exps)
+    pointer.radius, pointer.depth = radius, depth
+    pointer.type = lib.NNB_OUT_INT8 if dtype == np.int8 else lib.NNB_OUT_UINT8
+    return Params(pointer, (exps,))
+
+
+def average_params(shape: Any, dtype: np.dtype, lo: int, hi: int) -> Params:
+    """AVERAGE_Q8: ``shape`` a ``struct nnb_window_shape *`` with the pool's pads."""
+    pointer: Any = ffi.new("nnb_plan_average *")
+    pointer.shape = shape[0]
+    pointer.type = lib.NNB_OUT_INT8 if dtype == np.int8 else lib.NNB_OUT_UINT8
+    pointer.lo, pointer.hi = lo, hi
+    return Params(pointer, (shape,))
 
 
 def padded_add_params(channels: int, x_channels: int) -> Params:

@@ -380,6 +380,11 @@ class QuantBinary:
         self._swapped = np.ascontiguousarray(self._table.T)
         self._table.flags.writeable = self._swapped.flags.writeable = False
 
+    @property
+    def table(self) -> np.ndarray:
+        """[256, 256] uint8: the output byte for each (a byte, b byte), read-only."""
+        return self._table
+
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``a op b`` with numpy's broadcasting (the shapes must broadcast)."""
         if a.dtype != self.dtype or b.dtype != self.dtype:

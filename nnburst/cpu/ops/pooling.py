@@ -213,9 +213,19 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
 def _plan_step(
     sig: OperationSignature, state: _State, in_shape: tuple[int, ...]
 ) -> c_plan.KernelStep | None:
-    """A float32 max or average pool without padding as one step of the C plan."""
+    """A float32 max or average pool without padding, or an 8-bit average pool, as
+    one step of the C plan."""
     plan, win = state.plan, state.plan.window if state.plan is not None else None
-    if plan is None or win is None or sig.inputs[0].code != OperandCode.TENSOR_FLOAT32:
+    if plan is None or win is None:
+        return None
+    fh, fw = _filter_hw(plan.values)
+    if sig.inputs[0].code in QUANT8_ASYMM_CODES and sig.code == OperationCode.AVERAGE_POOL_2D:
+        if state.bounds is None or sig.outputs[0].dtype != sig.inputs[0].dtype:
+            return None
+        shape = window_struct(in_shape, (fh, fw), win, in_shape[3], padded=True)
+        params = c_plan.average_params(shape, sig.inputs[0].dtype, *state.bounds)
+        return c_plan.KernelStep(c_plan.AVERAGE_Q8, params)
+    if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32:
         return None
     if win.pad_top or win.pad_bottom or win.pad_left or win.pad_right:
         return None
