@@ -121,14 +121,24 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
     *a = *b = *out = -1;
     if (s->kind < 0 || s->kind >= NNB_PLAN_KINDS || s->count < 0)
         return 0;
-    if (s->kind <= NNB_PLAN_HARD_SWISH) {
-        if (s->params != NULL || (s->a_step != 0 && s->a_step != 1) ||
-            (s->b_step != 0 && s->b_step != 1) || s->count >= DIM_LIMIT * 4)
+    if (s->kind <= NNB_PLAN_HARD_SWISH || s->kind == NNB_PLAN_PRELU) {
+        const nnb_plan_broadcast *br = s->params;
+        const int binary = s->kind <= NNB_PLAN_MINIMUM || s->kind == NNB_PLAN_PRELU;
+        if ((s->a_step != 0 && s->a_step != 1) || (s->b_step != 0 && s->b_step != 1) ||
+            s->count >= DIM_LIMIT * 4 || (br != NULL && !binary) ||
+            (br == NULL && s->kind == NNB_PLAN_PRELU))
             return 0;
         *out = s->count * 4;
         *a = (s->a_step ? s->count : 1) * 4;
-        if (s->kind <= NNB_PLAN_MINIMUM)
+        if (br != NULL) {
+            if (!s->a_step || !dim(br->b_count) || !dim(br->b_inner) ||
+                br->b_count * br->b_inner >= DIM_LIMIT * 4 ||
+                s->count % (br->b_count * br->b_inner) != 0)
+                return 0;
+            *b = br->b_count * 4;
+        } else if (binary) {
             *b = (s->b_step ? s->count : 1) * 4;
+        }
         return 1;
     }
     if (s->params == NULL)
@@ -258,9 +268,10 @@ static int check(const nnb_plan_step *s, const struct buffers *in)
         return 0;
     if (b >= 0 && !fits(s->b, b, in))
         return 0;
-    if (s->kind <= NNB_PLAN_HARD_SWISH) {
+    if (s->kind <= NNB_PLAN_HARD_SWISH || s->kind == NNB_PLAN_PRELU) {
         /* An output may overwrite an input element by element only in place. */
-        if ((s->out == s->a && !s->a_step) || (b >= 0 && s->out == s->b && !s->b_step))
+        if ((s->out == s->a && !s->a_step) ||
+            (b >= 0 && s->out == s->b && (!s->b_step || s->params != NULL)))
             return 0;
         if ((s->out != s->a && overlap(s->out, out, s->a, a)) ||
             (b >= 0 && s->out != s->b && overlap(s->out, out, s->b, b)))
@@ -341,6 +352,33 @@ static void elementwise(const nnb_plan_step *s, const float *a, const float *b, 
         }
         break;
     }
+}
+
+/* A binary step whose b repeats per channel (nnb_plan_broadcast). */
+static void broadcast(const nnb_plan_step *s, const float *a, const float *b, float *out)
+{
+    const nnb_plan_broadcast *br = s->params;
+    const int64_t inner = br->b_inner, channels = br->b_count;
+    const float lo = s->lo, hi = s->hi;
+    int64_t k = 0;
+    while (k < s->count)
+        for (int64_t c = 0; c < channels; c++) {
+            const float y = b[c];
+            for (int64_t i = 0; i < inner; i++, k++) {
+                const float x = a[k];
+                float v;
+                switch (s->kind) {
+                case NNB_PLAN_ADD: v = x + y; break;
+                case NNB_PLAN_SUB: v = x - y; break;
+                case NNB_PLAN_MUL: v = x * y; break;
+                case NNB_PLAN_DIV: v = x / y; break;
+                case NNB_PLAN_MAXIMUM: v = maximum(x, y); break;
+                case NNB_PLAN_MINIMUM: v = minimum(x, y); break;
+                default: v = x >= 0.0f ? x : x * y; break; /* NNB_PLAN_PRELU */
+                }
+                out[k] = clamped(v, lo, hi);
+            }
+        }
 }
 
 /* One row of a copy, element by element through memcpy (the buffers need
@@ -546,8 +584,13 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
                                            s->hi, out);
     }
     default: {
-        const float *b = s->kind <= NNB_PLAN_MINIMUM ? tensor_at(s->b, arena, tensors) : a;
-        elementwise(s, a, b, out);
+        const float *b = s->kind <= NNB_PLAN_MINIMUM || s->kind == NNB_PLAN_PRELU
+                             ? tensor_at(s->b, arena, tensors)
+                             : a;
+        if (s->params != NULL)
+            broadcast(s, a, b, out);
+        else
+            elementwise(s, a, b, out);
         return 0;
     }
     }

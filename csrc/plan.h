@@ -34,7 +34,17 @@
 #define NNB_PLAN_PADDED_ADD 16  /* nnb_add_padded_channels_f32: a + b's channels */
 #define NNB_PLAN_SOFTMAX_Q8 17  /* nnb_plan_softmax: nnb_softmax_quant8 over rows of a */
 #define NNB_PLAN_AVERAGE_Q8 18  /* nnb_plan_average: quantized AVERAGE_POOL_2D */
-#define NNB_PLAN_KINDS 19
+#define NNB_PLAN_PRELU 19       /* nnb_plan_broadcast: out = a >= 0 ? a : a * b (float32) */
+#define NNB_PLAN_KINDS 20
+
+/* The binary elementwise kinds (ADD..MINIMUM) may take one, and PRELU
+ * must: b then holds b_count floats, and element k of a pairs with b[(k /
+ * b_inner) % b_count] (a per-channel operand: b_inner 1 in NHWC, the pixels
+ * of a channel in NCHW); count must be a multiple of b_count * b_inner.
+ * b_step is then unused. */
+typedef struct {
+    int64_t b_count, b_inner;
+} nnb_plan_broadcast;
 
 /* CONV, DEPTHWISE: the kernel's arguments.  A depthwise input narrower than
  * the kernel's 16-channel tiles (source_c < shape.in_c) is copied into the

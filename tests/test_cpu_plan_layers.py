@@ -225,11 +225,15 @@ def same_answers(
     planned, one_by_one = both(net.model(), monkeypatch)
     if planned_run:
         assert len(planned.main._plan) < len(one_by_one.main._plan), "nothing was planned"
+    runs: list[int] = []
+    run = c_plan.PlanTable.run
+    monkeypatch.setattr(c_plan.PlanTable, "run", lambda table, b: runs.append(1) or run(table, b))
     for _ in range(2):  # the second run reuses the first's arena
         values = feed(net)
         for got, want in zip(planned.run(values), one_by_one.run(values)):
             assert got.dtype == want.dtype and got.shape == want.shape
             np.testing.assert_array_equal(got, want)
+    assert runs or not planned_run, "the plan fell back to the operations one by one"
     return planned
 
 
@@ -405,5 +409,28 @@ def test_int8_average_pools_and_softmax_give_the_operations_bits(
     t = net.op(Op.AVERAGE_POOL_2D, args, net.like(t, (n, oh, ow, c)))
     beta = net.const(OperandInfo(OperandCode.FLOAT32, ()), np.float32(net.rng.uniform(0.5, 2)))
     net.output(net.op(Op.SOFTMAX, [t, beta], OperandInfo(Q8, (n, oh, ow, c), 1 / 256, -128)))
+    planned = same_answers(net, monkeypatch)
+    assert len(planned.main._plan) == 1
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_per_channel_operands_and_prelu_give_the_operations_bits(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    net = Net(600 + seed)
+    nchw = seed % 2 == 1
+    x = random_image(net, F32, nchw=nchw)
+    dims = net.info(x).dimensions or ()
+    channel = (1, dims[1], 1, 1) if nchw else (dims[3],)
+    alpha = (1, dims[1], 1, 1) if nchw else (1, 1, dims[3])
+    scale = net.const(OperandInfo(F32, channel), net.rng.normal(0, 1, channel))
+    t = net.op(Op.MUL, [scale, x, net.scalar(seed % 4)], net.like(x, dims))  # b first
+    alphas = net.rng.normal(0, 1, alpha)
+    alphas.flat[0] = np.nan if seed % 3 == 0 else alphas.flat[0]
+    t = net.op(Op.PRELU, [t, net.const(OperandInfo(F32, alpha), alphas)], net.like(x, dims))
+    half = net.const(OperandInfo(F32, (1,)), np.full(1, 0.5))
+    t = net.op(Op.SUB, [t, half, net.scalar(0)], net.like(x, dims))
+    t = net.op(Op.MAXIMUM, [t, scale], net.like(x, dims))
+    net.output(net.op(Op.PRELU, [t, half], net.like(x, dims)))
     planned = same_answers(net, monkeypatch)
     assert len(planned.main._plan) == 1

@@ -217,6 +217,38 @@ static int random_average(void)
     return failed;
 }
 
+/* A per-channel b (nnb_plan_broadcast) for every binary kind and PRELU, against
+ * the formula here; a b_inner that does not divide the count refused. */
+static int random_broadcast(void)
+{
+    const int64_t outer = 1 + rand() % 3, channels = 1 + rand() % 6, inner = 1 + rand() % 5;
+    const int64_t n = outer * channels * inner;
+    float *x = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)n);
+    float *b = malloc(sizeof(float) * (size_t)channels);
+    for (int64_t k = 0; k < n; k++) x[k] = (float)(rand() % 2001 - 1000) / 100.0f;
+    for (int64_t c = 0; c < channels; c++) b[c] = (float)(rand() % 201 - 100) / 50.0f;
+    const int kinds[7] = {NNB_PLAN_ADD, NNB_PLAN_SUB, NNB_PLAN_MUL, NNB_PLAN_DIV,
+                          NNB_PLAN_MAXIMUM, NNB_PLAN_MINIMUM, NNB_PLAN_PRELU};
+    const int kind = kinds[rand() % 7];
+    nnb_plan_broadcast br = {.b_count = channels, .b_inner = inner};
+    nnb_plan_step step = {.kind = kind, .a = -1, .a_step = 1, .b = -2, .out = -3, .count = n,
+                          .lo = -INFINITY, .hi = INFINITY, .params = &br};
+    void *tensors[3] = {x, b, out};
+    int64_t bytes[3] = {n * 4, channels * 4, n * 4};
+    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 3) != 0;
+    for (int64_t k = 0; k < n && !failed; k++) {
+        const float y = b[(k / inner) % channels];
+        const float want = kind == NNB_PLAN_PRELU ? (x[k] >= 0 ? x[k] : x[k] * y)
+                                                  : reference(kind, x[k], y, -INFINITY, INFINITY);
+        failed = !same(out[k], want);
+    }
+    br.b_inner = inner + 1;
+    failed |= (n % (channels * (inner + 1)) != 0) &&
+              nnb_plan_check(&step, 1, 0, bytes, 3) != -EINVAL;
+    free(x), free(out), free(b);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     int runs = argc > 1 ? atoi(argv[1]) : 500, failures = 0;
@@ -225,7 +257,8 @@ int main(int argc, char **argv)
     for (int r = 0; r < runs; r++) failures += random_copy();
     for (int r = 0; r < runs / 4; r++) failures += random_conv();
     for (int r = 0; r < runs / 4; r++) failures += random_average();
-    printf("plan: %d random chains, copies and %d convolutions and 8-bit average pools, %d failed\n", runs, runs / 4,
+    for (int r = 0; r < runs; r++) failures += random_broadcast();
+    printf("plan: %d random chains, copies and per-channel steps, %d convolutions and 8-bit average pools, %d failed\n", runs, runs / 4,
            failures);
     return failures != 0;
 }

@@ -23,6 +23,7 @@ QCONV, QDEPTHWISE = lib.NNB_PLAN_QCONV, lib.NNB_PLAN_QDEPTHWISE
 COPY, FILL, POOL = lib.NNB_PLAN_COPY, lib.NNB_PLAN_FILL, lib.NNB_PLAN_POOL
 QLOOKUP, PADDED_ADD = lib.NNB_PLAN_QLOOKUP, lib.NNB_PLAN_PADDED_ADD
 SOFTMAX_Q8, AVERAGE_Q8 = lib.NNB_PLAN_SOFTMAX_Q8, lib.NNB_PLAN_AVERAGE_Q8
+PRELU = lib.NNB_PLAN_PRELU
 MAX_RANK = lib.NNB_PLAN_MAX_RANK
 #: Every intermediate starts on a cache line (the kernels' vector loads like it).
 ALIGN = 64
@@ -52,6 +53,13 @@ class PlanStep:
     lo: float = -np.inf
     hi: float = np.inf
     params: Params | None = field(default=None, compare=False)
+
+
+def broadcast_params(b_count: int, b_inner: int) -> Params:
+    """A binary step's b read per channel: ``b[(k // b_inner) % b_count]``."""
+    pointer: Any = ffi.new("nnb_plan_broadcast *")
+    pointer.b_count, pointer.b_inner = b_count, b_inner
+    return Params(pointer)
 
 
 def conv_params(

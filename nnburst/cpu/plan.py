@@ -69,6 +69,9 @@ _CLAMPS = {
     OperationCode.RELU1: FuseCode.RELU1,
     OperationCode.RELU6: FuseCode.RELU6,
 }
+_UNARY = (OperationCode.HARD_SWISH, OperationCode.PRELU)
+#: Binary operations whose inputs may trade places (float, bit for bit).
+_COMMUTATIVE = (OperationCode.ADD, OperationCode.MUL)
 _WITH_FUSE = (OperationCode.ADD, OperationCode.SUB, OperationCode.MUL, OperationCode.DIV)
 #: 8-bit in, 8-bit out, each output byte a function of its input byte alone.
 _BYTE_FUNCTIONS = (OperationCode.LOGISTIC, OperationCode.TANH)
@@ -163,7 +166,7 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             if step.macs > BLAS_MACS_IN_PLAN:
                 return None  # BLAS's matrix product, a step of its own, is faster
             return _kernel_step(op, subgraph, step)
-        if code in _BINARY or code in _CLAMPS or code == OperationCode.HARD_SWISH:
+        if code in _BINARY or code in _CLAMPS or code in _UNARY:
             return _elementwise(op, subgraph)
         if code in _VIEWS:
             return _view(op, subgraph)
@@ -184,20 +187,42 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
 
 def _elementwise(op: Any, subgraph: Subgraph) -> _Lowered | None:
     code = op.signature.code
-    tensors = op.inputs[:2] if code in _BINARY else op.inputs[:1]
+    tensors = list(
+        op.inputs[:2] if code in _BINARY or code == OperationCode.PRELU else op.inputs[:1]
+    )
     out = _info(subgraph, op.outputs[0])
+    dims = tuple(out.dimensions or ())
     if out.code != _F32:
         return None
-    count = math.prod(out.dimensions or ())
+    count = math.prod(dims)
     for index in tensors:
         info = _info(subgraph, index)
         if info.code != _F32 or not _static(info):
             return None
-        if info.dimensions != out.dimensions and (
-            math.prod(info.dimensions or ()) != 1
-            or len(info.dimensions or ()) > len(out.dimensions or ())
-        ):
+    if len(tensors) == 2 and _count(subgraph, tensors[0]) != count and code in _COMMUTATIVE:
+        tensors.reverse()  # the full operand first: only b may repeat
+    if _count(subgraph, tensors[0]) not in (count, 1) or len(_dims(subgraph, tensors[0])) > len(
+        dims
+    ):
+        return None
+    broadcast = None
+    if len(tensors) == 2 and _count(subgraph, tensors[1]) not in (count, 1):
+        if _count(subgraph, tensors[0]) != count:
             return None
+        pattern = _per_channel(_dims(subgraph, tensors[1]), dims)
+        if pattern is None:
+            return None
+        broadcast = c_plan.broadcast_params(*pattern)
+    elif len(tensors) == 2 and len(_dims(subgraph, tensors[1])) > len(dims):
+        return None
+    if code == OperationCode.PRELU and broadcast is None:
+        if _count(subgraph, tensors[0]) != count:
+            return None
+        broadcast = (
+            c_plan.broadcast_params(1, count)
+            if _count(subgraph, tensors[1]) == 1
+            else c_plan.broadcast_params(count, 1)
+        )
     lo, hi = -np.inf, np.inf
     if code in _WITH_FUSE:
         fuse = _constant(subgraph, op.inputs[2])
@@ -211,6 +236,8 @@ def _elementwise(op: Any, subgraph: Subgraph) -> _Lowered | None:
         kind = _BINARY[code]
     elif code in _CLAMPS:
         kind = c_plan.CLAMP
+    elif code == OperationCode.PRELU:
+        kind = c_plan.PRELU
     else:
         kind = c_plan.HARD_SWISH
     a = tensors[0]
@@ -225,8 +252,27 @@ def _elementwise(op: Any, subgraph: Subgraph) -> _Lowered | None:
         b_step=int(b is not None and _count(subgraph, b) == count),
         lo=lo,
         hi=hi,
+        params=broadcast,
     )
     return _Lowered((step,))
+
+
+def _dims(subgraph: Subgraph, index: int) -> tuple[int, ...]:
+    return tuple(_info(subgraph, index).dimensions or ())
+
+
+def _per_channel(small: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """(b_count, b_inner) when ``small`` broadcast to ``shape`` is one block of its
+    axes repeated (a per-channel operand, NHWC or NCHW), else None."""
+    if len(small) > len(shape):
+        return None
+    padded = (1,) * (len(shape) - len(small)) + small
+    kept = [axis for axis, d in enumerate(padded) if d != 1]
+    if not kept or kept != list(range(kept[0], kept[-1] + 1)):
+        return None
+    if any(padded[axis] != shape[axis] for axis in kept):
+        return None
+    return math.prod(shape[kept[0] : kept[-1] + 1]), math.prod(shape[kept[-1] + 1 :])
 
 
 def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lowered:
