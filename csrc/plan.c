@@ -247,6 +247,15 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
         *out = out_floats(w);
         return 1;
     }
+    case NNB_PLAN_QUANTIZE:
+    case NNB_PLAN_DEQUANTIZE: {
+        const nnb_plan_quantize *q = s->params;
+        if ((q->type != NNB_OUT_UINT8 && q->type != NNB_OUT_INT8) || s->count >= DIM_LIMIT * 4)
+            return 0;
+        *a = s->kind == NNB_PLAN_QUANTIZE ? s->count * 4 : s->count;
+        *out = s->kind == NNB_PLAN_QUANTIZE ? s->count : s->count * 4;
+        return 1;
+    }
     default: { /* NNB_PLAN_PADDED_ADD */
         const nnb_plan_padded_add *p = s->params;
         if (!dim(p->channels) || !dim(p->x_channels) || p->x_channels > p->channels ||
@@ -569,6 +578,19 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
     case NNB_PLAN_AVERAGE_Q8:
         average_q8(s->params, a, out);
         return 0;
+    case NNB_PLAN_QUANTIZE: {
+        const nnb_plan_quantize *q = s->params;
+        if (s->count == 0)
+            return 0;
+        return nnb_quantize_f32(a, (uint64_t)s->count, q->scale, q->zero_point, q->type, out);
+    }
+    case NNB_PLAN_DEQUANTIZE: {
+        const nnb_plan_quantize *q = s->params;
+        float *f = out;
+        for (int64_t k = 0; k < s->count; k++) /* an int32 difference times a float32 scale */
+            f[k] = (float)(stored(a, q->type, k) - q->zero_point) * q->scale;
+        return 0;
+    }
     case NNB_PLAN_SOFTMAX_Q8: {
         const nnb_plan_softmax *m = s->params;
         if (s->count == 0)

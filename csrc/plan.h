@@ -35,7 +35,9 @@
 #define NNB_PLAN_SOFTMAX_Q8 17  /* nnb_plan_softmax: nnb_softmax_quant8 over rows of a */
 #define NNB_PLAN_AVERAGE_Q8 18  /* nnb_plan_average: quantized AVERAGE_POOL_2D */
 #define NNB_PLAN_PRELU 19       /* nnb_plan_broadcast: out = a >= 0 ? a : a * b (float32) */
-#define NNB_PLAN_KINDS 20
+#define NNB_PLAN_QUANTIZE 20    /* nnb_plan_quantize: nnb_quantize_f32 of count floats */
+#define NNB_PLAN_DEQUANTIZE 21  /* nnb_plan_quantize: out = (float)(a - zero_point) * scale */
+#define NNB_PLAN_KINDS 22
 
 /* The binary elementwise kinds (ADD..MINIMUM) may take one, and PRELU
  * must: b then holds b_count floats, and element k of a pairs with b[(k /
@@ -132,6 +134,13 @@ typedef struct {
     struct nnb_window_shape shape;
     int32_t type, lo, hi, reserved;
 } nnb_plan_average;
+
+/* QUANTIZE, DEQUANTIZE: the 8-bit side's scale, zero point and type
+ * (NNB_OUT_UINT8 or NNB_OUT_INT8); count elements. */
+typedef struct {
+    float scale;
+    int32_t zero_point, type, reserved;
+} nnb_plan_quantize;
 
 /* A tensor of a step: arena + ref bytes for ref >= 0, else the caller's
  * tensor tensors[-1 - ref]. */

@@ -92,6 +92,8 @@ class _Lib:
     NNB_PLAN_SOFTMAX_Q8: int
     NNB_PLAN_AVERAGE_Q8: int
     NNB_PLAN_PRELU: int
+    NNB_PLAN_QUANTIZE: int
+    NNB_PLAN_DEQUANTIZE: int
     NNB_PLAN_KINDS: int
     NNB_PLAN_MAX_RANK: int
     def nnb_fmq_handle_bytes(self) -> int: ...

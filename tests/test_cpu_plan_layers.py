@@ -434,3 +434,28 @@ def test_per_channel_operands_and_prelu_give_the_operations_bits(
     net.output(net.op(Op.PRELU, [t, half], net.like(x, dims)))
     planned = same_answers(net, monkeypatch)
     assert len(planned.main._plan) == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_quantize_and_dequantize_at_the_borders_of_an_int8_chain(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    net = Net(700 + seed)
+    x = random_image(net, F32)
+    dims = net.info(x).dimensions or ()
+    code = Q8
+    q = net.op(
+        Op.QUANTIZE,
+        [x],
+        OperandInfo(code, dims, 0.02, int(net.rng.integers(-5, 5))),
+    )
+    t = net.conv(q, int(net.rng.integers(1, 9)))
+    net.output(net.op(Op.DEQUANTIZE, [t], OperandInfo(F32, net.info(t).dimensions)))
+    planned, one_by_one = both(net.model(), monkeypatch)
+    assert len(planned.main._plan) == 1
+    values = feed(net)
+    values[0].flat[: min(4, values[0].size)] = [np.nan, np.inf, -np.inf, 1e30][
+        : min(4, values[0].size)
+    ]
+    for got, want in zip(planned.run(values), one_by_one.run(values)):
+        np.testing.assert_array_equal(got, want)

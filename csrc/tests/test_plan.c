@@ -207,6 +207,24 @@ static int random_average(void)
                 }
     bytes[1] = out_n - 1; /* one byte short */
     failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    /* DEQUANTIZE of the input, then QUANTIZE back: the same bytes. */
+    float *real = malloc(sizeof(float) * (size_t)in_n);
+    int8_t *again = malloc((size_t)in_n);
+    nnb_plan_quantize q = {.scale = 0.25f, .zero_point = rand() % 7 - 3, .type = NNB_OUT_INT8};
+    nnb_plan_step there = {.kind = NNB_PLAN_DEQUANTIZE, .a = -1, .out = -2, .count = in_n,
+                           .params = &q};
+    nnb_plan_step back = {.kind = NNB_PLAN_QUANTIZE, .a = -2, .out = -3, .count = in_n,
+                          .params = &q};
+    nnb_plan_step both[2] = {there, back};
+    void *round_trip[3] = {x, real, again};
+    int64_t sizes[3] = {in_n, in_n * 4, in_n};
+    failed |= nnb_plan_run(both, 2, NULL, 0, round_trip, sizes, 3) != 0;
+    for (int64_t k = 0; k < in_n && !failed; k++) {
+        failed = real[k] != (float)(x[k] - q.zero_point) * 0.25f || again[k] != x[k];
+    }
+    sizes[1] = in_n * 4 - 1;
+    failed |= nnb_plan_check(both, 2, 0, sizes, 3) != -EINVAL;
+    free(real), free(again);
     uint8_t table[1] = {0};
     nnb_plan_lookup lookup = {.table = table, .b_count = 3};
     nnb_plan_step bad = {.kind = NNB_PLAN_QLOOKUP, .a = -1, .b = -1, .out = -2, .count = 4,

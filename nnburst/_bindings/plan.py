@@ -23,7 +23,7 @@ QCONV, QDEPTHWISE = lib.NNB_PLAN_QCONV, lib.NNB_PLAN_QDEPTHWISE
 COPY, FILL, POOL = lib.NNB_PLAN_COPY, lib.NNB_PLAN_FILL, lib.NNB_PLAN_POOL
 QLOOKUP, PADDED_ADD = lib.NNB_PLAN_QLOOKUP, lib.NNB_PLAN_PADDED_ADD
 SOFTMAX_Q8, AVERAGE_Q8 = lib.NNB_PLAN_SOFTMAX_Q8, lib.NNB_PLAN_AVERAGE_Q8
-PRELU = lib.NNB_PLAN_PRELU
+PRELU, QUANTIZE, DEQUANTIZE = lib.NNB_PLAN_PRELU, lib.NNB_PLAN_QUANTIZE, lib.NNB_PLAN_DEQUANTIZE
 MAX_RANK = lib.NNB_PLAN_MAX_RANK
 #: Every intermediate starts on a cache line (the kernels' vector loads like it).
 ALIGN = 64
@@ -157,6 +157,14 @@ def average_params(shape: Any, dtype: np.dtype, lo: int, hi: int) -> Params:
     pointer.type = lib.NNB_OUT_INT8 if dtype == np.int8 else lib.NNB_OUT_UINT8
     pointer.lo, pointer.hi = lo, hi
     return Params(pointer, (shape,))
+
+
+def quantize_params(scale: float, zero_point: int, dtype: np.dtype) -> Params:
+    """QUANTIZE, DEQUANTIZE: the 8-bit side's ``scale``, ``zero_point`` and ``dtype``."""
+    pointer: Any = ffi.new("nnb_plan_quantize *")
+    pointer.scale, pointer.zero_point = scale, zero_point
+    pointer.type = lib.NNB_OUT_INT8 if dtype == np.int8 else lib.NNB_OUT_UINT8
+    return Params(pointer)
 
 
 def padded_add_params(channels: int, x_channels: int) -> Params:

@@ -69,6 +69,11 @@ _CLAMPS = {
     OperationCode.RELU1: FuseCode.RELU1,
     OperationCode.RELU6: FuseCode.RELU6,
 }
+_ONE_SCALE_8BIT = (
+    OperandCode.TENSOR_QUANT8_ASYMM,
+    OperandCode.TENSOR_QUANT8_ASYMM_SIGNED,
+    OperandCode.TENSOR_QUANT8_SYMM,
+)
 _UNARY = (OperationCode.HARD_SWISH, OperationCode.PRELU)
 #: Binary operations whose inputs may trade places (float, bit for bit).
 _COMMUTATIVE = (OperationCode.ADD, OperationCode.MUL)
@@ -180,6 +185,8 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             return _pad(op, subgraph)
         if code in _BYTE_FUNCTIONS:
             return _byte_function(op, subgraph)
+        if code == OperationCode.DEQUANTIZE:
+            return _dequantize(op, subgraph)
     except (ValueError, TypeError, IndexError, OverflowError):  # parameters it does not take
         return None
     return None
@@ -653,3 +660,14 @@ def _byte_function(op: Any, subgraph: Subgraph) -> _Lowered | None:
     count = _count(subgraph, x)
     params = c_plan.lookup_params(table, count)
     return _Lowered((_Step(c_plan.QLOOKUP, x, y, count, b=x, params=params),))
+
+
+def _dequantize(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """8-bit (one scale) to float32: ``float32(q - zero_point) * float32(scale)``."""
+    x, y = op.inputs[0], op.outputs[0]
+    info = _info(subgraph, x)
+    if info.code not in _ONE_SCALE_8BIT or _info(subgraph, y).code != _F32:
+        return None
+    count = _count(subgraph, x)
+    params = c_plan.quantize_params(info.scale, info.zero_point, info.dtype)
+    return _Lowered((_Step(c_plan.DEQUANTIZE, x, y, count, params=params),))
