@@ -363,31 +363,49 @@ static void elementwise(const nnb_plan_step *s, const float *a, const float *b, 
     }
 }
 
-/* A binary step whose b repeats per channel (nnb_plan_broadcast). */
+/* A binary step whose b repeats per channel (nnb_plan_broadcast): the kind
+ * chosen once, then plain loops the compiler vectorises, over the channels
+ * of a row (b_inner 1: NHWC) or over the pixels of a channel (NCHW). */
+#define BROADCAST_LOOPS(expr)                                                                     \
+    do {                                                                                          \
+        if (inner == 1) {                                                                         \
+            for (int64_t r = 0; r < rows; r++) {                                                  \
+                const float *x_ = a + r * channels;                                               \
+                float *o_ = out + r * channels;                                                   \
+                for (int64_t c = 0; c < channels; c++) {                                          \
+                    const float x = x_[c], y = b[c];                                              \
+                    o_[c] = clamped(expr, lo, hi);                                                \
+                }                                                                                 \
+            }                                                                                     \
+        } else {                                                                                  \
+            for (int64_t r = 0; r < rows; r++)                                                    \
+                for (int64_t c = 0; c < channels; c++) {                                          \
+                    const float y = b[c];                                                         \
+                    const float *x_ = a + (r * channels + c) * inner;                             \
+                    float *o_ = out + (r * channels + c) * inner;                                 \
+                    for (int64_t i = 0; i < inner; i++) {                                         \
+                        const float x = x_[i];                                                    \
+                        o_[i] = clamped(expr, lo, hi);                                            \
+                    }                                                                             \
+                }                                                                                 \
+        }                                                                                         \
+    } while (0)
+
 static void broadcast(const nnb_plan_step *s, const float *a, const float *b, float *out)
 {
     const nnb_plan_broadcast *br = s->params;
     const int64_t inner = br->b_inner, channels = br->b_count;
+    const int64_t rows = s->count / (inner * channels);
     const float lo = s->lo, hi = s->hi;
-    int64_t k = 0;
-    while (k < s->count)
-        for (int64_t c = 0; c < channels; c++) {
-            const float y = b[c];
-            for (int64_t i = 0; i < inner; i++, k++) {
-                const float x = a[k];
-                float v;
-                switch (s->kind) {
-                case NNB_PLAN_ADD: v = x + y; break;
-                case NNB_PLAN_SUB: v = x - y; break;
-                case NNB_PLAN_MUL: v = x * y; break;
-                case NNB_PLAN_DIV: v = x / y; break;
-                case NNB_PLAN_MAXIMUM: v = maximum(x, y); break;
-                case NNB_PLAN_MINIMUM: v = minimum(x, y); break;
-                default: v = x >= 0.0f ? x : x * y; break; /* NNB_PLAN_PRELU */
-                }
-                out[k] = clamped(v, lo, hi);
-            }
-        }
+    switch (s->kind) {
+    case NNB_PLAN_ADD: BROADCAST_LOOPS(x + y); break;
+    case NNB_PLAN_SUB: BROADCAST_LOOPS(x - y); break;
+    case NNB_PLAN_MUL: BROADCAST_LOOPS(x * y); break;
+    case NNB_PLAN_DIV: BROADCAST_LOOPS(x / y); break;
+    case NNB_PLAN_MAXIMUM: BROADCAST_LOOPS(maximum(x, y)); break;
+    case NNB_PLAN_MINIMUM: BROADCAST_LOOPS(minimum(x, y)); break;
+    default: BROADCAST_LOOPS(x >= 0.0f ? x : x * y); break; /* NNB_PLAN_PRELU */
+    }
 }
 
 /* One row of a copy, element by element through memcpy (the buffers need
