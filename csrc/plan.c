@@ -5,7 +5,8 @@
  * computes exactly what numpy computes for the operation (one IEEE
  * operation per element, no contraction across steps), and the clamp
  * propagates NaN as np.maximum / np.minimum do: a NaN compares false and
- * stays.  The other steps call the kernels the operations' bound paths
+ * stays (MAXIMUM and MINIMUM themselves keep their first operand where
+ * either is NaN, as std::max / std::min and the run loop do).  The other steps call the kernels the operations' bound paths
  * call (kernels.h, qconv.h) with the same arguments, so a plan's results
  * are the operations' bit for bit.
  *
@@ -313,10 +314,11 @@ static float clamped(float v, float lo, float hi)
     return v > hi ? hi : v;
 }
 
-/* np.maximum / np.minimum: a NaN on either side is the result. */
-static float maximum(float a, float b) { return (a >= b || isnan(a)) ? a : b; }
+/* MAXIMUM / MINIMUM as the CPU driver computes them (elementwise.py):
+ * std::max / std::min, which hand back a when either is NaN. */
+static float maximum(float a, float b) { return a < b ? b : a; }
 
-static float minimum(float a, float b) { return (a <= b || isnan(a)) ? a : b; }
+static float minimum(float a, float b) { return b < a ? b : a; }
 
 static void elementwise(const nnb_plan_step *s, const float *a, const float *b, float *out)
 {

@@ -459,3 +459,18 @@ def test_quantize_and_dequantize_at_the_borders_of_an_int8_chain(
     ]
     for got, want in zip(planned.run(values), one_by_one.run(values)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_maximum_and_minimum_keep_their_first_operand_beside_a_nan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    net = Net(1)
+    x, y = net.input(OperandInfo(F32, (4,))), net.input(OperandInfo(F32, (4,)))
+    t = net.op(Op.MAXIMUM, [x, y], OperandInfo(F32, (4,)))
+    net.output(net.op(Op.MINIMUM, [t, y], OperandInfo(F32, (4,))))
+    planned, one_by_one = both(net.model(), monkeypatch)
+    a = np.array([1, 2, np.nan, 4], np.float32)
+    b = np.array([np.nan, 0, 5, np.nan], np.float32)
+    got = planned.run([a, b])[0]
+    np.testing.assert_array_equal(got, one_by_one.run([a, b])[0])
+    np.testing.assert_array_equal(got, [1, 0, np.nan, 4])
