@@ -21,7 +21,7 @@ from cffi import FFI
 HERE = Path(__file__).resolve().parent
 #: The contracts, in the order their cdef regions are read (status first:
 #: the other two name its codes).
-HEADERS = ["status.h", "fmq.h", "kernels.h", "plan.h", "qconv.h", "fconv.h"]
+HEADERS = ["status.h", "fmq.h", "kernels.h", "qconv.h", "fconv.h", "plan.h"]
 SOURCES = [
     "fmq.c",
     "fmq_blocking.c",

@@ -1,33 +1,311 @@
-/* One C call for a run of float32 elementwise operations (plan.h).
+/* One C call for a run of operations (plan.h).
  *
  * The Python executor costs ~1 us per operation before any arithmetic;
- * here a step costs a few nanoseconds plus its loop.  Each step computes
- * exactly what numpy computes for the operation (one IEEE operation per
- * element, no contraction across steps), and the clamp propagates NaN as
- * np.maximum / np.minimum do: a NaN compares false and stays. */
+ * here a step costs a few nanoseconds plus its loop.  Each elementwise step
+ * computes exactly what numpy computes for the operation (one IEEE
+ * operation per element, no contraction across steps), and the clamp
+ * propagates NaN as np.maximum / np.minimum do: a NaN compares false and
+ * stays (MAXIMUM and MINIMUM themselves keep their first operand where
+ * either is NaN, as std::max / std::min and the run loop do).  The other steps call the kernels the operations' bound paths
+ * call (kernels.h, qconv.h) with the same arguments, so a plan's results
+ * are the operations' bit for bit.
+ *
+ * Every step is checked before the first runs (nnb_plan_check): the bytes
+ * it reads and writes, worked out here from its kind and parameters, must
+ * lie in the buffers its references name.  The kernels check their own
+ * arguments again; a plan never trusts the planner. */
 
 #include "plan.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
-static float *tensor_at(int64_t ref, float *arena, float *const *tensors)
+/* Sizes beyond this are refused: products of a few of them stay in int64. */
+#define DIM_LIMIT ((int64_t)1 << 31)
+
+static void *tensor_at(int64_t ref, void *arena, void *const *tensors)
 {
-    return ref >= 0 ? arena + ref : tensors[-1 - ref];
+    return ref >= 0 ? (uint8_t *)arena + ref : tensors[-1 - ref];
 }
 
-/* Whether ref names floats [ref, ref + floats) inside the arena or the caller's tensor. */
-static int fits(int64_t ref, int64_t floats, int64_t arena_floats, const int64_t *tensor_floats,
-                int64_t tensor_count)
+struct buffers {
+    int64_t arena_bytes;
+    const int64_t *tensor_bytes;
+    int64_t tensor_count;
+};
+
+/* Whether ref names bytes [ref, ref + bytes) inside the arena or the caller's tensor. */
+static int fits(int64_t ref, int64_t bytes, const struct buffers *in)
 {
-    if (floats < 0)
+    if (bytes < 0)
         return 0;
     if (ref >= 0)
-        return ref <= arena_floats && floats <= arena_floats - ref;
-    if (ref < -tensor_count)
+        return ref <= in->arena_bytes && bytes <= in->arena_bytes - ref;
+    if (ref < -in->tensor_count)
         return 0;
-    return floats <= tensor_floats[-1 - ref];
+    return bytes <= in->tensor_bytes[-1 - ref];
+}
+
+/* Whether [a, a + a_bytes) and [b, b + b_bytes) of the same buffer overlap. */
+static int overlap(int64_t a, int64_t a_bytes, int64_t b, int64_t b_bytes)
+{
+    if ((a < 0) != (b < 0))
+        return 0; /* one in the arena, the other a caller's tensor */
+    if (a < 0)
+        return a == b; /* caller's tensors are distinct arrays */
+    return a < b + b_bytes && b < a + a_bytes;
+}
+
+static int dim(int64_t v) { return v >= 1 && v < DIM_LIMIT; }
+
+/* The windows of one axis inside the padded input: the last window's last
+ * tap is row (out - 1) * stride + (filter - 1) * dilation of the padded input. */
+static int axis_fits(int64_t in, int64_t pad_before, int64_t pad_after, int64_t out,
+                     int64_t filter, int64_t stride, int64_t dilation)
+{
+    if (!dim(in) || !dim(out) || !dim(filter) || !dim(stride) || !dim(dilation) ||
+        pad_before < 0 || pad_after < 0 || pad_before >= DIM_LIMIT || pad_after >= DIM_LIMIT)
+        return 0;
+    return (out - 1) * stride + (filter - 1) * dilation < in + pad_before + pad_after;
+}
+
+static int window_fits(const struct nnb_window_shape *s)
+{
+    return dim(s->batches) && dim(s->in_c) && dim(s->out_c) &&
+           axis_fits(s->in_h, s->pad_top, s->pad_bottom, s->out_h, s->filter_h, s->stride_h,
+                     s->dilation_h) &&
+           axis_fits(s->in_w, s->pad_left, s->pad_right, s->out_w, s->filter_w, s->stride_w,
+                     s->dilation_w) &&
+           s->batches * s->in_h < DIM_LIMIT && s->in_w * s->in_c < DIM_LIMIT &&
+           s->batches * s->out_h < DIM_LIMIT && s->out_w * s->out_c < DIM_LIMIT;
+}
+
+static int64_t in_floats(const struct nnb_window_shape *s, int64_t channels)
+{
+    return s->batches * s->in_h * s->in_w * channels;
+}
+
+static int64_t out_floats(const struct nnb_window_shape *s)
+{
+    return s->batches * s->out_h * s->out_w * s->out_c;
+}
+
+/* The lowest and one past the highest element a copy's strides reach from
+ * offset; 0 when they do not stay in int64's comfort. */
+static int copy_reach(const nnb_plan_copy *c, const int64_t *stride, int64_t offset,
+                      int64_t *lowest, int64_t *end)
+{
+    int64_t lo = offset, hi = offset;
+    for (int k = 0; k < c->rank; k++) {
+        if (!dim(c->extent[k]) || stride[k] <= -DIM_LIMIT || stride[k] >= DIM_LIMIT)
+            return 0;
+        const int64_t span = (c->extent[k] - 1) * stride[k];
+        if (span < 0)
+            lo += span;
+        else
+            hi += span;
+        if (lo <= -DIM_LIMIT * 4 || hi >= DIM_LIMIT * 4)
+            return 0;
+    }
+    *lowest = lo, *end = hi + 1;
+    return 1;
+}
+
+static int elem_size(int32_t bytes) { return bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8; }
+
+/* What step s reads from a and b and writes to out, in bytes (-1: unused),
+ * or 0 for a step that makes no sense whatever the buffers. */
+static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *out)
+{
+    *a = *b = *out = -1;
+    if (s->kind < 0 || s->kind >= NNB_PLAN_KINDS || s->count < 0)
+        return 0;
+    if (s->kind <= NNB_PLAN_HARD_SWISH || s->kind == NNB_PLAN_PRELU) {
+        const nnb_plan_broadcast *br = s->params;
+        const int binary = s->kind <= NNB_PLAN_MINIMUM || s->kind == NNB_PLAN_PRELU;
+        if ((s->a_step != 0 && s->a_step != 1) || (s->b_step != 0 && s->b_step != 1) ||
+            s->count >= DIM_LIMIT * 4 || (br != NULL && !binary) ||
+            (br == NULL && s->kind == NNB_PLAN_PRELU))
+            return 0;
+        *out = s->count * 4;
+        *a = (s->a_step ? s->count : 1) * 4;
+        if (br != NULL) {
+            if (!s->a_step || !dim(br->b_count) || !dim(br->b_inner) ||
+                br->b_count * br->b_inner >= DIM_LIMIT * 4 ||
+                s->count % (br->b_count * br->b_inner) != 0)
+                return 0;
+            *b = br->b_count * 4;
+        } else if (binary) {
+            *b = (s->b_step ? s->count : 1) * 4;
+        }
+        return 1;
+    }
+    if (s->params == NULL)
+        return 0;
+    switch (s->kind) {
+    case NNB_PLAN_CONV:
+    case NNB_PLAN_DEPTHWISE: {
+        const nnb_plan_conv *c = s->params;
+        const struct nnb_window_shape *w = &c->shape;
+        if (!window_fits(w) || c->weights == NULL || c->bias == NULL || c->weight_cols < w->out_c ||
+            c->weight_cols % 16 != 0 || c->weight_cols >= DIM_LIMIT)
+            return 0;
+        if (s->kind == NNB_PLAN_CONV) {
+            if (c->source_c != w->in_c)
+                return 0;
+        } else if (w->in_c < 16 || w->in_c < w->out_c || !dim(c->source_c) ||
+                   c->source_c > w->in_c || c->source_c != w->out_c) {
+            return 0;
+        }
+        *a = in_floats(w, c->source_c) * 4;
+        *out = out_floats(w) * 4;
+        if (c->source_c < w->in_c)
+            *b = in_floats(w, w->in_c) * 4;
+        return 1;
+    }
+    case NNB_PLAN_QCONV:
+    case NNB_PLAN_QDEPTHWISE: {
+        const nnb_plan_qconv *q = s->params;
+        const struct nnb_qconv *l = q->layer;
+        if (l == NULL || q->packed == NULL || !dim(q->batches))
+            return 0;
+        const int depthwise = s->kind == NNB_PLAN_QDEPTHWISE;
+        const int64_t packed = depthwise ? nnb_qdwconv_packed_bytes(l) : nnb_qconv_packed_bytes(l);
+        const int64_t scratch = depthwise ? nnb_qdwconv_scratch_bytes(l) : nnb_qconv_scratch_bytes(l);
+        if (packed < 0 || scratch < 0 || packed != q->packed_bytes || q->scratch_bytes < scratch)
+            return 0;
+        if (!dim(l->in_h) || !dim(l->in_w) || !dim(l->in_c) || !dim(l->out_h) || !dim(l->out_w) ||
+            !dim(l->out_c) || q->batches * l->in_h >= DIM_LIMIT || l->in_w * l->in_c >= DIM_LIMIT ||
+            q->batches * l->out_h >= DIM_LIMIT || l->out_w * l->out_c >= DIM_LIMIT)
+            return 0;
+        *a = q->batches * l->in_h * l->in_w * l->in_c;
+        *out = q->batches * l->out_h * l->out_w * l->out_c;
+        *b = q->scratch_bytes;
+        return 1;
+    }
+    case NNB_PLAN_COPY: {
+        const nnb_plan_copy *c = s->params;
+        int64_t a_lo, a_end, out_lo, out_end;
+        if (c->rank < 0 || c->rank > NNB_PLAN_MAX_RANK || !elem_size(c->elem_bytes))
+            return 0;
+        for (int k = 0; k < c->rank; k++)
+            if (c->out_stride[k] < 0)
+                return 0;
+        if (!copy_reach(c, c->a_stride, c->a_offset, &a_lo, &a_end) ||
+            !copy_reach(c, c->out_stride, c->out_offset, &out_lo, &out_end) || a_lo < 0 ||
+            out_lo < 0)
+            return 0;
+        *a = a_end * c->elem_bytes;
+        *out = out_end * c->elem_bytes;
+        return 1;
+    }
+    case NNB_PLAN_FILL: {
+        const nnb_plan_fill *f = s->params;
+        if (!elem_size(f->elem_bytes) || s->count >= DIM_LIMIT * 4)
+            return 0;
+        *out = s->count * f->elem_bytes;
+        return 1;
+    }
+    case NNB_PLAN_POOL: {
+        const nnb_plan_pool *p = s->params;
+        const struct nnb_window_shape *w = &p->shape;
+        if (!window_fits(w) || w->in_c != w->out_c || w->pad_top || w->pad_bottom ||
+            w->pad_left || w->pad_right ||
+            (p->pool_kind != NNB_POOL_MAX && p->pool_kind != NNB_POOL_SUM))
+            return 0;
+        *a = in_floats(w, w->in_c) * 4;
+        *out = out_floats(w) * 4;
+        return 1;
+    }
+    case NNB_PLAN_QLOOKUP: {
+        const nnb_plan_lookup *l = s->params;
+        if (l->table == NULL || !dim(l->b_count) || s->count >= DIM_LIMIT * 4 ||
+            s->count % l->b_count != 0)
+            return 0;
+        *a = *out = s->count;
+        *b = l->b_count;
+        return 1;
+    }
+    case NNB_PLAN_SOFTMAX_Q8: {
+        const nnb_plan_softmax *m = s->params;
+        if (m->exps == NULL || !dim(m->depth) || m->depth > UINT32_MAX ||
+            s->count >= DIM_LIMIT * 4 || s->count % m->depth != 0 ||
+            (m->type != NNB_OUT_UINT8 && m->type != NNB_OUT_INT8))
+            return 0;
+        *a = *out = s->count;
+        return 1;
+    }
+    case NNB_PLAN_AVERAGE_Q8: {
+        const nnb_plan_average *m = s->params;
+        const struct nnb_window_shape *w = &m->shape;
+        if (!window_fits(w) || w->in_c != w->out_c || w->dilation_h != 1 || w->dilation_w != 1 ||
+            w->filter_h * w->filter_w >= (1 << 23) ||
+            (m->type != NNB_OUT_UINT8 && m->type != NNB_OUT_INT8) || m->lo > m->hi)
+            return 0;
+        *a = in_floats(w, w->in_c);
+        *out = out_floats(w);
+        return 1;
+    }
+    case NNB_PLAN_QUANTIZE:
+    case NNB_PLAN_DEQUANTIZE: {
+        const nnb_plan_quantize *q = s->params;
+        if ((q->type != NNB_OUT_UINT8 && q->type != NNB_OUT_INT8) || s->count >= DIM_LIMIT * 4)
+            return 0;
+        *a = s->kind == NNB_PLAN_QUANTIZE ? s->count * 4 : s->count;
+        *out = s->kind == NNB_PLAN_QUANTIZE ? s->count : s->count * 4;
+        return 1;
+    }
+    default: { /* NNB_PLAN_PADDED_ADD */
+        const nnb_plan_padded_add *p = s->params;
+        if (!dim(p->channels) || !dim(p->x_channels) || p->x_channels > p->channels ||
+            p->channels > UINT32_MAX || s->count % p->channels != 0 || s->count >= DIM_LIMIT * 4)
+            return 0;
+        *a = *out = s->count * 4;
+        *b = s->count / p->channels * p->x_channels * 4;
+        return 1;
+    }
+    }
+}
+
+static int check(const nnb_plan_step *s, const struct buffers *in)
+{
+    int64_t a, b, out;
+    if (!step_bytes(s, &a, &b, &out) || !fits(s->out, out, in))
+        return 0;
+    if (a >= 0 && !fits(s->a, a, in))
+        return 0;
+    if (b >= 0 && !fits(s->b, b, in))
+        return 0;
+    if (s->kind <= NNB_PLAN_HARD_SWISH || s->kind == NNB_PLAN_PRELU) {
+        /* An output may overwrite an input element by element only in place. */
+        if ((s->out == s->a && !s->a_step) ||
+            (b >= 0 && s->out == s->b && (!s->b_step || s->params != NULL)))
+            return 0;
+        if ((s->out != s->a && overlap(s->out, out, s->a, a)) ||
+            (b >= 0 && s->out != s->b && overlap(s->out, out, s->b, b)))
+            return 0;
+        return 1;
+    }
+    if (a >= 0 && overlap(s->out, out, s->a, a))
+        return 0;
+    return b < 0 || (!overlap(s->out, out, s->b, b) && (a < 0 || !overlap(s->a, a, s->b, b) ||
+                                                           s->kind == NNB_PLAN_QLOOKUP ||
+                                                           s->kind == NNB_PLAN_PADDED_ADD));
+}
+
+int nnb_plan_check(const nnb_plan_step *steps, int64_t count, int64_t arena_bytes,
+                   const int64_t *tensor_bytes, int64_t tensor_count)
+{
+    if (count < 0 || arena_bytes < 0 || tensor_count < 0 || (count && steps == NULL) ||
+        (tensor_count && tensor_bytes == NULL))
+        return -EINVAL;
+    const struct buffers in = {arena_bytes, tensor_bytes, tensor_count};
+    for (int64_t i = 0; i < count; i++)
+        if (!check(&steps[i], &in))
+            return -EINVAL;
+    return 0;
 }
 
 static float clamped(float v, float lo, float hi)
@@ -36,91 +314,345 @@ static float clamped(float v, float lo, float hi)
     return v > hi ? hi : v;
 }
 
-/* np.maximum / np.minimum: a NaN on either side is the result. */
-static float maximum(float a, float b)
+/* MAXIMUM / MINIMUM as the CPU driver computes them (elementwise.py):
+ * std::max / std::min, which hand back a when either is NaN. */
+static float maximum(float a, float b) { return a < b ? b : a; }
+
+static float minimum(float a, float b) { return b < a ? b : a; }
+
+static void elementwise(const nnb_plan_step *s, const float *a, const float *b, float *out)
 {
-    return (a >= b || isnan(a)) ? a : b;
+    const int64_t as = s->a_step, bs = s->b_step, n = s->count;
+    const float lo = s->lo, hi = s->hi;
+    switch (s->kind) {
+    case NNB_PLAN_ADD:
+        for (int64_t k = 0; k < n; k++)
+            out[k] = clamped(a[k * as] + b[k * bs], lo, hi);
+        break;
+    case NNB_PLAN_SUB:
+        for (int64_t k = 0; k < n; k++)
+            out[k] = clamped(a[k * as] - b[k * bs], lo, hi);
+        break;
+    case NNB_PLAN_MUL:
+        for (int64_t k = 0; k < n; k++)
+            out[k] = clamped(a[k * as] * b[k * bs], lo, hi);
+        break;
+    case NNB_PLAN_DIV:
+        for (int64_t k = 0; k < n; k++)
+            out[k] = clamped(a[k * as] / b[k * bs], lo, hi);
+        break;
+    case NNB_PLAN_MAXIMUM:
+        for (int64_t k = 0; k < n; k++)
+            out[k] = clamped(maximum(a[k * as], b[k * bs]), lo, hi);
+        break;
+    case NNB_PLAN_MINIMUM:
+        for (int64_t k = 0; k < n; k++)
+            out[k] = clamped(minimum(a[k * as], b[k * bs]), lo, hi);
+        break;
+    case NNB_PLAN_CLAMP:
+        for (int64_t k = 0; k < n; k++)
+            out[k] = clamped(a[k * as], lo, hi);
+        break;
+    default: /* NNB_PLAN_HARD_SWISH: hard_swish's bound kernel, step by step */
+        for (int64_t k = 0; k < n; k++) {
+            const float x = a[k * as];
+            float g = x + 3.0f;
+            g = g < 0.0f ? 0.0f : g;
+            g = g > 6.0f ? 6.0f : g;
+            out[k] = clamped(x * g / 6.0f, lo, hi);
+        }
+        break;
+    }
 }
 
-static float minimum(float a, float b)
+/* A binary step whose b repeats per channel (nnb_plan_broadcast): the kind
+ * chosen once, then plain loops the compiler vectorises, over the channels
+ * of a row (b_inner 1: NHWC) or over the pixels of a channel (NCHW). */
+#define BROADCAST_LOOPS(expr)                                                                     \
+    do {                                                                                          \
+        if (inner == 1) {                                                                         \
+            for (int64_t r = 0; r < rows; r++) {                                                  \
+                const float *x_ = a + r * channels;                                               \
+                float *o_ = out + r * channels;                                                   \
+                for (int64_t c = 0; c < channels; c++) {                                          \
+                    const float x = x_[c], y = b[c];                                              \
+                    o_[c] = clamped(expr, lo, hi);                                                \
+                }                                                                                 \
+            }                                                                                     \
+        } else {                                                                                  \
+            for (int64_t r = 0; r < rows; r++)                                                    \
+                for (int64_t c = 0; c < channels; c++) {                                          \
+                    const float y = b[c];                                                         \
+                    const float *x_ = a + (r * channels + c) * inner;                             \
+                    float *o_ = out + (r * channels + c) * inner;                                 \
+                    for (int64_t i = 0; i < inner; i++) {                                         \
+                        const float x = x_[i];                                                    \
+                        o_[i] = clamped(expr, lo, hi);                                            \
+                    }                                                                             \
+                }                                                                                 \
+        }                                                                                         \
+    } while (0)
+
+static void broadcast(const nnb_plan_step *s, const float *a, const float *b, float *out)
 {
-    return (a <= b || isnan(a)) ? a : b;
+    const nnb_plan_broadcast *br = s->params;
+    const int64_t inner = br->b_inner, channels = br->b_count;
+    const int64_t rows = s->count / (inner * channels);
+    const float lo = s->lo, hi = s->hi;
+    switch (s->kind) {
+    case NNB_PLAN_ADD: BROADCAST_LOOPS(x + y); break;
+    case NNB_PLAN_SUB: BROADCAST_LOOPS(x - y); break;
+    case NNB_PLAN_MUL: BROADCAST_LOOPS(x * y); break;
+    case NNB_PLAN_DIV: BROADCAST_LOOPS(x / y); break;
+    case NNB_PLAN_MAXIMUM: BROADCAST_LOOPS(maximum(x, y)); break;
+    case NNB_PLAN_MINIMUM: BROADCAST_LOOPS(minimum(x, y)); break;
+    default: BROADCAST_LOOPS(x >= 0.0f ? x : x * y); break; /* NNB_PLAN_PRELU */
+    }
 }
 
-static int check(const nnb_plan_step *s, int64_t arena_floats, const int64_t *tensor_floats,
-                 int64_t tensor_count)
+/* One row of a copy, element by element through memcpy (the buffers need
+ * not be aligned to the element: the compiler makes each a plain move). */
+#define strided_row(type, a, out, ai, oi, as, os, inner)                                         \
+    do {                                                                                          \
+        for (int64_t k_ = 0; k_ < (inner); k_++)                                                  \
+            memcpy((out) + ((oi) + k_ * (os)) * sizeof(type), (a) + ((ai) + k_ * (as)) * sizeof(type), \
+                   sizeof(type));                                                                 \
+    } while (0)
+
+/* The copy's innermost axis with unit strides is one memcpy per row. */
+static void copy(const nnb_plan_copy *c, const uint8_t *a, uint8_t *out)
 {
-    int binary = s->kind <= NNB_PLAN_MINIMUM;
-    if (s->kind < 0 || s->kind > NNB_PLAN_HARD_SWISH || s->count < 0)
-        return 0;
-    if ((s->a_step != 0 && s->a_step != 1) || (s->b_step != 0 && s->b_step != 1))
-        return 0;
-    if (!fits(s->out, s->count, arena_floats, tensor_floats, tensor_count) ||
-        !fits(s->a, s->a_step ? s->count : 1, arena_floats, tensor_floats, tensor_count))
-        return 0;
-    if (binary && !fits(s->b, s->b_step ? s->count : 1, arena_floats, tensor_floats, tensor_count))
-        return 0;
-    /* An output may overwrite an input element by element only in place. */
-    if ((s->out == s->a && !s->a_step) || (binary && s->out == s->b && !s->b_step))
-        return 0;
-    return 1;
+    const int rank = c->rank, e = c->elem_bytes;
+    int64_t index[NNB_PLAN_MAX_RANK] = {0};
+    if (rank == 0) {
+        memcpy(out + c->out_offset * e, a + c->a_offset * e, (size_t)e);
+        return;
+    }
+    const int64_t inner = c->extent[rank - 1];
+    const int64_t as = c->a_stride[rank - 1], os = c->out_stride[rank - 1];
+    const int contiguous = as == 1 && os == 1;
+    for (;;) {
+        int64_t ai = c->a_offset, oi = c->out_offset;
+        for (int k = 0; k < rank - 1; k++)
+            ai += index[k] * c->a_stride[k], oi += index[k] * c->out_stride[k];
+        if (contiguous)
+            memcpy(out + oi * e, a + ai * e, (size_t)(inner * e));
+        else if (e == 4)
+            strided_row(uint32_t, a, out, ai, oi, as, os, inner);
+        else if (e == 1)
+            strided_row(uint8_t, a, out, ai, oi, as, os, inner);
+        else if (e == 2)
+            strided_row(uint16_t, a, out, ai, oi, as, os, inner);
+        else
+            strided_row(uint64_t, a, out, ai, oi, as, os, inner);
+        int k = rank - 2;
+        while (k >= 0 && ++index[k] == c->extent[k])
+            index[k--] = 0;
+        if (k < 0)
+            return;
+    }
 }
 
-int nnb_plan_run(const nnb_plan_step *steps, int64_t count, float *arena,
-                 int64_t arena_floats, float *const *tensors, const int64_t *tensor_floats,
-                 int64_t tensor_count)
+static void fill(const nnb_plan_fill *f, int64_t count, uint8_t *out)
 {
-    if (count < 0 || arena_floats < 0 || tensor_count < 0 || (count && steps == NULL))
+    const int e = f->elem_bytes;
+    int zero = 1;
+    for (int k = 0; k < e; k++)
+        zero &= f->value[k] == 0;
+    if (zero) {
+        memset(out, 0, (size_t)(count * e));
+        return;
+    }
+    if (e == 1) {
+        memset(out, f->value[0], (size_t)count);
+        return;
+    }
+    for (int64_t k = 0; k < count; k++)
+        memcpy(out + k * e, f->value, (size_t)e);
+}
+
+static int pool(const nnb_plan_pool *p, const float *a, float *out)
+{
+    int rc = nnb_pool_f32(a, &p->shape, p->pool_kind, out);
+    if (rc)
+        return rc;
+    const struct nnb_window_shape *w = &p->shape;
+    const int64_t pixels = w->out_h * w->out_w, channels = w->out_c;
+    for (int64_t n = 0; n < w->batches; n++)
+        for (int64_t q = 0; q < pixels; q++) {
+            float *o = out + (n * pixels + q) * channels;
+            if (p->counts != NULL) {
+                const float count = p->counts[q];
+                for (int64_t c = 0; c < channels; c++)
+                    o[c] = clamped(o[c] / count, p->lo, p->hi);
+            } else {
+                for (int64_t c = 0; c < channels; c++)
+                    o[c] = clamped(o[c], p->lo, p->hi);
+            }
+        }
+    return 0;
+}
+
+/* The taps [first, end) of one window along an axis that lie inside the input. */
+static void taps(int64_t o, int64_t stride, int64_t pad, int64_t filter, int64_t size,
+                 int64_t *first, int64_t *end)
+{
+    const int64_t start = o * stride - pad;
+    *first = start < 0 ? 0 : start;
+    *end = start + filter < size ? start + filter : size;
+}
+
+static int32_t stored(const void *a, int type, int64_t k)
+{
+    return type == NNB_OUT_INT8 ? ((const int8_t *)a)[k] : ((const uint8_t *)a)[k];
+}
+
+static void average_q8(const nnb_plan_average *m, const void *a, void *out)
+{
+    const struct nnb_window_shape *w = &m->shape;
+    const int64_t channels = w->in_c;
+    for (int64_t n = 0; n < w->batches; n++)
+        for (int64_t oy = 0; oy < w->out_h; oy++)
+            for (int64_t ox = 0; ox < w->out_w; ox++) {
+                int64_t y0, y1, x0, x1;
+                taps(oy, w->stride_h, w->pad_top, w->filter_h, w->in_h, &y0, &y1);
+                taps(ox, w->stride_w, w->pad_left, w->filter_w, w->in_w, &x0, &x1);
+                const int64_t count = (y1 > y0 ? y1 - y0 : 0) * (x1 > x0 ? x1 - x0 : 0);
+                const int64_t o = ((n * w->out_h + oy) * w->out_w + ox) * channels;
+                for (int64_t c = 0; c < channels; c++) {
+                    int64_t sum = 0;
+                    for (int64_t y = y0; y < y1; y++)
+                        for (int64_t x = x0; x < x1; x++)
+                            sum += stored(a, m->type, ((n * w->in_h + y) * w->in_w + x) * channels + c);
+                    int64_t v = 0;
+                    if (count > 0) {
+                        const int64_t half = count / 2;
+                        v = sum >= 0 ? (sum + half) / count : -((half - sum) / count);
+                    }
+                    v = v < m->lo ? m->lo : v > m->hi ? m->hi : v;
+                    if (m->type == NNB_OUT_INT8)
+                        ((int8_t *)out)[o + c] = (int8_t)v;
+                    else
+                        ((uint8_t *)out)[o + c] = (uint8_t)v;
+                }
+            }
+}
+
+/* A depthwise input of source_c channels into the kernel's in_c: its own
+ * channels, then zeros. */
+static void widen(const nnb_plan_conv *c, const float *a, float *wide)
+{
+    const int64_t pixels = c->shape.batches * c->shape.in_h * c->shape.in_w;
+    const int64_t from = c->source_c, to = c->shape.in_c;
+    for (int64_t p = 0; p < pixels; p++) {
+        memcpy(wide + p * to, a + p * from, (size_t)from * sizeof(float));
+        memset(wide + p * to + from, 0, (size_t)(to - from) * sizeof(float));
+    }
+}
+
+static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
+{
+    void *out = tensor_at(s->out, arena, tensors);
+    const void *a = tensor_at(s->a, arena, tensors);
+    switch (s->kind) {
+    case NNB_PLAN_CONV: {
+        const nnb_plan_conv *c = s->params;
+        return nnb_conv_f32(a, &c->shape, c->weights, c->weight_cols, c->bias, c->lo, c->hi, out,
+                            c->path);
+    }
+    case NNB_PLAN_DEPTHWISE: {
+        const nnb_plan_conv *c = s->params;
+        if (c->source_c < c->shape.in_c) {
+            float *wide = tensor_at(s->b, arena, tensors);
+            widen(c, a, wide);
+            a = wide;
+        }
+        return nnb_depthwise_conv_f32(a, &c->shape, c->weights, c->weight_cols, c->bias, c->lo,
+                                      c->hi, out, c->path);
+    }
+    case NNB_PLAN_QCONV:
+    case NNB_PLAN_QDEPTHWISE: {
+        const nnb_plan_qconv *q = s->params;
+        void *scratch = tensor_at(s->b, arena, tensors);
+        if (s->kind == NNB_PLAN_QCONV)
+            return nnb_qconv_run(q->layer, q->packed, q->packed_bytes, a, q->batches, out, scratch,
+                                 q->scratch_bytes, q->path);
+        return nnb_qdwconv_run(q->layer, q->packed, q->packed_bytes, a, q->batches, out, scratch,
+                               q->scratch_bytes, q->path);
+    }
+    case NNB_PLAN_COPY:
+        copy(s->params, a, out);
+        return 0;
+    case NNB_PLAN_FILL:
+        fill(s->params, s->count, out);
+        return 0;
+    case NNB_PLAN_POOL:
+        return pool(s->params, a, out);
+    case NNB_PLAN_QLOOKUP: {
+        const nnb_plan_lookup *l = s->params;
+        if (s->count == 0)
+            return 0;
+        return nnb_quant_binary_lookup(a, (uint64_t)s->count, tensor_at(s->b, arena, tensors),
+                                       (uint64_t)l->b_count, l->table, out);
+    }
+    case NNB_PLAN_AVERAGE_Q8:
+        average_q8(s->params, a, out);
+        return 0;
+    case NNB_PLAN_QUANTIZE: {
+        const nnb_plan_quantize *q = s->params;
+        if (s->count == 0)
+            return 0;
+        return nnb_quantize_f32(a, (uint64_t)s->count, q->scale, q->zero_point, q->type, out);
+    }
+    case NNB_PLAN_DEQUANTIZE: {
+        const nnb_plan_quantize *q = s->params;
+        float *f = out;
+        for (int64_t k = 0; k < s->count; k++) /* an int32 difference times a float32 scale */
+            f[k] = (float)(stored(a, q->type, k) - q->zero_point) * q->scale;
+        return 0;
+    }
+    case NNB_PLAN_SOFTMAX_Q8: {
+        const nnb_plan_softmax *m = s->params;
+        if (s->count == 0)
+            return 0;
+        return nnb_softmax_quant8(a, (uint64_t)(s->count / m->depth), (uint32_t)m->depth, m->exps,
+                                  m->radius, m->type, out);
+    }
+    case NNB_PLAN_PADDED_ADD: {
+        const nnb_plan_padded_add *p = s->params;
+        return nnb_add_padded_channels_f32(a, tensor_at(s->b, arena, tensors),
+                                           (uint64_t)(s->count / p->channels),
+                                           (uint32_t)p->channels, (uint32_t)p->x_channels, s->lo,
+                                           s->hi, out);
+    }
+    default: {
+        const float *b = s->kind <= NNB_PLAN_MINIMUM || s->kind == NNB_PLAN_PRELU
+                             ? tensor_at(s->b, arena, tensors)
+                             : a;
+        if (s->params != NULL)
+            broadcast(s, a, b, out);
+        else
+            elementwise(s, a, b, out);
+        return 0;
+    }
+    }
+}
+
+int nnb_plan_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t arena_bytes,
+                 void *const *tensors, const int64_t *tensor_bytes, int64_t tensor_count)
+{
+    int rc = nnb_plan_check(steps, count, arena_bytes, tensor_bytes, tensor_count);
+    if (rc)
+        return rc;
+    if ((arena_bytes && arena == NULL) || (tensor_count && tensors == NULL))
         return -EINVAL;
-    for (int64_t i = 0; i < count; i++)
-        if (!check(&steps[i], arena_floats, tensor_floats, tensor_count))
+    for (int64_t i = 0; i < tensor_count; i++)
+        if (tensors[i] == NULL && tensor_bytes[i] > 0)
             return -EINVAL;
     for (int64_t i = 0; i < count; i++) {
-        const nnb_plan_step *s = &steps[i];
-        const float *a = tensor_at(s->a, arena, tensors);
-        const float *b = s->kind <= NNB_PLAN_MINIMUM ? tensor_at(s->b, arena, tensors) : a;
-        float *out = tensor_at(s->out, arena, tensors);
-        const int64_t as = s->a_step, bs = s->b_step, n = s->count;
-        const float lo = s->lo, hi = s->hi;
-        switch (s->kind) {
-        case NNB_PLAN_ADD:
-            for (int64_t k = 0; k < n; k++)
-                out[k] = clamped(a[k * as] + b[k * bs], lo, hi);
-            break;
-        case NNB_PLAN_SUB:
-            for (int64_t k = 0; k < n; k++)
-                out[k] = clamped(a[k * as] - b[k * bs], lo, hi);
-            break;
-        case NNB_PLAN_MUL:
-            for (int64_t k = 0; k < n; k++)
-                out[k] = clamped(a[k * as] * b[k * bs], lo, hi);
-            break;
-        case NNB_PLAN_DIV:
-            for (int64_t k = 0; k < n; k++)
-                out[k] = clamped(a[k * as] / b[k * bs], lo, hi);
-            break;
-        case NNB_PLAN_MAXIMUM:
-            for (int64_t k = 0; k < n; k++)
-                out[k] = clamped(maximum(a[k * as], b[k * bs]), lo, hi);
-            break;
-        case NNB_PLAN_MINIMUM:
-            for (int64_t k = 0; k < n; k++)
-                out[k] = clamped(minimum(a[k * as], b[k * bs]), lo, hi);
-            break;
-        case NNB_PLAN_CLAMP:
-            for (int64_t k = 0; k < n; k++)
-                out[k] = clamped(a[k * as], lo, hi);
-            break;
-        default: /* NNB_PLAN_HARD_SWISH: hard_swish's bound kernel, step by step */
-            for (int64_t k = 0; k < n; k++) {
-                const float x = a[k * as];
-                float g = x + 3.0f;
-                g = g < 0.0f ? 0.0f : g;
-                g = g > 6.0f ? 6.0f : g;
-                out[k] = clamped(x * g / 6.0f, lo, hi);
-            }
-            break;
-        }
+        rc = run_step(&steps[i], arena, tensors);
+        if (rc)
+            return rc;
     }
     return 0;
 }

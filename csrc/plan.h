@@ -1,13 +1,19 @@
-/* A plan: a run of float32 elementwise operations executed as one C call
- * (plan.c; built by csrc/build_ffi.py, planned by nnburst/cpu/plan.py). */
+/* A plan: a run of operations executed as one C call over the caller's
+ * tensors and an arena of intermediates (plan.c; built by
+ * csrc/build_ffi.py, planned by nnburst/cpu/plan.py).  The convolutions,
+ * pools and the 8-bit table lookups call the kernels of kernels.h and
+ * qconv.h; the moves (copies, fills) and the elementwise loops are here. */
 #ifndef NNBURST_PLAN_H
 #define NNBURST_PLAN_H
 
 #include <stdint.h>
 
+#include "kernels.h"
+#include "qconv.h"
+
 /* cffi cdef begin */
-/* What one step computes, elementwise over count floats; every one then
- * clamps its result to [lo, hi] (the fused activation; +-inf for none). */
+/* What one step computes.  The elementwise kinds work over count floats and
+ * clamp their result to [lo, hi] (the fused activation; +-inf for none). */
 #define NNB_PLAN_ADD 0
 #define NNB_PLAN_SUB 1
 #define NNB_PLAN_MUL 2
@@ -16,31 +22,160 @@
 #define NNB_PLAN_MINIMUM 5
 #define NNB_PLAN_CLAMP 6      /* out = a (RELU, RELU1, RELU6: the clamp alone) */
 #define NNB_PLAN_HARD_SWISH 7 /* out = a * min(max(a + 3, 0), 6) / 6 */
+/* The others read their fixed arguments from params (the struct named). */
+#define NNB_PLAN_CONV 8         /* nnb_plan_conv: nnb_conv_f32 of a into out */
+#define NNB_PLAN_DEPTHWISE 9    /* nnb_plan_conv: nnb_depthwise_conv_f32; b: scratch */
+#define NNB_PLAN_QCONV 10       /* nnb_plan_qconv: nnb_qconv_run; b: scratch */
+#define NNB_PLAN_QDEPTHWISE 11  /* nnb_plan_qconv: nnb_qdwconv_run; b: scratch */
+#define NNB_PLAN_COPY 12        /* nnb_plan_copy: a strided block of a into out */
+#define NNB_PLAN_FILL 13        /* nnb_plan_fill: count elements of out set to one value */
+#define NNB_PLAN_POOL 14        /* nnb_plan_pool: nnb_pool_f32, then / counts, clamp */
+#define NNB_PLAN_QLOOKUP 15     /* nnb_plan_lookup: nnb_quant_binary_lookup(a, b) */
+#define NNB_PLAN_PADDED_ADD 16  /* nnb_add_padded_channels_f32: a + b's channels */
+#define NNB_PLAN_SOFTMAX_Q8 17  /* nnb_plan_softmax: nnb_softmax_quant8 over rows of a */
+#define NNB_PLAN_AVERAGE_Q8 18  /* nnb_plan_average: quantized AVERAGE_POOL_2D */
+#define NNB_PLAN_PRELU 19       /* nnb_plan_broadcast: out = a >= 0 ? a : a * b (float32) */
+#define NNB_PLAN_QUANTIZE 20    /* nnb_plan_quantize: nnb_quantize_f32 of count floats */
+#define NNB_PLAN_DEQUANTIZE 21  /* nnb_plan_quantize: out = (float)(a - zero_point) * scale */
+#define NNB_PLAN_KINDS 22
 
-/* A tensor of a step: arena + ref floats for ref >= 0, else the caller's
+/* The binary elementwise kinds (ADD..MINIMUM) may take one, and PRELU
+ * must: b then holds b_count floats, and element k of a pairs with b[(k /
+ * b_inner) % b_count] (a per-channel operand: b_inner 1 in NHWC, the pixels
+ * of a channel in NCHW); count must be a multiple of b_count * b_inner.
+ * b_step is then unused. */
+typedef struct {
+    int64_t b_count, b_inner;
+} nnb_plan_broadcast;
+
+/* CONV, DEPTHWISE: the kernel's arguments.  A depthwise input narrower than
+ * the kernel's 16-channel tiles (source_c < shape.in_c) is copied into the
+ * scratch b with zero channels after its own; otherwise source_c ==
+ * shape.in_c and b is unused. */
+typedef struct {
+    struct nnb_window_shape shape;
+    const float *weights;
+    int64_t weight_cols;
+    const float *bias;
+    int64_t source_c;
+    float lo, hi;
+    int32_t path, reserved;
+} nnb_plan_conv;
+
+/* QCONV, QDEPTHWISE: a packed layer (qconv.h) over `batches` images; b is
+ * scratch_bytes of the arena. */
+typedef struct {
+    const struct nnb_qconv *layer;
+    const void *packed;
+    int64_t packed_bytes;
+    int64_t batches;
+    int64_t scratch_bytes;
+    int32_t path, reserved;
+} nnb_plan_qconv;
+
+/* COPY: for every index i of extent[0..rank), element a_offset + sum(i[k] *
+ * a_stride[k]) of a to element out_offset + sum(i[k] * out_stride[k]) of
+ * out, elements of elem_bytes (1, 2, 4 or 8); a stride of a may be negative
+ * (a reversed slice), out's not.  CONCATENATION, SLICE, STRIDED_SLICE, PAD's
+ * interior, TRANSPOSE and RESHAPE are all this. */
+#define NNB_PLAN_MAX_RANK 6
+typedef struct {
+    int32_t rank, elem_bytes;
+    int64_t extent[6]; /* NNB_PLAN_MAX_RANK */
+    int64_t a_stride[6]; /* NNB_PLAN_MAX_RANK */
+    int64_t out_stride[6]; /* NNB_PLAN_MAX_RANK */
+    int64_t a_offset, out_offset;
+} nnb_plan_copy;
+
+/* FILL: the first elem_bytes of value, count times. */
+typedef struct {
+    uint8_t value[8];
+    int32_t elem_bytes, reserved;
+} nnb_plan_fill;
+
+/* POOL: nnb_pool_f32 (pool_kind NNB_POOL_MAX or NNB_POOL_SUM) over an
+ * already padded a, then out / counts[pixel] when counts is not NULL
+ * (an average: one count per output pixel of an image), then the clamp
+ * [lo, hi]. */
+typedef struct {
+    struct nnb_window_shape shape;
+    const float *counts;
+    int32_t pool_kind, reserved;
+    float lo, hi;
+} nnb_plan_pool;
+
+/* QLOOKUP: out[i] = table[a[i] * 256 + b[i % b_count]] for i < count. */
+typedef struct {
+    const uint8_t *table;
+    int64_t b_count;
+} nnb_plan_lookup;
+
+/* PADDED_ADD: a holds channels floats per pixel, b x_channels; count is
+ * pixels * channels; the clamp is the step's [lo, hi]. */
+typedef struct {
+    int64_t channels, x_channels;
+} nnb_plan_padded_add;
+
+/* SOFTMAX_Q8: count bytes of a as rows of depth, exps 256 entries, type
+ * NNB_OUT_UINT8 or NNB_OUT_INT8 (kernels.h). */
+typedef struct {
+    const int32_t *exps;
+    int64_t radius, depth;
+    int32_t type, reserved;
+} nnb_plan_softmax;
+
+/* AVERAGE_Q8: the reference's quantized average pool on 8-bit NHWC data
+ * (type NNB_OUT_UINT8 or NNB_OUT_INT8): per output pixel and channel, the
+ * sum of the stored values under the window's part inside the input (the
+ * shape's pads count as absent, not as zeros), divided by the number of
+ * those taps rounding half away from zero, clamped to [lo, hi].  The shape's
+ * dilations must be 1, in_c == out_c. */
+typedef struct {
+    struct nnb_window_shape shape;
+    int32_t type, lo, hi, reserved;
+} nnb_plan_average;
+
+/* QUANTIZE, DEQUANTIZE: the 8-bit side's scale, zero point and type
+ * (NNB_OUT_UINT8 or NNB_OUT_INT8); count elements. */
+typedef struct {
+    float scale;
+    int32_t zero_point, type, reserved;
+} nnb_plan_quantize;
+
+/* A tensor of a step: arena + ref bytes for ref >= 0, else the caller's
  * tensor tensors[-1 - ref]. */
 typedef struct {
     int32_t kind;
-    int32_t a_step; /* 1: a has count floats; 0: a has one, read for each */
+    int32_t a_step; /* elementwise: 1: a has count floats; 0: a has one, read for each */
     int32_t b_step; /* likewise for b (unused by CLAMP and HARD_SWISH) */
     int32_t reserved;
     int64_t a, b, out;
     int64_t count;
     float lo, hi;
+    const void *params; /* the kind's struct; NULL for the elementwise kinds */
 } nnb_plan_step;
 
-/* Runs steps[0..count) in order.  arena holds arena_floats floats (the
- * plan's intermediates), tensors[0..tensor_count) the caller's inputs and
- * outputs.  Every reference is checked against those sizes before any step
- * runs: -EINVAL (and nothing written) for one that falls outside, a kind
- * that does not exist, or an output written over a one-float input.  A
- * step's output may be its input (in place) but must not overlap it
- * otherwise; the planner gives every intermediate floats of its own.
- * Single-threaded: the caller owns every buffer for the call's length and
- * shares none with another thread, so no ordering is needed. */
-int nnb_plan_run(const nnb_plan_step *steps, int64_t count, float *arena,
-                 int64_t arena_floats, float *const *tensors, const int64_t *tensor_floats,
-                 int64_t tensor_count);
+/* Whether steps[0..count) fit an arena of arena_bytes and the caller's
+ * tensors of tensor_bytes[0..tensor_count): every byte a step reads or
+ * writes (worked out from its kind, count and params) lies inside the
+ * buffer its reference names, every kind exists, every geometry is sane
+ * (positive sizes, windows inside their inputs, ranks and element sizes in
+ * range) and no step writes over what it reads but in place elementwise.
+ * 0, or -EINVAL naming nothing: the planner gets a clear refusal at build
+ * time, the run none of the kernels' undefined behaviour. */
+int nnb_plan_check(const nnb_plan_step *steps, int64_t count, int64_t arena_bytes,
+                   const int64_t *tensor_bytes, int64_t tensor_count);
+
+/* Runs steps[0..count) in order after nnb_plan_check (-EINVAL and nothing
+ * written when it fails).  arena holds arena_bytes (the plan's
+ * intermediates, each 64-byte aligned by the planner), tensors the caller's
+ * inputs and outputs.  A kernel's own error (-ENOMEM for the row of zeros
+ * of nnb_conv_f32, say) stops the run and is returned.  Single-threaded:
+ * the caller owns every buffer for the call's length and shares none with
+ * another thread, so no ordering is needed (the params and packed layers
+ * are only read). */
+int nnb_plan_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t arena_bytes,
+                 void *const *tensors, const int64_t *tensor_bytes, int64_t tensor_count);
 /* cffi cdef end */
 
 #endif

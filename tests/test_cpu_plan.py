@@ -110,19 +110,20 @@ def test_the_c_plan_refuses_tables_that_reach_outside_its_buffers() -> None:
         settings = {"kind": c_plan.ADD, "a": -1, "b": -1, "out": -2, "count": 4}
         settings.update({"a_step": 1, "b_step": 1, **fields})
         step = c_plan.PlanStep(**settings, lo=-np.inf, hi=np.inf)
-        c_plan.PlanTable([step], [4, 4], 8).run([x, out])
+        c_plan.PlanTable([step], [16, 16], 32).run([x, out])
 
     run()
     assert list(out) == [2.0] * 4
     for bad in (
-        {"out": 5},  # arena floats 5..9 of 8
+        {"out": 20},  # arena bytes 20..36 of 32
         {"a": -3},  # a third tensor of two
         {"count": 5},  # more floats than the tensors hold
         {"kind": 99},
         {"a_step": 2},
         {"out": -1, "a": -1, "a_step": 0},  # written over a broadcast input
+        {"a": 0, "out": 8},  # written over its own input, shifted
     ):
-        with pytest.raises(NNError, match="refused its own tables"):
+        with pytest.raises(NNError, match="refuses its tables"):
             run(**bad)
 
 

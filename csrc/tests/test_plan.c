@@ -19,8 +19,8 @@ static float reference(int kind, float a, float b, float lo, float hi)
     case NNB_PLAN_SUB: v = a - b; break;
     case NNB_PLAN_MUL: v = a * b; break;
     case NNB_PLAN_DIV: v = a / b; break;
-    case NNB_PLAN_MAXIMUM: v = (a >= b || isnan(a)) ? a : b; break;
-    case NNB_PLAN_MINIMUM: v = (a <= b || isnan(a)) ? a : b; break;
+    case NNB_PLAN_MAXIMUM: v = a < b ? b : a; break; /* std::max */
+    case NNB_PLAN_MINIMUM: v = b < a ? b : a; break; /* std::min */
     case NNB_PLAN_CLAMP: v = a; break;
     default: {
         float g = a + 3.0f;
@@ -52,11 +52,11 @@ static int random_chain(void)
         nnb_plan_step *s = &steps[i];
         const float *bound = bounds[rand() % 4];
         s->kind = rand() % (NNB_PLAN_HARD_SWISH + 1);
-        s->a = i == 0 ? -1 : (i - 1) * n; /* the previous step's result */
+        s->a = i == 0 ? -1 : (i - 1) * n * 4; /* the previous step's result */
         s->a_step = 1;
         s->b = rand() % 2 ? -2 : -1; /* the constant, or x */
         s->b_step = s->b == -1;
-        s->out = i == count - 1 ? -3 : i * n;
+        s->out = i == count - 1 ? -3 : i * n * 4;
         s->count = n;
         s->lo = bound[0];
         s->hi = bound[1];
@@ -65,24 +65,205 @@ static int random_chain(void)
             want[(i + 1) * n + k] = reference(s->kind, want[i * n + k], b, s->lo, s->hi);
         }
     }
-    float *tensors[3] = {x, c, out};
-    int64_t floats[3] = {n, 1, n};
-    int failed = nnb_plan_run(steps, count, arena, n * count, tensors, floats, 3) != 0;
+    void *tensors[3] = {x, c, out};
+    int64_t bytes[3] = {n * 4, 4, n * 4};
+    const int64_t arena_bytes = n * count * 4;
+    int failed = nnb_plan_run(steps, count, arena, arena_bytes, tensors, bytes, 3) != 0;
     for (int64_t k = 0; k < n && !failed; k++) failed = !same(out[k], want[count * n + k]);
     /* Reaching one float past a buffer, or a kind that does not exist: refused. */
     nnb_plan_step bad = steps[count - 1];
     bad.count = n + 1;
-    failed |= nnb_plan_run(&bad, 1, arena, n * count, tensors, floats, 3) != -EINVAL;
+    failed |= nnb_plan_run(&bad, 1, arena, arena_bytes, tensors, bytes, 3) != -EINVAL;
     bad = steps[0];
-    bad.out = n * count - n + 1;
-    failed |= nnb_plan_run(&bad, 1, arena, n * count, tensors, floats, 3) != -EINVAL;
+    bad.out = arena_bytes - n * 4 + 1;
+    failed |= nnb_plan_run(&bad, 1, arena, arena_bytes, tensors, bytes, 3) != -EINVAL;
     bad = steps[0];
     bad.a = -4;
-    failed |= nnb_plan_run(&bad, 1, arena, n * count, tensors, floats, 3) != -EINVAL;
+    failed |= nnb_plan_run(&bad, 1, arena, arena_bytes, tensors, bytes, 3) != -EINVAL;
     bad = steps[0];
-    bad.kind = NNB_PLAN_HARD_SWISH + 1;
-    failed |= nnb_plan_run(&bad, 1, arena, n * count, tensors, floats, 3) != -EINVAL;
+    bad.kind = NNB_PLAN_KINDS;
+    failed |= nnb_plan_run(&bad, 1, arena, arena_bytes, tensors, bytes, 3) != -EINVAL;
     free(x), free(c), free(out), free(arena), free(want), free(steps);
+    return failed;
+}
+
+
+/* A random strided copy (a block of a random 4-D tensor, some axes reversed)
+ * checked element by element, then the same copy reaching one element past
+ * its input refused. */
+static int random_copy(void)
+{
+    int64_t dims[4], total = 1;
+    for (int k = 0; k < 4; k++) dims[k] = 1 + rand() % 5, total *= dims[k];
+    float *x = malloc(sizeof(float) * (size_t)total), *out = malloc(sizeof(float) * (size_t)total);
+    for (int64_t k = 0; k < total; k++) x[k] = (float)k;
+    nnb_plan_copy c = {.rank = 4, .elem_bytes = 4};
+    int64_t stride = 1, out_stride = 1;
+    for (int k = 3; k >= 0; k--) {
+        const int64_t first = rand() % dims[k];
+        c.extent[k] = 1 + rand() % (dims[k] - first);
+        if (rand() % 4 == 0) { /* reversed: from first + extent - 1 down */
+            c.a_offset += (first + c.extent[k] - 1) * stride;
+            c.a_stride[k] = -stride;
+        } else {
+            c.a_offset += first * stride;
+            c.a_stride[k] = stride;
+        }
+        c.out_stride[k] = out_stride;
+        out_stride *= c.extent[k];
+        stride *= dims[k];
+    }
+    nnb_plan_step step = {.kind = NNB_PLAN_COPY, .a = -1, .out = -2, .params = &c};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {total * 4, out_stride * 4};
+    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
+    for (int64_t i = 0; i < out_stride && !failed; i++) {
+        int64_t rest = i, from = c.a_offset;
+        for (int k = 3; k >= 0; k--) from += (rest % c.extent[k]) * c.a_stride[k], rest /= c.extent[k];
+        failed = out[i] != x[from];
+    }
+    bytes[0] -= 4 * (total - (c.a_offset + 1)); /* the input ends at the first element read */
+    int reaches_past = 0;
+    for (int k = 0; k < 4; k++) reaches_past |= c.extent[k] > 1 && c.a_stride[k] > 0;
+    if (reaches_past) failed |= nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 2) != -EINVAL;
+    free(x), free(out);
+    return failed;
+}
+
+/* A float convolution through the plan, padding and all, equal to the kernel
+ * called directly; a window reaching past the input refused at check. */
+static int random_conv(void)
+{
+    struct nnb_window_shape s = {.batches = 1 + rand() % 2, .in_h = 1 + rand() % 6,
+                                 .in_w = 1 + rand() % 6, .in_c = 1 + rand() % 5,
+                                 .filter_h = 1 + rand() % 3, .filter_w = 1 + rand() % 3,
+                                 .stride_h = 1 + rand() % 2, .stride_w = 1 + rand() % 2,
+                                 .dilation_h = 1, .dilation_w = 1, .out_c = 1 + rand() % 20};
+    s.pad_top = s.pad_bottom = s.filter_h / 2, s.pad_left = s.pad_right = s.filter_w / 2;
+    s.out_h = (s.in_h + 2 * s.pad_top - s.filter_h) / s.stride_h + 1;
+    s.out_w = (s.in_w + 2 * s.pad_left - s.filter_w) / s.stride_w + 1;
+    const int64_t cols = (s.out_c + 15) / 16 * 16, in_n = s.batches * s.in_h * s.in_w * s.in_c;
+    const int64_t out_n = s.batches * s.out_h * s.out_w * s.out_c;
+    const int64_t w_n = s.filter_h * s.filter_w * s.in_c * cols;
+    float *x = malloc(sizeof(float) * (size_t)in_n), *w = calloc((size_t)w_n, sizeof(float));
+    float *bias = malloc(sizeof(float) * (size_t)s.out_c), *out = malloc(sizeof(float) * (size_t)out_n);
+    float *want = malloc(sizeof(float) * (size_t)out_n);
+    for (int64_t k = 0; k < in_n; k++) x[k] = (float)(rand() % 200 - 100) / 50.0f;
+    for (int64_t k = 0; k < w_n; k++) w[k] = (float)(rand() % 200 - 100) / 50.0f;
+    for (int64_t k = 0; k < s.out_c; k++) bias[k] = (float)(rand() % 10);
+    nnb_plan_conv c = {.shape = s, .weights = w, .weight_cols = cols, .bias = bias,
+                       .source_c = s.in_c, .lo = -INFINITY, .hi = INFINITY};
+    nnb_plan_step step = {.kind = NNB_PLAN_CONV, .a = -1, .out = -2, .params = &c};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {in_n * 4, out_n * 4};
+    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
+    failed |= nnb_conv_f32(x, &s, w, cols, bias, -INFINITY, INFINITY, want, NNB_CONV_BEST) != 0;
+    for (int64_t k = 0; k < out_n && !failed; k++) failed = !same(out[k], want[k]);
+    c.shape.out_h += 1; /* one row of windows more than the input holds */
+    bytes[1] = (out_n + s.batches * s.out_w * s.out_c) * 4;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    free(x), free(w), free(bias), free(out), free(want);
+    return failed;
+}
+
+/* A quantized average pool (SAME-style pads) against a direct sum here, and a
+ * lookup step whose repeating input does not divide the count refused. */
+static int random_average(void)
+{
+    struct nnb_window_shape s = {.batches = 1 + rand() % 2, .in_h = 1 + rand() % 6,
+                                 .in_w = 1 + rand() % 6, .in_c = 1 + rand() % 5,
+                                 .filter_h = 1 + rand() % 3, .filter_w = 1 + rand() % 3,
+                                 .stride_h = 1 + rand() % 2, .stride_w = 1 + rand() % 2,
+                                 .dilation_h = 1, .dilation_w = 1};
+    s.out_c = s.in_c;
+    s.pad_top = s.pad_bottom = s.filter_h / 2, s.pad_left = s.pad_right = s.filter_w / 2;
+    s.out_h = (s.in_h + 2 * s.pad_top - s.filter_h) / s.stride_h + 1;
+    s.out_w = (s.in_w + 2 * s.pad_left - s.filter_w) / s.stride_w + 1;
+    const int64_t in_n = s.batches * s.in_h * s.in_w * s.in_c;
+    const int64_t out_n = s.batches * s.out_h * s.out_w * s.out_c;
+    int8_t *x = malloc((size_t)in_n), *out = malloc((size_t)out_n);
+    for (int64_t k = 0; k < in_n; k++) x[k] = (int8_t)(rand() % 256 - 128);
+    nnb_plan_average m = {.shape = s, .type = NNB_OUT_INT8, .lo = -100, .hi = 120};
+    nnb_plan_step step = {.kind = NNB_PLAN_AVERAGE_Q8, .a = -1, .out = -2, .params = &m};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {in_n, out_n};
+    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
+    for (int64_t n = 0; n < s.batches && !failed; n++)
+        for (int64_t oy = 0; oy < s.out_h; oy++)
+            for (int64_t ox = 0; ox < s.out_w; ox++)
+                for (int64_t c = 0; c < s.in_c; c++) {
+                    int64_t sum = 0, count = 0;
+                    for (int64_t i = 0; i < s.filter_h; i++)
+                        for (int64_t j = 0; j < s.filter_w; j++) {
+                            const int64_t y = oy * s.stride_h - s.pad_top + i;
+                            const int64_t xx = ox * s.stride_w - s.pad_left + j;
+                            if (y < 0 || y >= s.in_h || xx < 0 || xx >= s.in_w) continue;
+                            sum += x[((n * s.in_h + y) * s.in_w + xx) * s.in_c + c], count++;
+                        }
+                    double mean = (double)sum / (double)count;
+                    int64_t want = (int64_t)(mean >= 0 ? floor(mean + 0.5) : -floor(-mean + 0.5));
+                    want = want < -100 ? -100 : want > 120 ? 120 : want;
+                    failed |= out[((n * s.out_h + oy) * s.out_w + ox) * s.in_c + c] != want;
+                }
+    bytes[1] = out_n - 1; /* one byte short */
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    /* DEQUANTIZE of the input, then QUANTIZE back: the same bytes. */
+    float *real = malloc(sizeof(float) * (size_t)in_n);
+    int8_t *again = malloc((size_t)in_n);
+    nnb_plan_quantize q = {.scale = 0.25f, .zero_point = rand() % 7 - 3, .type = NNB_OUT_INT8};
+    nnb_plan_step there = {.kind = NNB_PLAN_DEQUANTIZE, .a = -1, .out = -2, .count = in_n,
+                           .params = &q};
+    nnb_plan_step back = {.kind = NNB_PLAN_QUANTIZE, .a = -2, .out = -3, .count = in_n,
+                          .params = &q};
+    nnb_plan_step both[2] = {there, back};
+    void *round_trip[3] = {x, real, again};
+    int64_t sizes[3] = {in_n, in_n * 4, in_n};
+    failed |= nnb_plan_run(both, 2, NULL, 0, round_trip, sizes, 3) != 0;
+    for (int64_t k = 0; k < in_n && !failed; k++) {
+        failed = real[k] != (float)(x[k] - q.zero_point) * 0.25f || again[k] != x[k];
+    }
+    sizes[1] = in_n * 4 - 1;
+    failed |= nnb_plan_check(both, 2, 0, sizes, 3) != -EINVAL;
+    free(real), free(again);
+    uint8_t table[1] = {0};
+    nnb_plan_lookup lookup = {.table = table, .b_count = 3};
+    nnb_plan_step bad = {.kind = NNB_PLAN_QLOOKUP, .a = -1, .b = -1, .out = -2, .count = 4,
+                         .params = &lookup};
+    int64_t four[2] = {4, 4};
+    failed |= nnb_plan_check(&bad, 1, 0, four, 2) != -EINVAL;
+    free(x), free(out);
+    return failed;
+}
+
+/* A per-channel b (nnb_plan_broadcast) for every binary kind and PRELU, against
+ * the formula here; a b_inner that does not divide the count refused. */
+static int random_broadcast(void)
+{
+    const int64_t outer = 1 + rand() % 3, channels = 1 + rand() % 6, inner = 1 + rand() % 5;
+    const int64_t n = outer * channels * inner;
+    float *x = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)n);
+    float *b = malloc(sizeof(float) * (size_t)channels);
+    for (int64_t k = 0; k < n; k++) x[k] = (float)(rand() % 2001 - 1000) / 100.0f;
+    for (int64_t c = 0; c < channels; c++) b[c] = (float)(rand() % 201 - 100) / 50.0f;
+    const int kinds[7] = {NNB_PLAN_ADD, NNB_PLAN_SUB, NNB_PLAN_MUL, NNB_PLAN_DIV,
+                          NNB_PLAN_MAXIMUM, NNB_PLAN_MINIMUM, NNB_PLAN_PRELU};
+    const int kind = kinds[rand() % 7];
+    nnb_plan_broadcast br = {.b_count = channels, .b_inner = inner};
+    nnb_plan_step step = {.kind = kind, .a = -1, .a_step = 1, .b = -2, .out = -3, .count = n,
+                          .lo = -INFINITY, .hi = INFINITY, .params = &br};
+    void *tensors[3] = {x, b, out};
+    int64_t bytes[3] = {n * 4, channels * 4, n * 4};
+    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 3) != 0;
+    for (int64_t k = 0; k < n && !failed; k++) {
+        const float y = b[(k / inner) % channels];
+        const float want = kind == NNB_PLAN_PRELU ? (x[k] >= 0 ? x[k] : x[k] * y)
+                                                  : reference(kind, x[k], y, -INFINITY, INFINITY);
+        failed = !same(out[k], want);
+    }
+    br.b_inner = inner + 1;
+    failed |= (n % (channels * (inner + 1)) != 0) &&
+              nnb_plan_check(&step, 1, 0, bytes, 3) != -EINVAL;
+    free(x), free(out), free(b);
     return failed;
 }
 
@@ -91,6 +272,11 @@ int main(int argc, char **argv)
     int runs = argc > 1 ? atoi(argv[1]) : 500, failures = 0;
     srand(7);
     for (int r = 0; r < runs; r++) failures += random_chain();
-    printf("plan: %d random chains, %d failed\n", runs, failures);
+    for (int r = 0; r < runs; r++) failures += random_copy();
+    for (int r = 0; r < runs / 4; r++) failures += random_conv();
+    for (int r = 0; r < runs / 4; r++) failures += random_average();
+    for (int r = 0; r < runs; r++) failures += random_broadcast();
+    printf("plan: %d random chains, copies and per-channel steps, %d convolutions and 8-bit average pools, %d failed\n", runs, runs / 4,
+           failures);
     return failures != 0;
 }

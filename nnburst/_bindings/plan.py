@@ -1,71 +1,256 @@
-"""The C plan's contract (``csrc/plan.h``): a run of float32 elementwise steps
-computed in one C call over the caller's buffers and an arena of
-intermediates.  The planner (``nnburst/cpu/plan.py``) decides the steps;
-this module builds C's table once and calls it."""
+"""The C plan's contract (``csrc/plan.h``): a run of steps (elementwise
+loops, convolutions, pools, copies, fills, 8-bit lookups) computed in one C
+call over the caller's buffers and an arena of intermediates.  The planner
+(``nnburst/cpu/plan.py``) decides the steps; this module builds C's table
+once, has C check it against the buffers' sizes, and calls it."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..errors import NNError
+from ..errors import BadDataError, NNError
 from .compiled import ffi, lib
 
 ADD, SUB, MUL, DIV = lib.NNB_PLAN_ADD, lib.NNB_PLAN_SUB, lib.NNB_PLAN_MUL, lib.NNB_PLAN_DIV
 MAXIMUM, MINIMUM = lib.NNB_PLAN_MAXIMUM, lib.NNB_PLAN_MINIMUM
 CLAMP, HARD_SWISH = lib.NNB_PLAN_CLAMP, lib.NNB_PLAN_HARD_SWISH
+CONV, DEPTHWISE = lib.NNB_PLAN_CONV, lib.NNB_PLAN_DEPTHWISE
+QCONV, QDEPTHWISE = lib.NNB_PLAN_QCONV, lib.NNB_PLAN_QDEPTHWISE
+COPY, FILL, POOL = lib.NNB_PLAN_COPY, lib.NNB_PLAN_FILL, lib.NNB_PLAN_POOL
+QLOOKUP, PADDED_ADD = lib.NNB_PLAN_QLOOKUP, lib.NNB_PLAN_PADDED_ADD
+SOFTMAX_Q8, AVERAGE_Q8 = lib.NNB_PLAN_SOFTMAX_Q8, lib.NNB_PLAN_AVERAGE_Q8
+PRELU, QUANTIZE, DEQUANTIZE = lib.NNB_PLAN_PRELU, lib.NNB_PLAN_QUANTIZE, lib.NNB_PLAN_DEQUANTIZE
+MAX_RANK = lib.NNB_PLAN_MAX_RANK
+#: Every intermediate starts on a cache line (the kernels' vector loads like it).
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class Params:
+    """A step's C parameters (``pointer``) and what they point into (``keep``)."""
+
+    pointer: Any
+    keep: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
 class PlanStep:
-    """One step: ``out = kind(a, b)`` over ``count`` floats, clamped to [lo, hi].
-    A reference is an arena offset (>= 0) or ``-1 - n`` for the n-th buffer of
-    :meth:`PlanTable.run`; a ``*_step`` of 0 broadcasts one value."""
+    """One step: ``kind`` over ``a`` (and ``b``) into ``out``.  A reference is an
+    arena byte offset (>= 0) or ``-1 - n`` for the n-th buffer of
+    :meth:`PlanTable.run`; an elementwise ``*_step`` of 0 broadcasts one value."""
 
     kind: int
-    a: int
-    a_step: int
-    b: int | None
-    b_step: int
+    a: int | None
     out: int
-    count: int
-    lo: float
-    hi: float
+    count: int = 0
+    b: int | None = None
+    a_step: int = 1
+    b_step: int = 1
+    lo: float = -np.inf
+    hi: float = np.inf
+    params: Params | None = field(default=None, compare=False)
+
+
+def broadcast_params(b_count: int, b_inner: int) -> Params:
+    """A binary step's b read per channel: ``b[(k // b_inner) % b_count]``."""
+    pointer: Any = ffi.new("nnb_plan_broadcast *")
+    pointer.b_count, pointer.b_inner = b_count, b_inner
+    return Params(pointer)
+
+
+def conv_params(
+    shape: Any,
+    weights: np.ndarray,
+    bias: np.ndarray,
+    lo: float,
+    hi: float,
+    path: int,
+    source_c: int,
+) -> Params:
+    """CONV, DEPTHWISE: ``shape`` a ``struct nnb_window_shape *``, ``weights`` and
+    ``bias`` float32 C-contiguous, ``source_c`` the input's own channels."""
+    pointer: Any = ffi.new("nnb_plan_conv *")
+    pointer.shape = shape[0]
+    pointer.weights = ffi.from_buffer("float[]", weights)
+    pointer.weight_cols = weights.shape[-1]
+    pointer.bias = ffi.from_buffer("float[]", bias)
+    pointer.source_c = source_c
+    pointer.lo, pointer.hi, pointer.path = lo, hi, path
+    return Params(pointer, (shape, weights, bias))
+
+
+def qconv_params(fields: dict[str, Any], batches: int) -> Params:
+    """QCONV, QDEPTHWISE: ``fields`` of a packed layer (``QuantConv.plan_fields``)."""
+    pointer: Any = ffi.new("nnb_plan_qconv *")
+    pointer.layer = fields["layer"]
+    pointer.packed = fields["packed"]
+    pointer.packed_bytes = fields["packed_bytes"]
+    pointer.batches = batches
+    pointer.scratch_bytes = fields["scratch_bytes"]
+    pointer.path = fields["path"]
+    return Params(pointer, (fields["keep"],))
+
+
+def copy_params(
+    elem_bytes: int,
+    extent: Sequence[int],
+    a_stride: Sequence[int],
+    out_stride: Sequence[int],
+    a_offset: int = 0,
+    out_offset: int = 0,
+) -> Params:
+    """COPY: a block of ``extent`` (at most :data:`MAX_RANK` axes), strides in elements."""
+    if not len(extent) == len(a_stride) == len(out_stride) <= MAX_RANK:
+        raise BadDataError(f"a copy of rank {len(extent)} (at most {MAX_RANK})")
+    pointer: Any = ffi.new("nnb_plan_copy *")
+    pointer.rank, pointer.elem_bytes = len(extent), elem_bytes
+    for axis, (n, a, o) in enumerate(zip(extent, a_stride, out_stride)):
+        pointer.extent[axis], pointer.a_stride[axis], pointer.out_stride[axis] = n, a, o
+    pointer.a_offset, pointer.out_offset = a_offset, out_offset
+    return Params(pointer)
+
+
+def fill_params(value: np.ndarray) -> Params:
+    """FILL: ``value`` one element of 1, 2, 4 or 8 bytes."""
+    raw = value.tobytes()
+    pointer: Any = ffi.new("nnb_plan_fill *")
+    pointer.value[0 : len(raw)] = list(raw)
+    pointer.elem_bytes = len(raw)
+    return Params(pointer)
+
+
+def pool_params(shape: Any, kind: int, counts: np.ndarray | None, lo: float, hi: float) -> Params:
+    """POOL: ``counts`` float32, one per output pixel of an image, or None (max)."""
+    pointer: Any = ffi.new("nnb_plan_pool *")
+    pointer.shape = shape[0]
+    pointer.pool_kind = kind
+    pointer.counts = ffi.NULL if counts is None else ffi.from_buffer("float[]", counts)
+    pointer.lo, pointer.hi = lo, hi
+    return Params(pointer, (shape, counts))
+
+
+def lookup_params(table: np.ndarray, b_count: int) -> Params:
+    """QLOOKUP: ``table`` [256, 256] uint8, ``b`` repeating every ``b_count`` bytes."""
+    pointer: Any = ffi.new("nnb_plan_lookup *")
+    pointer.table = ffi.from_buffer("uint8_t[]", table)
+    pointer.b_count = b_count
+    return Params(pointer, (table,))
+
+
+def softmax_params(exps: np.ndarray, radius: int, depth: int, dtype: np.dtype) -> Params:
+    """SOFTMAX_Q8: ``exps`` [256] int32 C-contiguous, rows of ``depth`` 8-bit ``dtype``."""
+    pointer: Any = ffi.new("nnb_plan_softmax *")
+    pointer.exps = ffi.from_buffer("int32_t[]", exps)
+    pointer.radius, pointer.depth = radius, depth
+    pointer.type = lib.NNB_OUT_INT8 if dtype == np.int8 else lib.NNB_OUT_UINT8
+    return Params(pointer, (exps,))
+
+
+def average_params(shape: Any, dtype: np.dtype, lo: int, hi: int) -> Params:
+    """AVERAGE_Q8: ``shape`` a ``struct nnb_window_shape *`` with the pool's pads."""
+    pointer: Any = ffi.new("nnb_plan_average *")
+    pointer.shape = shape[0]
+    pointer.type = lib.NNB_OUT_INT8 if dtype == np.int8 else lib.NNB_OUT_UINT8
+    pointer.lo, pointer.hi = lo, hi
+    return Params(pointer, (shape,))
+
+
+def quantize_params(scale: float, zero_point: int, dtype: np.dtype) -> Params:
+    """QUANTIZE, DEQUANTIZE: the 8-bit side's ``scale``, ``zero_point`` and ``dtype``."""
+    pointer: Any = ffi.new("nnb_plan_quantize *")
+    pointer.scale, pointer.zero_point = scale, zero_point
+    pointer.type = lib.NNB_OUT_INT8 if dtype == np.int8 else lib.NNB_OUT_UINT8
+    return Params(pointer)
+
+
+def padded_add_params(channels: int, x_channels: int) -> Params:
+    pointer: Any = ffi.new("nnb_plan_padded_add *")
+    pointer.channels, pointer.x_channels = channels, x_channels
+    return Params(pointer)
 
 
 class PlanTable:
-    """Steps and the size of each buffer, checked by C against each other on
-    every run (a planner bug is an error, never a stray write)."""
+    """Steps and the size of each buffer, checked by C when built (a planner
+    bug is a BadDataError here, never a stray write) and again on every run.
 
-    def __init__(self, steps: Sequence[PlanStep], buffer_floats: Sequence[int], arena_floats: int):
+    Arenas are kept between runs, one per concurrent caller: a run takes one
+    from the pool (a list's pop and append are atomic under the GIL) and
+    gives it back, so nothing is allocated once the model is warm."""
+
+    def __init__(self, steps: Sequence[PlanStep], buffer_bytes: Sequence[int], arena_bytes: int):
         table: Any = ffi.new("nnb_plan_step[]", len(steps))  # its fields are set below
         for entry, step in zip(table, steps):
-            entry.kind, entry.a, entry.a_step = step.kind, step.a, step.a_step
+            entry.kind, entry.out, entry.count = step.kind, step.out, step.count
+            if step.a is not None:
+                entry.a, entry.a_step = step.a, step.a_step
             if step.b is not None:
                 entry.b, entry.b_step = step.b, step.b_step
-            entry.out, entry.count = step.out, step.count
             entry.lo, entry.hi = step.lo, step.hi
+            if step.params is not None:
+                entry.params = step.params.pointer
+        self._steps = tuple(steps)  # their params stay alive as long as the table
         self._table = table
         self._count = len(steps)
-        self._floats = ffi.new("int64_t[]", list(buffer_floats))
-        self._buffers = len(buffer_floats)
-        self._arena_floats = arena_floats
+        self._bytes = ffi.new("int64_t[]", list(buffer_bytes))
+        self._buffers = len(buffer_bytes)
+        self._arena_bytes = arena_bytes
+        self._arenas: list[tuple[np.ndarray, Any]] = []
+        rc = lib.nnb_plan_check(table, self._count, arena_bytes, self._bytes, self._buffers)
+        if rc:
+            raise BadDataError(f"the C plan refuses its tables ({rc}): a step reaches outside")
 
     def run(self, buffers: Sequence[np.ndarray]) -> None:
-        """Run the steps over ``buffers`` (C-contiguous float32, inputs then outputs)."""
-        arena = np.empty(self._arena_floats, np.float32)  # per call: threads share nothing
-        pointers = ffi.new("float *[]", [ffi.from_buffer("float[]", b) for b in buffers])
-        rc = lib.nnb_plan_run(
-            self._table,
-            self._count,
-            ffi.from_buffer("float[]", arena),
-            self._arena_floats,
-            pointers,
-            self._floats,
-            self._buffers,
-        )
+        """Run the steps over ``buffers`` (C-contiguous, inputs then outputs)."""
+        arenas = self._arenas
+        arena = arenas.pop() if arenas else self._new_arena()
+        pointers = ffi.new("void *[]", [ffi.from_buffer(b) for b in buffers])
+        try:
+            rc = lib.nnb_plan_run(
+                self._table, self._count, arena[1], self._arena_bytes, pointers, self._bytes,
+                self._buffers,
+            )  # fmt: skip
+        finally:
+            arenas.append(arena)
         if rc:
-            raise NNError(f"the C plan refused its own tables ({rc})")  # a planner bug
+            raise NNError(f"the C plan failed ({rc})")
+
+    def _new_arena(self) -> tuple[np.ndarray, Any]:
+        memory = np.empty(self._arena_bytes + ALIGN, np.uint8)
+        start = -memory.ctypes.data % ALIGN
+        arena = memory[start : start + self._arena_bytes]
+        return memory, ffi.from_buffer(arena)
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """What a bound kernel is as one C step: ``kind`` with ``params`` from its
+    first input to its output (``b`` its second input for QLOOKUP and
+    PADDED_ADD, else ``scratch`` bytes of the arena when not 0).  ``nchw``:
+    the step computes NHWC for an NCHW operation, whose input and output
+    the planner transposes around it.  ``macs``: not 0 for a step that stands
+    for a BLAS matrix product of that many multiply-adds (the planner weighs it)."""
+
+    kind: int
+    params: Params
+    count: int = 0
+    scratch: int = 0
+    lo: float = -np.inf
+    hi: float = np.inf
+    nchw: bool = False
+    macs: int = 0
+
+
+def mark(kernel: Any, step: KernelStep) -> Any:
+    """``kernel``, noted as computable by the C plan as ``step``."""
+    kernel.plan_step = step
+    return kernel
+
+
+def marked(kernel: Any) -> KernelStep | None:
+    """The step :func:`mark` noted on ``kernel``, if any."""
+    step = getattr(kernel, "plan_step", None)
+    return step if isinstance(step, KernelStep) else None

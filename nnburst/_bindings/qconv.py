@@ -91,6 +91,7 @@ class QuantConv:
         "_packed_pointer",
         "_scratch",
         "_path",
+        "depthwise",
     )
 
     def __init__(
@@ -115,6 +116,7 @@ class QuantConv:
         NotExactError for a layer these kernels cannot compute exactly."""
         in_h, in_w, in_c = in_hwc
         depth_out = int(bias.shape[0])
+        self.depthwise = depthwise
         self.in_dtype, self.out_dtype = np.dtype(in_type[0]), np.dtype(out_type[0])
         if self.in_dtype not in _TYPES or self.out_dtype not in _TYPES:
             raise NotExactError(f"quantized conv of {self.in_dtype} to {self.out_dtype}")
@@ -181,6 +183,17 @@ class QuantConv:
         self._packed.flags.writeable = False
         self._packed_pointer = ffi.from_buffer(self._packed)
         self._scratch, self._path = int(scratch), path
+
+    def plan_fields(self) -> dict[str, Any]:
+        """What the C plan (``_bindings/plan.py``) needs to run this layer itself."""
+        return {
+            "layer": self._layer,
+            "packed": self._packed_pointer,
+            "packed_bytes": self._packed.nbytes,
+            "scratch_bytes": self._scratch,
+            "path": self._path,
+            "keep": self,
+        }
 
     def fits(self, x: np.ndarray) -> bool:
         """Whether ``x`` is an input this layer takes as it is: [N, H, W, C], C-contiguous."""

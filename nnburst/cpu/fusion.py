@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._bindings import plan as c_plan
 from ..codes import OperandCode, OperationCode
 from .ops.arguments import constant_scalar
 from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
@@ -86,6 +87,15 @@ def _pad_add(pad: Any, add: Any, temporaries: set[int]) -> Any | None:
         a, x = inputs  # temporaries: written by earlier operations, never omitted
         return [add_padded_channels_f32(a, x, lo, hi)]  # type: ignore[arg-type]
 
+    channels, x_channels = a_info.dimensions[-1], x_info.dimensions[-1]
+    step = c_plan.KernelStep(
+        c_plan.PADDED_ADD,
+        c_plan.padded_add_params(channels, x_channels),
+        count=int(np.prod(a_info.dimensions)),
+        lo=lo,
+        hi=hi,
+    )
+    kernel = c_plan.mark(kernel, step)
     return dataclasses.replace(add, inputs=(other, pad.inputs[0]), kernel=kernel)
 
 

@@ -1,21 +1,31 @@
-"""Runs of float32 elementwise operations as one C call (``csrc/plan.c``).
+"""Runs of operations as one C call (``csrc/plan.c``): no Python between them.
 
 The run loop costs about a microsecond per operation before any
-arithmetic: picking the arguments, calling the kernel, checking and storing
-its result, a numpy call of its own.  For a run of consecutive elementwise
-operations on small tensors that is all of their time.  At prepare time
-each run of at least :data:`MIN_RUN` such operations (ADD, SUB, MUL, DIV,
-MAXIMUM, MINIMUM, RELU, RELU1, RELU6, HARD_SWISH on float32 tensors of
-static shape, each input the output's shape or one element) becomes one
-step of the run loop: a table of C steps over an arena of the run's
-intermediates, allocated at once per call, so nothing is shared between
-threads.  The run's inputs and the results read after it (or returned)
-are the step's inputs and outputs.  The C loop computes what numpy
-computes, operation for operation: the same values, NaN where numpy has
-NaN (only a zero's sign may differ after a MAXIMUM, MINIMUM or clamp, as it
-does between numpy's own vector and scalar loops).  An
-input of another dtype or shape than prepared runs the operations one by
-one as before.
+arithmetic (picking the arguments, calling the kernel, checking and
+storing its result) and a bound kernel as much again around its C call;
+a small model is mostly that.  At prepare time each run of at least
+:data:`MIN_RUN` consecutive operations the C plan computes becomes one
+step of the run loop: a table of C steps over the run's inputs, its
+outputs and an arena of its intermediates.  What the C plan computes:
+
+- float32 elementwise ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, RELU, RELU1,
+  RELU6, HARD_SWISH (each input the output's shape or one element);
+- every bound kernel marked as a C step (``_bindings.plan.mark``): the
+  float32 CONV_2D and DEPTHWISE_CONV_2D loops (an NCHW one between two
+  transposing copies), the int32 quantized convolutions and fully
+  connected layers, float32 pools without padding, the PAD + ADD pair of
+  :mod:`.fusion`;
+- the moves, from their constant parameters: RESHAPE, SQUEEZE and
+  EXPAND_DIMS (the same bytes under another shape), CONCATENATION (of
+  inputs quantized as the output), SLICE, STRIDED_SLICE, TRANSPOSE and PAD.
+
+Each step calls the kernel the operation's bound path calls, with the same
+arguments, so the results are the operations' bit for bit (the elementwise
+loops compute what numpy computes: only a zero's sign may differ after a
+MAXIMUM, MINIMUM or clamp, as between numpy's own loops).  Intermediates
+share the arena by lifetime; arenas are kept between runs.  An input of
+another dtype or shape than prepared runs the operations one by one, as
+before; an operation the plan does not compute stays a step of its own.
 """
 
 from __future__ import annotations
@@ -33,12 +43,18 @@ from ..codes import FuseCode, OperandCode, OperationCode
 from ..hal.model import Lifetime, Subgraph
 from ..operands import OperandInfo
 from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
+from .ops.shape import _slice_indices  # the operations' own index rules
+from .ops.tensor import _slice_bounds
 from .registry import ExecutionContext
 
 logger = logging.getLogger("nnburst.compilation.plan")
 
 #: Shorter runs gain too little over the loop to pay for a C call's set-up.
 MIN_RUN = 2
+#: A 1x1 float convolution that runs as one BLAS matrix product on its own
+#: joins a plan (as the C loop) when it has at most this many multiply-adds:
+#: below it the run loop's time around BLAS costs more than the C loop loses.
+BLAS_MACS_IN_PLAN = 1 << 21
 
 _BINARY = {
     OperationCode.ADD: c_plan.ADD,
@@ -53,24 +69,70 @@ _CLAMPS = {
     OperationCode.RELU1: FuseCode.RELU1,
     OperationCode.RELU6: FuseCode.RELU6,
 }
+_ONE_SCALE_8BIT = (
+    OperandCode.TENSOR_QUANT8_ASYMM,
+    OperandCode.TENSOR_QUANT8_ASYMM_SIGNED,
+    OperandCode.TENSOR_QUANT8_SYMM,
+)
+_UNARY = (OperationCode.HARD_SWISH, OperationCode.PRELU)
+#: Binary operations whose inputs may trade places (float, bit for bit).
+_COMMUTATIVE = (OperationCode.ADD, OperationCode.MUL)
 _WITH_FUSE = (OperationCode.ADD, OperationCode.SUB, OperationCode.MUL, OperationCode.DIV)
+#: 8-bit in, 8-bit out, each output byte a function of its input byte alone.
+_BYTE_FUNCTIONS = (OperationCode.LOGISTIC, OperationCode.TANH)
+_VIEWS = (OperationCode.RESHAPE, OperationCode.SQUEEZE, OperationCode.EXPAND_DIMS)
 _F32 = OperandCode.TENSOR_FLOAT32
 _CONSTANT = (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE)
+
+
+class _Scratch:
+    """Arena bytes one step uses and no other reads (compared by identity)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+_Ref = int | _Scratch  # an operand index, or scratch
+
+
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """One C step before the arena is laid out: references are operands or scratch."""
+
+    kind: int
+    a: _Ref | None
+    out: _Ref
+    count: int = 0
+    b: _Ref | None = None
+    a_step: int = 1
+    b_step: int = 1
+    lo: float = -np.inf
+    hi: float = np.inf
+    params: c_plan.Params | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lowered:
+    """An operation as C steps, or (``view``) its output as its input's bytes."""
+
+    steps: tuple[_Step, ...] = ()
+    view: tuple[int, int] | None = None  # (output, input)
 
 
 def plan(operations: list[Any], subgraph: Subgraph) -> list[Any]:
     """``operations`` (the executor's prepared operations, in order) with each run of
     :data:`MIN_RUN` or more plannable ones replaced by one operation running them in C."""
-    steps = [_step(op, subgraph) for op in operations]
+    lowered = [_lower(op, subgraph) for op in operations]
     result: list[Any] = []
     position = 0
     while position < len(operations):
         end = position
-        while end < len(operations) and steps[end] is not None:
+        while end < len(operations) and lowered[end] is not None:
             end += 1
         if end - position >= MIN_RUN:
             later = {i for op in operations[end:] for i in op.inputs}
-            result.append(_run(operations[position:end], steps[position:end], subgraph, later))
+            run = operations[position:end]
+            result.append(_run(run, lowered[position:end], subgraph, later))  # type: ignore[arg-type]
             position = end
         else:
             result.append(operations[position])
@@ -78,48 +140,100 @@ def plan(operations: list[Any], subgraph: Subgraph) -> list[Any]:
     return result
 
 
-@dataclasses.dataclass(frozen=True)
-class _Step:
-    """One operation as a C step: its kind, tensor inputs and clamp."""
-
-    kind: int
-    inputs: tuple[int, ...]
-    output: int
-    count: int
-    lo: float
-    hi: float
+def _info(subgraph: Subgraph, index: int) -> OperandInfo:
+    return subgraph.operands[index].info
 
 
-def _step(op: Any, subgraph: Subgraph) -> _Step | None:
-    """``op`` as a C step, or None when the C loop does not compute it."""
+def _static(info: OperandInfo) -> bool:
+    return info.is_fully_specified and all(d > 0 for d in info.dimensions or ())
+
+
+def _count(subgraph: Subgraph, index: int) -> int:
+    return math.prod(_info(subgraph, index).dimensions or ())
+
+
+def _constant(subgraph: Subgraph, index: int) -> Any:
+    operand = subgraph.operands[index]
+    return operand.value if operand.lifetime in _CONSTANT else None
+
+
+def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """``op`` as C steps, or None when the C plan does not compute it."""
+    if len(op.outputs) != 1 or not op.inputs:
+        return None
+    infos = [_info(subgraph, i) for i in (op.inputs[0], op.outputs[0])]
+    if not all(_static(i) for i in infos):
+        return None
     code = op.signature.code
-    if code in _BINARY:
-        tensors = op.inputs[:2]
-    elif code in _CLAMPS or code == OperationCode.HARD_SWISH:
-        tensors = op.inputs[:1]
-    else:
+    try:
+        step = c_plan.marked(op.kernel)
+        if step is not None:
+            if step.macs > BLAS_MACS_IN_PLAN:
+                return None  # BLAS's matrix product, a step of its own, is faster
+            return _kernel_step(op, subgraph, step)
+        if code in _BINARY or code in _CLAMPS or code in _UNARY:
+            return _elementwise(op, subgraph)
+        if code in _VIEWS:
+            return _view(op, subgraph)
+        if code == OperationCode.CONCATENATION:
+            return _concatenation(op, subgraph)
+        if code in (OperationCode.SLICE, OperationCode.STRIDED_SLICE):
+            return _slice(op, subgraph)
+        if code == OperationCode.TRANSPOSE:
+            return _transpose(op, subgraph)
+        if code == OperationCode.PAD:
+            return _pad(op, subgraph)
+        if code in _BYTE_FUNCTIONS:
+            return _byte_function(op, subgraph)
+        if code == OperationCode.DEQUANTIZE:
+            return _dequantize(op, subgraph)
+    except (ValueError, TypeError, IndexError, OverflowError):  # parameters it does not take
         return None
-    if len(op.outputs) != 1:
+    return None
+
+
+def _elementwise(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    code = op.signature.code
+    tensors = list(
+        op.inputs[:2] if code in _BINARY or code == OperationCode.PRELU else op.inputs[:1]
+    )
+    out = _info(subgraph, op.outputs[0])
+    dims = tuple(out.dimensions or ())
+    if out.code != _F32:
         return None
-    out = subgraph.operands[op.outputs[0]].info
-    if out.code != _F32 or not out.is_fully_specified:
-        return None
-    count = math.prod(out.dimensions or ())
+    count = math.prod(dims)
     for index in tensors:
-        info = subgraph.operands[index].info
-        if info.code != _F32 or not info.is_fully_specified:
+        info = _info(subgraph, index)
+        if info.code != _F32 or not _static(info):
             return None
-        if info.dimensions != out.dimensions and (
-            math.prod(info.dimensions or ()) != 1
-            or len(info.dimensions or ()) > len(out.dimensions or ())
-        ):
+    if len(tensors) == 2 and _count(subgraph, tensors[0]) != count and code in _COMMUTATIVE:
+        tensors.reverse()  # the full operand first: only b may repeat
+    if _count(subgraph, tensors[0]) not in (count, 1) or len(_dims(subgraph, tensors[0])) > len(
+        dims
+    ):
+        return None
+    broadcast = None
+    if len(tensors) == 2 and _count(subgraph, tensors[1]) not in (count, 1):
+        if _count(subgraph, tensors[0]) != count:
             return None
+        pattern = _per_channel(_dims(subgraph, tensors[1]), dims)
+        if pattern is None:
+            return None
+        broadcast = c_plan.broadcast_params(*pattern)
+    elif len(tensors) == 2 and len(_dims(subgraph, tensors[1])) > len(dims):
+        return None
+    if code == OperationCode.PRELU and broadcast is None:
+        if _count(subgraph, tensors[0]) != count:
+            return None
+        broadcast = (
+            c_plan.broadcast_params(1, count)
+            if _count(subgraph, tensors[1]) == 1
+            else c_plan.broadcast_params(count, 1)
+        )
     lo, hi = -np.inf, np.inf
     if code in _WITH_FUSE:
-        fuse = subgraph.operands[op.inputs[2]]
-        if fuse.lifetime not in _CONSTANT or fuse.value is None:
-            return None
-        bounds = FLOAT_ACTIVATION_BOUNDS.get(int(fuse.value))
+        fuse = _constant(subgraph, op.inputs[2])
+        bounds = None if fuse is None else FLOAT_ACTIVATION_BOUNDS.get(int(fuse))
         if bounds is None:
             return None
         lo, hi = bounds
@@ -129,53 +243,289 @@ def _step(op: Any, subgraph: Subgraph) -> _Step | None:
         kind = _BINARY[code]
     elif code in _CLAMPS:
         kind = c_plan.CLAMP
+    elif code == OperationCode.PRELU:
+        kind = c_plan.PRELU
     else:
         kind = c_plan.HARD_SWISH
-    return _Step(kind, tuple(tensors), op.outputs[0], count, lo, hi)
+    a = tensors[0]
+    b = tensors[1] if len(tensors) > 1 else None
+    step = _Step(
+        kind,
+        a,
+        op.outputs[0],
+        count,
+        b=b,
+        a_step=int(_count(subgraph, a) == count),
+        b_step=int(b is not None and _count(subgraph, b) == count),
+        lo=lo,
+        hi=hi,
+        params=broadcast,
+    )
+    return _Lowered((step,))
 
 
-def _run(operations: list[Any], steps: list[Any], subgraph: Subgraph, later: set[int]) -> Any:
+def _dims(subgraph: Subgraph, index: int) -> tuple[int, ...]:
+    return tuple(_info(subgraph, index).dimensions or ())
+
+
+def _per_channel(small: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """(b_count, b_inner) when ``small`` broadcast to ``shape`` is one block of its
+    axes repeated (a per-channel operand, NHWC or NCHW), else None."""
+    if len(small) > len(shape):
+        return None
+    padded = (1,) * (len(shape) - len(small)) + small
+    kept = [axis for axis, d in enumerate(padded) if d != 1]
+    if not kept or kept != list(range(kept[0], kept[-1] + 1)):
+        return None
+    if any(padded[axis] != shape[axis] for axis in kept):
+        return None
+    return math.prod(shape[kept[0] : kept[-1] + 1]), math.prod(shape[kept[-1] + 1 :])
+
+
+def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lowered:
+    """A bound kernel's step, between two transposes for an NCHW operation."""
+    x, y = op.inputs[0], op.outputs[0]
+    b: _Ref | None = None
+    if step.kind in (c_plan.QLOOKUP, c_plan.PADDED_ADD):
+        b = op.inputs[1]
+    elif step.scratch:
+        b = _Scratch(step.scratch)
+    if not step.nchw:
+        return _Lowered(
+            (_Step(step.kind, x, y, step.count, b, lo=step.lo, hi=step.hi, params=step.params),)
+        )
+    x_info, y_info = _info(subgraph, x), _info(subgraph, y)
+    n, c, h, w = x_info.dimensions or ()
+    _, oc, oh, ow = y_info.dimensions or ()
+    x_nhwc, y_nhwc = _Scratch(n * h * w * c * 4), _Scratch(n * oh * ow * oc * 4)
+    to_nhwc = _transposing(4, (n, h, w, c), (c * h * w, w, 1, h * w))
+    to_nchw = _transposing(4, (n, oc, oh, ow), (oh * ow * oc, 1, ow * oc, oc))
+    return _Lowered(
+        (
+            _Step(c_plan.COPY, x, x_nhwc, params=to_nhwc),
+            _Step(
+                step.kind, x_nhwc, y_nhwc, step.count, b, lo=step.lo, hi=step.hi, params=step.params
+            ),
+            _Step(c_plan.COPY, y_nhwc, y, params=to_nchw),
+        )
+    )
+
+
+def _transposing(elem: int, extent: Sequence[int], a_stride: Sequence[int]) -> c_plan.Params:
+    """A copy of a block of ``extent`` read at ``a_stride`` into a contiguous output."""
+    return c_plan.copy_params(elem, extent, a_stride, _strides(extent))
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    """C-order strides, in elements."""
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return strides[::-1]
+
+
+def _same_bytes(a: OperandInfo, b: OperandInfo) -> bool:
+    """Whether two operands' stored values mean the same (type and quantization)."""
+    return (
+        a.code == b.code
+        and np.float32(a.scale) == np.float32(b.scale)
+        and a.zero_point == b.zero_point
+    )
+
+
+def _view(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    x, y = op.inputs[0], op.outputs[0]
+    if not _same_bytes(_info(subgraph, x), _info(subgraph, y)):
+        return None
+    if _count(subgraph, x) != _count(subgraph, y):
+        return None
+    return _Lowered(view=(y, x))
+
+
+def _concatenation(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    inputs, y = op.inputs[:-1], op.outputs[0]
+    axis = _constant(subgraph, op.inputs[-1])
+    out = _info(subgraph, y)
+    shape = tuple(out.dimensions or ())
+    if axis is None or not shape or len(shape) > c_plan.MAX_RANK:
+        return None
+    axis = int(axis) % len(shape)
+    outer = math.prod(shape[:axis])
+    out_inner = math.prod(shape[axis:])
+    steps, offset = [], 0
+    for x in inputs:
+        info = _info(subgraph, x)
+        dims = tuple(info.dimensions or ())
+        if not _static(info) or not _same_bytes(info, out) or len(dims) != len(shape):
+            return None
+        inner = math.prod(dims[axis:])
+        params = c_plan.copy_params(
+            out.dtype.itemsize, (outer, inner), (inner, 1), (out_inner, 1), 0, offset
+        )
+        steps.append(_Step(c_plan.COPY, x, y, params=params))
+        offset += inner
+    if offset != out_inner:
+        return None
+    return _Lowered(tuple(steps))
+
+
+def _slice(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """SLICE and STRIDED_SLICE: one strided copy (every axis's indices a progression)."""
+    x, y = op.inputs[0], op.outputs[0]
+    info = _info(subgraph, x)
+    shape = tuple(info.dimensions or ())
+    if not _same_bytes(info, _info(subgraph, y)) or len(shape) > c_plan.MAX_RANK:
+        return None
+    constants = [_constant(subgraph, i) for i in op.inputs[1:]]
+    if any(c is None for c in constants):
+        return None
+
+    def fail(message: str) -> ValueError:
+        return ValueError(message)
+
+    starts: list[int] = []
+    steps: list[int] = []
+    extents: list[int] = []
+    if op.signature.code == OperationCode.SLICE:
+        for bound in _slice_bounds(shape, np.asarray(constants[0]), np.asarray(constants[1]), fail):
+            starts.append(bound.start)
+            steps.append(1)
+            extents.append(bound.stop - bound.start)
+    else:
+        begin, end, strides = (np.asarray(c) for c in constants[:3])
+        masks = (int(constants[3]), int(constants[4]), int(constants[5]))
+        indices, _ = _slice_indices(shape, begin, end, strides, masks, fail)
+        for axis, picked in enumerate(indices):
+            starts.append(int(picked[0]) if len(picked) else 0)
+            steps.append(int(strides[axis]))
+            extents.append(len(picked))
+    if 0 in extents or math.prod(extents) != _count(subgraph, y):
+        return None
+    in_strides = _strides(shape)
+    offset = sum(s * k for s, k in zip(starts, in_strides))
+    a_stride = [st * k for st, k in zip(steps, in_strides)]
+    params = c_plan.copy_params(
+        info.dtype.itemsize, extents, a_stride, _strides(extents), offset, 0
+    )
+    return _Lowered((_Step(c_plan.COPY, x, y, params=params),))
+
+
+def _transpose(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    x, y = op.inputs[0], op.outputs[0]
+    info = _info(subgraph, x)
+    shape = tuple(info.dimensions or ())
+    perm = _constant(subgraph, op.inputs[1]) if len(op.inputs) > 1 else None
+    if perm is None or not _same_bytes(info, _info(subgraph, y)) or len(shape) > c_plan.MAX_RANK:
+        return None
+    perm = [int(p) % len(shape) for p in np.asarray(perm).reshape(-1)]
+    if sorted(perm) != list(range(len(shape))):
+        return None
+    in_strides = _strides(shape)
+    extent = [shape[p] for p in perm]
+    if tuple(extent) != tuple(_info(subgraph, y).dimensions or ()):
+        return None
+    params = _transposing(info.dtype.itemsize, extent, [in_strides[p] for p in perm])
+    return _Lowered((_Step(c_plan.COPY, x, y, params=params),))
+
+
+def _pad(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """PAD: the output filled with the padding's value, then the input copied inside."""
+    x, y = op.inputs[0], op.outputs[0]
+    info, out = _info(subgraph, x), _info(subgraph, y)
+    shape, out_shape = tuple(info.dimensions or ()), tuple(out.dimensions or ())
+    paddings = _constant(subgraph, op.inputs[1])
+    if paddings is None or not _same_bytes(info, out) or len(shape) > c_plan.MAX_RANK:
+        return None
+    rows = np.asarray(paddings).reshape(-1, 2)
+    if rows.shape[0] != len(shape) or (rows < 0).any():
+        return None
+    if tuple(d + int(r.sum()) for d, r in zip(shape, rows)) != out_shape:
+        return None
+    zero = info.zero_point if info.code != _F32 else 0
+    value = np.asarray(zero, dtype=info.dtype)
+    out_strides = _strides(out_shape)
+    offset = sum(int(r[0]) * k for r, k in zip(rows, out_strides))
+    copy = c_plan.copy_params(info.dtype.itemsize, shape, _strides(shape), out_strides, 0, offset)
+    count = math.prod(out_shape)
+    return _Lowered(
+        (
+            _Step(c_plan.FILL, None, y, count, params=c_plan.fill_params(value)),
+            _Step(c_plan.COPY, x, y, params=copy),
+        )
+    )
+
+
+def _run(
+    operations: list[Any], lowered: list[_Lowered], subgraph: Subgraph, later: set[int]
+) -> Any:
     """One prepared operation computing ``operations`` (a run of plannable ones)."""
-    written = {step.output for step in steps}
+    exported = later | set(subgraph.output_indexes)
+
+    def leaves(index: int) -> bool:
+        return index in exported or subgraph.operands[index].lifetime != Lifetime.TEMPORARY_VARIABLE
+
+    # Views: an output nobody outside reads is its input's bytes; else a copy.
+    alias: dict[int, int] = {}
+    steps: list[_Step] = []
+    for low in lowered:
+        if low.view is not None:
+            y, x = low.view
+            x = alias.get(x, x)
+            if leaves(y):
+                size = _count(subgraph, y) * _info(subgraph, y).dtype.itemsize
+                params = c_plan.copy_params(1, (size,), (1,), (1,))
+                steps.append(_Step(c_plan.COPY, x, y, params=params))
+            else:
+                alias[y] = x
+            continue
+        for step in low.steps:
+            steps.append(
+                dataclasses.replace(
+                    step,
+                    a=alias.get(step.a, step.a) if isinstance(step.a, int) else step.a,
+                    b=alias.get(step.b, step.b) if isinstance(step.b, int) else step.b,
+                )
+            )
+    written = {s.out for s in steps if isinstance(s.out, int)}
     inputs: list[int] = []
     for step in steps:
-        inputs += [i for i in step.inputs if i not in written and i not in inputs]
-    outputs = [
-        s.output
-        for s in steps
-        if s.output in later
-        or s.output in subgraph.output_indexes
-        or subgraph.operands[s.output].lifetime != Lifetime.TEMPORARY_VARIABLE
-    ]
+        for ref in (step.a, step.b):
+            if isinstance(ref, int) and ref not in written and ref not in inputs:
+                inputs.append(ref)
+    outputs = [i for op in operations for i in op.outputs if leaves(i)]
+    for index in outputs:
+        if index not in written:  # a view that leaves was copied; nothing else is unwritten
+            return _unplanned(operations)
     tensors = inputs + outputs
-    refs = {index: -1 - n for n, index in enumerate(tensors)}
-    arena = 0
-    for step in steps:
-        if step.output not in refs:
-            refs[step.output] = arena
-            arena += step.count
+    refs: dict[Any, int] = {index: -1 - n for n, index in enumerate(tensors)}
+    arena = _lay_out(steps, refs, subgraph)
     entries = [
         c_plan.PlanStep(
-            kind=step.kind,
-            a=refs[step.inputs[0]],
-            a_step=int(_count(subgraph, step.inputs[0]) == step.count),
-            b=refs[step.inputs[1]] if len(step.inputs) > 1 else None,
-            b_step=int(len(step.inputs) > 1 and _count(subgraph, step.inputs[1]) == step.count),
-            out=refs[step.output],
-            count=step.count,
-            lo=step.lo,
-            hi=step.hi,
+            kind=s.kind,
+            a=None if s.a is None else refs[s.a],
+            out=refs[s.out],
+            count=s.count,
+            b=None if s.b is None else refs[s.b],
+            a_step=s.a_step,
+            b_step=s.b_step,
+            lo=s.lo,
+            hi=s.hi,
+            params=s.params,
         )
-        for step in steps
+        for s in steps
     ]
-    infos = [subgraph.operands[i].info for i in tensors]
-    table = c_plan.PlanTable(entries, [math.prod(i.dimensions or ()) for i in infos], arena)
+    infos = [_info(subgraph, i) for i in tensors]
+    sizes = [math.prod(i.dimensions or ()) * i.dtype.itemsize for i in infos]
+    table = c_plan.PlanTable(entries, sizes, arena)
     fallback = _one_by_one(operations, subgraph, inputs, outputs)
     kernel = _kernel(table, infos, len(inputs), fallback)
     logger.debug(
-        "plan: %d operations (%s) as one C call",
+        "plan: %d operations (%s) as one C call of %d steps, arena %d bytes",
         len(operations),
         ", ".join(sorted({op.signature.code.name for op in operations})),
+        len(steps),
+        arena,
     )
     return dataclasses.replace(
         operations[0],
@@ -183,19 +533,58 @@ def _run(operations: list[Any], steps: list[Any], subgraph: Subgraph, later: set
         outputs=tuple(outputs),
         kernel=kernel,
         output_infos=tuple(
-            (
-                i,
-                subgraph.operands[i].info,
-                subgraph.operands[i].info.dtype,
-                subgraph.operands[i].info.dimensions,
-            )
+            (i, _info(subgraph, i), _info(subgraph, i).dtype, _info(subgraph, i).dimensions)
             for i in outputs
         ),
     )
 
 
-def _count(subgraph: Subgraph, index: int) -> int:
-    return math.prod(subgraph.operands[index].info.dimensions or ())
+def _unplanned(operations: list[Any]) -> Any:
+    raise AssertionError(f"a planned run left an output unwritten: {operations}")
+
+
+def _lay_out(steps: list[_Step], refs: dict[Any, int], subgraph: Subgraph) -> int:
+    """Arena offsets for every intermediate and scratch in ``refs``; the arena's size.
+    Each lives from the first step writing it to the last reading it; a block is
+    reused once its value is dead (first fit, every block 64-byte aligned)."""
+    first: dict[Any, int] = {}
+    last: dict[Any, int] = {}
+    for position, step in enumerate(steps):
+        for ref in (step.a, step.b, step.out):
+            if ref is None or ref in refs:
+                continue
+            first.setdefault(ref, position)
+            last[ref] = position
+    free: list[tuple[int, int]] = []  # (offset, size)
+    end = 0
+    dying: dict[int, list[Any]] = {}
+    for ref, position in last.items():
+        dying.setdefault(position, []).append(ref)
+    born: dict[int, list[Any]] = {}
+    for ref, position in first.items():
+        born.setdefault(position, []).append(ref)
+    sizes: dict[Any, int] = {}
+    for position in range(len(steps)):
+        for ref in born.get(position, []):
+            size = (
+                ref.size
+                if isinstance(ref, _Scratch)
+                else _count(subgraph, ref) * _info(subgraph, ref).dtype.itemsize
+            )
+            size = -(-size // c_plan.ALIGN) * c_plan.ALIGN
+            sizes[ref] = size
+            for k, (offset, room) in enumerate(free):
+                if room >= size:
+                    refs[ref] = offset
+                    free[k] = (offset + size, room - size)
+                    break
+            else:
+                refs[ref] = end
+                end += size
+        for ref in dying.get(position, []):
+            free.append((refs[ref], sizes[ref]))
+        free.sort()
+    return end
 
 
 def _kernel(
@@ -205,16 +594,17 @@ def _kernel(
     fallback: Callable[[Sequence[np.ndarray | None]], list[np.ndarray]],
 ) -> Callable[[Sequence[np.ndarray | None]], list[np.ndarray]]:
     shapes = [tuple(info.dimensions or ()) for info in infos]
-    input_shapes, output_shapes = shapes[:input_count], shapes[input_count:]
-    f32 = np.dtype(np.float32)
+    dtypes = [info.dtype for info in infos]
+    expected = list(zip(shapes[:input_count], dtypes[:input_count]))
+    results = list(zip(shapes[input_count:], dtypes[input_count:]))
 
     def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         arrays: list[np.ndarray] = []
-        for x, shape in zip(inputs, input_shapes):
-            if type(x) is not np.ndarray or x.dtype is not f32 or x.shape != shape:
+        for x, (shape, dtype) in zip(inputs, expected):
+            if type(x) is not np.ndarray or x.dtype is not dtype or x.shape != shape:
                 return fallback(inputs)
             arrays.append(x if x.flags.c_contiguous else np.ascontiguousarray(x))
-        outputs = [np.empty(shape, f32) for shape in output_shapes]
+        outputs = [np.empty(shape, dtype) for shape, dtype in results]
         table.run([*arrays, *outputs])
         return outputs
 
@@ -242,7 +632,42 @@ def _one_by_one(
                 results = op.registration.execute(
                     ExecutionContext(op.signature, arguments, op.state)
                 )
-            known[op.outputs[0]] = results[0]
+            for index, result in zip(op.outputs, results):
+                known[index] = result
         return [known[i] for i in outputs]
 
     return run
+
+
+def _byte_function(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """A quantized LOGISTIC or TANH as a lookup of its 256 answers, each computed by
+    the operation itself at prepare (its fixed point cost ~0.3 ms a run in numpy).
+    The table is QLOOKUP's [a, b] one with b the input again: row a holds f(a)."""
+    x, y = op.inputs[0], op.outputs[0]
+    info, out = _info(subgraph, x), _info(subgraph, y)
+    if info.dtype not in (np.int8, np.uint8) or out.dtype != info.dtype or len(op.inputs) != 1:
+        return None
+    every = np.arange(256, dtype=np.uint8).view(info.dtype).reshape(1, 256)
+    if op.kernel is not None:
+        (answers,) = op.kernel([every])
+    else:
+        (answers,) = op.registration.execute(ExecutionContext(op.signature, [every], op.state))
+    answers = np.asarray(answers)
+    if answers.dtype != out.dtype or answers.size != 256:
+        return None
+    rows = np.repeat(answers.reshape(256).view(np.uint8), 256)
+    table = np.ascontiguousarray(rows.reshape(256, 256))
+    count = _count(subgraph, x)
+    params = c_plan.lookup_params(table, count)
+    return _Lowered((_Step(c_plan.QLOOKUP, x, y, count, b=x, params=params),))
+
+
+def _dequantize(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """8-bit (one scale) to float32: ``float32(q - zero_point) * float32(scale)``."""
+    x, y = op.inputs[0], op.outputs[0]
+    info = _info(subgraph, x)
+    if info.code not in _ONE_SCALE_8BIT or _info(subgraph, y).code != _F32:
+        return None
+    count = _count(subgraph, x)
+    params = c_plan.quantize_params(info.scale, info.zero_point, info.dtype)
+    return _Lowered((_Step(c_plan.DEQUANTIZE, x, y, count, params=params),))

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..._bindings import plan as c_plan
 from ...codes import FuseCode, OperandCode, OperationCode
 from ...errors import NNError
 from ...extensions import MAX_EXTENDED_RANK
@@ -318,7 +319,12 @@ def _bind_softmax(sig: OperationSignature, state: object) -> Kernel | None:
             return [np.zeros(x.shape, dtype)]
         return [_softmax_last_axis(x, axis % x.ndim, last)]
 
-    return kernel
+    dims = tuple(info.dimensions or ())
+    if not dims or not all(d > 0 for d in dims) or axis % len(dims) != len(dims) - 1:
+        return kernel
+    table = np.ascontiguousarray(exps, dtype=np.int32)
+    params = c_plan.softmax_params(table, radius, dims[-1], info.dtype)
+    return c_plan.mark(kernel, c_plan.KernelStep(c_plan.SOFTMAX_Q8, params, int(np.prod(dims))))
 
 
 # --- LOG_SOFTMAX ----------------------------------------------------------------------

@@ -43,7 +43,9 @@ matmul, one batch per group.  Neither loops over pixels.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..._bindings import fconv
+from ..._bindings import plan as c_plan
 from ..._bindings.qconv import QuantConv, vector_path
 from ...codes import OperandCode, OperationCode, PaddingCode
 from ...errors import BadDataError
@@ -383,7 +386,10 @@ def _nchw_kernel(sig: OperationSignature, state: _State, nhwc: Kernel) -> Kernel
             return [np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return kernel
+    step = c_plan.marked(nhwc)
+    if step is None:
+        return kernel
+    return c_plan.mark(kernel, dataclasses.replace(step, nchw=True))
 
 
 def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
@@ -560,7 +566,12 @@ def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kern
             return [layer(np.repeat(x, multiplier, axis=3))]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return kernel if multiplier == 1 else repeating_kernel
+    if multiplier != 1:
+        return repeating_kernel
+    kind = c_plan.QDEPTHWISE if depthwise else c_plan.QCONV
+    fields = layer.plan_fields()
+    params = c_plan.qconv_params(fields, in_shape[0])
+    return c_plan.mark(kernel, c_plan.KernelStep(kind, params, scratch=fields["scratch_bytes"]))
 
 
 def _float_kernel(
@@ -582,7 +593,7 @@ def _float_kernel(
             return [loop(x)]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return kernel
+    return c_plan.mark(kernel, loop.plan_step)
 
 
 def _float_product_kernel(
@@ -602,7 +613,13 @@ def _float_product_kernel(
             return [biased(sums(x), bias, fuse)]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return kernel
+    # In a C plan the same layer runs the C loop (the planner weighs the two).
+    lo, hi = FLOAT_ACTIVATION_BOUNDS[fuse]
+    hw = (filt.filter_h, filt.filter_w)
+    assert state.plan.window is not None
+    loop = ConvLoop(False, in_shape, filt.weights, hw, state.bias, state.plan.window, lo, hi)
+    macs = math.prod(in_shape) * filt.depth_out
+    return c_plan.mark(kernel, dataclasses.replace(loop.plan_step, macs=macs))
 
 
 def _quantized_kernel(

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bindings import plan as c_plan
 from ...codes import FuseCode, OperandCode, OperationCode
 from ...extensions import MAX_EXTENDED_RANK
 from ...operands import OperandInfo
@@ -300,7 +301,26 @@ def _bind_binary(sig: OperationSignature, state: object) -> Kernel | None:
 
 def _bind_quant8(sig: OperationSignature, fuse: int) -> Kernel | None:
     loop = _quant8_table(_quant8_arithmetic(sig, fuse))
-    return None if loop is None else _binary_kernel(sig, loop)
+    if loop is None:
+        return None
+    kernel = _binary_kernel(sig, loop)
+    a, b, out = (tuple(i.dimensions or ()) for i in (*sig.inputs[:2], sig.outputs[0]))
+    if a != out or not all(d > 0 for d in out) or not _repeats_along(b, out):
+        return kernel
+    count, b_count = int(np.prod(out)), int(np.prod(b))
+    if not b_count or count % b_count:
+        return kernel
+    step = c_plan.KernelStep(c_plan.QLOOKUP, c_plan.lookup_params(loop.table, b_count), count)
+    return c_plan.mark(kernel, step)
+
+
+def _repeats_along(small: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether ``small`` read over and over is its broadcast to ``shape`` (its shape
+    without leading 1s is ``shape``'s tail), as the C lookup reads it."""
+    dims = list(small)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    return not dims or tuple(dims) == shape[len(shape) - len(dims) :]
 
 
 def _binary_kernel(

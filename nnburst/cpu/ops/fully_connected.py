@@ -16,11 +16,13 @@ requantization in one pass.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..._bindings import plan as c_plan
 from ..._bindings.qconv import QuantConv, vector_path
 from ...codes import OperandCode, OperationCode
 from ...errors import BadDataError
@@ -218,7 +220,14 @@ def _int32_kernel(
                 return [layer(rows).reshape(-1, units)]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return kernel
+    dims = inp.dimensions or ()
+    if not dims or 0 in dims or math.prod(dims) % input_size:
+        return kernel
+    fields = layer.plan_fields()
+    params = c_plan.qconv_params(fields, math.prod(dims) // input_size)
+    return c_plan.mark(
+        kernel, c_plan.KernelStep(c_plan.QCONV, params, scratch=fields["scratch_bytes"])
+    )
 
 
 register(

@@ -15,6 +15,7 @@ import numpy as np
 
 from ... import _bindings as c
 from ..._bindings import OUT_TYPES, POOL_MAX, POOL_SUM, QUANT_ADD, QUANT_MUL
+from ..._bindings import plan as c_plan
 from .padding import bordered
 from .window_geometry import Window2D
 
@@ -74,6 +75,10 @@ def _window_shape(
     )
 
 
+#: The C struct of a window, for the C plan (``cpu/plan.py``).
+window_struct = _window_shape
+
+
 class ConvLoop:
     """One of the C convolution loops (``nnb_conv_f32``, ``nnb_depthwise_conv_f32``)
     with everything but the input fixed: the input's shape, weights, bias,
@@ -84,7 +89,15 @@ class ConvLoop:
     Safe to call from several threads: calls share only read-only buffers.
     """
 
-    __slots__ = ("in_shape", "out_shape", "_what", "_source_shape", "_inner", "_kernel")
+    __slots__ = (
+        "in_shape",
+        "out_shape",
+        "_what",
+        "_source_shape",
+        "_inner",
+        "_kernel",
+        "plan_step",
+    )
 
     def __init__(
         self,
@@ -143,6 +156,13 @@ class ConvLoop:
             c_bias = np.ascontiguousarray(bias, dtype=np.float32)
             shape = _window_shape(self.in_shape, filter_hw, win, depth_out, padded=True)
         invalid = f"window {win} does not fit the input {self.in_shape}"
+        wide = int(np.prod(self._source_shape)) * 4 if self._inner is not None else 0
+        #: the same loop as a step of the C plan (``cpu/plan.py``)
+        self.plan_step = c_plan.KernelStep(
+            c_plan.DEPTHWISE if depthwise else c_plan.CONV,
+            c_plan.conv_params(shape, weights, c_bias, float(lo), float(hi), path, depth_in),
+            scratch=wide,
+        )
         self._kernel = c.ConvKernel(
             depthwise, shape, weights, c_bias, float(lo), float(hi), path, self._what, invalid
         )
@@ -359,6 +379,11 @@ class QuantBinary:
         # transposed table serves a broadcast first input as the repeating one.
         self._swapped = np.ascontiguousarray(self._table.T)
         self._table.flags.writeable = self._swapped.flags.writeable = False
+
+    @property
+    def table(self) -> np.ndarray:
+        """[256, 256] uint8: the output byte for each (a byte, b byte), read-only."""
+        return self._table
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """``a op b`` with numpy's broadcasting (the shapes must broadcast)."""

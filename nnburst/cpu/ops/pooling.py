@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._bindings import plan as c_plan
 from ...codes import OperandCode, OperationCode
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .arguments import (
@@ -32,8 +33,8 @@ from .arguments import (
     require_operand_rank,
     require_operand_type,
 )
-from .fused_activation import fused_activation_bounds
-from .native import POOL_MAX, POOL_SUM, pool_f32
+from .fused_activation import FLOAT_ACTIVATION_BOUNDS, fused_activation_bounds
+from .native import POOL_MAX, POOL_SUM, pool_f32, window_struct
 from .window_geometry import (
     Window2D,
     WindowArgs,
@@ -205,7 +206,38 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
             return [_pooled(x, *settings)]
         return _execute(ExecutionContext(sig, inputs, state))
 
-    return kernel
+    step = _plan_step(sig, state, in_shape)
+    return kernel if step is None else c_plan.mark(kernel, step)
+
+
+def _plan_step(
+    sig: OperationSignature, state: _State, in_shape: tuple[int, ...]
+) -> c_plan.KernelStep | None:
+    """A float32 max or average pool without padding, or an 8-bit average pool, as
+    one step of the C plan."""
+    plan, win = state.plan, state.plan.window if state.plan is not None else None
+    if plan is None or win is None:
+        return None
+    fh, fw = _filter_hw(plan.values)
+    if sig.inputs[0].code in QUANT8_ASYMM_CODES and sig.code == OperationCode.AVERAGE_POOL_2D:
+        if state.bounds is None or sig.outputs[0].dtype != sig.inputs[0].dtype:
+            return None
+        shape = window_struct(in_shape, (fh, fw), win, in_shape[3], padded=True)
+        params = c_plan.average_params(shape, sig.inputs[0].dtype, *state.bounds)
+        return c_plan.KernelStep(c_plan.AVERAGE_Q8, params)
+    if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32:
+        return None
+    if win.pad_top or win.pad_bottom or win.pad_left or win.pad_right:
+        return None
+    if sig.code == OperationCode.MAX_POOL_2D:
+        kind, counts = POOL_MAX, None
+    elif sig.code == OperationCode.AVERAGE_POOL_2D and state.counts is not None:
+        kind, counts = POOL_SUM, np.ascontiguousarray(state.counts.reshape(-1), np.float32)
+    else:
+        return None
+    lo, hi = FLOAT_ACTIVATION_BOUNDS[int(plan.values["fuse"])]
+    shape = window_struct(in_shape, _filter_hw(plan.values), win, in_shape[3])
+    return c_plan.KernelStep(c_plan.POOL, c_plan.pool_params(shape, kind, counts, lo, hi))
 
 
 for _code in (OperationCode.AVERAGE_POOL_2D, OperationCode.MAX_POOL_2D, OperationCode.L2_POOL_2D):

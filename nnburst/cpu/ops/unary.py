@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..._bindings import plan as c_plan
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
 from ..registry import ExecutionContext, Kernel, OperationSignature, register
@@ -174,7 +175,12 @@ def _bind_quantize(sig: OperationSignature, state: object) -> Kernel:
             raise sig.fail("input 0 is required but was omitted")
         return [quantize_f32(x, scale, zero_point, dtype)]
 
-    return kernel
+    dims = sig.inputs[0].dimensions or ()
+    if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32 or not dims or 0 in dims:
+        return kernel
+    count = int(np.prod(dims))
+    params = c_plan.quantize_params(scale, zero_point, dtype)
+    return c_plan.mark(kernel, c_plan.KernelStep(c_plan.QUANTIZE, params, count))
 
 
 # --- ELU ----------------------------------------------------------------------------
