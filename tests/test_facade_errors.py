@@ -21,8 +21,8 @@ from onnx import TensorProto, helper  # noqa: E402
 
 from nnburst import onnx as nn_onnx  # noqa: E402
 from nnburst import tflite as nn_tflite  # noqa: E402
-from nnburst.tools.benchmarks import facades, runtime_paths  # noqa: E402
 from nnburst.errors import BadDataError  # noqa: E402
+from nnburst.tools.benchmarks import facades, runtime_paths  # noqa: E402
 
 from .test_tflite_models import micro_wakeword  # noqa: E402
 
