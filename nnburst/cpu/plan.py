@@ -336,6 +336,8 @@ def _same_bytes(a: OperandInfo, b: OperandInfo) -> bool:
 
 def _view(op: Any, subgraph: Subgraph) -> _Lowered | None:
     x, y = op.inputs[0], op.outputs[0]
+    if any(i >= 0 and _constant(subgraph, i) is None for i in op.inputs[1:]):
+        return None  # a shape or axes given at run time: the operation checks it then
     if not _same_bytes(_info(subgraph, x), _info(subgraph, y)):
         return None
     if _count(subgraph, x) != _count(subgraph, y):
@@ -601,7 +603,9 @@ def _kernel(
     def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
         arrays: list[np.ndarray] = []
         for x, (shape, dtype) in zip(inputs, expected):
-            if type(x) is not np.ndarray or x.dtype is not dtype or x.shape != shape:
+            if type(x) is not np.ndarray or x.shape != shape:
+                return fallback(inputs)
+            if x.dtype is not dtype and x.dtype != dtype:  # a request's views: equal dtypes
                 return fallback(inputs)
             arrays.append(x if x.flags.c_contiguous else np.ascontiguousarray(x))
         outputs = [np.empty(shape, dtype) for shape, dtype in results]
