@@ -7,7 +7,7 @@
  * propagates NaN as np.maximum / np.minimum do: a NaN compares false and
  * stays (MAXIMUM and MINIMUM themselves keep their first operand where
  * either is NaN, as std::max / std::min and the run loop do).  The other steps call the kernels the operations' bound paths
- * call (kernels.h, qconv.h) with the same arguments, so a plan's results
+ * call (kernels.h, qconv.h, fconv.h) with the same arguments, so a plan's results
  * are the operations' bit for bit.
  *
  * Every step is checked before the first runs (nnb_plan_check): the bytes
@@ -183,6 +183,30 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
         *a = q->batches * l->in_h * l->in_w * l->in_c;
         *out = q->batches * l->out_h * l->out_w * l->out_c;
         *b = q->scratch_bytes;
+        return 1;
+    }
+    case NNB_PLAN_FCONV:
+    case NNB_PLAN_FDWCONV: {
+        const nnb_plan_fconv *f = s->params;
+        const struct nnb_fconv *l = f->layer;
+        if (l == NULL || f->packed == NULL || !dim(f->batches))
+            return 0;
+        const int depthwise = s->kind == NNB_PLAN_FDWCONV;
+        const int64_t packed = depthwise ? nnb_fdwconv_packed_bytes(l) : nnb_fconv_packed_bytes(l);
+        const int64_t scratch = depthwise ? nnb_fdwconv_scratch_bytes(l) : nnb_fconv_scratch_bytes(l);
+        if (packed < 0 || scratch < 0 || packed != f->packed_bytes || f->scratch_bytes < scratch)
+            return 0;
+        if (!dim(l->in_h) || !dim(l->in_w) || !dim(l->in_c) || !dim(l->out_h) || !dim(l->out_w) ||
+            !dim(l->out_c) || f->batches * l->in_h >= DIM_LIMIT || l->in_w * l->in_c >= DIM_LIMIT ||
+            f->batches * l->out_h >= DIM_LIMIT || l->out_w * l->out_c >= DIM_LIMIT)
+            return 0;
+        const int64_t in_floats = f->batches * l->in_h * l->in_w * l->in_c;
+        const int64_t out_floats = f->batches * l->out_h * l->out_w * l->out_c;
+        if (in_floats >= DIM_LIMIT * 4 || out_floats >= DIM_LIMIT * 4)
+            return 0;
+        *a = in_floats * 4;
+        *out = out_floats * 4;
+        *b = f->scratch_bytes;
         return 1;
     }
     case NNB_PLAN_COPY: {
@@ -579,6 +603,16 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
                                  q->scratch_bytes, q->path);
         return nnb_qdwconv_run(q->layer, q->packed, q->packed_bytes, a, q->batches, out, scratch,
                                q->scratch_bytes, q->path);
+    }
+    case NNB_PLAN_FCONV:
+    case NNB_PLAN_FDWCONV: {
+        const nnb_plan_fconv *f = s->params;
+        void *scratch = tensor_at(s->b, arena, tensors);
+        if (s->kind == NNB_PLAN_FCONV)
+            return nnb_fconv_run(f->layer, f->packed, f->packed_bytes, a, f->batches, out, scratch,
+                                 f->scratch_bytes, f->path);
+        return nnb_fdwconv_run(f->layer, f->packed, f->packed_bytes, a, f->batches, out, scratch,
+                               f->scratch_bytes, f->path);
     }
     case NNB_PLAN_COPY:
         copy(s->params, a, out);

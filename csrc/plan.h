@@ -1,13 +1,14 @@
 /* A plan: a run of operations executed as one C call over the caller's
  * tensors and an arena of intermediates (plan.c; built by
  * csrc/build_ffi.py, planned by nnburst/cpu/plan.py).  The convolutions,
- * pools and the 8-bit table lookups call the kernels of kernels.h and
- * qconv.h; the moves (copies, fills) and the elementwise loops are here. */
+ * pools and the 8-bit table lookups call the kernels of kernels.h,
+ * qconv.h and fconv.h; the moves (copies, fills) and the elementwise loops are here. */
 #ifndef NNBURST_PLAN_H
 #define NNBURST_PLAN_H
 
 #include <stdint.h>
 
+#include "fconv.h"
 #include "kernels.h"
 #include "qconv.h"
 
@@ -37,7 +38,9 @@
 #define NNB_PLAN_PRELU 19       /* nnb_plan_broadcast: out = a >= 0 ? a : a * b (float32) */
 #define NNB_PLAN_QUANTIZE 20    /* nnb_plan_quantize: nnb_quantize_f32 of count floats */
 #define NNB_PLAN_DEQUANTIZE 21  /* nnb_plan_quantize: out = (float)(a - zero_point) * scale */
-#define NNB_PLAN_KINDS 22
+#define NNB_PLAN_FCONV 22       /* nnb_plan_fconv: nnb_fconv_run; b: scratch */
+#define NNB_PLAN_FDWCONV 23     /* nnb_plan_fconv: nnb_fdwconv_run; b: scratch */
+#define NNB_PLAN_KINDS 24
 
 /* The binary elementwise kinds (ADD..MINIMUM) may take one, and PRELU
  * must: b then holds b_count floats, and element k of a pairs with b[(k /
@@ -72,6 +75,18 @@ typedef struct {
     int64_t scratch_bytes;
     int32_t path, reserved;
 } nnb_plan_qconv;
+
+/* FCONV, FDWCONV: a packed float32 layer (fconv.h) over `batches` images; b
+ * is scratch_bytes of the arena (its blocks are 64-byte aligned, more than
+ * the pointer alignment nnb_fconv_run asks of its scratch). */
+typedef struct {
+    const struct nnb_fconv *layer;
+    const void *packed;
+    int64_t packed_bytes;
+    int64_t batches;
+    int64_t scratch_bytes;
+    int32_t path, reserved;
+} nnb_plan_fconv;
 
 /* COPY: for every index i of extent[0..rank), element a_offset + sum(i[k] *
  * a_stride[k]) of a to element out_offset + sum(i[k] * out_stride[k]) of

@@ -166,6 +166,59 @@ static int random_conv(void)
     return failed;
 }
 
+/* A packed float32 layer (fconv.h), plain or depthwise, as a plan step with
+ * its scratch in the arena, against nnb_fconv_run / nnb_fdwconv_run called
+ * directly; a packed size one float off and a scratch one byte short refused. */
+static int random_fconv(void)
+{
+    const int depthwise = rand() % 2;
+    struct nnb_fconv l = {.in_h = 1 + rand() % 9, .in_w = 1 + rand() % 9, .in_c = 1 + rand() % 20,
+                          .filter_h = 1 + rand() % 3, .filter_w = 1 + rand() % 5,
+                          .stride_h = 1 + rand() % 2, .stride_w = 1 + rand() % 2,
+                          .dilation_h = 1, .dilation_w = 1, .lo = -INFINITY, .hi = INFINITY};
+    l.out_c = depthwise ? l.in_c : 1 + rand() % 40;
+    l.pad_top = l.filter_h / 2, l.pad_left = l.filter_w / 2;
+    l.out_h = (l.in_h + 2 * l.pad_top - l.filter_h) / l.stride_h + 1;
+    l.out_w = (l.in_w + 2 * l.pad_left - l.filter_w) / l.stride_w + 1;
+    if (rand() % 3 == 0)
+        l.lo = -1.0f, l.hi = 1.0f;
+    const int64_t batches = 1 + rand() % 2;
+    const int64_t in_n = batches * l.in_h * l.in_w * l.in_c;
+    const int64_t out_n = batches * l.out_h * l.out_w * l.out_c;
+    const int64_t w_n = l.filter_h * l.filter_w * (depthwise ? 1 : l.in_c) * l.out_c;
+    const int64_t packed_bytes = depthwise ? nnb_fdwconv_packed_bytes(&l) : nnb_fconv_packed_bytes(&l);
+    const int64_t scratch_bytes = depthwise ? nnb_fdwconv_scratch_bytes(&l) : nnb_fconv_scratch_bytes(&l);
+    if (packed_bytes <= 0 || scratch_bytes < 0)
+        return 1;
+    float *x = malloc(sizeof(float) * (size_t)in_n), *w = malloc(sizeof(float) * (size_t)w_n);
+    float *bias = malloc(sizeof(float) * (size_t)l.out_c), *out = malloc(sizeof(float) * (size_t)out_n);
+    float *want = malloc(sizeof(float) * (size_t)out_n), *packed = malloc((size_t)packed_bytes);
+    void *scratch = malloc((size_t)scratch_bytes + 1);
+    void *arena = aligned_alloc(64, (size_t)(scratch_bytes + 64) / 64 * 64);
+    for (int64_t k = 0; k < in_n; k++) x[k] = (float)(rand() % 200 - 100) / 50.0f;
+    for (int64_t k = 0; k < w_n; k++) w[k] = (float)(rand() % 200 - 100) / 50.0f;
+    for (int64_t k = 0; k < l.out_c; k++) bias[k] = (float)(rand() % 10);
+    int failed = (depthwise ? nnb_fdwconv_pack : nnb_fconv_pack)(&l, w, bias, packed, packed_bytes) != 0;
+    nnb_plan_fconv f = {.layer = &l, .packed = packed, .packed_bytes = packed_bytes,
+                        .batches = batches, .scratch_bytes = scratch_bytes};
+    nnb_plan_step step = {.kind = depthwise ? NNB_PLAN_FDWCONV : NNB_PLAN_FCONV, .a = -1, .out = -2,
+                          .b = 0, .params = &f};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {in_n * 4, out_n * 4};
+    failed |= nnb_plan_run(&step, 1, arena, scratch_bytes, tensors, bytes, 2) != 0;
+    failed |= (depthwise ? nnb_fdwconv_run : nnb_fconv_run)(&l, packed, packed_bytes, x, batches, want,
+                                                           scratch, scratch_bytes, NNB_FCONV_BEST) != 0;
+    for (int64_t k = 0; k < out_n && !failed; k++) failed = !same(out[k], want[k]);
+    f.packed_bytes = packed_bytes + 4;
+    failed |= nnb_plan_check(&step, 1, scratch_bytes, bytes, 2) != -EINVAL;
+    f.packed_bytes = packed_bytes, f.scratch_bytes = scratch_bytes - 1;
+    failed |= scratch_bytes > 0 && nnb_plan_check(&step, 1, scratch_bytes, bytes, 2) != -EINVAL;
+    f.scratch_bytes = scratch_bytes, f.batches = batches + 1; /* an image more than the buffers */
+    failed |= nnb_plan_check(&step, 1, scratch_bytes, bytes, 2) != -EINVAL;
+    free(x), free(w), free(bias), free(out), free(want), free(packed), free(scratch), free(arena);
+    return failed;
+}
+
 /* A quantized average pool (SAME-style pads) against a direct sum here, and a
  * lookup step whose repeating input does not divide the count refused. */
 static int random_average(void)
@@ -275,8 +328,9 @@ int main(int argc, char **argv)
     for (int r = 0; r < runs; r++) failures += random_copy();
     for (int r = 0; r < runs / 4; r++) failures += random_conv();
     for (int r = 0; r < runs / 4; r++) failures += random_average();
+    for (int r = 0; r < runs / 4; r++) failures += random_fconv();
     for (int r = 0; r < runs; r++) failures += random_broadcast();
-    printf("plan: %d random chains, copies and per-channel steps, %d convolutions and 8-bit average pools, %d failed\n", runs, runs / 4,
+    printf("plan: %d random chains, copies and per-channel steps, %d convolutions, packed float layers and 8-bit average pools, %d failed\n", runs, runs / 4,
            failures);
     return failures != 0;
 }

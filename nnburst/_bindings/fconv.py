@@ -144,6 +144,18 @@ class FloatConv:
         self._packed_pointer = ffi.from_buffer(self._packed)
         self._scratch, self._path = int(scratch), path
 
+    def plan_fields(self) -> dict[str, Any]:
+        """What the C plan (``_bindings/plan.py``) needs to run this layer itself;
+        ``keep`` (this object) must outlive the plan's pointers into it."""
+        return {
+            "layer": self._layer,
+            "packed": self._packed_pointer,
+            "packed_bytes": self._packed.nbytes,
+            "scratch_bytes": self._scratch,
+            "path": self._path,
+            "keep": self,
+        }
+
     def fits(self, x: np.ndarray) -> bool:
         """Whether ``x`` is an input this layer takes as it is: [N, H, W, C]
         float32, C-contiguous."""

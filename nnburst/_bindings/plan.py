@@ -20,6 +20,7 @@ MAXIMUM, MINIMUM = lib.NNB_PLAN_MAXIMUM, lib.NNB_PLAN_MINIMUM
 CLAMP, HARD_SWISH = lib.NNB_PLAN_CLAMP, lib.NNB_PLAN_HARD_SWISH
 CONV, DEPTHWISE = lib.NNB_PLAN_CONV, lib.NNB_PLAN_DEPTHWISE
 QCONV, QDEPTHWISE = lib.NNB_PLAN_QCONV, lib.NNB_PLAN_QDEPTHWISE
+FCONV, FDWCONV = lib.NNB_PLAN_FCONV, lib.NNB_PLAN_FDWCONV
 COPY, FILL, POOL = lib.NNB_PLAN_COPY, lib.NNB_PLAN_FILL, lib.NNB_PLAN_POOL
 QLOOKUP, PADDED_ADD = lib.NNB_PLAN_QLOOKUP, lib.NNB_PLAN_PADDED_ADD
 SOFTMAX_Q8, AVERAGE_Q8 = lib.NNB_PLAN_SOFTMAX_Q8, lib.NNB_PLAN_AVERAGE_Q8
@@ -86,6 +87,18 @@ def conv_params(
 def qconv_params(fields: dict[str, Any], batches: int) -> Params:
     """QCONV, QDEPTHWISE: ``fields`` of a packed layer (``QuantConv.plan_fields``)."""
     pointer: Any = ffi.new("nnb_plan_qconv *")
+    pointer.layer = fields["layer"]
+    pointer.packed = fields["packed"]
+    pointer.packed_bytes = fields["packed_bytes"]
+    pointer.batches = batches
+    pointer.scratch_bytes = fields["scratch_bytes"]
+    pointer.path = fields["path"]
+    return Params(pointer, (fields["keep"],))
+
+
+def fconv_params(fields: dict[str, Any], batches: int) -> Params:
+    """FCONV, FDWCONV: ``fields`` of a packed float layer (``FloatConv.plan_fields``)."""
+    pointer: Any = ffi.new("nnb_plan_fconv *")
     pointer.layer = fields["layer"]
     pointer.packed = fields["packed"]
     pointer.packed_bytes = fields["packed_bytes"]

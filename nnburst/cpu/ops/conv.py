@@ -515,7 +515,13 @@ def _packed_kernel(
             return [layer(x)]
         return _execute(ExecutionContext(sig, inputs, state))  # checks and explains
 
-    return kernel
+    # As one step of the C plan (the params keep the layer, and so its packed
+    # weights, alive as long as the kernel): a packed layer left out would
+    # split the plan around it, costing more than the kernel saves.
+    kind = c_plan.FDWCONV if depthwise else c_plan.FCONV
+    fields = layer.plan_fields()
+    params = c_plan.fconv_params(fields, batches)
+    return c_plan.mark(kernel, c_plan.KernelStep(kind, params, scratch=fields["scratch_bytes"]))
 
 
 def _int32_kernel(sig: OperationSignature, state: _State, filt: _Filter) -> Kernel | None:
