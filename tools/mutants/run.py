@@ -140,7 +140,12 @@ GROUPS = {
     # split are picked up as they come.
     "tflite-import": Group(
         ("nnburst/tflite/*.py", "nnburst/tflite/ops/*.py"),
-        ("tests/test_tflite.py", "tests/test_tflite_recurrent.py"),
+        (
+            "tests/test_tflite.py",
+            "tests/test_tflite_recurrent.py",
+            "-k",
+            "not nnburst_bench and not nnburst_run and not service_device",
+        ),
         names=("nnburst.tflite.*.x_*",),
         exclude=(
             "nnburst/tflite/reader.py",
@@ -152,7 +157,12 @@ GROUPS = {
     ),
     "onnx-import": Group(
         ("nnburst/onnx/*.py", "nnburst/onnx/ops/*.py"),
-        ("tests/test_onnx.py", "-k", "not node_tests and not real_models"),
+        (
+            "tests/test_onnx.py",
+            "tests/test_onnx_mappers.py",
+            "-k",
+            "not node_tests and not real_models and not nnburst_run and not nnburst_bench",
+        ),
         names=("nnburst.onnx.*.x_*",),
         exclude=(
             "nnburst/onnx/backend.py",

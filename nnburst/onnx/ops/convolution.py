@@ -12,7 +12,7 @@ import onnx
 from onnx import helper
 
 from ...codes import FuseCode, OperationCode
-from ..converter import Converter, Mapper, Unsupported, maps
+from ..converter import Converter, Unsupported, maps
 from .building import apply, output_of, permuted, reshaped, scaled_by, text
 
 
@@ -164,24 +164,22 @@ def _conv_transpose(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> No
     c.add(OperationCode.TRANSPOSE_CONV_2D, inputs, [output_of(c, node)])
 
 
-def _pool(code: OperationCode) -> Mapper:
-    def mapper(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-        if a.get("ceil_mode", 0) or a.get("dilations", [1, 1]) != [1, 1]:
-            raise Unsupported("ceil_mode or dilations")
-        if a.get("count_include_pad", 0) and any(a.get("pads", [0])):
-            raise Unsupported("count_include_pad with padding")
-        if len(node.output) > 1 and node.output[1]:
-            raise Unsupported("the indices output")
-        kernel = list(a["kernel_shape"])
-        window = _spatial(c, node, a, kernel)
-        inputs = [c.operand(node.input[0]), *window, c.i32(kernel[1]), c.i32(kernel[0])]
-        c.add(code, [*inputs, c.i32(FuseCode.NONE), c.boolean(True)], [output_of(c, node)])
-
-    return mapper
+_POOLS = {"MaxPool": OperationCode.MAX_POOL_2D, "AveragePool": OperationCode.AVERAGE_POOL_2D}
 
 
-maps("MaxPool")(_pool(OperationCode.MAX_POOL_2D))
-maps("AveragePool")(_pool(OperationCode.AVERAGE_POOL_2D))
+@maps(*_POOLS)
+def _pool(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    if a.get("ceil_mode", 0) or a.get("dilations", [1, 1]) != [1, 1]:
+        raise Unsupported("ceil_mode or dilations")
+    if a.get("count_include_pad", 0) and any(a.get("pads", [0])):
+        raise Unsupported("count_include_pad with padding")
+    if len(node.output) > 1 and node.output[1]:
+        raise Unsupported("the indices output")
+    kernel = list(a["kernel_shape"])
+    window = _spatial(c, node, a, kernel)
+    inputs = [c.operand(node.input[0]), *window, c.i32(kernel[1]), c.i32(kernel[0])]
+    fuse = [c.i32(FuseCode.NONE), c.boolean(True)]
+    c.add(_POOLS[node.op_type], [*inputs, *fuse], [output_of(c, node)])
 
 
 @maps("GlobalAveragePool", "GlobalMaxPool")
