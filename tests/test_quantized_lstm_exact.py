@@ -207,3 +207,201 @@ def test_the_cell_clip_is_symmetric_and_at_most_32767(cell_clip: float) -> None:
     _, clipped = case.run(cell_clip=cell_clip)
     np.testing.assert_array_equal(clipped, np.clip(unclipped, -limit, limit))
     assert clipped.min() == -limit
+
+
+# -- QUANTIZED_16BIT_LSTM at saturation, against LiteRT ------------------------------------------
+
+
+def _saturating_basic_cell(units: int = 4, n_input: int = 3) -> bytes:
+    """TFLite's quantized basic LSTM cell whose output gate is wide open (bias near
+    the Q3.12 gates' top) and forget gate open: with a large cell state the output
+    o·tanh(c) rounds to 128/128, one past int8's top, and must stop at 127 (255
+    with the zero point 128); with a large negative state it is -127.99 -> -128 (0)."""
+    from .tflite_builder import Tensor, graph, options, schema
+
+    rng = np.random.default_rng(41)
+    q8 = {"scale": 1 / 128, "zero_point": 128}
+    cell = {"scale": 2.0**-11, "zero_point": 0}
+    w_scale = 0.01
+    packed = rng.integers(120, 141, (4 * units, n_input + units)).astype(np.uint8)
+    bias = rng.integers(-2000, 2001, 4 * units)
+    top = int(7.5 / (w_scale / 128))  # a gate pre-activation of 7.5
+    bias[2 * units : 4 * units] = top  # forget (third) and output (fourth) gates
+    tensors = [
+        Tensor((2, n_input), np.uint8, **q8),
+        Tensor((2, units), np.uint8, **q8),
+        Tensor(packed.shape, np.uint8, packed, scale=w_scale, zero_point=130),
+        Tensor((4 * units,), np.int32, bias.astype(np.int32), scale=w_scale / 128, zero_point=0),
+        Tensor((2, units), np.int16, **cell),
+        Tensor((2, units), np.uint8, **q8),
+        Tensor((2, units), np.int16, **cell),
+        Tensor((2, n_input + units), np.uint8, **q8),
+        Tensor((2, 4 * units), np.int16, scale=2.0**-12, zero_point=0),
+    ]
+    o = options(schema.LSTMOptionsT, fusedActivationFunction=schema.ActivationFunctionType.TANH,
+                kernelType=1)  # fmt: skip
+    return graph(tensors, [("LSTM", [0, 1, 2, 3, 4], [5, 6, 7, 8], o, 2)], [0, 1, 4], [5, 6])
+
+
+def test_quantized_16bit_lstm_output_saturates_like_litert() -> None:
+    pytest.importorskip("ai_edge_litert")
+    from nnburst import tflite
+
+    from .tflite_builder import run_litert_calls
+
+    model = _saturating_basic_cell()
+    rng = np.random.default_rng(43)
+    cells = np.array([[16000, 15000, -16000, -15000], [14000, -14000, 16383, -16384]], np.int16)
+    calls = [
+        [
+            rng.integers(0, 256, (2, 3)).astype(np.uint8),
+            rng.integers(0, 256, (2, 4)).astype(np.uint8),
+            cells,
+        ]
+    ]
+    ((want_out, want_cell),) = run_litert_calls(model, calls)
+    with tflite.Runner(tflite.load(model), cache_dir=None) as run:
+        got_out, got_cell = run(*calls[0])
+    # the output saturates at both ends: LiteRT's 255 and 0 where the state is large
+    assert (want_out == 255).sum() >= 3 and (want_out == 0).sum() >= 3
+    assert np.abs(got_out.astype(int) - want_out).max() <= 1
+    np.testing.assert_array_equal(got_out[want_out == 255], 255)
+    assert np.abs(got_cell.astype(int) - want_cell).max() <= 2
+
+
+# -- the int16 fixed-point helpers, bit for bit -------------------------------------------------
+# A scalar reference of gemmlowp's int16 fixed-point arithmetic, one Python int at a
+# time, written from its definitions: SaturatingRoundingDoublingHighMul,
+# RoundingDivideByPOT, SaturatingRoundingMultiplyByPOT, the Taylor series of exp on
+# [-1/4, 0), the barrel shifter of exp_on_negative_values, the Newton-Raphson
+# 1/(1+x) and (1-x)/(1+x).  FixedPoint + and - on int16 wrap; AddSaturatingIf16Bit
+# saturates.
+
+I16_MIN, I16_MAX = -32768, 32767
+
+
+def _w16(x: int) -> int:
+    return (x + 32768) % 65536 - 32768
+
+
+def _srdhm(a: int, b: int) -> int:
+    if a == b == I16_MIN:
+        return I16_MAX
+    ab = a * b
+    nudged = ab + ((1 << 14) if ab >= 0 else 1 - (1 << 14))
+    return _w16(_div_toward_zero(nudged, 1 << 15))
+
+
+def _div_toward_zero(x: int, d: int) -> int:
+    return abs(x) // d * (1 if x >= 0 else -1)
+
+
+def _rdbpot(x: int, exponent: int) -> int:
+    mask = (1 << exponent) - 1
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> exponent) + (1 if (x & mask) > threshold else 0)
+
+
+def _srmbpot(x: int, exponent: int) -> int:
+    if exponent < 0:
+        return _rdbpot(x, -exponent)
+    if exponent == 0:
+        return x
+    threshold = (1 << (15 - exponent)) - 1
+    if x > threshold:
+        return I16_MAX
+    if x < -threshold:
+        return I16_MIN
+    return _w16(x << exponent)
+
+
+def _c16(raw32: int) -> int:
+    return _rdbpot(raw32, 16)
+
+
+def _exp_small(a: int) -> int:
+    """exp(a), a in [-1/4, 0), Q0.15."""
+    constant, third = _c16(1895147668), _c16(715827883)
+    x = _w16(a + (1 << 12))
+    x2 = _srdhm(x, x)
+    x3, x4 = _srdhm(x2, x), _srdhm(x2, x2)
+    poly = _srmbpot(_w16(_srdhm(_w16(_srmbpot(x4, -2) + x3), third) + x2), -1)
+    return max(I16_MIN, min(I16_MAX, constant + _srdhm(constant, _w16(x + poly))))
+
+
+_BARREL = {-2: 1672461947, -1: 1302514674, 0: 790015084, 1: 290630308, 2: 39332535,
+           3: 720401, 4: 242}  # fmt: skip
+
+
+def _exp_neg(a: int, integer_bits: int) -> int:
+    fractional = 15 - integer_bits
+    quarter = 1 << (fractional - 2)
+    mod_quarter = _w16((a & (quarter - 1)) - quarter)
+    result = _exp_small(_srmbpot(mod_quarter, integer_bits))
+    remainder = _w16(mod_quarter - a)
+    for exponent in range(-2, 5):
+        if integer_bits > exponent and remainder & (1 << (fractional + exponent)):
+            result = _srdhm(result, _c16(_BARREL[exponent]))
+    if integer_bits > 5 and a < _c16(-(1 << (36 - integer_bits))):
+        result = 0
+    return I16_MAX if a == 0 else result
+
+
+def _newton(a: int) -> int:
+    """1/(1+a) for Q0.15 a in [0, 1], Q2.13."""
+    total = a + I16_MAX
+    half = _div_toward_zero(total + (1 if total >= 0 else -1), 2)
+    x = _w16(_c16(1515870810) + _srdhm(half, _c16(-1010580540)))
+    for _ in range(3):
+        x = _w16(x + _srmbpot(_srdhm(x, _w16((1 << 13) - _srdhm(half, x))), 2))
+    return x
+
+
+def _ref_logistic(a: int, integer_bits: int) -> int:
+    if a == 0:
+        return _c16(1 << 30)
+    positive = _srmbpot(_newton(_exp_neg(_w16(-a) if a > 0 else a, integer_bits)), 1)
+    return positive if a > 0 else _w16(I16_MAX - positive)
+
+
+def _ref_tanh(a: int, integer_bits: int) -> int:
+    if a == 0:
+        return 0
+    n = a if a < 0 else _w16(-a)
+    t = _srmbpot(_w16(_newton(_exp_neg(n, integer_bits + 1)) - (1 << 13)), 2)
+    return _w16(-t) if a < 0 else t
+
+
+#: Every 61st int16 value and the edges.
+SAMPLES = np.array(sorted({*range(-32768, 32768, 61), -32768, -32767, -1, 0, 1, 32766, 32767}))
+
+
+@pytest.mark.parametrize("integer_bits", range(7))
+def test_int16_logistic_and_tanh_are_gemmlowps_bit_for_bit(integer_bits: int) -> None:
+    from nnburst.cpu.ops import quantized_lstm as q
+
+    logistic = q._logistic16(SAMPLES, integer_bits)
+    tanh = q._tanh16(SAMPLES, integer_bits)
+    want_logistic = [_ref_logistic(int(a), integer_bits) for a in SAMPLES]
+    want_tanh = [_ref_tanh(int(a), integer_bits) for a in SAMPLES]
+    np.testing.assert_array_equal(logistic, want_logistic)
+    np.testing.assert_array_equal(tanh, want_tanh)
+    # and the reference is the real functions, to a few steps of 2**-15
+    real = SAMPLES * 2.0 ** (integer_bits - 15)
+    assert np.abs(np.array(want_logistic) / 32768 - 1 / (1 + np.exp(-real))).max() < 2e-4
+    assert np.abs(np.array(want_tanh) / 32768 - np.tanh(real)).max() < 4e-4
+
+
+def test_int16_products_and_power_of_two_scalings_bit_for_bit() -> None:
+    from nnburst.cpu.ops import quantized_lstm as q
+
+    rng = np.random.default_rng(17)
+    a = np.concatenate([rng.integers(-32768, 32768, 4000), [-32768, -32768, 32767, -1, 1, 0]])
+    b = np.concatenate([rng.integers(-32768, 32768, 4000), [-32768, 32767, 32767, 1, -1, 5]])
+    np.testing.assert_array_equal(q._mul16(a, b), [_srdhm(int(x), int(y)) for x, y in zip(a, b)])
+    for exponent in (-4, -1, 0, 1, 2, 5):
+        want = [_srmbpot(int(x), exponent) for x in a]
+        np.testing.assert_array_equal(q._pot16(a, exponent), want)
+    np.testing.assert_array_equal(
+        q._wrap16(np.array([32768, -32769, 65535, 5])), [-32768, 32767, -1, 5]
+    )
