@@ -36,15 +36,16 @@ static float clamped(float v, float lo, float hi)
     return v > hi ? hi : v;
 }
 
-/* np.maximum / np.minimum: a NaN on either side is the result. */
+/* MAXIMUM / MINIMUM as NNAPI's std::max / std::min: `a` whenever either is NaN
+ * (a NaN compares false), as the operations' own kernels compute them. */
 static float maximum(float a, float b)
 {
-    return (a >= b || isnan(a)) ? a : b;
+    return a < b ? b : a;
 }
 
 static float minimum(float a, float b)
 {
-    return (a <= b || isnan(a)) ? a : b;
+    return b < a ? b : a;
 }
 
 static int check(const nnb_plan_step *s, int64_t arena_floats, const int64_t *tensor_floats,

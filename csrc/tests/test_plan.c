@@ -19,8 +19,8 @@ static float reference(int kind, float a, float b, float lo, float hi)
     case NNB_PLAN_SUB: v = a - b; break;
     case NNB_PLAN_MUL: v = a * b; break;
     case NNB_PLAN_DIV: v = a / b; break;
-    case NNB_PLAN_MAXIMUM: v = (a >= b || isnan(a)) ? a : b; break;
-    case NNB_PLAN_MINIMUM: v = (a <= b || isnan(a)) ? a : b; break;
+    case NNB_PLAN_MAXIMUM: v = a < b ? b : a; break; /* std::max: a when either is NaN */
+    case NNB_PLAN_MINIMUM: v = b < a ? b : a; break; /* std::min */
     case NNB_PLAN_CLAMP: v = a; break;
     default: {
         float g = a + 3.0f;
