@@ -63,3 +63,45 @@ def test_pinned_node_test_matches_onnx_reference_outputs(node_data: Path, name: 
                     np.testing.assert_array_equal(out, want)
     if rep is not None and rep.runner is not None:
         rep.runner.close()
+
+
+# -- windows whose height and width differ in every argument, against onnxruntime ----------------
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("pads", [[0, 0, 0, 0], [1, 0, 0, 1]], ids=["valid", "padded"])
+def test_pools_with_unequal_kernel_stride_and_pads_match_onnxruntime(op: str, pads: list) -> None:
+    from onnx import TensorProto, helper
+
+    from .test_onnx import against_onnxruntime, make_model
+
+    node = helper.make_node(op, ["x"], ["y"], kernel_shape=[3, 2], strides=[1, 2], pads=pads)
+    model = make_model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 7, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 5 + pads[0], 3])],
+        {},
+    )
+    x = np.random.default_rng(5).uniform(-2, 2, (1, 2, 7, 6)).astype(np.float32)
+    against_onnxruntime(model, {"x": x})
+
+
+@pytest.mark.parametrize("pads", [[0, 0, 0, 0], [2, 0, 1, 1]], ids=["valid", "padded"])
+def test_convs_with_unequal_kernel_stride_dilation_and_pads_match_onnxruntime(pads: list) -> None:
+    from onnx import TensorProto, helper
+
+    from .test_onnx import against_onnxruntime, make_model
+
+    rng = np.random.default_rng(6)
+    w = rng.uniform(-1, 1, (4, 2, 3, 2)).astype(np.float32)
+    node = helper.make_node(
+        "Conv", ["x", "w"], ["y"], kernel_shape=[3, 2], strides=[1, 2], dilations=[1, 2], pads=pads
+    )
+    model = make_model(
+        [node],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6 + pads[0] + pads[2], 3])],
+        {"w": w},
+    )
+    x = rng.uniform(-2, 2, (1, 2, 8, 7)).astype(np.float32)
+    against_onnxruntime(model, {"x": x})
