@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
-from .test_tflite import compare  # noqa: E402
-from .tflite_builder import Tensor, options, schema, single_op  # noqa: E402
+from .test_tflite import compare
+from .tflite_builder import Tensor, options, schema, single_op
 
 RNG = np.random.default_rng(29)
 F32 = np.float32
