@@ -10,8 +10,10 @@ import pytest
 
 pytest.importorskip("ai_edge_litert")
 
+from nnburst import tflite
+
 from .test_tflite import compare
-from .tflite_builder import Tensor, options, schema, single_op
+from .tflite_builder import Tensor, options, run_litert, schema, single_op
 
 RNG = np.random.default_rng(29)
 F32 = np.float32
@@ -49,7 +51,10 @@ def test_conv_windows_match_litert(window: str, padding: int) -> None:
     bias = Tensor((4,), F32, RNG.uniform(-1, 1, 4).astype(F32))
     o = _window_options(schema.Conv2DOptionsT, padding, stride, dilation)
     model = single_op(
-        "CONV_2D", [Tensor((1, H, W, C), F32), weights, bias], [Tensor((1, out_h, out_w, 4), F32)], o
+        "CONV_2D",
+        [Tensor((1, H, W, C), F32), weights, bias],
+        [Tensor((1, out_h, out_w, 4), F32)],
+        o,
     )
     compare(model, [RNG.uniform(-2, 2, (1, H, W, C)).astype(F32)])
 
@@ -62,7 +67,9 @@ def test_depthwise_windows_match_litert(window: str, padding: int) -> None:
     out_w = _out(W, fw, stride[1], dilation[1], padding)
     weights = Tensor((1, fh, fw, 2 * C), F32, RNG.uniform(-1, 1, (1, fh, fw, 2 * C)).astype(F32))
     bias = Tensor((2 * C,), F32, RNG.uniform(-1, 1, 2 * C).astype(F32))
-    o = _window_options(schema.DepthwiseConv2DOptionsT, padding, stride, dilation, depthMultiplier=2)
+    o = _window_options(
+        schema.DepthwiseConv2DOptionsT, padding, stride, dilation, depthMultiplier=2
+    )
     model = single_op(
         "DEPTHWISE_CONV_2D",
         [Tensor((1, H, W, C), F32), weights, bias],
@@ -81,3 +88,54 @@ def test_pools_with_unequal_filter_and_stride_match_litert(op: str, padding: int
                 filterHeight=fh, filterWidth=fw)  # fmt: skip
     model = single_op(op, [Tensor((1, H, W, C), F32)], [Tensor((1, out_h, out_w, C), F32)], o)
     compare(model, [RNG.uniform(0, 2, (1, H, W, C)).astype(F32)])
+
+
+# -- a convolution without a bias -----------------------------------------------------------------
+# TFLite's converter may leave CONV_2D's bias out (index -1, or two inputs); this
+# LiteRT refuses such a model, so nnburst's answer for it is compared with LiteRT's
+# for the same convolution with a zero bias.
+
+BIASES = ["omitted", "absent"]
+
+
+def _conv_twins(x: Tensor, w: Tensor, zero_bias: Tensor, out: Tensor, bias: str) -> tuple:
+    o = options(schema.Conv2DOptionsT, padding=SAME, strideW=1, strideH=1)
+    inputs = [x, w, None] if bias == "omitted" else [x, w]
+    return single_op("CONV_2D", inputs, [out], o), single_op("CONV_2D", [x, w, zero_bias], [out], o)
+
+
+def _compare_twins(without: bytes, with_zero: bytes, x: np.ndarray, tolerance: float) -> None:
+    (want,) = run_litert(with_zero, [x])
+    with tflite.Runner(without, cache_dir=None) as run:
+        (got,) = run(x)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert np.abs(got.astype(np.float64) - want).max() <= tolerance
+
+
+@pytest.mark.parametrize("bias", BIASES)
+def test_a_float_conv_without_a_bias_is_one_with_zeros(bias: str) -> None:
+    w = Tensor((3, 2, 3, C), F32, RNG.uniform(-1, 1, (3, 2, 3, C)).astype(F32))
+    zero = Tensor((3,), F32, np.zeros(3, F32))
+    models = _conv_twins(Tensor((1, 5, 4, C), F32), w, zero, Tensor((1, 5, 4, 3), F32), bias)
+    _compare_twins(*models, RNG.uniform(-2, 2, (1, 5, 4, C)).astype(F32), 1e-5)
+
+
+@pytest.mark.parametrize("bias", BIASES)
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per-tensor", "per-channel"])
+def test_an_int8_conv_without_a_bias_is_one_with_zeros(bias: str, per_channel: bool) -> None:
+    scales = [0.01, 0.02, 0.015] if per_channel else [0.01]
+    w = Tensor(
+        (3, 2, 3, C),
+        np.int8,
+        RNG.integers(-127, 128, (3, 2, 3, C), dtype=np.int8),
+        scale=scales if per_channel else scales[0],
+        zero_point=[0] * len(scales) if per_channel else 0,
+    )
+    bias_scales = [0.05 * s for s in scales]
+    zero = Tensor((3,), np.int32, np.zeros(3, np.int32),
+                  scale=bias_scales if per_channel else bias_scales[0],
+                  zero_point=[0] * len(scales) if per_channel else 0)  # fmt: skip
+    x = Tensor((1, 5, 4, C), np.int8, scale=0.05, zero_point=-3)
+    out = Tensor((1, 5, 4, 3), np.int8, scale=0.1, zero_point=5)
+    models = _conv_twins(x, w, zero, out, bias)
+    _compare_twins(*models, RNG.integers(-128, 128, (1, 5, 4, C), dtype=np.int8), 1)

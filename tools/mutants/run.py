@@ -72,6 +72,10 @@ class Group:
 
 #: Lines of the importers that only word a refusal (see Group.skip_lines).
 IMPORTER_MESSAGES = (r"^\s*raise ", r"^\s*return _Unsupported\(", r"^\s*log\.")
+#: The importers' scored mutants: module-level functions (the mappers and their
+#: helpers), not the Converter's methods (``names`` leaves them unrun) nor the
+#: functions that only word what is unsupported or describe a model's tensors.
+MAPPERS_ONLY = r"\.x_(?!_unsupported__|describe__)"
 
 GROUPS = {
     "fmq": Group(
@@ -143,9 +147,11 @@ GROUPS = {
         (
             "tests/test_tflite.py",
             "tests/test_tflite_recurrent.py",
+            "tests/test_tflite_mappers.py",
             "-k",
             "not nnburst_bench and not nnburst_run and not service_device",
         ),
+        focus=MAPPERS_ONLY,
         names=("nnburst.tflite.*.x_*",),
         exclude=(
             "nnburst/tflite/reader.py",
@@ -163,6 +169,7 @@ GROUPS = {
             "-k",
             "not node_tests and not real_models and not nnburst_run and not nnburst_bench",
         ),
+        focus=MAPPERS_ONLY,
         names=("nnburst.onnx.*.x_*",),
         exclude=(
             "nnburst/onnx/backend.py",
