@@ -41,13 +41,14 @@ def test_a_neutral_constant_second_is_an_identity(
     assert compare(g, monkeypatch, exact=True) == ["MUL"]
 
 
+@pytest.mark.parametrize("x_shape", [(6,), (1, 6)], ids=["lower rank", "same rank"])
 @pytest.mark.parametrize("code", [Op.ADD, Op.MUL])
 def test_a_neutral_constant_that_broadcasts_x_up_is_kept(
-    code: OperationCode, monkeypatch: pytest.MonkeyPatch
+    code: OperationCode, x_shape: tuple, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     neutral = np.zeros((3, 6)) if code == Op.ADD else np.ones((3, 6))
     g = Graph()
-    x = g.input((6,))
+    x = g.input(x_shape)
     widened = g.binary(code, x, g.const(neutral), (3, 6))
     g.output(g.binary(Op.ADD, widened, g.input((3, 6)), (3, 6)))
     assert compare(g, monkeypatch, exact=True) == [code.name, "ADD"]
