@@ -396,12 +396,33 @@ def test_int16_products_and_power_of_two_scalings_bit_for_bit() -> None:
     from nnburst.cpu.ops import quantized_lstm as q
 
     rng = np.random.default_rng(17)
-    a = np.concatenate([rng.integers(-32768, 32768, 4000), [-32768, -32768, 32767, -1, 1, 0]])
-    b = np.concatenate([rng.integers(-32768, 32768, 4000), [-32768, 32767, 32767, 1, -1, 5]])
+    # edges: -32768 squared, and 5 * -3277 = -(2**15 - 16383), where the negative nudge decides
+    a = np.concatenate([rng.integers(-32768, 32768, 4000), [-32768, -32768, 32767, -1, 1, 0, 5]])
+    b = np.concatenate([rng.integers(-32768, 32768, 4000), [-32768, 32767, 32767, 1, -1, 5, -3277]])
     np.testing.assert_array_equal(q._mul16(a, b), [_srdhm(int(x), int(y)) for x, y in zip(a, b)])
     for exponent in (-4, -1, 0, 1, 2, 5):
-        want = [_srmbpot(int(x), exponent) for x in a]
-        np.testing.assert_array_equal(q._pot16(a, exponent), want)
+        limit = (1 << (15 - max(exponent, 0))) - 1  # the last values that do not saturate
+        x = np.concatenate([a, [limit, -limit, limit + 1, -limit - 1]])
+        want = [_srmbpot(int(v), exponent) for v in x]
+        np.testing.assert_array_equal(q._pot16(x, exponent), want)
     np.testing.assert_array_equal(
         q._wrap16(np.array([32768, -32769, 65535, 5])), [-32768, 32767, -1, 5]
     )
+
+
+@pytest.mark.parametrize("integer_bits", range(8))
+def test_int16_exp_on_negative_values_bit_for_bit(integer_bits: int) -> None:
+    from nnburst.cpu.ops import quantized_lstm as q
+
+    a = SAMPLES[SAMPLES <= 0]
+    want = [_exp_neg(int(v), integer_bits) for v in a]
+    np.testing.assert_array_equal(q._exp_negative16(a, integer_bits), want)
+
+
+def test_int16_one_over_one_plus_x_and_the_exp_series_bit_for_bit() -> None:
+    from nnburst.cpu.ops import quantized_lstm as q
+
+    a = SAMPLES[SAMPLES >= 0]
+    np.testing.assert_array_equal(q._newton16(a), [_newton(int(v)) for v in a])
+    quarter = np.arange(-8192, 0)
+    np.testing.assert_array_equal(q._exp_quarter16(quarter), [_exp_small(int(v)) for v in quarter])
