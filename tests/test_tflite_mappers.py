@@ -139,3 +139,26 @@ def test_an_int8_conv_without_a_bias_is_one_with_zeros(bias: str, per_channel: b
     out = Tensor((1, 5, 4, 3), np.int8, scale=0.1, zero_point=5)
     models = _conv_twins(x, w, zero, out, bias)
     _compare_twins(*models, RNG.integers(-128, 128, (1, 5, 4, C), dtype=np.int8), 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_a_conv_whose_bias_is_tensor_0_matches_litert(dtype: str) -> None:
+    """Tensor indices are the file's order: the bias may well be tensor 0."""
+    from .tflite_builder import graph
+
+    if dtype == "float32":
+        bias = Tensor((3,), F32, RNG.uniform(-1, 1, 3).astype(F32))
+        x, out = Tensor((1, 5, 4, C), F32), Tensor((1, 5, 4, 3), F32)
+        w = Tensor((3, 2, 3, C), F32, RNG.uniform(-1, 1, (3, 2, 3, C)).astype(F32))
+        feed = RNG.uniform(-2, 2, (1, 5, 4, C)).astype(F32)
+    else:
+        bias = Tensor((3,), np.int32, RNG.integers(-900, 900, 3).astype(np.int32), scale=0.0005,
+                      zero_point=0)  # fmt: skip
+        x = Tensor((1, 5, 4, C), np.int8, scale=0.05, zero_point=-3)
+        out = Tensor((1, 5, 4, 3), np.int8, scale=0.1, zero_point=5)
+        w = Tensor((3, 2, 3, C), np.int8, RNG.integers(-127, 128, (3, 2, 3, C), dtype=np.int8),
+                   scale=0.01, zero_point=0)  # fmt: skip
+        feed = RNG.integers(-128, 128, (1, 5, 4, C), dtype=np.int8)
+    o = options(schema.Conv2DOptionsT, padding=SAME, strideW=1, strideH=1)
+    model = graph([bias, x, w, out], [("CONV_2D", [1, 2, 0], [3], o)], [1], [3])
+    compare(model, [feed], quantized=dtype == "int8")
