@@ -11,53 +11,49 @@ import numpy as np
 import onnx
 
 from ...codes import FuseCode, OperationCode
-from ..converter import Converter, Mapper, Unsupported, maps, operand_dtype
+from ..converter import Converter, Unsupported, maps, operand_dtype
 from .building import apply, broadcast, erf, filled, float_input, like, output_of, text
 from .quantization import BYTES, cast_bytes
 
+#: Unary operators mapped one to one, by ONNX name.
+_UNARY = {
+    "Relu": OperationCode.RELU, "Sigmoid": OperationCode.LOGISTIC, "Tanh": OperationCode.TANH,
+    "Exp": OperationCode.EXP, "Log": OperationCode.LOG, "Sqrt": OperationCode.SQRT,
+    "Abs": OperationCode.ABS, "Neg": OperationCode.NEG, "Floor": OperationCode.FLOOR,
+    "Sin": OperationCode.SIN, "Not": OperationCode.LOGICAL_NOT,
+    "HardSwish": OperationCode.HARD_SWISH,
+}  # fmt: skip
 
-def _unary(code: OperationCode) -> Mapper:
-    def mapper(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-        c.add(code, [c.operand(node.input[0])], [output_of(c, node)])
-
-    return mapper
-
-
-for _name, _code in (
-    ("Relu", OperationCode.RELU), ("Sigmoid", OperationCode.LOGISTIC), ("Tanh", OperationCode.TANH),
-    ("Exp", OperationCode.EXP), ("Log", OperationCode.LOG), ("Sqrt", OperationCode.SQRT),
-    ("Abs", OperationCode.ABS), ("Neg", OperationCode.NEG), ("Floor", OperationCode.FLOOR),
-    ("Sin", OperationCode.SIN), ("Not", OperationCode.LOGICAL_NOT),
-    ("HardSwish", OperationCode.HARD_SWISH),
-):  # fmt: skip
-    maps(_name)(_unary(_code))
-
-
-def _binary(code: OperationCode, fused: bool) -> Mapper:
-    def mapper(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
-        kinds = {c.dtype(n).kind for n in node.input[:2]}
-        if code == OperationCode.POW and kinds != {"f"}:
-            raise Unsupported("integer operands")
-        if code == OperationCode.DIV and "f" not in kinds:
-            raise Unsupported("integer division (NNAPI rounds toward −∞, ONNX toward 0)")
-        inputs = [c.operand(node.input[0]), c.operand(node.input[1])]
-        if fused:
-            inputs.append(c.i32(FuseCode.NONE))
-        c.add(code, inputs, [output_of(c, node)])
-
-    return mapper
+#: Binary operators mapped one to one; the first four take NNAPI's fuse operand.
+_BINARY = {
+    "Add": OperationCode.ADD, "Sub": OperationCode.SUB,
+    "Mul": OperationCode.MUL, "Div": OperationCode.DIV,
+    "Pow": OperationCode.POW, "PRelu": OperationCode.PRELU,
+    "Equal": OperationCode.EQUAL, "Less": OperationCode.LESS,
+    "LessOrEqual": OperationCode.LESS_EQUAL, "Greater": OperationCode.GREATER,
+    "GreaterOrEqual": OperationCode.GREATER_EQUAL, "And": OperationCode.LOGICAL_AND,
+    "Or": OperationCode.LOGICAL_OR,
+}  # fmt: skip
+_FUSED = (OperationCode.ADD, OperationCode.SUB, OperationCode.MUL, OperationCode.DIV)
 
 
-for _name, _code, _fused in (
-    ("Add", OperationCode.ADD, True), ("Sub", OperationCode.SUB, True),
-    ("Mul", OperationCode.MUL, True), ("Div", OperationCode.DIV, True),
-    ("Pow", OperationCode.POW, False), ("PRelu", OperationCode.PRELU, False),
-    ("Equal", OperationCode.EQUAL, False), ("Less", OperationCode.LESS, False),
-    ("LessOrEqual", OperationCode.LESS_EQUAL, False), ("Greater", OperationCode.GREATER, False),
-    ("GreaterOrEqual", OperationCode.GREATER_EQUAL, False), ("And", OperationCode.LOGICAL_AND, False),
-    ("Or", OperationCode.LOGICAL_OR, False),
-):  # fmt: skip
-    maps(_name)(_binary(_code, _fused))
+@maps(*_UNARY)
+def _unary(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    c.add(_UNARY[node.op_type], [c.operand(node.input[0])], [output_of(c, node)])
+
+
+@maps(*_BINARY)
+def _binary(c: Converter, node: onnx.NodeProto, a: dict[str, Any]) -> None:
+    code = _BINARY[node.op_type]
+    kinds = {c.dtype(n).kind for n in node.input[:2]}
+    if code == OperationCode.POW and kinds != {"f"}:
+        raise Unsupported("integer operands")
+    if code == OperationCode.DIV and "f" not in kinds:
+        raise Unsupported("integer division (NNAPI rounds toward −∞, ONNX toward 0)")
+    inputs = [c.operand(node.input[0]), c.operand(node.input[1])]
+    if code in _FUSED:
+        inputs.append(c.i32(FuseCode.NONE))
+    c.add(code, inputs, [output_of(c, node)])
 
 
 @maps("Max", "Min")

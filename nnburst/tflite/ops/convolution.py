@@ -10,7 +10,7 @@ import numpy as np
 
 from ...codes import FuseCode, OperandCode, OperationCode, PaddingCode
 from ...model import OperandType
-from ..converter import Converter, Mapper, Unsupported, maps
+from ..converter import Converter, Unsupported, maps
 from ..reader import Operator
 
 _PADDING = {0: PaddingCode.SAME, 1: PaddingCode.VALID}
@@ -108,34 +108,35 @@ def _fully_connected(c: Converter, op: Operator) -> None:
     c.add(OperationCode.RESHAPE, [flat, c.ints(result.shape)], [out])
 
 
-def _pool(code: OperationCode) -> Mapper:
-    def mapper(c: Converter, op: Operator) -> None:
-        o = op.options
-        fuse, out = c.activation(o), c.operand(op.outputs[0])
-        inputs = [c.operand(op.inputs[0]), *_conv_tail(c, o)]
-        c.add(code, [*inputs, c.i32(o.FilterWidth()), c.i32(o.FilterHeight()), fuse], [out])
-
-    return mapper
+_POOLS = {
+    "AVERAGE_POOL_2D": OperationCode.AVERAGE_POOL_2D,
+    "MAX_POOL_2D": OperationCode.MAX_POOL_2D,
+    "L2_POOL_2D": OperationCode.L2_POOL_2D,
+}
 
 
-maps("AVERAGE_POOL_2D")(_pool(OperationCode.AVERAGE_POOL_2D))
-maps("MAX_POOL_2D")(_pool(OperationCode.MAX_POOL_2D))
-maps("L2_POOL_2D")(_pool(OperationCode.L2_POOL_2D))
+@maps(*_POOLS)
+def _pool(c: Converter, op: Operator) -> None:
+    o = op.options
+    fuse, out = c.activation(o), c.operand(op.outputs[0])
+    inputs = [c.operand(op.inputs[0]), *_conv_tail(c, o)]
+    window = [c.i32(o.FilterWidth()), c.i32(o.FilterHeight())]
+    c.add(_POOLS[op.name], [*inputs, *window, fuse], [out])
 
 
-def _resize(code: OperationCode) -> Mapper:
-    def mapper(c: Converter, op: Operator) -> None:
-        height, width = (int(v) for v in c.values(op.inputs[1], "size").reshape(-1))
-        o = op.options
-        flags = [c.boolean(bool(o.AlignCorners())), c.boolean(bool(o.HalfPixelCenters()))]
-        inputs = [c.operand(op.inputs[0]), c.i32(width), c.i32(height), c.boolean(False), *flags]
-        c.add(code, inputs, [c.operand(op.outputs[0])])
-
-    return mapper
+_RESIZES = {
+    "RESIZE_BILINEAR": OperationCode.RESIZE_BILINEAR,
+    "RESIZE_NEAREST_NEIGHBOR": OperationCode.RESIZE_NEAREST_NEIGHBOR,
+}
 
 
-maps("RESIZE_BILINEAR")(_resize(OperationCode.RESIZE_BILINEAR))
-maps("RESIZE_NEAREST_NEIGHBOR")(_resize(OperationCode.RESIZE_NEAREST_NEIGHBOR))
+@maps(*_RESIZES)
+def _resize(c: Converter, op: Operator) -> None:
+    height, width = (int(v) for v in c.values(op.inputs[1], "size").reshape(-1))
+    o = op.options
+    flags = [c.boolean(bool(o.AlignCorners())), c.boolean(bool(o.HalfPixelCenters()))]
+    inputs = [c.operand(op.inputs[0]), c.i32(width), c.i32(height), c.boolean(False), *flags]
+    c.add(_RESIZES[op.name], inputs, [c.operand(op.outputs[0])])
 
 
 @maps("BATCH_MATMUL")

@@ -8,61 +8,55 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ...model import OperandType
-from ..converter import Converter, Mapper, maps
+from ..converter import Converter, maps
 from ..reader import Operator
 
+#: Binary operators that take a fused activation, by TFLite name.
+_FUSED_BINARY = {
+    "ADD": OperationCode.ADD, "SUB": OperationCode.SUB,
+    "MUL": OperationCode.MUL, "DIV": OperationCode.DIV,
+}  # fmt: skip
 
-def _binary(code: OperationCode) -> Mapper:
-    def mapper(c: Converter, op: Operator) -> None:
-        fuse, out = c.activation(op.options), c.operand(op.outputs[0])
-        c.add(code, [c.operand(op.inputs[0]), c.operand(op.inputs[1]), fuse], [out])
+#: Unary operators mapped one to one.
+_UNARY = {
+    "LOGISTIC": OperationCode.LOGISTIC, "TANH": OperationCode.TANH,
+    "RELU": OperationCode.RELU, "RELU6": OperationCode.RELU6,
+    "RELU_N1_TO_1": OperationCode.RELU1, "EXP": OperationCode.EXP,
+    "LOG": OperationCode.LOG, "SQRT": OperationCode.SQRT, "RSQRT": OperationCode.RSQRT,
+    "ABS": OperationCode.ABS, "NEG": OperationCode.NEG, "FLOOR": OperationCode.FLOOR,
+    "SIN": OperationCode.SIN, "HARD_SWISH": OperationCode.HARD_SWISH,
+    "LOGICAL_NOT": OperationCode.LOGICAL_NOT,
+    "DEQUANTIZE": OperationCode.DEQUANTIZE, "CAST": OperationCode.CAST,
+    "L2_NORMALIZATION": OperationCode.L2_NORMALIZATION,
+}  # fmt: skip
 
-    return mapper
-
-
-for _name, _code in (("ADD", OperationCode.ADD), ("SUB", OperationCode.SUB),
-                     ("MUL", OperationCode.MUL), ("DIV", OperationCode.DIV)):  # fmt: skip
-    maps(_name)(_binary(_code))
-
-
-def _unary(code: OperationCode) -> Mapper:
-    def mapper(c: Converter, op: Operator) -> None:
-        c.add(code, [c.operand(op.inputs[0])], [c.operand(op.outputs[0])])
-
-    return mapper
-
-
-for _name, _code in (
-    ("LOGISTIC", OperationCode.LOGISTIC), ("TANH", OperationCode.TANH),
-    ("RELU", OperationCode.RELU), ("RELU6", OperationCode.RELU6),
-    ("RELU_N1_TO_1", OperationCode.RELU1), ("EXP", OperationCode.EXP),
-    ("LOG", OperationCode.LOG), ("SQRT", OperationCode.SQRT), ("RSQRT", OperationCode.RSQRT),
-    ("ABS", OperationCode.ABS), ("NEG", OperationCode.NEG), ("FLOOR", OperationCode.FLOOR),
-    ("SIN", OperationCode.SIN), ("HARD_SWISH", OperationCode.HARD_SWISH),
-    ("LOGICAL_NOT", OperationCode.LOGICAL_NOT),
-    ("DEQUANTIZE", OperationCode.DEQUANTIZE), ("CAST", OperationCode.CAST),
-    ("L2_NORMALIZATION", OperationCode.L2_NORMALIZATION),
-):  # fmt: skip
-    maps(_name)(_unary(_code))
+#: Binary operators without a fuse operand.
+_PLAIN_BINARY = {
+    "MAXIMUM": OperationCode.MAXIMUM, "MINIMUM": OperationCode.MINIMUM,
+    "PRELU": OperationCode.PRELU, "POW": OperationCode.POW,
+    "EQUAL": OperationCode.EQUAL, "NOT_EQUAL": OperationCode.NOT_EQUAL,
+    "LESS": OperationCode.LESS, "LESS_EQUAL": OperationCode.LESS_EQUAL,
+    "GREATER": OperationCode.GREATER, "GREATER_EQUAL": OperationCode.GREATER_EQUAL,
+    "LOGICAL_AND": OperationCode.LOGICAL_AND, "LOGICAL_OR": OperationCode.LOGICAL_OR,
+}  # fmt: skip
 
 
-def _plain_binary(code: OperationCode) -> Mapper:
-    def mapper(c: Converter, op: Operator) -> None:
-        inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
-        c.add(code, inputs, [c.operand(op.outputs[0])])
+@maps(*_FUSED_BINARY)
+def _binary(c: Converter, op: Operator) -> None:
+    fuse, out = c.activation(op.options), c.operand(op.outputs[0])
+    inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1]), fuse]
+    c.add(_FUSED_BINARY[op.name], inputs, [out])
 
-    return mapper
+
+@maps(*_UNARY)
+def _unary(c: Converter, op: Operator) -> None:
+    c.add(_UNARY[op.name], [c.operand(op.inputs[0])], [c.operand(op.outputs[0])])
 
 
-for _name, _code in (
-    ("MAXIMUM", OperationCode.MAXIMUM), ("MINIMUM", OperationCode.MINIMUM),
-    ("PRELU", OperationCode.PRELU), ("POW", OperationCode.POW),
-    ("EQUAL", OperationCode.EQUAL), ("NOT_EQUAL", OperationCode.NOT_EQUAL),
-    ("LESS", OperationCode.LESS), ("LESS_EQUAL", OperationCode.LESS_EQUAL),
-    ("GREATER", OperationCode.GREATER), ("GREATER_EQUAL", OperationCode.GREATER_EQUAL),
-    ("LOGICAL_AND", OperationCode.LOGICAL_AND), ("LOGICAL_OR", OperationCode.LOGICAL_OR),
-):  # fmt: skip
-    maps(_name)(_plain_binary(_code))
+@maps(*_PLAIN_BINARY)
+def _plain_binary(c: Converter, op: Operator) -> None:
+    inputs = [c.operand(op.inputs[0]), c.operand(op.inputs[1])]
+    c.add(_PLAIN_BINARY[op.name], inputs, [c.operand(op.outputs[0])])
 
 
 @maps("LEAKY_RELU")
