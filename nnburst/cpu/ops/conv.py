@@ -86,7 +86,7 @@ from .windows import (
     windows,
 )
 
-PER_CHANNEL = OperandCode.TENSOR_QUANT8_SYMMPER_CHANNEL
+PER_CHANNEL = OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL
 
 
 # --------------------------------------------------------------- CONV_2D and DEPTHWISE_CONV_2D
@@ -183,7 +183,7 @@ def _convert_filter(sig: OperationSignature, w: np.ndarray) -> _Filter:
         wf = w.transpose(1, 2, 3, 0).reshape(-1, depth_out).astype(np.float64)
     if inp.code not in QUANT8_ASYMM_CODES:
         return _Filter(_c_layout(wf, np.float32), fh, fw, depth_out, None)
-    if filt.channel_quant is not None:  # TENSOR_QUANT8_SYMMPER_CHANNEL
+    if filt.channel_quant is not None:  # TENSOR_QUANT8_SYMM_PER_CHANNEL
         scales = filt.channel_quant.scales
     else:
         wf -= filt.zero_point
