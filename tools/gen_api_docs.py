@@ -202,8 +202,9 @@ def _signature(func: Callable[..., Any], drop_first: bool) -> str:
 
 def _constant_comment(module: ModuleType, name: str) -> str | None:
     """The ``#:`` comment above ``NAME = ...`` in the package's sources, if any."""
-    package = Path(module.__file__ or "").resolve().parent
-    root = package if module.__name__ == "nnburst" else package.parent
+    # The whole package, never above it (a top-level module such as nnburst.extensions
+    # lives beside a checkout's .tox and build trees).
+    root = Path(sys.modules["nnburst"].__file__ or "").resolve().parent
     pattern = re.compile(rf"^{re.escape(name)}\s*(:[^=]*)?=")
     for path in sorted(root.rglob("*.py")):
         lines = path.read_text(encoding="utf-8").splitlines()
