@@ -72,3 +72,18 @@ def test_the_add_mul_table_ends_with_the_facade_rows() -> None:
     document["facades"][0]["added_us"] = result.facades[0].added_us
     assert [row["facade"] for row in document["facades"]] == list(facades.FACADES)
     assert document["facades"][0]["added_us"] == result.facades[0].added_us
+
+
+def test_without_the_onnx_package_the_rows_say_how_to_get_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def missing(*args: object, **kwargs: object) -> None:
+        raise ImportError(
+            "nnburst.onnx needs the onnx package: pip install onnx "
+            "(or pip install '.[onnx]' in nnburst's checkout)"
+        )
+
+    monkeypatch.setattr(facades, "measure", missing)
+    rows, why = runtime_bench._facades(runtime_bench.Settings())
+    assert rows == [] and why is not None
+    assert "pip install onnx" in why and max(len(line) for line in why.splitlines()) <= 100

@@ -313,8 +313,10 @@ def _facades(settings: Settings) -> tuple[list[Overhead], str | None]:
     try:
         work = runtime_paths.add_mul_model()
         return facades.measure(work, settings.duration or 1.0, settings.iterations), None
-    except (ImportError, NNError, OSError, AssertionError) as exc:
-        return [], f"facade rows failed: {exc}"
+    except ImportError:  # the onnx package is an optional extra, as for the peers
+        return [], "facade rows: not run (pip install onnx, or '.[onnx]' in nnburst's checkout)"
+    except (NNError, OSError, AssertionError) as exc:
+        return [], textwrap.fill(f"facade rows failed: {exc}", 100, subsequent_indent="  ")
 
 
 @dataclass
