@@ -13,13 +13,13 @@ choice (``cpu/ops/conv.py`` measures per shape).
 
 from __future__ import annotations
 
-import errno
 from typing import Any
 
 import numpy as np
 
-from ..errors import BadDataError, NNError
+from ..errors import BadDataError
 from .compiled import ffi, lib
+from .status import layer_error
 
 #: Paths of ``nnb_fconv_run``: the best this CPU runs, or one build of the kernel.
 PATH_BEST = lib.NNB_FCONV_BEST
@@ -49,12 +49,6 @@ def vector_path() -> bool:
     """Whether this CPU runs the vector kernel (the portable one is the oracle
     and the fallback, not faster than the route it would replace)."""
     return lib.nnb_fconv_path(PATH_BEST) != PATH_PORTABLE
-
-
-def _error(rc: int, what: str) -> NNError:
-    if rc == -errno.ENOTSUP:
-        return NNError(f"{what}: kernel path not built or not supported by this CPU")
-    return BadDataError(f"{what}: invalid layer or buffers (errno {-rc})")
 
 
 class FloatConv:
@@ -127,7 +121,7 @@ class FloatConv:
         size = packed_bytes(self._layer)
         scratch = scratch_bytes(self._layer)
         if size < 0 or scratch < 0:
-            raise _error(int(min(size, scratch)), "float conv")
+            raise layer_error(int(min(size, scratch)), "float conv")
         w = np.ascontiguousarray(weights, dtype=np.float32)
         b = np.ascontiguousarray(bias, dtype=np.float32)
         self._packed = np.empty(size // 4, np.float32)
@@ -139,7 +133,7 @@ class FloatConv:
             size,
         )
         if rc:
-            raise _error(rc, "float conv pack")
+            raise layer_error(rc, "float conv pack")
         self._packed.flags.writeable = False
         self._packed_pointer = ffi.from_buffer(self._packed)
         self._scratch, self._path = int(scratch), path
@@ -187,5 +181,5 @@ class FloatConv:
             self._path,
         )
         if rc:
-            raise _error(rc, "float conv")
+            raise layer_error(rc, "float conv")
         return out

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BadDataError, NNError
+from ..errors import BadDataError
 from .compiled import ffi, lib
+from .status import error_for
 
 ADD, SUB, MUL, DIV = lib.NNB_PLAN_ADD, lib.NNB_PLAN_SUB, lib.NNB_PLAN_MUL, lib.NNB_PLAN_DIV
 MAXIMUM, MINIMUM = lib.NNB_PLAN_MAXIMUM, lib.NNB_PLAN_MINIMUM
@@ -229,7 +230,7 @@ class PlanTable:
         finally:
             arenas.append(arena)
         if rc:
-            raise NNError(f"the C plan failed ({rc})")
+            raise error_for(rc, "the C plan")
 
     def _new_arena(self) -> tuple[np.ndarray, Any]:
         memory = np.empty(self._arena_bytes + ALIGN, np.uint8)

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import BadDataError, NNError
 from .compiled import ffi, lib
+from .status import layer_error
 
 #: Paths of ``nnb_qconv_run``: the best this CPU runs, or one build of the loop.
 PATH_BEST = lib.NNB_QCONV_BEST
@@ -66,11 +67,10 @@ def vector_path() -> bool:
 
 
 def _error(rc: int, what: str) -> NNError:
+    """The status table's error, but for the one status only these kernels return."""
     if rc == -errno.ERANGE:
         return NotExactError(f"{what}: sums could leave int32 or weights leave int16")
-    if rc == -errno.ENOTSUP:
-        return NNError(f"{what}: kernel path not built or not supported by this CPU")
-    return BadDataError(f"{what}: invalid layer or buffers (errno {-rc})")
+    return layer_error(rc, what)
 
 
 class QuantConv:

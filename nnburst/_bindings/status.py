@@ -64,3 +64,9 @@ def error_for(
         rc = EBADF
     cls, phrase = _ERRORS.get(rc, (NNError, f"failed with errno {-rc}"))
     return cls(f"{what}: {detail or phrase}", code)
+
+
+def layer_error(rc: int, what: str) -> NNError:
+    """A packed kernel's status (csrc/fconv.c, qconv.c): its EINVAL is always a layer
+    or buffers it refuses, which is what the message says."""
+    return error_for(rc, what, detail="invalid layer or buffers" if rc == EINVAL else None)
