@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 /* Sizes beyond this are refused: products of a few of them stay in int64. */
 #define DIM_LIMIT ((int64_t)1 << 31)
@@ -672,19 +673,39 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
     }
 }
 
-int nnb_plan_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t arena_bytes,
-                 void *const *tensors, const int64_t *tensor_bytes, int64_t tensor_count)
+/* CLOCK_MONOTONIC now, in ns: the clock nnburst/deadlines.py and fmq.h measure on. */
+static int64_t monotonic_ns(void)
 {
-    int rc = nnb_plan_check(steps, count, arena_bytes, tensor_bytes, tensor_count);
-    if (rc)
-        return rc;
-    if ((arena_bytes && arena == NULL) || (tensor_count && tensors == NULL))
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* No nnb_plan_check here: the caller checked these very tables once, when it
+ * built them (nnburst/_bindings/plan.py's PlanTable does, and refuses to
+ * exist otherwise), and the check's verdict cannot go stale: the steps, their
+ * params and tensor_bytes live in memory this process allocated privately
+ * (never a shared pool another process could write) and nothing writes them
+ * after the build; a run only reads them.  What may differ per run (the
+ * arena's and the tensors' addresses) is checked here, and sizing each
+ * tensor at tensor_bytes[i] is the caller's part, as the header says.
+ * Re-checking every run cost a pass over every step before any arithmetic. */
+int nnb_plan_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t arena_bytes,
+                 void *const *tensors, const int64_t *tensor_bytes, int64_t tensor_count,
+                 int64_t deadline_ns)
+{
+    if (count < 0 || arena_bytes < 0 || tensor_count < 0 || (count && steps == NULL) ||
+        (tensor_count && (tensor_bytes == NULL || tensors == NULL)) || (arena_bytes && arena == NULL))
         return -EINVAL;
     for (int64_t i = 0; i < tensor_count; i++)
         if (tensors[i] == NULL && tensor_bytes[i] > 0)
             return -EINVAL;
     for (int64_t i = 0; i < count; i++) {
-        rc = run_step(&steps[i], arena, tensors);
+        /* Between steps, never inside one: a step is a kernel call of bounded
+         * length, and reading the clock costs ~20 ns, so only when asked. */
+        if (deadline_ns > 0 && monotonic_ns() >= deadline_ns)
+            return -ETIMEDOUT;
+        int rc = run_step(&steps[i], arena, tensors);
         if (rc)
             return rc;
     }

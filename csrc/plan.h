@@ -181,16 +181,21 @@ typedef struct {
 int nnb_plan_check(const nnb_plan_step *steps, int64_t count, int64_t arena_bytes,
                    const int64_t *tensor_bytes, int64_t tensor_count);
 
-/* Runs steps[0..count) in order after nnb_plan_check (-EINVAL and nothing
- * written when it fails).  arena holds arena_bytes (the plan's
- * intermediates, each 64-byte aligned by the planner), tensors the caller's
- * inputs and outputs.  A kernel's own error (-ENOMEM for the row of zeros
- * of nnb_conv_f32, say) stops the run and is returned.  Single-threaded:
- * the caller owns every buffer for the call's length and shares none with
- * another thread, so no ordering is needed (the params and packed layers
- * are only read). */
+/* Runs steps[0..count) in order.  The caller has had nnb_plan_check accept
+ * these same steps, arena_bytes and tensor_bytes, and has not changed them
+ * since (they are not re-checked: see plan.c); it passes tensors of at least
+ * tensor_bytes[i] bytes each.  arena holds arena_bytes (the plan's
+ * intermediates, each 64-byte aligned by the planner).  A NULL where bytes
+ * are needed is -EINVAL, nothing written.  deadline_ns, an absolute
+ * CLOCK_MONOTONIC time (0 or negative: none), is read before every step:
+ * past it the run stops with -ETIMEDOUT, the steps before it done.  A
+ * kernel's own error (-ENOMEM for the row of zeros of nnb_conv_f32, say)
+ * stops the run and is returned.  Single-threaded: the caller owns every
+ * buffer for the call's length and shares none with another thread, so no
+ * ordering is needed (the params and packed layers are only read). */
 int nnb_plan_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t arena_bytes,
-                 void *const *tensors, const int64_t *tensor_bytes, int64_t tensor_count);
+                 void *const *tensors, const int64_t *tensor_bytes, int64_t tensor_count,
+                 int64_t deadline_ns);
 /* cffi cdef end */
 
 #endif

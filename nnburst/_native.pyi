@@ -332,6 +332,7 @@ class _Lib:
         tensors: CData,
         tensor_bytes: CData,
         tensor_count: int,
+        deadline_ns: int,
     ) -> int: ...
 
 ffi: _FFI

@@ -241,7 +241,7 @@ class Execution:
         self._reusable = False
         self._state = _PREPARATION
         #: set by the first computation, when the bindings become final: whether an
-        #: input is a Memory (checked for data each time) and whether no output is
+        #: input is a device memory (checked for data each time) and whether no output is
         #: a device memory (none to mark), which _begin and _complete then skip.
         self._input_memories = True
         self._plain_outputs = False
@@ -634,8 +634,9 @@ class Execution:
             for i, arg in enumerate(self._inputs):
                 if arg is not None and arg.memory is not None and not arg.memory.initialized:
                     raise BadDataError(f"{what}: input {i}'s memory holds no data yet")
-            self._input_memories = any(
-                arg is not None and arg.memory is not None for arg in self._inputs
+            self._input_memories = any(  # only a device memory can hold no data
+                arg is not None and arg.memory is not None and arg.memory.desc is not None
+                for arg in self._inputs
             )
             self._plain_outputs = not any(
                 arg is not None and arg.memory is not None and arg.memory.desc is not None

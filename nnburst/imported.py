@@ -8,6 +8,7 @@ reusable execution bound to fixed buffers, computed through a burst.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -320,6 +321,11 @@ def exact_input(info: TensorInfo, dtype: np.dtype[Any], value: Any) -> np.ndarra
     return array
 
 
+def _as_is(info: TensorInfo, buffer: np.ndarray) -> bool:
+    """Whether ``buffer`` holds the file's tensor ``info`` as it is (dtype and shape)."""
+    return buffer.dtype == info.dtype and buffer.shape == tuple(info.shape)
+
+
 def _quantization_hint(info: TensorInfo, dtype: np.dtype[Any]) -> str:
     if not info.scale:
         return ""
@@ -373,6 +379,25 @@ class Runner:
         count = len(self.loaded.state)
         self._state_in = self._inputs[len(self._inputs) - count :]
         self._state_out = self._outputs[len(self._outputs) - count :]
+        self._carry = list(zip(self._state_in, self._state_out))
+        #: per input, what a call's value is checked against: (info, buffer, the
+        #: dtype and shape an array goes in as is, or None when the file's type
+        #: runs as another or its scalar as a [1] operand: exact_input decides)
+        self._feeds = [
+            (info, buffer, buffer.dtype if _as_is(info, buffer) else None, buffer.shape)
+            for info, buffer in zip(self.loaded.inputs, self._inputs)
+        ]
+        #: per output: its buffer, and None, or the file's (shape, dtype) when the
+        #: buffer's differ (a [1] scalar, an int64 that ran as int32)
+        self._results = [
+            (out, None if _as_is(info, out) else (info.shape, info.dtype))
+            for out, info in zip(self._outputs, self.loaded.outputs)
+        ]
+        self._compute = (
+            self.execution.compute
+            if self.burst is None
+            else functools.partial(self.execution.burst_compute, self.burst)
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -395,24 +420,24 @@ class Runner:
         return self.loaded.outputs
 
     def __call__(self, *inputs: Any) -> list[np.ndarray]:
-        wanted = len(self.loaded.inputs)
-        if len(inputs) != wanted:
-            raise BadDataError(f"the model takes {wanted} inputs, got {len(inputs)}")
+        feeds = self._feeds
+        if len(inputs) != len(feeds):
+            raise BadDataError(f"the model takes {len(feeds)} inputs, got {len(inputs)}")
         with self._lock:
-            for info, buffer, value in zip(self.loaded.inputs, self._inputs, inputs):
-                # A file's scalar is a [1] operand.
-                np.copyto(buffer, exact_input(info, buffer.dtype, value).reshape(buffer.shape))
-            if self.burst is not None:
-                self.execution.burst_compute(self.burst)
-            else:
-                self.execution.compute()
-            for before, after in zip(self._state_in, self._state_out):
+            for (info, buffer, dtype, shape), value in zip(feeds, inputs):
+                if type(value) is np.ndarray and value.dtype is dtype and value.shape == shape:
+                    buffer[...] = value  # the usual call: what np.copyto does, for less
+                else:  # a file's scalar is a [1] operand
+                    np.copyto(buffer, exact_input(info, buffer.dtype, value).reshape(buffer.shape))
+            self._compute()
+            for before, after in self._carry:
                 np.copyto(before, after)
-            # A file's scalar is a [1] operand: give it back with the file's shape.
-            # int64 outputs ran as int32 (NNAPI has no int64): back in the file's type.
+            # Fresh arrays the caller owns.  A file's scalar is a [1] operand: given
+            # back with the file's shape; int64 outputs ran as int32 (NNAPI has no
+            # int64): back in the file's type.
             return [
-                out.reshape(info.shape).astype(info.dtype)
-                for out, info in zip(self._outputs, self.loaded.outputs)
+                out.copy() if file is None else out.reshape(file[0]).astype(file[1])
+                for out, file in self._results
             ]
 
     def close(self) -> None:

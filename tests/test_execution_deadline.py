@@ -3,6 +3,9 @@ with MISSED_DEADLINE, and the compilation stays usable."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -47,9 +50,59 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> SteppingClock:
     return fake
 
 
+class FrozenClock:
+    """Stands in for a module's ``time`` with a clock an hour behind and
+    standing still: that module's deadline checks never fire."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic_ns() - 3600 * SECOND
+
+    def monotonic_ns(self) -> int:
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.mark.parametrize("measure", [False, True], ids=["bound-to-request", "run-loop"])
+def test_a_timeout_stops_a_planned_model_inside_its_c_plan(monkeypatch, measure):
+    # The forty convolutions are one C plan, one step of the run loop: the plan
+    # reads the deadline itself before each of its steps (csrc/plan.c).  The
+    # driver's and run loop's own clocks are frozen here, so a missed deadline
+    # can only be the plan's.  With timing measured the plan runs through the
+    # run loop's kernel; without, bound to the request's buffers.
+    monkeypatch.setattr(cpu_driver, "time", FrozenClock())
+    monkeypatch.setattr(cpu_executor, "time", FrozenClock())
+    cpu = next(d for d in nn.get_devices() if d.type == nn.DeviceTypeCode.CPU)
+    with nn.Compilation(slow_model(), devices=[cpu]) as compilation:
+        compilation.finish()
+        image = np.random.default_rng(2).standard_normal((1, 8, 8, 16)).astype(np.float32)
+
+        def run(timeout_ns: int) -> np.ndarray:
+            out = np.full((1, 8, 8, 16), np.nan, np.float32)
+            execution = nn.Execution(compilation)
+            execution.set_input(0, image)
+            execution.set_output(0, out)
+            execution.set_measure_timing(measure)
+            execution.set_timeout(timeout_ns)
+            execution.compute()
+            return out
+
+        expected = run(0)
+        assert not np.isnan(expected).any()
+        np.testing.assert_array_equal(run(100 * SECOND), expected)
+        with pytest.raises(nn.NNError, match="inside a C plan") as caught:
+            run(1)  # passed before the plan's first step
+        assert caught.value.code in (
+            nn.ResultCode.MISSED_DEADLINE_TRANSIENT,
+            nn.ResultCode.MISSED_DEADLINE_PERSISTENT,
+        )
+        np.testing.assert_array_equal(run(0), expected)  # still usable afterwards
+
+
 def test_a_timeout_stops_the_execution_between_operations(clock, monkeypatch):
-    # The run loop checks the deadline before each of its steps; a C plan is one
-    # step for its whole run of operations, so this model runs unplanned here.
+    # The run loop checks the deadline before each of its steps: what stops a
+    # model whose operations run in Python (a C plan checks its own steps, above).
     monkeypatch.setattr(cpu_plan, "MIN_RUN", 1 << 30)
     cpu = next(d for d in nn.get_devices() if d.type == nn.DeviceTypeCode.CPU)
     with nn.Compilation(slow_model(), devices=[cpu]) as compilation:

@@ -33,6 +33,14 @@ static float reference(int kind, float a, float b, float lo, float hi)
     return v > hi ? hi : v;
 }
 
+/* A table is checked once, when built, and then run (plan.h): both, here. */
+static int checked_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t arena_bytes,
+                       void *const *tensors, const int64_t *bytes, int64_t tensor_count)
+{
+    int rc = nnb_plan_check(steps, count, arena_bytes, bytes, tensor_count);
+    return rc ? rc : nnb_plan_run(steps, count, arena, arena_bytes, tensors, bytes, tensor_count, 0);
+}
+
 static int same(float a, float b) { return (isnan(a) && isnan(b)) || a == b; }
 
 /* One random chain: input x (n floats), a one-float constant, steps into the
@@ -68,21 +76,21 @@ static int random_chain(void)
     void *tensors[3] = {x, c, out};
     int64_t bytes[3] = {n * 4, 4, n * 4};
     const int64_t arena_bytes = n * count * 4;
-    int failed = nnb_plan_run(steps, count, arena, arena_bytes, tensors, bytes, 3) != 0;
+    int failed = checked_run(steps, count, arena, arena_bytes, tensors, bytes, 3) != 0;
     for (int64_t k = 0; k < n && !failed; k++) failed = !same(out[k], want[count * n + k]);
     /* Reaching one float past a buffer, or a kind that does not exist: refused. */
     nnb_plan_step bad = steps[count - 1];
     bad.count = n + 1;
-    failed |= nnb_plan_run(&bad, 1, arena, arena_bytes, tensors, bytes, 3) != -EINVAL;
+    failed |= nnb_plan_check(&bad, 1, arena_bytes, bytes, 3) != -EINVAL;
     bad = steps[0];
     bad.out = arena_bytes - n * 4 + 1;
-    failed |= nnb_plan_run(&bad, 1, arena, arena_bytes, tensors, bytes, 3) != -EINVAL;
+    failed |= nnb_plan_check(&bad, 1, arena_bytes, bytes, 3) != -EINVAL;
     bad = steps[0];
     bad.a = -4;
-    failed |= nnb_plan_run(&bad, 1, arena, arena_bytes, tensors, bytes, 3) != -EINVAL;
+    failed |= nnb_plan_check(&bad, 1, arena_bytes, bytes, 3) != -EINVAL;
     bad = steps[0];
     bad.kind = NNB_PLAN_KINDS;
-    failed |= nnb_plan_run(&bad, 1, arena, arena_bytes, tensors, bytes, 3) != -EINVAL;
+    failed |= nnb_plan_check(&bad, 1, arena_bytes, bytes, 3) != -EINVAL;
     free(x), free(c), free(out), free(arena), free(want), free(steps);
     return failed;
 }
@@ -116,7 +124,7 @@ static int random_copy(void)
     nnb_plan_step step = {.kind = NNB_PLAN_COPY, .a = -1, .out = -2, .params = &c};
     void *tensors[2] = {x, out};
     int64_t bytes[2] = {total * 4, out_stride * 4};
-    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
+    int failed = checked_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
     for (int64_t i = 0; i < out_stride && !failed; i++) {
         int64_t rest = i, from = c.a_offset;
         for (int k = 3; k >= 0; k--) from += (rest % c.extent[k]) * c.a_stride[k], rest /= c.extent[k];
@@ -125,7 +133,7 @@ static int random_copy(void)
     bytes[0] -= 4 * (total - (c.a_offset + 1)); /* the input ends at the first element read */
     int reaches_past = 0;
     for (int k = 0; k < 4; k++) reaches_past |= c.extent[k] > 1 && c.a_stride[k] > 0;
-    if (reaches_past) failed |= nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 2) != -EINVAL;
+    if (reaches_past) failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
     free(x), free(out);
     return failed;
 }
@@ -156,7 +164,7 @@ static int random_conv(void)
     nnb_plan_step step = {.kind = NNB_PLAN_CONV, .a = -1, .out = -2, .params = &c};
     void *tensors[2] = {x, out};
     int64_t bytes[2] = {in_n * 4, out_n * 4};
-    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
+    int failed = checked_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
     failed |= nnb_conv_f32(x, &s, w, cols, bias, -INFINITY, INFINITY, want, NNB_CONV_BEST) != 0;
     for (int64_t k = 0; k < out_n && !failed; k++) failed = !same(out[k], want[k]);
     c.shape.out_h += 1; /* one row of windows more than the input holds */
@@ -205,7 +213,7 @@ static int random_fconv(void)
                           .b = 0, .params = &f};
     void *tensors[2] = {x, out};
     int64_t bytes[2] = {in_n * 4, out_n * 4};
-    failed |= nnb_plan_run(&step, 1, arena, scratch_bytes, tensors, bytes, 2) != 0;
+    failed |= checked_run(&step, 1, arena, scratch_bytes, tensors, bytes, 2) != 0;
     failed |= (depthwise ? nnb_fdwconv_run : nnb_fconv_run)(&l, packed, packed_bytes, x, batches, want,
                                                            scratch, scratch_bytes, NNB_FCONV_BEST) != 0;
     for (int64_t k = 0; k < out_n && !failed; k++) failed = !same(out[k], want[k]);
@@ -240,7 +248,7 @@ static int random_average(void)
     nnb_plan_step step = {.kind = NNB_PLAN_AVERAGE_Q8, .a = -1, .out = -2, .params = &m};
     void *tensors[2] = {x, out};
     int64_t bytes[2] = {in_n, out_n};
-    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
+    int failed = checked_run(&step, 1, NULL, 0, tensors, bytes, 2) != 0;
     for (int64_t n = 0; n < s.batches && !failed; n++)
         for (int64_t oy = 0; oy < s.out_h; oy++)
             for (int64_t ox = 0; ox < s.out_w; ox++)
@@ -271,7 +279,7 @@ static int random_average(void)
     nnb_plan_step both[2] = {there, back};
     void *round_trip[3] = {x, real, again};
     int64_t sizes[3] = {in_n, in_n * 4, in_n};
-    failed |= nnb_plan_run(both, 2, NULL, 0, round_trip, sizes, 3) != 0;
+    failed |= checked_run(both, 2, NULL, 0, round_trip, sizes, 3) != 0;
     for (int64_t k = 0; k < in_n && !failed; k++) {
         failed = real[k] != (float)(x[k] - q.zero_point) * 0.25f || again[k] != x[k];
     }
@@ -306,7 +314,7 @@ static int random_broadcast(void)
                           .lo = -INFINITY, .hi = INFINITY, .params = &br};
     void *tensors[3] = {x, b, out};
     int64_t bytes[3] = {n * 4, channels * 4, n * 4};
-    int failed = nnb_plan_run(&step, 1, NULL, 0, tensors, bytes, 3) != 0;
+    int failed = checked_run(&step, 1, NULL, 0, tensors, bytes, 3) != 0;
     for (int64_t k = 0; k < n && !failed; k++) {
         const float y = b[(k / inner) % channels];
         const float want = kind == NNB_PLAN_PRELU ? (x[k] >= 0 ? x[k] : x[k] * y)

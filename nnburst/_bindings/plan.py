@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BadDataError
+from ..errors import BadDataError, DeadlineExceeded
 from .compiled import ffi, lib
-from .status import error_for
+from .status import ETIMEDOUT, error_for
 
 ADD, SUB, MUL, DIV = lib.NNB_PLAN_ADD, lib.NNB_PLAN_SUB, lib.NNB_PLAN_MUL, lib.NNB_PLAN_DIV
 MAXIMUM, MINIMUM = lib.NNB_PLAN_MAXIMUM, lib.NNB_PLAN_MINIMUM
@@ -188,12 +188,14 @@ def padded_add_params(channels: int, x_channels: int) -> Params:
 
 
 class PlanTable:
-    """Steps and the size of each buffer, checked by C when built (a planner
-    bug is a BadDataError here, never a stray write) and again on every run.
+    """Steps and the size of each buffer, checked by C once, when built (a
+    planner bug is a BadDataError here, never a stray write): a run does not
+    check them again (csrc/plan.c says why it need not).
 
     Arenas are kept between runs, one per concurrent caller: a run takes one
     from the pool (a list's pop and append are atomic under the GIL) and
-    gives it back, so nothing is allocated once the model is warm."""
+    gives it back, so nothing is allocated once the model is warm; each comes
+    with the array of buffer pointers a run fills in."""
 
     def __init__(self, steps: Sequence[PlanStep], buffer_bytes: Sequence[int], arena_bytes: int):
         table: Any = ffi.new("nnb_plan_step[]", len(steps))  # its fields are set below
@@ -209,34 +211,112 @@ class PlanTable:
         self._steps = tuple(steps)  # their params stay alive as long as the table
         self._table = table
         self._count = len(steps)
+        self.buffer_bytes = tuple(buffer_bytes)
         self._bytes = ffi.new("int64_t[]", list(buffer_bytes))
         self._buffers = len(buffer_bytes)
+        #: the buffers some step writes (by position): a bound one must be writable
+        self.written = frozenset(-1 - s.out for s in steps if s.out < 0)
         self._arena_bytes = arena_bytes
-        self._arenas: list[tuple[np.ndarray, Any]] = []
+        self._arenas: list[tuple[np.ndarray, Any, Any]] = []
         rc = lib.nnb_plan_check(table, self._count, arena_bytes, self._bytes, self._buffers)
         if rc:
             raise BadDataError(f"the C plan refuses its tables ({rc}): a step reaches outside")
 
-    def run(self, buffers: Sequence[np.ndarray]) -> None:
-        """Run the steps over ``buffers`` (C-contiguous, inputs then outputs)."""
+    def run(self, buffers: Sequence[np.ndarray], deadline_ns: int | None = None) -> None:
+        """Run the steps over ``buffers`` (C-contiguous, inputs then outputs, each of
+        its ``buffer_bytes``); past ``deadline_ns`` (absolute CLOCK_MONOTONIC ns)
+        the run stops between two steps with :class:`DeadlineExceeded`."""
+        if len(buffers) != self._buffers:
+            raise BadDataError(f"the C plan takes {self._buffers} buffers, got {len(buffers)}")
         arenas = self._arenas
         arena = arenas.pop() if arenas else self._new_arena()
-        pointers = ffi.new("void *[]", [ffi.from_buffer(b) for b in buffers])
+        pointers = arena[2]
         try:
+            # from_buffer's objects hold the buffers until the call returns
+            held = [ffi.from_buffer(b) for b in buffers]
+            for i, buffer in enumerate(held):
+                pointers[i] = buffer
             rc = lib.nnb_plan_run(
                 self._table, self._count, arena[1], self._arena_bytes, pointers, self._bytes,
-                self._buffers,
+                self._buffers, deadline_ns or 0,
             )  # fmt: skip
         finally:
             arenas.append(arena)
         if rc:
-            raise error_for(rc, "the C plan")
+            raise _plan_error(rc)
 
-    def _new_arena(self) -> tuple[np.ndarray, Any]:
+    def bind(self, buffers: Sequence[np.ndarray]) -> BoundPlan:
+        """The table over these very ``buffers``, for any number of runs: the
+        checks and pointers a :meth:`run` takes every call are taken once."""
+        return BoundPlan(self, buffers)
+
+    def _new_arena(self) -> tuple[np.ndarray, Any, Any]:
         memory = np.empty(self._arena_bytes + ALIGN, np.uint8)
         start = -memory.ctypes.data % ALIGN
         arena = memory[start : start + self._arena_bytes]
-        return memory, ffi.from_buffer(arena)
+        return memory, ffi.from_buffer(arena), ffi.new("void *[]", max(self._buffers, 1))
+
+
+def _plan_error(rc: int) -> Exception:
+    if rc == ETIMEDOUT:
+        return DeadlineExceeded("the execution missed its deadline inside a C plan")
+    return error_for(rc, "the C plan")
+
+
+class BoundPlan:
+    """A :class:`PlanTable` run over fixed buffers (a reusable request's own
+    inputs and outputs): each is checked once here (count, size, C order,
+    outputs writable and apart from every other buffer) and its address
+    taken once, so a run is one C call.  The buffers stay exported (held)
+    until :meth:`close`.  One run at a time: the arena is its own."""
+
+    def __init__(self, table: PlanTable, buffers: Sequence[np.ndarray]) -> None:
+        if len(buffers) != len(table.buffer_bytes):
+            raise BadDataError(
+                f"the C plan takes {len(table.buffer_bytes)} buffers, got {len(buffers)}"
+            )
+        spans = []
+        for i, (buffer, size) in enumerate(zip(buffers, table.buffer_bytes)):
+            if type(buffer) is not np.ndarray or not buffer.flags.c_contiguous:
+                raise BadDataError(f"the C plan's buffer {i} is not a C-contiguous array")
+            if buffer.nbytes != size:
+                raise BadDataError(
+                    f"the C plan's buffer {i} holds {buffer.nbytes} bytes, not {size}"
+                )
+            if i in table.written and not buffer.flags.writeable:
+                raise BadDataError(f"the C plan's output buffer {i} is read-only")
+            spans.append((buffer.ctypes.data, buffer.ctypes.data + buffer.nbytes))
+        for i in table.written:  # an output sharing bytes with another buffer would be read back
+            start, end = spans[i]
+            for j, (other_start, other_end) in enumerate(spans):
+                if j != i and start < other_end and other_start < end and start < end:
+                    raise BadDataError(f"the C plan's output buffer {i} overlaps buffer {j}")
+        self._table = table
+        self._held: list[Any] | None = [ffi.from_buffer(b) for b in buffers]
+        self._pointers = ffi.new("void *[]", self._held)
+        memory, self._arena, _ = table._new_arena()
+        self._memory = memory
+        self._run = lib.nnb_plan_run
+        self._arguments = (table._table, table._count)
+        self._rest = (table._arena_bytes, self._pointers, table._bytes, table._buffers)
+
+    def run(self, deadline_ns: int | None = None) -> None:
+        """One run over the bound buffers (see :meth:`PlanTable.run`)."""
+        held = self._held  # the buffers stay exported until the call returns
+        if held is None:
+            raise BadDataError("the C plan's buffers were released")
+        steps, count = self._arguments
+        arena_bytes, pointers, sizes, buffers = self._rest
+        rc = self._run(steps, count, self._arena, arena_bytes, pointers, sizes, buffers,
+                       deadline_ns or 0)  # fmt: skip
+        if rc:
+            raise _plan_error(rc)
+
+    def close(self) -> None:
+        """Release the buffers (a memory mapping can close once nothing holds it)."""
+        self._held = None
+        self._pointers = ffi.NULL
+        self._rest = (0, ffi.NULL, ffi.NULL, 0)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import tracing
+from .._bindings.plan import BoundPlan
 from .._version import __version__
 from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
 from ..errors import BadDataError, NNError, status_for_exception
@@ -358,11 +359,16 @@ class CpuExecution(IExecution):
         #: model fixes every output's shape and each fits: written in place.
         self._fixed: list[np.ndarray | None] | None = None
         self._fixed_shapes: list[OutputShape] = []
+        #: the whole model as one C call from the inputs into the fixed
+        #: outputs (executor.PreparedSubgraph.bind), or None
+        self._bound: BoundPlan | None = None
         try:
             views = [pool_view(pool) for pool in request.pools]
             self._inputs = prepared.input_arrays(request, views)
             self._targets = prepared.output_views(request, views)
             self._fix_outputs(prepared)
+            if self._fixed is not None and not self._loops:
+                self._bound = prepared.executor.main.bind(self._inputs, self._fixed)
         except _InvalidRequest as exc:
             logger.debug("invalid request: %s", exc)
             self._invalid = f"invalid request: {exc}"
@@ -395,6 +401,9 @@ class CpuExecution(IExecution):
         """Drop the views of the request's buffers (so their mappings can close)."""
         self._invalid = "the execution was closed"
         self._inputs, self._targets, self._fixed = [], [], None
+        bound, self._bound = self._bound, None
+        if bound is not None:
+            bound.close()
 
     def _failed(self, status: ErrorStatus, reason: str) -> ExecutionResult:
         """A failed computation's result; its reason kept for the runtime's error."""
@@ -409,6 +418,16 @@ class CpuExecution(IExecution):
             )
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING
+        bound = self._bound
+        if bound is not None and not self._measure:
+            try:  # the outputs written in place: nothing to copy
+                tracing.call(_DRIVER, _COMPUTATION, "execute", bound.run, deadline_ns)
+            except NNError as exc:
+                logger.info("execution failed: %s", exc)
+                return self._failed(
+                    status_for_exception(exc), str(exc.args[0] if exc.args else exc)
+                )
+            return _NONE, self._fixed_shapes, NO_TIMING
         # Only a WHILE (in a referenced subgraph) reads the loop deadline.
         loop_deadline = time.monotonic_ns() + self._loop_timeout_ns if self._loops else None
         device_start = time.perf_counter_ns() if self._measure else 0

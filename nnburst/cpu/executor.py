@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._bindings.plan import BoundPlan
 from ..codes import OperationCode, ResultCode
 from ..errors import BadDataError, NNError
 from ..hal.model import HalModel, Lifetime, Subgraph, execution_order
@@ -127,10 +128,12 @@ class PreparedSubgraph:
         self._plan: list[_PreparedOperation] = plan(
             fuse(self.operations, written - set(self._output_indexes)), subgraph
         )
-        #: (operation, kernel, input gatherer, single output, slots to release)
-        #: per operation, in order: what the hot loop of :meth:`_run_operations`
-        #: unpacks.  The single output is (slot, dtype, dimensions) for the
-        #: usual one-output operation, None for the others.
+        #: (operation, kernel, input gatherer, single output, slots to release,
+        #: planned) per operation, in order: what the hot loop of
+        #: :meth:`_run_operations` unpacks.  The single output is (slot, dtype,
+        #: dimensions) for the usual one-output operation, None for the others;
+        #: planned: the kernel is a C plan's, which checks the deadline itself
+        #: between its steps.
         self._steps = [
             (
                 op,
@@ -138,6 +141,7 @@ class PreparedSubgraph:
                 _gatherer(op.inputs),
                 _single_output(op),
                 release,
+                getattr(op.kernel, "plan_table", None) is not None,
             )
             for op, release in zip(self._plan, self._releases())
         ]
@@ -148,6 +152,41 @@ class PreparedSubgraph:
             else None
             for operand in subgraph.operands
         ]
+
+    def bind(
+        self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray | None]
+    ) -> BoundPlan | None:
+        """The whole subgraph as one C call over these very buffers (a reusable
+        request's inputs and output targets), or None where it is not that: more
+        than one step, an output the plan does not write, a buffer of another
+        shape or dtype than the plan's (the run loop then checks and explains).
+        The plan writes the outputs in place: nothing allocated, nothing copied."""
+        if len(self._plan) != 1 or len(inputs) != len(self._input_indexes):
+            return None
+        (op,) = self._plan
+        table = getattr(op.kernel, "plan_table", None)
+        if table is None or len(set(self._output_indexes)) != len(self._output_indexes):
+            return None
+        values = self.initial_values.copy()
+        for index, value in zip(self._input_indexes, inputs):
+            values[index] = value
+        where = dict(zip(self._output_indexes, outputs))
+        if sorted(where) != sorted(op.outputs):
+            return None
+        buffers = [values[i] for i in op.inputs] + [where[i] for i in op.outputs]
+        for buffer, (shape, dtype) in zip(buffers, op.kernel.plan_buffers):  # type: ignore[union-attr]
+            if (
+                type(buffer) is not np.ndarray
+                or buffer.shape != shape
+                or buffer.dtype != dtype
+                or not buffer.flags.c_contiguous
+            ):
+                return None
+        try:
+            return table.bind(buffers)
+        except BadDataError as exc:  # an output over an input, say: the run loop copies
+            logger.debug("plan not bound to the request: %s", exc)
+            return None
 
     def _validate(self, subgraph: Subgraph) -> None:
         """Every operation of ``subgraph`` registered and valid (raises BadDataError)."""
@@ -252,14 +291,16 @@ class PreparedSubgraph:
         op = None
         check_deadline = deadline_ns is not None
         try:
-            for op, kernel, gather, single, release in self._steps:
+            for op, kernel, gather, single, release, planned in self._steps:
                 if check_deadline and time.monotonic_ns() > deadline_ns:  # type: ignore[operator]
                     raise NNError(
                         f"the execution missed its deadline before {op.signature.code.name}",
                         ResultCode.MISSED_DEADLINE_TRANSIENT,
                     )
                 arguments = gather(values)
-                if kernel is not None:
+                if planned:
+                    results = kernel(arguments, deadline_ns)  # type: ignore[call-arg,misc]
+                elif kernel is not None:
                     results = kernel(arguments)
                 else:
                     results = op.registration.execute(

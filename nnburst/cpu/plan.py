@@ -600,7 +600,9 @@ def _kernel(
     expected = list(zip(shapes[:input_count], dtypes[:input_count]))
     results = list(zip(shapes[input_count:], dtypes[input_count:]))
 
-    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    def kernel(
+        inputs: Sequence[np.ndarray | None], deadline_ns: int | None = None
+    ) -> list[np.ndarray]:
         arrays: list[np.ndarray] = []
         for x, (shape, dtype) in zip(inputs, expected):
             if type(x) is not np.ndarray or x.shape != shape:
@@ -609,9 +611,16 @@ def _kernel(
                 return fallback(inputs)
             arrays.append(x if x.flags.c_contiguous else np.ascontiguousarray(x))
         outputs = [np.empty(shape, dtype) for shape, dtype in results]
-        table.run([*arrays, *outputs])
+        if deadline_ns is None:
+            table.run([*arrays, *outputs])
+        else:
+            table.run([*arrays, *outputs], deadline_ns)
         return outputs
 
+    #: for the executor: the table, to bind to a request's buffers, and each
+    #: buffer's (shape, dtype); a planned kernel also takes the deadline.
+    kernel.plan_table = table  # type: ignore[attr-defined]
+    kernel.plan_buffers = (*expected, *results)  # type: ignore[attr-defined]
     return kernel
 
 
