@@ -21,7 +21,9 @@ compute the same values:
 * **identities**: a RESHAPE to its input's own shape, a CAST to its input's
   type, and adding 0 or multiplying by 1 disappear;
 * **constants**: an operation whose inputs are all constants runs once,
-  here, and its outputs become constants.
+  here, and its outputs become constants;
+* **layout**: last, an NCHW graph's windows compute NHWC and its transposes
+  move to the borders of the region (:mod:`.layout`).
 
 Every rewrite needs the intermediate it removes to be read by nothing else
 and not to be a subgraph output, float32 data, and static shapes, so the
@@ -43,7 +45,8 @@ import numpy as np
 from ..codes import FuseCode, OperandCode, OperationCode
 from ..errors import NNError
 from ..hal.model import Lifetime, Operand, Operation, Subgraph
-from ..operands import OperandInfo
+from ..operands import SCALAR_CODES, OperandInfo
+from .layout import nhwc_regions
 from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
 from .ops.window_geometry import window_args
 from .registry import ExecutionContext, OperationSignature, lookup
@@ -78,6 +81,10 @@ class _Graph:
         self.inputs = subgraph.input_indexes
         self.outputs = set(subgraph.output_indexes)
         self.rewrites: list[str] = []
+        #: each operation's place in the rewritten order: an added one sorts
+        #: right after the operation it was added behind (see :meth:`add_after`)
+        self.keys: list[tuple[int, ...]] = [(p,) for p in range(len(self.operations))]
+        self._added = 0
         #: operand -> positions of the operations reading it, and of the one writing it
         self.readers: dict[int, list[int]] = {}
         self.writer: dict[int, int] = {}
@@ -106,11 +113,20 @@ class _Graph:
         self.operations[position] = op
         self._index(position)
 
+    def add_after(self, position: int, op: Operation) -> int:
+        """``op`` added to the graph, ordered right after operation ``position``."""
+        self._added += 1
+        self.operations.append(op)
+        self.keys.append((*self.keys[position], self._added))
+        self._index(len(self.operations) - 1)
+        return len(self.operations) - 1
+
     def subgraph(self, original: Subgraph) -> Subgraph:
+        order = sorted(range(len(self.operations)), key=self.keys.__getitem__)
         return dataclasses.replace(
             original,
             operands=self.operands,
-            operations=[op for op in self.operations if op is not None],
+            operations=[op for op in (self.operations[p] for p in order) if op is not None],
         )
 
     # -- questions about operands -------------------------------------------------
@@ -137,6 +153,9 @@ class _Graph:
             and self.readers.get(index, []) == [reader]
         )
 
+    def signature(self, op: Operation) -> OperationSignature:
+        return _signature(self, op)
+
     def producer(self, index: int) -> tuple[int, Operation] | None:
         position = self.writer.get(index)
         if position is None:
@@ -146,7 +165,7 @@ class _Graph:
 
     # -- changes ------------------------------------------------------------------
     def add_constant(self, value: np.ndarray, code: OperandCode = _F32) -> int:
-        info = OperandInfo(code, () if code == OperandCode.INT32 else tuple(value.shape))
+        info = OperandInfo(code, () if code in SCALAR_CODES else tuple(value.shape))
         self.operands.append(Operand(info, Lifetime.CONSTANT_COPY, value))
         return len(self.operands) - 1
 
@@ -180,9 +199,14 @@ def optimise(subgraph: Subgraph) -> Subgraph:
                 if rewrite(graph, position):
                     changed = True
                     break
+    result = graph.subgraph(subgraph) if graph.rewrites else subgraph
+    relaid = _Graph(result)
+    if nhwc_regions(relaid):
+        graph.rewrites += relaid.rewrites
+        result = relaid.subgraph(result)
     if not graph.rewrites:
         return subgraph
-    before, after = len(subgraph.operations), sum(op is not None for op in graph.operations)
+    before, after = len(subgraph.operations), len(result.operations)
     if logger.isEnabledFor(logging.DEBUG):
         logger.debug(
             "graph optimiser: %d operations -> %d:\n  %s",
@@ -190,7 +214,7 @@ def optimise(subgraph: Subgraph) -> Subgraph:
             after,
             "\n  ".join(graph.rewrites),
         )
-    return graph.subgraph(subgraph)
+    return result
 
 
 def changes(original: Subgraph, optimised: Subgraph) -> dict[str, Any] | None:
