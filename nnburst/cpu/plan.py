@@ -612,6 +612,8 @@ def _kernel(
         table.run([*arrays, *outputs])
         return outputs
 
+    kernel.plan_table = table  # type: ignore[attr-defined]  # a burst's C path runs it directly
+    kernel.plan_infos = infos  # type: ignore[attr-defined]
     return kernel
 
 
