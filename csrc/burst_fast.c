@@ -43,6 +43,7 @@ static int serves(nnb_burst_fast_t *f, const nnb_round_trip_t *rt, uint64_t n) {
 
 int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t n,
                              int64_t spin_ns) {
+    f->missed_ns = 0;
     for (;;) {
         if (!serves(f, rt, n)) return (int64_t)n;
         int64_t start = f->measure ? nnb_monotonic_ns() : 0;
@@ -64,8 +65,16 @@ int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t
             timing[5] = (uint32_t)(in_driver >> 32);
         }
         f->served++;
+        int64_t waited = spin_ns > 0 ? nnb_monotonic_ns() : 0;
         int64_t got = nnb_fmq_round_trip(rt, f->result_datums, -1, spin_ns);
         if (got <= 0) return got;
         n = (uint64_t)got;
+        if (spin_ns > 0) {
+            waited = nnb_monotonic_ns() - waited;
+            if (waited > spin_ns) {
+                f->missed_ns = waited > 0 ? waited : 1;
+                return (int64_t)n;
+            }
+        }
     }
 }

@@ -42,6 +42,7 @@ typedef struct {
     int armed;                   /* 0: serve nothing (a slot freed, the cache changed) */
     int stop;                    /* 1: the burst is ending */
     uint64_t served;             /* requests answered here (statistics, tests) */
+    int64_t missed_ns;           /* set when a serve returns for a missed spin window */
 } nnb_burst_fast_t;
 
 /* Make the armed state visible to the serving thread (release). */
@@ -58,7 +59,10 @@ void nnb_burst_fast_stop(nnb_burst_fast_t *f);
  * futex; no deadline) for the next packet.  Returns n > 0 for a packet in
  * rt->reply it did not serve (Python serves it), or what the last
  * nnb_fmq_round_trip returned when that was not a packet (<= 0; rt->wrote
- * says whether the result went out). */
+ * says whether the result went out).  A wait that spun for spin_ns and
+ * still had to sleep (a miss) returns its packet unlooked-at with
+ * missed_ns set to the wait's length (0 otherwise): the caller's spin
+ * policy records it, picks the next window and calls again. */
 int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t n,
                              int64_t spin_ns);
 /* cffi cdef end */

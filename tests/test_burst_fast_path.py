@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -358,3 +359,19 @@ def test_an_unsealed_pool_is_not_armed(pool, tmp_path):
         del values
     finally:
         memory.close()
+
+
+def test_waits_that_miss_the_spin_window_go_to_the_policy_and_c_serves_on(pool):
+    """A client slower than the server's window: each miss is recorded by the
+    worker's spin policy (which closes the window), and C answers throughout."""
+    prepared = cpu_device().prepare_model(add_mul_model())  # a 50 µs window
+    with ExecutionBurstController.create(prepared, polling_window_us=0) as controller:
+        req = request([pool.memory])
+        for seed in range(10):
+            pool.fill(seed)
+            compute(controller, req)
+            np.testing.assert_array_equal(pool.out, expected(pool.a, pool.b))
+            time.sleep(0.002)
+        worker = controller._context._worker
+        assert worker.fast.served == 8
+        assert not worker.spin.spinning  # the misses C reported closed the window

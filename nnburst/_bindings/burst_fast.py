@@ -129,6 +129,12 @@ class BurstFastPath:
         self.packet = b""
 
     @property
+    def missed_ns(self) -> int:
+        """How long the wait took when :meth:`serve` returned for a missed spin
+        window (its packet not looked at yet); 0 when it returned for any other reason."""
+        return int(self._struct.missed_ns)
+
+    @property
     def served(self) -> int:
         """Requests C has answered on this burst."""
         return int(self._struct.served)

@@ -237,6 +237,7 @@ class _Worker:
         self.previous_packet = b""
         #: the C loop that answers repeats of one request (see :meth:`arm`)
         self.fast = BurstFastPath()
+        self.spin = SpinPolicy(0)  # the serving thread's, once it runs
         self.last_result: tuple[Any, list[int]] = (None, [])  # (status/shapes/timing, words)
         self.thread = threading.Thread(target=self.run, name="nnburst-burst-server", daemon=True)
 
@@ -246,7 +247,7 @@ class _Worker:
             self.serve()
 
     def serve(self) -> None:
-        spin = SpinPolicy(self.spin_ns)
+        spin = self.spin = SpinPolicy(self.spin_ns)
         try:
             n = self.requests.read_available_until(self.request_buffer, None, spin_ns=self.spin_ns)
             reply_and_wait = self.results.round_trip(
@@ -264,8 +265,16 @@ class _Worker:
                 start = time.monotonic_ns()
                 n = reply_and_wait(datums, None, window)  # no deadline: the client's to end
                 spin.record(window, time.monotonic_ns() - start)
-                if fast.packet:  # armed: repeats of it are answered in C
-                    n = fast.serve(n, spin.next_window())
+                while fast.packet:  # armed: repeats of it are answered in C
+                    # C spins no longer than the burst's window (not a probe's
+                    # longer one: it may spin on every request it serves), and
+                    # comes back after a wait that missed it, for the policy
+                    # to record; while the window is closed, C sleeps at once.
+                    window = min(spin.next_window(), self.spin_ns)
+                    n = fast.serve(n, window)
+                    if not fast.missed_ns:
+                        break
+                    spin.record(window, fast.missed_ns)
         except (ClosedResourceError, BrokenResourceError):
             pass  # torn down by either side: the burst is over
         except NNError as exc:
