@@ -52,7 +52,7 @@ from ..hal.types import (
     pool_view,
 )
 from ..operands import merge_dimensions
-from . import compilation_cache, optimise
+from . import burst_plan, compilation_cache, optimise
 from .executor import PreparedModel, operation_signature
 from .heap import keep_freed_memory
 from .registry import lookup
@@ -473,6 +473,13 @@ class CpuExecution(IExecution):
             in_driver = (time.perf_counter_ns() - driver_start) // 1000
             timing = Timing(on_device, max(in_driver, on_device))
         return status, shapes, timing
+
+    def burst_plan(self) -> burst_plan.BoundPlan | None:
+        """This execution as one C plan over its buffers, for a burst server's
+        C path (:mod:`.burst_plan`); None if it is not exactly that."""
+        if self._invalid or self._loops or any(m.closed for m in self._memories):
+            return None
+        return burst_plan.bind(self._prepared.executor.main, self._inputs, self._fixed)
 
 
 def _write_outputs(

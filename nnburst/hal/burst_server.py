@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._bindings.burst_fast import BurstFastPath
 from ..codes import ErrorStatus
 from ..errors import (
     BrokenResourceError,
@@ -39,6 +40,7 @@ from .interfaces import (
     IExecution,
     IPreparedModel,
 )
+from .memory import MappedMemory
 from .packets import (
     ERROR_RESULT_WORDS,
     REQUEST_DATUM,
@@ -83,6 +85,15 @@ class DefaultBurstExecutorWithCache(IBurstExecutorWithCache):
     def remove_cache_entry(self, slot: int) -> None:
         self._forget_execution()
         self._cache.pop(slot, None)
+
+    def execution_for(
+        self, request: Request, slots: Sequence[int], measure: MeasureTiming
+    ) -> IExecution | None:
+        """The execution :meth:`execute` keeps for this very request, if any."""
+        last = self._last
+        if last is not None and last[0] is request and last[1] == slots and last[2] == measure:
+            return last[3]
+        return None
 
     def _forget_execution(self) -> None:
         last, self._last = self._last, None
@@ -222,6 +233,11 @@ class _Worker:
         self.request_words = self.request_buffer.view("<u4")
         self.result_words = self.result_buffer.view("<u4")
         self.last_request: tuple[bytes, Any] = (b"", None)  # (packet bytes, parsed)
+        #: the packet Python served last, parsed or not: a repeat of it is armed
+        self.previous_packet = b""
+        #: the C loop that answers repeats of one request (see :meth:`arm`)
+        self.fast = BurstFastPath()
+        self.spin = SpinPolicy(0)  # the serving thread's, once it runs
         self.last_result: tuple[Any, list[int]] = (None, [])  # (status/shapes/timing, words)
         self.thread = threading.Thread(target=self.run, name="nnburst-burst-server", daemon=True)
 
@@ -231,12 +247,14 @@ class _Worker:
             self.serve()
 
     def serve(self) -> None:
-        spin = SpinPolicy(self.spin_ns)
+        spin = self.spin = SpinPolicy(self.spin_ns)
         try:
             n = self.requests.read_available_until(self.request_buffer, None, spin_ns=self.spin_ns)
             reply_and_wait = self.results.round_trip(
                 self.requests, self.result_buffer, self.request_buffer, self.spin_ns
             )
+            fast = self.fast
+            fast.bind(reply_and_wait)
             # The stop flag is checked on every request, not only through the
             # queues' teardown bit: that bit lives in memory the client can
             # write, and a client that keeps the queue full (or one file behind
@@ -247,6 +265,16 @@ class _Worker:
                 start = time.monotonic_ns()
                 n = reply_and_wait(datums, None, window)  # no deadline: the client's to end
                 spin.record(window, time.monotonic_ns() - start)
+                while fast.packet:  # armed: repeats of it are answered in C
+                    # C spins no longer than the burst's window (not a probe's
+                    # longer one: it may spin on every request it serves), and
+                    # comes back after a wait that missed it, for the policy
+                    # to record; while the window is closed, C sleeps at once.
+                    window = min(spin.next_window(), self.spin_ns)
+                    n = fast.serve(n, window)
+                    if not fast.missed_ns:
+                        break
+                    spin.record(window, fast.missed_ns)
         except (ClosedResourceError, BrokenResourceError):
             pass  # torn down by either side: the burst is over
         except NNError as exc:
@@ -260,6 +288,9 @@ class _Worker:
         # The packet's bytes, never a list of Python ints (36 bytes a word, not 4):
         # a long packet must cost its own size, once.
         packet = self.request_words[: WORDS * n].tobytes()
+        # C left this packet to us: whatever was armed may no longer hold.
+        self.fast.clear()
+        repeated, self.previous_packet = packet == self.previous_packet, packet
         try:
             # A burst mostly repeats one request layout: comparing the bytes
             # with the last packet costs far less than parsing them again.
@@ -288,8 +319,50 @@ class _Worker:
                 self.last_result = (result, words)
             if len(words) > len(self.result_words):
                 words = ERROR_RESULT_WORDS  # the 2-datum failure packet always fits
+            elif repeated and status == ErrorStatus.NONE:
+                self.arm(packet, request, slots, measure, words)
         self.result_words[: len(words)] = words
         return len(words) // WORDS
+
+    def arm(
+        self,
+        packet: bytes,
+        request: Request,
+        slots: Sequence[int],
+        measure: MeasureTiming,
+        words: list[int],
+    ) -> None:
+        """Let C answer repeats of ``packet`` (served twice in a row here, the
+        second time with ``words``) when the driver's execution of it is one
+        C plan over buffers it validated.
+
+        Not for pools that could shrink under the mapping (an unsealed
+        memfd): C would fault where Python's path fails the same way only
+        because it maps them per request too; such bursts keep that path."""
+        executor = self.executor
+        if not self.fast.bound or not isinstance(executor, DefaultBurstExecutorWithCache):
+            return
+        execution = executor.execution_for(request, slots, measure)
+        plan_of = getattr(execution, "burst_plan", None)
+        if plan_of is None:
+            return
+        for pool in request.pools:
+            if isinstance(pool, MappedMemory) and (pool.closed or not pool.sealed):
+                return
+        bound = plan_of()
+        if bound is None:
+            return
+        with self.lock:
+            if self.freed:  # a free came in since the cache was read: serve it first
+                return
+            self.fast.arm(
+                packet,
+                words,
+                measure == MeasureTiming.YES,
+                bound.table,
+                bound.buffers,
+                bound.copies,
+            )
 
     def cache_slots(self, slots: Sequence[int]) -> None:
         """Apply the client's frees, then fetch every unknown slot with one
@@ -358,6 +431,7 @@ class _Worker:
         next uses the cache.  Never waits for the worker."""
         with self.lock:
             self.freed.append(slot)
+            self.fast.disarm()  # C must not serve a request naming it
 
     def apply_frees(self) -> None:
         """Drop every freed slot from the cache and close what we owned (worker thread)."""
@@ -376,6 +450,7 @@ class _Worker:
         checks the flag before each request, and an execution in progress (a
         WHILE loop) is cancelled."""
         self.stopping = True
+        self.fast.stop()
         self.requests.tear_down()
         if self.thread.is_alive() and threading.current_thread() is not self.thread:
             self.thread.join(JOIN_TIMEOUT_S)
@@ -388,6 +463,8 @@ class _Worker:
     def release(self) -> None:
         """Close both channels and every mapping the burst cached.  Idempotent;
         called once the worker has stopped (or by the worker itself)."""
+        self.fast.stop()
+        self.fast.clear()
         self.apply_frees()
         owned, self.owned = self.owned, {}
         for slot in owned:

@@ -182,6 +182,14 @@ class _HookedExecution(IExecution):
         finally:
             long.leave()
 
+    def burst_plan(self) -> Any:
+        """The driver execution's C plan for a burst's C path, unless a fault
+        hook is armed or the model may loop (those need this wrapper's Python)."""
+        if fault_hook.ARMED or self._long is not None:
+            return None
+        plan = getattr(self._execution, "burst_plan", None)
+        return None if plan is None else plan()
+
     def close(self) -> None:
         self._execution.close()
 

@@ -1,0 +1,80 @@
+/* The burst server's fast path: see burst_fast.h.
+ *
+ * Memory ordering.  armed and stop are written by other threads (a free
+ * of a slot from the client's connection thread, the burst's close) and
+ * read here once per request, after the request was read from the queue:
+ * stores are release (nnb_burst_fast_*), loads acquire.  A client frees a
+ * slot, waits for the acknowledgement, and only then sends a request that
+ * may name the slot again; the acknowledgement follows the disarm store,
+ * and the request's publication in the queue (release on its write
+ * counter, acquire in our read) follows the acknowledgement, so the load
+ * after the read sees armed == 0.  Everything else in the struct is written
+ * by the burst's worker thread before it calls nnb_burst_fast_serve on the
+ * same thread, and nothing changes it while a serve runs. */
+#include "burst_fast.h"
+
+#include <string.h>
+
+#define WORDS_PER_DATUM 6
+#define DATUM_BYTES (WORDS_PER_DATUM * 4)
+
+void nnb_burst_fast_arm(nnb_burst_fast_t *f) { __atomic_store_n(&f->armed, 1, __ATOMIC_RELEASE); }
+
+void nnb_burst_fast_disarm(nnb_burst_fast_t *f) {
+    __atomic_store_n(&f->armed, 0, __ATOMIC_RELEASE);
+}
+
+void nnb_burst_fast_stop(nnb_burst_fast_t *f) { __atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE); }
+
+/* The one call of the plan (its signature is plan.h's to change). */
+static int run_plan(const nnb_burst_fast_t *f) {
+    return nnb_plan_run(f->steps, f->step_count, f->arena, f->arena_bytes, f->tensors,
+                        f->tensor_bytes, f->tensor_count);
+}
+
+/* The request in rt->reply is the armed one, and may be served here. */
+static int serves(nnb_burst_fast_t *f, const nnb_round_trip_t *rt, uint64_t n) {
+    if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) return 0;
+    if (!__atomic_load_n(&f->armed, __ATOMIC_ACQUIRE)) return 0;
+    if (n != f->packet_datums || n > rt->reply_capacity) return 0;
+    if (f->result_datums > rt->request_capacity) return 0;
+    return memcmp(rt->reply, f->packet, n * DATUM_BYTES) == 0;
+}
+
+int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t n,
+                             int64_t spin_ns) {
+    f->missed_ns = 0;
+    for (;;) {
+        if (!serves(f, rt, n)) return (int64_t)n;
+        int64_t start = f->measure ? nnb_monotonic_ns() : 0;
+        if (run_plan(f) != 0) return (int64_t)n; /* Python runs it and reports why */
+        int64_t ran = f->measure ? nnb_monotonic_ns() : 0;
+        for (int64_t i = 0; i < f->copy_count; i++)
+            memcpy(f->copy_to[i], f->copy_from[i], (size_t)f->copy_bytes[i]);
+        uint32_t *result = (uint32_t *)rt->request;
+        memcpy(result, f->result, f->result_datums * DATUM_BYTES);
+        if (f->measure) {
+            /* The last datum is executionTiming: on device, in driver (µs, u64 as two words). */
+            uint64_t on_device = (uint64_t)(ran - start) / 1000;
+            uint64_t in_driver = (uint64_t)(nnb_monotonic_ns() - start) / 1000;
+            if (in_driver < on_device) in_driver = on_device;
+            uint32_t *timing = result + (f->result_datums - 1) * WORDS_PER_DATUM;
+            timing[2] = (uint32_t)on_device;
+            timing[3] = (uint32_t)(on_device >> 32);
+            timing[4] = (uint32_t)in_driver;
+            timing[5] = (uint32_t)(in_driver >> 32);
+        }
+        f->served++;
+        int64_t waited = spin_ns > 0 ? nnb_monotonic_ns() : 0;
+        int64_t got = nnb_fmq_round_trip(rt, f->result_datums, -1, spin_ns);
+        if (got <= 0) return got;
+        n = (uint64_t)got;
+        if (spin_ns > 0) {
+            waited = nnb_monotonic_ns() - waited;
+            if (waited > spin_ns) {
+                f->missed_ns = waited > 0 ? waited : 1;
+                return (int64_t)n;
+            }
+        }
+    }
+}

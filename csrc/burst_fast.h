@@ -1,0 +1,70 @@
+/* A burst server's fast path (burst_fast.c; bound by
+ * nnburst/_bindings/burst_fast.py, armed by nnburst/hal/burst_server.py).
+ *
+ * A burst mostly repeats one request: the same packet bytes (slots,
+ * offsets, lengths, shapes, measure flag).  Once the Python server has
+ * served such a packet and validated it (pool bounds, shapes, the plan
+ * covering the whole model), it arms this struct with the packet's bytes,
+ * the result packet it answered, and the C plan bound to pointers into the
+ * cached pools.  nnb_burst_fast_serve then answers every following packet
+ * that is byte-for-byte the armed one without returning to Python, and
+ * hands back the first one that is not.  C owns the mechanism (compare,
+ * run, answer, wait); Python owns every decision about what may be armed. */
+#ifndef NNBURST_BURST_FAST_H
+#define NNBURST_BURST_FAST_H
+
+#include <stdint.h>
+
+#include "fmq.h"
+#include "plan.h"
+
+/* cffi cdef begin */
+/* Filled by the arming thread (the burst's worker) while no serve runs;
+ * armed and stop are the only fields another thread touches, through the
+ * functions below. */
+typedef struct {
+    const uint32_t *packet;      /* the armed request packet, 6 words a datum */
+    uint64_t packet_datums;
+    const uint32_t *result;      /* the result packet answered to it */
+    uint64_t result_datums;
+    int measure;                 /* 1: patch the result's timing datum (µs) */
+    const nnb_plan_step *steps;  /* the model's whole plan (nnb_plan_check passed) */
+    int64_t step_count;
+    void *arena;
+    int64_t arena_bytes;
+    void *const *tensors;        /* inputs in the pools, constants, private outputs */
+    const int64_t *tensor_bytes;
+    int64_t tensor_count;
+    int64_t copy_count;          /* private outputs copied to their pool locations */
+    void *const *copy_from;
+    void *const *copy_to;
+    const int64_t *copy_bytes;
+    int armed;                   /* 0: serve nothing (a slot freed, the cache changed) */
+    int stop;                    /* 1: the burst is ending */
+    uint64_t served;             /* requests answered here (statistics, tests) */
+    int64_t missed_ns;           /* set when a serve returns for a missed spin window */
+} nnb_burst_fast_t;
+
+/* Make the armed state visible to the serving thread (release). */
+void nnb_burst_fast_arm(nnb_burst_fast_t *f);
+/* From any thread: the next packet goes to Python (release store). */
+void nnb_burst_fast_disarm(nnb_burst_fast_t *f);
+void nnb_burst_fast_stop(nnb_burst_fast_t *f);
+
+/* The burst worker's loop while requests repeat.  On entry rt->reply holds
+ * a request packet of n datums just read (rt: the server's round trip,
+ * writing results and reading requests).  While the struct is armed, not
+ * stopped, and the packet equals the armed one, it runs the plan, copies
+ * the outputs into place, writes the result and waits (spin_ns, then the
+ * futex; no deadline) for the next packet.  Returns n > 0 for a packet in
+ * rt->reply it did not serve (Python serves it), or what the last
+ * nnb_fmq_round_trip returned when that was not a packet (<= 0; rt->wrote
+ * says whether the result went out).  A wait that spun for spin_ns and
+ * still had to sleep (a miss) returns its packet unlooked-at with
+ * missed_ns set to the wait's length (0 otherwise): the caller's spin
+ * policy records it, picks the next window and calls again. */
+int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t n,
+                             int64_t spin_ns);
+/* cffi cdef end */
+
+#endif

@@ -1,0 +1,151 @@
+"""The burst server's C path (``csrc/burst_fast.h``): a request packet armed
+with the plan that answers it, served in C for as long as the client repeats it.
+
+The burst worker (``nnburst/hal/burst_server.py``) decides what may be
+armed; this module only fills C's struct, keeps every buffer it points to
+alive while armed, and turns C's status into what the round trip's own
+wrapper would return or raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import BadDataError
+from .compiled import ffi, lib
+from .plan import PlanTable
+from .queue import RoundTrip
+
+#: Bytes of a burst datum (request or result): six 32-bit words.
+DATUM_BYTES = 24
+
+_serve = lib.nnb_burst_fast_serve
+
+
+class BurstFastPath:
+    """One burst's armed request, or none.
+
+    Threads: :meth:`arm`, :meth:`clear` and :meth:`serve` belong to the burst's
+    worker; :meth:`disarm` and :meth:`stop` may come from any thread and only
+    set C's flags (the buffers stay alive until the worker clears them)."""
+
+    __slots__ = ("_struct", "_round_trip", "_keep", "packet")
+
+    def __init__(self) -> None:
+        self._struct: Any = ffi.new("nnb_burst_fast_t *")
+        self._round_trip: RoundTrip | None = None
+        self._keep: tuple[Any, ...] = ()
+        #: the armed request packet's bytes; empty when nothing is armed
+        self.packet = b""
+
+    def bind(self, round_trip: RoundTrip) -> None:
+        """The worker's round trip (writes results, reads requests)."""
+        self._round_trip = round_trip
+
+    @property
+    def bound(self) -> bool:
+        """Whether :meth:`bind` gave it a round trip (the worker serves)."""
+        return self._round_trip is not None
+
+    def arm(
+        self,
+        packet: bytes,
+        result_words: Sequence[int],
+        measure: bool,
+        table: PlanTable,
+        buffers: Sequence[np.ndarray],
+        copies: Sequence[tuple[np.ndarray, np.ndarray]],
+    ) -> None:
+        """Answer ``packet`` with ``result_words`` after running ``table`` over
+        ``buffers`` (its inputs then its outputs, each exactly the size the plan
+        was checked against) and copying each (source, target) of ``copies``."""
+        rt = self._round_trip
+        if rt is None:
+            raise BadDataError("the fast path has no round trip to serve")
+        if not packet or len(packet) % DATUM_BYTES or len(result_words) % 6:
+            raise BadDataError("a fast path arms whole packets")
+        if len(packet) // DATUM_BYTES > rt._struct.reply_capacity:
+            raise BadDataError("the packet is longer than the request buffer")
+        if len(result_words) // 6 > rt._struct.request_capacity:
+            raise BadDataError("the result is longer than the result buffer")
+        sizes = table._bytes
+        if len(buffers) != table._buffers or any(
+            b.nbytes != sizes[i] or not b.flags.c_contiguous for i, b in enumerate(buffers)
+        ):
+            raise BadDataError("the buffers do not have the sizes the plan was checked against")
+        for source, target in copies:
+            if source.nbytes != target.nbytes or not target.flags.writeable:
+                raise BadDataError("an output copy between buffers of different sizes")
+        self.clear()
+        packet_words = np.frombuffer(packet, "<u4").copy()
+        result = np.array(result_words, "<u4")
+        arena = table._new_arena()
+        pointers = [ffi.from_buffer(b) for b in buffers]
+        tensors = ffi.new("void *[]", pointers)
+        sources = [ffi.from_buffer(s) for s, _ in copies]
+        targets = [ffi.from_buffer(t, require_writable=True) for _, t in copies]
+        copy_from = ffi.new("void *[]", sources)
+        copy_to = ffi.new("void *[]", targets)
+        copy_bytes = ffi.new("int64_t[]", [s.nbytes for s, _ in copies])
+        packet_c = ffi.from_buffer("uint32_t[]", packet_words)
+        result_c = ffi.from_buffer("uint32_t[]", result)
+        f = self._struct
+        f.packet, f.packet_datums = packet_c, len(packet) // DATUM_BYTES
+        f.result, f.result_datums = result_c, len(result) // 6
+        f.measure = int(measure)
+        f.steps, f.step_count = table._table, table._count
+        f.arena, f.arena_bytes = arena[1], table._arena_bytes
+        f.tensors, f.tensor_bytes, f.tensor_count = tensors, sizes, table._buffers
+        f.copy_count, f.copy_from, f.copy_to, f.copy_bytes = (
+            len(copies),
+            copy_from,
+            copy_to,
+            copy_bytes,
+        )
+        self._keep = (
+            table, buffers, copies, packet_words, result, arena, pointers, tensors,
+            sources, targets, copy_from, copy_to, copy_bytes, packet_c, result_c,
+        )  # fmt: skip
+        self.packet = packet
+        lib.nnb_burst_fast_arm(f)
+
+    def disarm(self) -> None:
+        """The next packet goes to Python (any thread; C sees it before its next request)."""
+        lib.nnb_burst_fast_disarm(self._struct)
+
+    def stop(self) -> None:
+        """The burst is ending: C serves nothing more (any thread)."""
+        lib.nnb_burst_fast_stop(self._struct)
+
+    def clear(self) -> None:
+        """Disarm and let go of every buffer (the worker, while C does not run)."""
+        lib.nnb_burst_fast_disarm(self._struct)
+        f = self._struct
+        f.packet_datums = f.result_datums = f.step_count = f.tensor_count = f.copy_count = 0
+        self._keep = ()
+        self.packet = b""
+
+    @property
+    def missed_ns(self) -> int:
+        """How long the wait took when :meth:`serve` returned for a missed spin
+        window (its packet not looked at yet); 0 when it returned for any other reason."""
+        return int(self._struct.missed_ns)
+
+    @property
+    def served(self) -> int:
+        """Requests C has answered on this burst."""
+        return int(self._struct.served)
+
+    def serve(self, n: int, spin_ns: int) -> int:
+        """Serve the ``n``-datum packet just read, and its repeats, in C; the
+        length of the first packet C left to Python (in the request buffer).
+        Raises as the round trip does when the queues fail or are torn down."""
+        rt = self._round_trip
+        assert rt is not None
+        rc: int = _serve(self._struct, rt._struct, n, spin_ns)
+        if rc > 0:
+            return rc
+        return rt._settle(rc, int(self._struct.result_datums), None, spin_ns)
