@@ -72,6 +72,18 @@ static int layer_sizes(const struct nnb_fconv *c, struct sizes *s) {
     return 1;
 }
 
+/* A layer of under ROWS_BELOW input channels and dilation 1 across (a first
+ * layer on RGB) runs a filter row as one tap of filter_w * in_c floats:
+ * they follow one another in the input and in the packed K order alike.
+ * Tap by tap, each tap of 3 channels cost the tile 6 pointer loads and a
+ * loop's bookkeeping for 3 steps of FMAs, and nnb_conv_f32 won.  A window
+ * row partly in the padding is gathered into the scratch with its zeros. */
+#define ROWS_BELOW 8
+
+static int by_rows(const struct nnb_fconv *c) {
+    return c->in_c < ROWS_BELOW && c->dilation_w == 1;
+}
+
 int64_t nnb_fconv_packed_bytes(const struct nnb_fconv *layer) {
     struct sizes s;
     if (!layer_sizes(layer, &s)) return -EINVAL;
@@ -81,7 +93,11 @@ int64_t nnb_fconv_packed_bytes(const struct nnb_fconv *layer) {
 int64_t nnb_fconv_scratch_bytes(const struct nnb_fconv *layer) {
     struct sizes s;
     if (!layer_sizes(layer, &s)) return -EINVAL;
-    /* the table of MR pointers a tap, then the row of zeros */
+    /* the table of MR pointers a tap, then the row of zeros; by rows, the
+     * zeros are a filter row's, then MR windows for the rows gathered */
+    if (by_rows(layer))
+        return (int64_t)sizeof(const float *) * MR * layer->filter_h +
+               (int64_t)sizeof(float) * (layer->filter_w * layer->in_c + MR * s.k);
     return (int64_t)sizeof(const float *) * MR * s.taps + (int64_t)sizeof(float) * layer->in_c;
 }
 
@@ -189,6 +205,57 @@ TARGET_AVX2 static void tile_avx2(const float *const *table, int64_t taps, int64
 }
 #endif
 
+/* Filter row i of output pixel (y, x) of image `image` as a tap of
+ * filter_w * in_c floats (see by_rows): where it lies in the input, the
+ * row of zeros above or below it, or else gathered into `row` with zeros
+ * for its taps left or right of the input. */
+static const float *window_row(const struct nnb_fconv *c, const float *image, int64_t y,
+                               int64_t x, int64_t i, const float *zeros, float *row) {
+    const int64_t in_c = c->in_c, fw = c->filter_w;
+    const int64_t in_y = y * c->stride_h - c->pad_top + i * c->dilation_h;
+    const int64_t left = x * c->stride_w - c->pad_left;
+    if (in_y < 0 || in_y >= c->in_h) return zeros;
+    const float *line = image + in_y * c->in_w * in_c;
+    if (left >= 0 && left + fw <= c->in_w) return line + left * in_c;
+    /* taps [first, end) inside the input */
+    int64_t first = left < 0 ? -left : 0, end = c->in_w - left < fw ? c->in_w - left : fw;
+    if (first > fw) first = fw;
+    if (end < first) end = first;
+    memset(row, 0, (size_t)(first * in_c) * sizeof(float));
+    if (end > first)
+        memcpy(row + first * in_c, line + (left + first) * in_c,
+               (size_t)((end - first) * in_c) * sizeof(float));
+    memset(row + end * in_c, 0, (size_t)((fw - end) * in_c) * sizeof(float));
+    return row;
+}
+
+/* A layer by rows (see by_rows): every output pixel, MR at a time, a tap a
+ * filter row. */
+static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
+                     const float *in, int64_t pixels, float *out, const float **table,
+                     const float *zeros, float *rows, tile_fn *tile) {
+    const int64_t out_c = c->out_c, fh = c->filter_h, row_k = c->filter_w * c->in_c;
+    const int channels = out_c < NR ? (int)out_c : NR;
+    int64_t b = 0, y = 0, x = 0;
+    for (int64_t p = 0; p < pixels; p += MR) {
+        const int used = pixels - p < MR ? (int)(pixels - p) : MR;
+        for (int m = 0; m < used; m++) {
+            const float *image = in + b * c->in_h * c->in_w * c->in_c;
+            for (int64_t i = 0; i < fh; i++)
+                table[i * MR + m] = window_row(c, image, y, x, i, zeros, rows + (m * fh + i) * row_k);
+            if (++x == c->out_w) {
+                x = 0;
+                if (++y == c->out_h) y = 0, b++;
+            }
+        }
+        for (int m = used; m < MR; m++)
+            for (int64_t i = 0; i < fh; i++) table[i * MR + m] = table[i * MR + used - 1];
+        for (int64_t t = 0; t < s->tiles; t++)
+            tile(table, fh, row_k, packed + t * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + first_channel(c, t), out_c, used, channels);
+    }
+}
+
 /* Every output pixel, MR at a time: their table of tap sources, then each
  * tile. */
 static void run_layer(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
@@ -252,14 +319,19 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
     const int chosen = nnb_fconv_path(path);
     if (chosen < 0) return chosen;
     const float **table = scratch;
-    float *zeros = (float *)(table + MR * s.taps);
-    memset(zeros, 0, (size_t)layer->in_c * sizeof(float));
+    const int rows = by_rows(layer);
+    float *zeros = (float *)(table + MR * (rows ? layer->filter_h : s.taps));
+    const int64_t zero_count = rows ? layer->filter_w * layer->in_c : layer->in_c;
+    memset(zeros, 0, (size_t)zero_count * sizeof(float));
     const int64_t pixels = batches * layer->out_h * layer->out_w;
     tile_fn *tile = tile_portable;
 #ifdef FCONV_X86
     if (chosen == NNB_FCONV_AVX2) tile = tile_avx2;
 #endif
-    run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile);
+    if (rows)
+        run_rows(layer, &s, packed, in, pixels, out, table, zeros, zeros + zero_count, tile);
+    else
+        run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile);
     return 0;
 }
 

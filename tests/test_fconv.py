@@ -182,15 +182,19 @@ def test_conv_2d_runs_the_packed_kernel_and_matches_the_old_route(
 
 
 def test_float_route_keeps_narrow_layers_off_the_packed_kernel() -> None:
-    """A score head of 2 channels and a first layer on 3 input channels keep
-    the routes that won them (bench/bench_fconv.py)."""
+    """A score head of 2 channels and a dilated first layer on 3 input channels
+    keep the routes that won them (bench/bench_fconv.py); an undilated first
+    layer runs packed, a filter row a tap."""
     win = Window2D(0, 0, 0, 0, 1, 1, 1, 1, 8, 8)
+    dilated = Window2D(0, 0, 0, 0, 1, 1, 1, 2, 8, 8)
     weights = np.zeros((96, 16), np.float32)
     head = conv._Filter(weights, 1, 1, 2, None)
     wide = conv._Filter(weights, 1, 1, 16, None)
     first = conv._Filter(np.zeros((75, 32), np.float32), 5, 5, 32, None)
     assert conv.float_route(head, (1, 8, 8, 96), win) != "fconv"
-    assert conv.float_route(first, (1, 8, 8, 3), win) == "nnb_conv_f32"
+    assert conv.float_route(first, (1, 8, 8, 3), dilated) == "nnb_conv_f32"
+    packed = "fconv" if vector_path() else "nnb_conv_f32"
+    assert conv.float_route(first, (1, 8, 8, 3), win) == packed
     assert conv.float_route(wide, (1, 8, 8, 96), win) == ("fconv" if vector_path() else "sgemm")
 
 

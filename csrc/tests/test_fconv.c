@@ -198,7 +198,7 @@ static int check_refusals(void) {
     const int64_t packed_bytes = nnb_fconv_packed_bytes(&c);
     float weights[36 * 5] = {0}, bias[5] = {0}, in[36] = {0}, out[45];
     float *packed = malloc((size_t)packed_bytes);
-    void *scratch[64];
+    void *scratch[512];
     int failures = 0;
     failures += nnb_fconv_pack(&c, weights, bias, packed, packed_bytes - 4) != -EINVAL;
     failures += nnb_fconv_pack(&c, weights, bias, packed, packed_bytes) != 0;

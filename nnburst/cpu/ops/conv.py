@@ -427,10 +427,12 @@ def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
 #: The packed kernels' own overheads, measured per layer shape of the MediaPipe
 #: detectors and landmark models (bench/bench_fconv.py): a tile is 16 output
 #: channels, so a layer of 1-4 channels (a detector's score head) computes
-#: mostly zeros and BLAS or nnb_conv_f32 won it; and a tap of a few input
+#: mostly zeros and BLAS or nnb_conv_f32 won it.  A tap of a few input
 #: channels (a first layer on RGB) is a few FMAs for a tap's worth of
-#: bookkeeping: nnb_conv_f32, which shares one tap's weights over its block
-#: of pixels, won palm_detection's 192x192x3 5x5 layer (1.9 ms against 2.6).
+#: bookkeeping, so such a layer runs a filter row as one tap (fconv.c's
+#: by_rows), dilation 1 across only: then 0.55-0.7x nnb_conv_f32's time on
+#: the five detectors' and landmark models' first layers (palm_detection's
+#: 192x192x3 5x5/2: 1.0 ms against 1.5); dilated, nnb_conv_f32 keeps it.
 #: A layer of under 4 output pixels (iris_landmark's 2x2 -> 1x1 heads) fills
 #: few of a tile's 6 rows.  Everywhere else the packed kernel won: 1.2-1.9x
 #: nnb_conv_f32, 1.0-1.4x BLAS with its numpy bias and clamp.
@@ -446,7 +448,7 @@ def float_route(filt: _Filter, in_shape: tuple[int, ...], win: Any) -> str:
     if (
         fconv.vector_path()
         and filt.depth_out >= FCONV_MIN_DEPTH_OUT
-        and in_shape[3] >= FCONV_MIN_DEPTH_IN
+        and (in_shape[3] >= FCONV_MIN_DEPTH_IN or win.dilation_w == 1)
         and in_shape[0] * win.out_h * win.out_w >= FCONV_MIN_PIXELS
     ):
         return "fconv"
