@@ -267,15 +267,27 @@ def test_depthwise_conv_2d_runs_the_packed_kernel_and_matches_the_old_route(
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_depthwise_route_keeps_strided_and_wide_layers_on_kernels_c() -> None:
+def test_depthwise_route_keeps_padded_strided_and_other_shapes_on_kernels_c() -> None:
+    """Stride 1 (any width and depth) and an unpadded stride 2 run packed; a
+    padded stride 2, a dilated or a 7-wide layer keep kernels.c's loop."""
     one = Window2D(1, 1, 1, 1, 1, 1, 1, 1, 8, 8)
     two = Window2D(1, 1, 1, 1, 2, 2, 1, 1, 4, 4)
+    unpadded = Window2D(0, 0, 0, 0, 2, 2, 1, 1, 3, 3)
+    dilated = Window2D(2, 2, 2, 2, 1, 1, 2, 2, 8, 8)
     packed = "fdwconv" if vector_path() else "nnb_depthwise_conv_f32"
-    assert conv.depthwise_route((1, 8, 8, 64), one) == packed
-    assert conv.depthwise_route((1, 8, 8, 64), two) == "nnb_depthwise_conv_f32"
-    assert conv.depthwise_route((1, 8, 8, 256), one) == "nnb_depthwise_conv_f32"
-    narrow = Window2D(1, 1, 1, 1, 1, 1, 1, 1, 4, 4)
-    assert conv.depthwise_route((1, 4, 4, 64), narrow) == "nnb_depthwise_conv_f32"
+    old = "nnb_depthwise_conv_f32"
+    assert conv.depthwise_route((1, 8, 8, 64), one, (3, 3)) == packed
+    assert conv.depthwise_route((1, 8, 8, 256), one, (5, 5)) == packed
+    assert (
+        conv.depthwise_route((1, 4, 4, 64), Window2D(1, 1, 1, 1, 1, 1, 1, 1, 4, 4), (3, 3))
+        == packed
+    )
+    assert conv.depthwise_route((1, 8, 8, 64), two, (3, 3)) == old
+    assert conv.depthwise_route((1, 7, 7, 64), unpadded, (3, 3)) == packed
+    assert conv.depthwise_route((1, 7, 7, 60), unpadded, (3, 3)) == old  # not whole vectors
+    assert conv.depthwise_route((1, 6, 6, 64), unpadded, (3, 3)) == old  # reaches past the row
+    assert conv.depthwise_route((1, 8, 8, 64), dilated, (3, 3)) == old
+    assert conv.depthwise_route((1, 8, 8, 64), one, (7, 7)) == old
 
 
 def test_float_route_keeps_a_few_pixels_off_the_packed_kernel() -> None:

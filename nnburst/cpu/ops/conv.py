@@ -312,7 +312,10 @@ def _packed_route(
         return None
     weights = filt.weights[..., : filt.depth_out]
     if filt.weights.ndim == 3:  # depthwise: [fh, fw, depth]
-        if not multiplier_one or depthwise_route(x.shape, win) != "fdwconv":
+        if (
+            not multiplier_one
+            or depthwise_route(x.shape, win, (filt.filter_h, filt.filter_w)) != "fdwconv"
+        ):
             return None
         return weights.reshape(-1, filt.depth_out)
     return weights if float_route(filt, x.shape, win) == "fconv" else None
@@ -414,7 +417,8 @@ def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
         return None
     if not quantized and not depthwise and float_route(filt, in_shape, plan.window) == "fconv":
         return _packed_kernel(sig, state, filt, in_shape, depthwise=False)
-    if not quantized and depthwise and depthwise_route(in_shape, plan.window) == "fdwconv":
+    hw = (filt.filter_h, filt.filter_w)
+    if not quantized and depthwise and depthwise_route(in_shape, plan.window, hw) == "fdwconv":
         return _packed_kernel(sig, state, filt, in_shape, depthwise=True)
     blas = not depthwise and _pointwise(filt, plan.window) and _blas_wins(in_shape, filt)
     if quantized:
@@ -455,28 +459,38 @@ def float_route(filt: _Filter, in_shape: tuple[int, ...], win: Any) -> str:
     return "sgemm" if _pointwise(filt, win) and _blas_wins(in_shape, filt) else "nnb_conv_f32"
 
 
-#: Depthwise layers the packed kernel won (bench/bench_fconv.py): stride 1, up
-#: to 96 channels: 1.3-1.8x nnb_depthwise_conv_f32 on face_detection's and
-#: palm_detection's 3x3 and 5x5 layers.  Its padded copy of each image costs
-#: a stride 2 layer 4 input pixels an output (0.55-0.75x), and its 8-channel
-#: groups lost to the 16-channel tiles of kernels.c at 128 channels and up,
-#: and on rows under 8 pixels (iris_landmark's 4x4 and 2x2) the copy costs
-#: more than the loop saves.
-FDWCONV_MAX_DEPTH = 96
-FDWCONV_MIN_WIDTH = 8
+#: Depthwise layers the packed kernel won (bench/bench_fconv.py), of the
+#: shapes its register loop takes (3 or 5 wide, stride 1 or 2, dilation 1):
+#: at stride 1 every such layer of the five MediaPipe detectors and landmark
+#: models, 6x6 to 112x112 pixels, 24 to 1152 channels (0.45-0.8x
+#: nnb_depthwise_conv_f32's time; 0.93 at 14x14x192).  At stride 2 those
+#: read in place (no padding left or right, channels in whole vectors of 8:
+#: pose_detection's, after its PADs; 0.6-0.8x); a stride 2 layer with
+#: padding pays for its padded rows' copy (4 input pixels an output) and
+#: went either way (0.8-1.7x), so kernels.c keeps it.
+FDWCONV_WIDTHS = (3, 5)
 
 
-def depthwise_route(in_shape: tuple[int, ...], win: Any) -> str:
+def depthwise_route(in_shape: tuple[int, ...], win: Any, filter_hw: tuple[int, int]) -> str:
     """The route of a float32 DEPTHWISE_CONV_2D (depth multiplier 1) of an NHWC
-    input: ``"fdwconv"`` (csrc/fconv.c) or ``"nnb_depthwise_conv_f32"`` (kernels.c)."""
+    input and a ``filter_hw`` filter: ``"fdwconv"`` (csrc/fconv.c) or
+    ``"nnb_depthwise_conv_f32"`` (kernels.c)."""
+    fw = filter_hw[1]
     if (
-        fconv.vector_path()
-        and win.stride_h == win.stride_w == 1
-        and in_shape[3] <= FDWCONV_MAX_DEPTH
-        and win.out_w >= FDWCONV_MIN_WIDTH
+        not fconv.vector_path()
+        or fw not in FDWCONV_WIDTHS
+        or not win.stride_h == win.stride_w in (1, 2)
+        or not win.dilation_h == win.dilation_w == 1
     ):
+        return "nnb_depthwise_conv_f32"
+    if win.stride_w == 1:
         return "fdwconv"
-    return "nnb_depthwise_conv_f32"
+    in_place = (
+        win.pad_left == 0
+        and (win.out_w - 1) * win.stride_w + fw <= in_shape[2]
+        and in_shape[3] % 8 == 0
+    )
+    return "fdwconv" if in_place else "nnb_depthwise_conv_f32"
 
 
 def _packed_kernel(
