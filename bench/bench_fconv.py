@@ -63,8 +63,7 @@ def model_layers(model: bytes) -> list[dict[str, Any]]:
     layers = []
     with tflite.Runner(tflite.load(model), cpu, cache_dir=None):
         for sub in [o for o in gc.get_objects() if isinstance(o, PreparedSubgraph)]:
-            for step in sub._steps:
-                op = step[0]
+            for op in sub.operations:  # each one, also those a C plan runs
                 state = op.state
                 code = op.signature.code
                 if code not in (OperationCode.CONV_2D, OperationCode.DEPTHWISE_CONV_2D):
@@ -229,7 +228,7 @@ def main(argv: list[str]) -> None:
                     cells.append(f"{call_name} {us:7.1f} {gflops:5.1f} {100 * gflops / peak:3.0f}%")
                 in_shape = (1, *layer["in_hwc"])
                 if layer["depthwise"]:
-                    choice = conv.depthwise_route(in_shape, win)
+                    choice = conv.depthwise_route(in_shape, win, (filt.filter_h, filt.filter_w))
                 else:
                     choice = conv.float_route(filt, in_shape, win)
                 print(f"  {name:<32} " + " | ".join(cells) + f" | -> {choice}")

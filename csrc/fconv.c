@@ -72,6 +72,18 @@ static int layer_sizes(const struct nnb_fconv *c, struct sizes *s) {
     return 1;
 }
 
+/* A layer of under ROWS_BELOW input channels and dilation 1 across (a first
+ * layer on RGB) runs a filter row as one tap of filter_w * in_c floats:
+ * they follow one another in the input and in the packed K order alike.
+ * Tap by tap, each tap of 3 channels cost the tile 6 pointer loads and a
+ * loop's bookkeeping for 3 steps of FMAs, and nnb_conv_f32 won.  A window
+ * row partly in the padding is gathered into the scratch with its zeros. */
+#define ROWS_BELOW 8
+
+static int by_rows(const struct nnb_fconv *c) {
+    return c->in_c < ROWS_BELOW && c->dilation_w == 1;
+}
+
 int64_t nnb_fconv_packed_bytes(const struct nnb_fconv *layer) {
     struct sizes s;
     if (!layer_sizes(layer, &s)) return -EINVAL;
@@ -81,7 +93,11 @@ int64_t nnb_fconv_packed_bytes(const struct nnb_fconv *layer) {
 int64_t nnb_fconv_scratch_bytes(const struct nnb_fconv *layer) {
     struct sizes s;
     if (!layer_sizes(layer, &s)) return -EINVAL;
-    /* the table of MR pointers a tap, then the row of zeros */
+    /* the table of MR pointers a tap, then the row of zeros; by rows, the
+     * zeros are a filter row's, then MR windows for the rows gathered */
+    if (by_rows(layer))
+        return (int64_t)sizeof(const float *) * MR * layer->filter_h +
+               (int64_t)sizeof(float) * (layer->filter_w * layer->in_c + MR * s.k);
     return (int64_t)sizeof(const float *) * MR * s.taps + (int64_t)sizeof(float) * layer->in_c;
 }
 
@@ -189,6 +205,57 @@ TARGET_AVX2 static void tile_avx2(const float *const *table, int64_t taps, int64
 }
 #endif
 
+/* Filter row i of output pixel (y, x) of image `image` as a tap of
+ * filter_w * in_c floats (see by_rows): where it lies in the input, the
+ * row of zeros above or below it, or else gathered into `row` with zeros
+ * for its taps left or right of the input. */
+static const float *window_row(const struct nnb_fconv *c, const float *image, int64_t y,
+                               int64_t x, int64_t i, const float *zeros, float *row) {
+    const int64_t in_c = c->in_c, fw = c->filter_w;
+    const int64_t in_y = y * c->stride_h - c->pad_top + i * c->dilation_h;
+    const int64_t left = x * c->stride_w - c->pad_left;
+    if (in_y < 0 || in_y >= c->in_h) return zeros;
+    const float *line = image + in_y * c->in_w * in_c;
+    if (left >= 0 && left + fw <= c->in_w) return line + left * in_c;
+    /* taps [first, end) inside the input */
+    int64_t first = left < 0 ? -left : 0, end = c->in_w - left < fw ? c->in_w - left : fw;
+    if (first > fw) first = fw;
+    if (end < first) end = first;
+    memset(row, 0, (size_t)(first * in_c) * sizeof(float));
+    if (end > first)
+        memcpy(row + first * in_c, line + (left + first) * in_c,
+               (size_t)((end - first) * in_c) * sizeof(float));
+    memset(row + end * in_c, 0, (size_t)((fw - end) * in_c) * sizeof(float));
+    return row;
+}
+
+/* A layer by rows (see by_rows): every output pixel, MR at a time, a tap a
+ * filter row. */
+static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
+                     const float *in, int64_t pixels, float *out, const float **table,
+                     const float *zeros, float *rows, tile_fn *tile) {
+    const int64_t out_c = c->out_c, fh = c->filter_h, row_k = c->filter_w * c->in_c;
+    const int channels = out_c < NR ? (int)out_c : NR;
+    int64_t b = 0, y = 0, x = 0;
+    for (int64_t p = 0; p < pixels; p += MR) {
+        const int used = pixels - p < MR ? (int)(pixels - p) : MR;
+        for (int m = 0; m < used; m++) {
+            const float *image = in + b * c->in_h * c->in_w * c->in_c;
+            for (int64_t i = 0; i < fh; i++)
+                table[i * MR + m] = window_row(c, image, y, x, i, zeros, rows + (m * fh + i) * row_k);
+            if (++x == c->out_w) {
+                x = 0;
+                if (++y == c->out_h) y = 0, b++;
+            }
+        }
+        for (int m = used; m < MR; m++)
+            for (int64_t i = 0; i < fh; i++) table[i * MR + m] = table[i * MR + used - 1];
+        for (int64_t t = 0; t < s->tiles; t++)
+            tile(table, fh, row_k, packed + t * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + first_channel(c, t), out_c, used, channels);
+    }
+}
+
 /* Every output pixel, MR at a time: their table of tap sources, then each
  * tile. */
 static void run_layer(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
@@ -252,14 +319,19 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
     const int chosen = nnb_fconv_path(path);
     if (chosen < 0) return chosen;
     const float **table = scratch;
-    float *zeros = (float *)(table + MR * s.taps);
-    memset(zeros, 0, (size_t)layer->in_c * sizeof(float));
+    const int rows = by_rows(layer);
+    float *zeros = (float *)(table + MR * (rows ? layer->filter_h : s.taps));
+    const int64_t zero_count = rows ? layer->filter_w * layer->in_c : layer->in_c;
+    memset(zeros, 0, (size_t)zero_count * sizeof(float));
     const int64_t pixels = batches * layer->out_h * layer->out_w;
     tile_fn *tile = tile_portable;
 #ifdef FCONV_X86
     if (chosen == NNB_FCONV_AVX2) tile = tile_avx2;
 #endif
-    run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile);
+    if (rows)
+        run_rows(layer, &s, packed, in, pixels, out, table, zeros, zeros + zero_count, tile);
+    else
+        run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile);
     return 0;
 }
 
@@ -269,18 +341,25 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
  * read overlapping windows, so each input vector is loaded once and
  * multiplied by the weight of every tap that reads it (for a 5-wide filter
  * at stride 1: 12 loads for 40 FMAs, where a load per FMA was the bound).
- * The input is first copied, an image at a time, into the scratch with its
- * padding written as zeros and its channels rounded up to 8 (zeros), so the
- * loop reads whole vectors and checks nothing.  The packed layout: per
- * group of 8 channels, bias[8], then weights[taps][8]. */
+ * The input rows an output row reads are first copied into a ring in the
+ * scratch, with their padding written as zeros and their channels rounded
+ * up to 8 (zeros), so the loop reads whole vectors and checks nothing; each
+ * input row is copied once, and the ring (a filter's height of rows) stays
+ * in cache where a padded copy of a whole image did not (at stride 2 the
+ * kernel then lost to kernels.c's loop, which reads its input in place).
+ * A layer without padding left or right (a VALID one, or one after a PAD)
+ * reads its input rows in place, whole vectors of channels.
+ * The packed layout: per group of 8 channels, bias[8], then
+ * weights[taps][8]. */
 
 #define DW_LANES 8  /* channels a vector */
 #define DW_PIXELS 8 /* output pixels a block */
 
-/* Sizes of a valid depthwise layer: the padded copy's rows, columns and
- * channels, the taps. */
+/* Sizes of a valid depthwise layer: the padded rows' count (rows) and
+ * columns, their channels, the taps, the ring's rows (span: the rows one
+ * output row reads). */
 struct dw_sizes {
-    int64_t rows, cols, channels, taps;
+    int64_t rows, cols, channels, taps, span;
 };
 
 static int dw_layer_sizes(const struct nnb_fconv *c, struct dw_sizes *d) {
@@ -290,11 +369,12 @@ static int dw_layer_sizes(const struct nnb_fconv *c, struct dw_sizes *d) {
      * most 2^30 but checked products) */
     if (c->out_h - 1 > LIMIT / c->stride_h || c->filter_h - 1 > LIMIT / c->dilation_h) return 0;
     if (c->out_w - 1 > LIMIT / c->stride_w || c->filter_w - 1 > LIMIT / c->dilation_w) return 0;
-    d->rows = (c->out_h - 1) * c->stride_h + (c->filter_h - 1) * c->dilation_h + 1;
+    d->span = (c->filter_h - 1) * c->dilation_h + 1;
+    d->rows = (c->out_h - 1) * c->stride_h + d->span;
     d->cols = (c->out_w - 1) * c->stride_w + (c->filter_w - 1) * c->dilation_w + 1;
     d->channels = (c->out_c + DW_LANES - 1) / DW_LANES * DW_LANES;
     d->taps = s.taps;
-    if (d->rows > LIMIT / d->cols || d->rows * d->cols > (LIMIT >> 2) / d->channels) return 0;
+    if (d->span > LIMIT / d->cols || d->span * d->cols > (LIMIT >> 2) / d->channels) return 0;
     if (d->channels / DW_LANES > (LIMIT >> 2) / (d->taps + 1) / DW_LANES) return 0;
     return 1;
 }
@@ -308,7 +388,9 @@ int64_t nnb_fdwconv_packed_bytes(const struct nnb_fconv *layer) {
 int64_t nnb_fdwconv_scratch_bytes(const struct nnb_fconv *layer) {
     struct dw_sizes d;
     if (!dw_layer_sizes(layer, &d)) return -EINVAL;
-    return (int64_t)sizeof(float) * d.rows * d.cols * d.channels;
+    /* an output row's filter_h row pointers, then the ring */
+    return (int64_t)sizeof(const float *) * layer->filter_h +
+           (int64_t)sizeof(float) * d.span * d.cols * d.channels;
 }
 
 int nnb_fdwconv_pack(const struct nnb_fconv *layer, const float *weights, const float *bias,
@@ -332,74 +414,94 @@ int nnb_fdwconv_pack(const struct nnb_fconv *layer, const float *weights, const 
     return 0;
 }
 
-/* An image of in, padded, into copy [rows][cols][channels]: each row its
- * zeros on the left, the input's pixels (one copy when the channels need no
+/* Padded row r of an image of in into row [cols][channels]: its zeros on
+ * the left, the input's pixels (one copy when the channels need no
  * rounding up), its zeros on the right; every float written once. */
-static void dw_pad_image(const struct nnb_fconv *c, const struct dw_sizes *d, const float *image,
-                         float *copy) {
+static void dw_pad_row(const struct nnb_fconv *c, const struct dw_sizes *d, const float *image,
+                       int64_t r, float *row) {
     const int64_t ch = d->channels, row_floats = d->cols * ch;
     /* the input's columns in the copy: [left, right) */
     const int64_t left = c->pad_left < d->cols ? c->pad_left : d->cols;
     const int64_t right = c->pad_left + c->in_w < d->cols ? c->pad_left + c->in_w : d->cols;
-    for (int64_t r = 0; r < d->rows; r++) {
-        float *row = copy + r * row_floats;
-        const int64_t in_y = r - c->pad_top;
-        if (in_y < 0 || in_y >= c->in_h || right <= left) {
-            memset(row, 0, (size_t)row_floats * sizeof(float));
-            continue;
-        }
-        const float *source = image + in_y * c->in_w * c->in_c;
-        memset(row, 0, (size_t)(left * ch) * sizeof(float));
-        if (ch == c->in_c) {
-            memcpy(row + left * ch, source, (size_t)((right - left) * ch) * sizeof(float));
-        } else {
-            for (int64_t q = left; q < right; q++) {
-                memcpy(row + q * ch, source + (q - left) * c->in_c,
-                       (size_t)c->in_c * sizeof(float));
-                memset(row + q * ch + c->in_c, 0, (size_t)(ch - c->in_c) * sizeof(float));
-            }
-        }
-        memset(row + right * ch, 0, (size_t)((d->cols - right) * ch) * sizeof(float));
+    const int64_t in_y = r - c->pad_top;
+    if (in_y < 0 || in_y >= c->in_h || right <= left) {
+        memset(row, 0, (size_t)row_floats * sizeof(float));
+        return;
     }
+    const float *source = image + in_y * c->in_w * c->in_c;
+    memset(row, 0, (size_t)(left * ch) * sizeof(float));
+    if (ch == c->in_c) {
+        memcpy(row + left * ch, source, (size_t)((right - left) * ch) * sizeof(float));
+    } else {
+        for (int64_t q = left; q < right; q++) {
+            memcpy(row + q * ch, source + (q - left) * c->in_c, (size_t)c->in_c * sizeof(float));
+            memset(row + q * ch + c->in_c, 0, (size_t)(ch - c->in_c) * sizeof(float));
+        }
+    }
+    memset(row + right * ch, 0, (size_t)((d->cols - right) * ch) * sizeof(float));
 }
 
-/* The plain loop over the padded copy: every shape, and the oracle. */
-static void dw_image_portable(const struct nnb_fconv *c, const struct dw_sizes *d,
-                              const float *packed, const float *copy, float *out) {
-    for (int64_t y = 0; y < c->out_h; y++)
-        for (int64_t x = 0; x < c->out_w; x++, out += c->out_c)
-            for (int64_t ch = 0; ch < c->out_c; ch++) {
-                const float *group = packed + ch / DW_LANES * DW_LANES * (1 + d->taps);
-                const int64_t lane = ch % DW_LANES;
-                float total = group[lane];
-                for (int64_t i = 0, k = 0; i < c->filter_h; i++)
-                    for (int64_t j = 0; j < c->filter_w; j++, k++) {
-                        const int64_t r = y * c->stride_h + i * c->dilation_h;
-                        const int64_t q = x * c->stride_w + j * c->dilation_w;
-                        total += copy[(r * d->cols + q) * d->channels + ch] *
-                                 group[DW_LANES * (1 + k) + lane];
-                    }
-                out[ch] = total < c->lo ? c->lo : total > c->hi ? c->hi : total;
-            }
+/* Whether the windows read the input's rows in place: no padding left or
+ * right and whole vectors of channels (the ring then holds one row of
+ * zeros, for the rows above or below the input). */
+static int dw_in_place(const struct nnb_fconv *c, const struct dw_sizes *d) {
+    return c->pad_left == 0 && d->cols <= c->in_w && c->in_c == d->channels;
+}
+
+/* The rows output row y reads, into rows[0..filter_h): in place (see
+ * dw_in_place), or padded in the ring (copied there when not yet: rows
+ * below *next are). */
+static void dw_ring_rows(const struct nnb_fconv *c, const struct dw_sizes *d, const float *image,
+                         int64_t y, float *ring, int64_t *next, const float **rows) {
+    const int64_t first = y * c->stride_h, row_floats = d->cols * d->channels;
+    if (dw_in_place(c, d)) {
+        for (int64_t i = 0; i < c->filter_h; i++) {
+            const int64_t in_y = first + i * c->dilation_h - c->pad_top;
+            rows[i] = in_y >= 0 && in_y < c->in_h ? image + in_y * c->in_w * c->in_c : ring;
+        }
+        return;
+    }
+    for (int64_t r = first > *next ? first : *next; r < first + d->span; r++)
+        dw_pad_row(c, d, image, r, ring + r % d->span * row_floats);
+    *next = first + d->span;
+    for (int64_t i = 0; i < c->filter_h; i++)
+        rows[i] = ring + (first + i * c->dilation_h) % d->span * row_floats;
+}
+
+/* The plain loop over output row y's padded rows: every shape, and the
+ * oracle. */
+static void dw_row_portable(const struct nnb_fconv *c, const struct dw_sizes *d,
+                            const float *packed, const float *const *rows, float *out) {
+    for (int64_t x = 0; x < c->out_w; x++, out += c->out_c)
+        for (int64_t ch = 0; ch < c->out_c; ch++) {
+            const float *group = packed + ch / DW_LANES * DW_LANES * (1 + d->taps);
+            const int64_t lane = ch % DW_LANES;
+            float total = group[lane];
+            for (int64_t i = 0, k = 0; i < c->filter_h; i++)
+                for (int64_t j = 0; j < c->filter_w; j++, k++) {
+                    const int64_t q = x * c->stride_w + j * c->dilation_w;
+                    total += rows[i][q * d->channels + ch] * group[DW_LANES * (1 + k) + lane];
+                }
+            out[ch] = total < c->lo ? c->lo : total > c->hi ? c->hi : total;
+        }
 }
 
 #ifdef FCONV_X86
-/* PIXELS output pixels from column x of row y, channels 8g..8g+7: every
- * input column q of the block's span loaded once, times the weight of each
- * (pixel p, tap j) with q = p * STRIDE + j.  PIXELS, STRIDE and WIDTH (the
- * filter's) are constants at every call, so the sums and the row's WIDTH
- * weights stay in registers and the tests below fold away. */
+/* PIXELS output pixels of the output row `out` from column x, channels
+ * 8g..8g+7: every input column q of the block's span loaded once, times the
+ * weight of each (pixel p, tap j) with q = p * STRIDE + j.  PIXELS, STRIDE
+ * and WIDTH (the filter's) are constants at every call, so the sums and the
+ * row's WIDTH weights stay in registers and the tests below fold away. */
 TARGET_AVX2 static inline __attribute__((always_inline)) void dw_block_avx2(
-    const struct nnb_fconv *c, const struct dw_sizes *d, const float *group, const float *copy,
-    float *out, int64_t y, int64_t x, int64_t g, __m256i mask, int whole, const int PIXELS,
-    const int STRIDE, const int WIDTH) {
+    const struct nnb_fconv *c, const struct dw_sizes *d, const float *group,
+    const float *const *rows, float *out, int64_t x, int64_t g, __m256i mask, int whole,
+    const int PIXELS, const int STRIDE, const int WIDTH) {
     __m256 acc[DW_PIXELS];
     const __m256 bias = _mm256_loadu_ps(group);
 #pragma GCC unroll 8
     for (int p = 0; p < PIXELS; p++) acc[p] = bias;
     for (int64_t i = 0; i < c->filter_h; i++) {
-        const float *row = copy + ((y * STRIDE + i) * d->cols + x * STRIDE) * d->channels +
-                           g * DW_LANES;
+        const float *row = rows[i] + x * STRIDE * d->channels + g * DW_LANES;
         const float *w = group + DW_LANES * (1 + i * WIDTH);
         __m256 weight[5];
 #pragma GCC unroll 5
@@ -417,7 +519,7 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void dw_block_avx2(
     const __m256 low = _mm256_set1_ps(c->lo), high = _mm256_set1_ps(c->hi);
 #pragma GCC unroll 8
     for (int p = 0; p < PIXELS; p++) {
-        float *o = out + ((y * c->out_w) + x + p) * c->out_c + g * DW_LANES;
+        float *o = out + (x + p) * c->out_c + g * DW_LANES;
         const __m256 v = _mm256_min_ps(high, _mm256_max_ps(low, acc[p]));
         if (whole)
             _mm256_storeu_ps(o, v);
@@ -426,38 +528,38 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void dw_block_avx2(
     }
 }
 
-/* One image: every row, every group of 8 channels, 8 pixels a block, the
- * last block ending at the row's end (overlapping the one before it, its
- * pixels computed again to the same values); a row under 8 pixels in
- * blocks of 4 and then 1. */
-TARGET_AVX2 static inline __attribute__((always_inline)) void dw_rows_avx2(const struct nnb_fconv *c,
-                                                               const struct dw_sizes *d,
-                                                               const float *packed,
-                                                               const float *copy, float *out,
-                                                               const int STRIDE, const int WIDTH) {
+/* One output row: every group of 8 channels, 8 pixels a block, the last
+ * block ending at the row's end (overlapping the one before it, its pixels
+ * computed again to the same values); a row under 8 pixels in blocks of 4
+ * the same way, one under 4 pixel by pixel. */
+TARGET_AVX2 static inline __attribute__((always_inline)) void dw_row_avx2(
+    const struct nnb_fconv *c, const struct dw_sizes *d, const float *packed,
+    const float *const *rows, float *out, const int STRIDE, const int WIDTH) {
     const int64_t groups = d->channels / DW_LANES;
     const int64_t tail = c->out_c - (groups - 1) * DW_LANES; /* the last group's channels */
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)tail),
                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int64_t y = 0; y < c->out_h; y++)
-        for (int64_t g = 0; g < groups; g++) {
-            const float *group = packed + g * DW_LANES * (1 + d->taps);
-            const int whole = g < groups - 1 || tail == DW_LANES;
-            int64_t x = 0;
-            for (; x + DW_PIXELS <= c->out_w; x += DW_PIXELS)
-                dw_block_avx2(c, d, group, copy, out, y, x, g, mask, whole, DW_PIXELS, STRIDE,
-                              WIDTH);
-            if (x < c->out_w && x > 0) { /* a last block overlapping the one before */
-                dw_block_avx2(c, d, group, copy, out, y, c->out_w - DW_PIXELS, g, mask, whole,
-                              DW_PIXELS, STRIDE, WIDTH);
-                continue;
-            }
-            for (; x + DW_PIXELS / 2 <= c->out_w; x += DW_PIXELS / 2)
-                dw_block_avx2(c, d, group, copy, out, y, x, g, mask, whole, DW_PIXELS / 2, STRIDE,
-                              WIDTH);
-            for (; x < c->out_w; x++)
-                dw_block_avx2(c, d, group, copy, out, y, x, g, mask, whole, 1, STRIDE, WIDTH);
+    for (int64_t g = 0; g < groups; g++) {
+        const float *group = packed + g * DW_LANES * (1 + d->taps);
+        const int whole = g < groups - 1 || tail == DW_LANES;
+        int64_t x = 0;
+        for (; x + DW_PIXELS <= c->out_w; x += DW_PIXELS)
+            dw_block_avx2(c, d, group, rows, out, x, g, mask, whole, DW_PIXELS, STRIDE, WIDTH);
+        if (x < c->out_w && x > 0) { /* a last block overlapping the one before */
+            dw_block_avx2(c, d, group, rows, out, c->out_w - DW_PIXELS, g, mask, whole, DW_PIXELS,
+                          STRIDE, WIDTH);
+            continue;
         }
+        for (; x + DW_PIXELS / 2 <= c->out_w; x += DW_PIXELS / 2)
+            dw_block_avx2(c, d, group, rows, out, x, g, mask, whole, DW_PIXELS / 2, STRIDE, WIDTH);
+        if (x < c->out_w && x > 0) { /* likewise a last block of 4 */
+            dw_block_avx2(c, d, group, rows, out, c->out_w - DW_PIXELS / 2, g, mask, whole,
+                          DW_PIXELS / 2, STRIDE, WIDTH);
+            continue;
+        }
+        for (; x < c->out_w; x++)
+            dw_block_avx2(c, d, group, rows, out, x, g, mask, whole, 1, STRIDE, WIDTH);
+    }
 }
 
 /* The shapes with a register loop (stride 1 or 2, 3 or 5 wide, dilation
@@ -469,16 +571,17 @@ static int dw_avx2_shape(const struct nnb_fconv *c) {
     return 1;
 }
 
-TARGET_AVX2 static void dw_image_avx2(const struct nnb_fconv *c, const struct dw_sizes *d,
-                                      const float *packed, const float *copy, float *out) {
+TARGET_AVX2 static void dw_row_avx2_any(const struct nnb_fconv *c, const struct dw_sizes *d,
+                                        const float *packed, const float *const *rows,
+                                        float *out) {
     if (c->stride_w == 1 && c->filter_w == 3)
-        dw_rows_avx2(c, d, packed, copy, out, 1, 3);
+        dw_row_avx2(c, d, packed, rows, out, 1, 3);
     else if (c->stride_w == 2 && c->filter_w == 3)
-        dw_rows_avx2(c, d, packed, copy, out, 2, 3);
+        dw_row_avx2(c, d, packed, rows, out, 2, 3);
     else if (c->stride_w == 1)
-        dw_rows_avx2(c, d, packed, copy, out, 1, 5);
+        dw_row_avx2(c, d, packed, rows, out, 1, 5);
     else
-        dw_rows_avx2(c, d, packed, copy, out, 2, 5);
+        dw_row_avx2(c, d, packed, rows, out, 2, 5);
 }
 #endif
 
@@ -488,7 +591,8 @@ int nnb_fdwconv_run(const struct nnb_fconv *layer, const void *packed, int64_t p
     struct dw_sizes d;
     if (!dw_layer_sizes(layer, &d) || packed == NULL || in == NULL || out == NULL ||
         scratch == NULL || (uintptr_t)packed % sizeof(float) ||
-        (uintptr_t)scratch % sizeof(float) || packed_bytes != nnb_fdwconv_packed_bytes(layer) ||
+        (uintptr_t)scratch % sizeof(const float *) ||
+        packed_bytes != nnb_fdwconv_packed_bytes(layer) ||
         scratch_bytes < nnb_fdwconv_scratch_bytes(layer) || batches < 0 ||
         (batches > 0 && batches > LIMIT / (layer->in_h * layer->in_w * layer->in_c)) ||
         (batches > 0 && batches > LIMIT / (layer->out_h * layer->out_w * layer->out_c)))
@@ -496,17 +600,26 @@ int nnb_fdwconv_run(const struct nnb_fconv *layer, const void *packed, int64_t p
     const int chosen = nnb_fconv_path(path);
     if (chosen < 0) return chosen;
     const int64_t in_size = layer->in_h * layer->in_w * layer->in_c;
-    const int64_t out_size = layer->out_h * layer->out_w * layer->out_c;
-    float *copy = scratch;
-    for (int64_t b = 0; b < batches; b++) {
-        dw_pad_image(layer, &d, in + b * in_size, copy);
+    const int64_t out_row = layer->out_w * layer->out_c;
+    const float **rows = scratch;
+    float *ring = (float *)(rows + layer->filter_h);
 #ifdef FCONV_X86
-        if (chosen == NNB_FCONV_AVX2 && dw_avx2_shape(layer)) {
-            dw_image_avx2(layer, &d, packed, copy, out + b * out_size);
-            continue;
-        }
+    const int vector = chosen == NNB_FCONV_AVX2 && dw_avx2_shape(layer);
 #endif
-        dw_image_portable(layer, &d, packed, copy, out + b * out_size);
+    if (dw_in_place(layer, &d)) memset(ring, 0, (size_t)(d.cols * d.channels) * sizeof(float));
+    for (int64_t b = 0; b < batches; b++) {
+        int64_t next = 0; /* the first padded row not in the ring yet */
+        for (int64_t y = 0; y < layer->out_h; y++) {
+            float *o = out + (b * layer->out_h + y) * out_row;
+            dw_ring_rows(layer, &d, in + b * in_size, y, ring, &next, rows);
+#ifdef FCONV_X86
+            if (vector) {
+                dw_row_avx2_any(layer, &d, packed, rows, o);
+                continue;
+            }
+#endif
+            dw_row_portable(layer, &d, packed, rows, o);
+        }
     }
     return 0;
 }

@@ -418,6 +418,24 @@ static void elementwise(const nnb_plan_step *s, const float *a, const float *b, 
         }                                                                                         \
     } while (0)
 
+/* PRELU's value, x where x >= 0 (or NaN) else x * y, as a select of bits:
+ * written with ?: GCC sinks the product into its branch and, under
+ * -ftrapping-math, will not take it unconditionally again, so the loop
+ * kept a branch (mispredicted on every other element of signed data: 5x
+ * slower than this, which it vectorises). */
+static inline float prelu(float x, float y)
+{
+    const float scaled = x * y;
+    uint32_t bits, scaled_bits;
+    memcpy(&bits, &x, sizeof bits);
+    memcpy(&scaled_bits, &scaled, sizeof scaled_bits);
+    const uint32_t negative = -(uint32_t)(x < 0.0f);
+    bits = (scaled_bits & negative) | (bits & ~negative);
+    float result;
+    memcpy(&result, &bits, sizeof result);
+    return result;
+}
+
 static void broadcast(const nnb_plan_step *s, const float *a, const float *b, float *out)
 {
     const nnb_plan_broadcast *br = s->params;
@@ -431,7 +449,7 @@ static void broadcast(const nnb_plan_step *s, const float *a, const float *b, fl
     case NNB_PLAN_DIV: BROADCAST_LOOPS(x / y); break;
     case NNB_PLAN_MAXIMUM: BROADCAST_LOOPS(maximum(x, y)); break;
     case NNB_PLAN_MINIMUM: BROADCAST_LOOPS(minimum(x, y)); break;
-    default: BROADCAST_LOOPS(x >= 0.0f ? x : x * y); break; /* NNB_PLAN_PRELU */
+    default: BROADCAST_LOOPS(prelu(x, y)); break; /* NNB_PLAN_PRELU */
     }
 }
 

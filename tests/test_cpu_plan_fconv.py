@@ -23,7 +23,7 @@ def packed_everywhere(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Every float convolution on the packed kernels (whatever this CPU's
     measured routes say), and the kinds of every plan table built."""
     monkeypatch.setattr(conv, "float_route", lambda filt, in_shape, win: "fconv")
-    monkeypatch.setattr(conv, "depthwise_route", lambda in_shape, win: "fdwconv")
+    monkeypatch.setattr(conv, "depthwise_route", lambda in_shape, win, filter_hw: "fdwconv")
     kinds: list[int] = []
     build = c_plan.PlanTable.__init__
 

@@ -182,15 +182,19 @@ def test_conv_2d_runs_the_packed_kernel_and_matches_the_old_route(
 
 
 def test_float_route_keeps_narrow_layers_off_the_packed_kernel() -> None:
-    """A score head of 2 channels and a first layer on 3 input channels keep
-    the routes that won them (bench/bench_fconv.py)."""
+    """A score head of 2 channels and a dilated first layer on 3 input channels
+    keep the routes that won them (bench/bench_fconv.py); an undilated first
+    layer runs packed, a filter row a tap."""
     win = Window2D(0, 0, 0, 0, 1, 1, 1, 1, 8, 8)
+    dilated = Window2D(0, 0, 0, 0, 1, 1, 1, 2, 8, 8)
     weights = np.zeros((96, 16), np.float32)
     head = conv._Filter(weights, 1, 1, 2, None)
     wide = conv._Filter(weights, 1, 1, 16, None)
     first = conv._Filter(np.zeros((75, 32), np.float32), 5, 5, 32, None)
     assert conv.float_route(head, (1, 8, 8, 96), win) != "fconv"
-    assert conv.float_route(first, (1, 8, 8, 3), win) == "nnb_conv_f32"
+    assert conv.float_route(first, (1, 8, 8, 3), dilated) == "nnb_conv_f32"
+    packed = "fconv" if vector_path() else "nnb_conv_f32"
+    assert conv.float_route(first, (1, 8, 8, 3), win) == packed
     assert conv.float_route(wide, (1, 8, 8, 96), win) == ("fconv" if vector_path() else "sgemm")
 
 
@@ -263,15 +267,27 @@ def test_depthwise_conv_2d_runs_the_packed_kernel_and_matches_the_old_route(
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_depthwise_route_keeps_strided_and_wide_layers_on_kernels_c() -> None:
+def test_depthwise_route_keeps_padded_strided_and_other_shapes_on_kernels_c() -> None:
+    """Stride 1 (any width and depth) and an unpadded stride 2 run packed; a
+    padded stride 2, a dilated or a 7-wide layer keep kernels.c's loop."""
     one = Window2D(1, 1, 1, 1, 1, 1, 1, 1, 8, 8)
     two = Window2D(1, 1, 1, 1, 2, 2, 1, 1, 4, 4)
+    unpadded = Window2D(0, 0, 0, 0, 2, 2, 1, 1, 3, 3)
+    dilated = Window2D(2, 2, 2, 2, 1, 1, 2, 2, 8, 8)
     packed = "fdwconv" if vector_path() else "nnb_depthwise_conv_f32"
-    assert conv.depthwise_route((1, 8, 8, 64), one) == packed
-    assert conv.depthwise_route((1, 8, 8, 64), two) == "nnb_depthwise_conv_f32"
-    assert conv.depthwise_route((1, 8, 8, 256), one) == "nnb_depthwise_conv_f32"
-    narrow = Window2D(1, 1, 1, 1, 1, 1, 1, 1, 4, 4)
-    assert conv.depthwise_route((1, 4, 4, 64), narrow) == "nnb_depthwise_conv_f32"
+    old = "nnb_depthwise_conv_f32"
+    assert conv.depthwise_route((1, 8, 8, 64), one, (3, 3)) == packed
+    assert conv.depthwise_route((1, 8, 8, 256), one, (5, 5)) == packed
+    assert (
+        conv.depthwise_route((1, 4, 4, 64), Window2D(1, 1, 1, 1, 1, 1, 1, 1, 4, 4), (3, 3))
+        == packed
+    )
+    assert conv.depthwise_route((1, 8, 8, 64), two, (3, 3)) == old
+    assert conv.depthwise_route((1, 7, 7, 64), unpadded, (3, 3)) == packed
+    assert conv.depthwise_route((1, 7, 7, 60), unpadded, (3, 3)) == old  # not whole vectors
+    assert conv.depthwise_route((1, 6, 6, 64), unpadded, (3, 3)) == old  # reaches past the row
+    assert conv.depthwise_route((1, 8, 8, 64), dilated, (3, 3)) == old
+    assert conv.depthwise_route((1, 8, 8, 64), one, (7, 7)) == old
 
 
 def test_float_route_keeps_a_few_pixels_off_the_packed_kernel() -> None:

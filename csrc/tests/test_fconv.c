@@ -6,7 +6,8 @@
  * multiples of 1/4 of at most a few units, so every sum is exact in
  * float32 whatever the order or the FMA: each output must equal a direct
  * loop written here exactly.  A NaN input must come out NaN through the
- * clamp.  Then depthwise layers (nnb_fdwconv_*) the same way.  Usage:
+ * clamp.  Then depthwise layers (nnb_fdwconv_*) the same way, a third of
+ * them with rows the kernel reads in place.  Usage:
  * test_fconv [LAYERS]. */
 #include <errno.h>
 #include <math.h>
@@ -130,6 +131,12 @@ static int check_depthwise_layer(unsigned seed) {
     c.dilation_h = c.dilation_w = common ? 1 : between(1, 2);
     c.pad_top = between(0, 2), c.pad_left = between(0, 2);
     c.out_h = between(1, 8), c.out_w = between(1, 19);
+    if (rand() % 3 == 0) { /* windows inside each row, 8k channels: rows read in place */
+        c.in_c = c.out_c = 8 * between(1, 4), c.pad_left = 0;
+        const int64_t reach = (c.filter_w - 1) * c.dilation_w + 1;
+        c.in_w = between(reach, 20);
+        c.out_w = between(1, (c.in_w - reach) / c.stride_w + 1);
+    }
     c.lo = rand() % 2 ? -INFINITY : (float)between(-4, 0);
     c.hi = rand() % 2 ? INFINITY : (float)between(0, 6);
     const int64_t batches = between(1, 3), n = c.out_c, taps = c.filter_h * c.filter_w;
@@ -198,7 +205,7 @@ static int check_refusals(void) {
     const int64_t packed_bytes = nnb_fconv_packed_bytes(&c);
     float weights[36 * 5] = {0}, bias[5] = {0}, in[36] = {0}, out[45];
     float *packed = malloc((size_t)packed_bytes);
-    void *scratch[64];
+    void *scratch[512];
     int failures = 0;
     failures += nnb_fconv_pack(&c, weights, bias, packed, packed_bytes - 4) != -EINVAL;
     failures += nnb_fconv_pack(&c, weights, bias, packed, packed_bytes) != 0;

@@ -312,7 +312,10 @@ def _packed_route(
         return None
     weights = filt.weights[..., : filt.depth_out]
     if filt.weights.ndim == 3:  # depthwise: [fh, fw, depth]
-        if not multiplier_one or depthwise_route(x.shape, win) != "fdwconv":
+        if (
+            not multiplier_one
+            or depthwise_route(x.shape, win, (filt.filter_h, filt.filter_w)) != "fdwconv"
+        ):
             return None
         return weights.reshape(-1, filt.depth_out)
     return weights if float_route(filt, x.shape, win) == "fconv" else None
@@ -414,7 +417,8 @@ def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
         return None
     if not quantized and not depthwise and float_route(filt, in_shape, plan.window) == "fconv":
         return _packed_kernel(sig, state, filt, in_shape, depthwise=False)
-    if not quantized and depthwise and depthwise_route(in_shape, plan.window) == "fdwconv":
+    hw = (filt.filter_h, filt.filter_w)
+    if not quantized and depthwise and depthwise_route(in_shape, plan.window, hw) == "fdwconv":
         return _packed_kernel(sig, state, filt, in_shape, depthwise=True)
     blas = not depthwise and _pointwise(filt, plan.window) and _blas_wins(in_shape, filt)
     if quantized:
@@ -427,10 +431,12 @@ def _bind_nhwc(sig: OperationSignature, state: _State) -> Kernel | None:
 #: The packed kernels' own overheads, measured per layer shape of the MediaPipe
 #: detectors and landmark models (bench/bench_fconv.py): a tile is 16 output
 #: channels, so a layer of 1-4 channels (a detector's score head) computes
-#: mostly zeros and BLAS or nnb_conv_f32 won it; and a tap of a few input
+#: mostly zeros and BLAS or nnb_conv_f32 won it.  A tap of a few input
 #: channels (a first layer on RGB) is a few FMAs for a tap's worth of
-#: bookkeeping: nnb_conv_f32, which shares one tap's weights over its block
-#: of pixels, won palm_detection's 192x192x3 5x5 layer (1.9 ms against 2.6).
+#: bookkeeping, so such a layer runs a filter row as one tap (fconv.c's
+#: by_rows), dilation 1 across only: then 0.55-0.7x nnb_conv_f32's time on
+#: the five detectors' and landmark models' first layers (palm_detection's
+#: 192x192x3 5x5/2: 1.0 ms against 1.5); dilated, nnb_conv_f32 keeps it.
 #: A layer of under 4 output pixels (iris_landmark's 2x2 -> 1x1 heads) fills
 #: few of a tile's 6 rows.  Everywhere else the packed kernel won: 1.2-1.9x
 #: nnb_conv_f32, 1.0-1.4x BLAS with its numpy bias and clamp.
@@ -446,35 +452,45 @@ def float_route(filt: _Filter, in_shape: tuple[int, ...], win: Any) -> str:
     if (
         fconv.vector_path()
         and filt.depth_out >= FCONV_MIN_DEPTH_OUT
-        and in_shape[3] >= FCONV_MIN_DEPTH_IN
+        and (in_shape[3] >= FCONV_MIN_DEPTH_IN or win.dilation_w == 1)
         and in_shape[0] * win.out_h * win.out_w >= FCONV_MIN_PIXELS
     ):
         return "fconv"
     return "sgemm" if _pointwise(filt, win) and _blas_wins(in_shape, filt) else "nnb_conv_f32"
 
 
-#: Depthwise layers the packed kernel won (bench/bench_fconv.py): stride 1, up
-#: to 96 channels: 1.3-1.8x nnb_depthwise_conv_f32 on face_detection's and
-#: palm_detection's 3x3 and 5x5 layers.  Its padded copy of each image costs
-#: a stride 2 layer 4 input pixels an output (0.55-0.75x), and its 8-channel
-#: groups lost to the 16-channel tiles of kernels.c at 128 channels and up,
-#: and on rows under 8 pixels (iris_landmark's 4x4 and 2x2) the copy costs
-#: more than the loop saves.
-FDWCONV_MAX_DEPTH = 96
-FDWCONV_MIN_WIDTH = 8
+#: Depthwise layers the packed kernel won (bench/bench_fconv.py), of the
+#: shapes its register loop takes (3 or 5 wide, stride 1 or 2, dilation 1):
+#: at stride 1 every such layer of the five MediaPipe detectors and landmark
+#: models, 6x6 to 112x112 pixels, 24 to 1152 channels (0.45-0.8x
+#: nnb_depthwise_conv_f32's time; 0.93 at 14x14x192).  At stride 2 those
+#: read in place (no padding left or right, channels in whole vectors of 8:
+#: pose_detection's, after its PADs; 0.6-0.8x); a stride 2 layer with
+#: padding pays for its padded rows' copy (4 input pixels an output) and
+#: went either way (0.8-1.7x), so kernels.c keeps it.
+FDWCONV_WIDTHS = (3, 5)
 
 
-def depthwise_route(in_shape: tuple[int, ...], win: Any) -> str:
+def depthwise_route(in_shape: tuple[int, ...], win: Any, filter_hw: tuple[int, int]) -> str:
     """The route of a float32 DEPTHWISE_CONV_2D (depth multiplier 1) of an NHWC
-    input: ``"fdwconv"`` (csrc/fconv.c) or ``"nnb_depthwise_conv_f32"`` (kernels.c)."""
+    input and a ``filter_hw`` filter: ``"fdwconv"`` (csrc/fconv.c) or
+    ``"nnb_depthwise_conv_f32"`` (kernels.c)."""
+    fw = filter_hw[1]
     if (
-        fconv.vector_path()
-        and win.stride_h == win.stride_w == 1
-        and in_shape[3] <= FDWCONV_MAX_DEPTH
-        and win.out_w >= FDWCONV_MIN_WIDTH
+        not fconv.vector_path()
+        or fw not in FDWCONV_WIDTHS
+        or not win.stride_h == win.stride_w in (1, 2)
+        or not win.dilation_h == win.dilation_w == 1
     ):
+        return "nnb_depthwise_conv_f32"
+    if win.stride_w == 1:
         return "fdwconv"
-    return "nnb_depthwise_conv_f32"
+    in_place = (
+        win.pad_left == 0
+        and (win.out_w - 1) * win.stride_w + fw <= in_shape[2]
+        and in_shape[3] % 8 == 0
+    )
+    return "fdwconv" if in_place else "nnb_depthwise_conv_f32"
 
 
 def _packed_kernel(
