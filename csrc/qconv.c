@@ -16,7 +16,8 @@
  * int8's pmaddubsw would saturate its int16 pair sums at 2 * 255 * 128).
  * A tile of MR (6) rows x 16 channels keeps its sums in registers over all of
  * K, then runs NNAPI's fixed-point requantization on the vectors and
- * stores 16 bytes a row.
+ * stores 16 bytes a row; the last pixels of a layer (all of a one-pixel
+ * layer's) take a tile of just their rows.
  *
  * Exactness: pack refuses (-ERANGE) a layer whose largest possible sum plus
  * bias could leave int32 (255 * sum |w| + |bias| per channel), so int32
@@ -305,12 +306,16 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void row_pair(const int
     *sum1 = _mm256_add_epi32(*sum1, _mm256_madd_epi16(b, w1));
 }
 
-/* One tile on the AVX2 path, as tile_portable. */
-TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
-                                  const struct sizes *s, const struct packed_view *v, int64_t t,
-                                  const struct nnb_qconv *c, uint8_t *out, int64_t out_stride,
-                                  int64_t channels) {
+/* One tile on the AVX2 path for exactly `rows` (a constant where it is
+ * inlined) output pixels, so that a layer of fewer pixels than MR (a fully
+ * connected layer, a streaming model's one-pixel convolutions) sums only
+ * the rows it stores: an unused row costs as much as a used one. */
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+tile_avx2_rows(const int16_t *const *rows, const int n_rows, const struct sizes *s,
+               const struct packed_view *v, int64_t t, const struct nnb_qconv *c, uint8_t *out,
+               int64_t out_stride, int64_t channels) {
     const int16_t *w = v->weights + t * s->k_even * NR;
+    /* named sums, not an array: gcc keeps an array's vectors on the stack */
     const int16_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3], *r4 = rows[4],
                   *r5 = rows[5];
     __m256i a00 = _mm256_setzero_si256(), a01 = a00, a10 = a00, a11 = a00;
@@ -320,9 +325,12 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
     for (int64_t k = 0; k < pairs; k++) {
         const __m256i w0 = _mm256_loadu_si256((const __m256i *)(w + k * NR * 2));
         const __m256i w1 = _mm256_loadu_si256((const __m256i *)(w + k * NR * 2 + 16));
-        row_pair(r0, k, w0, w1, &a00, &a01), row_pair(r1, k, w0, w1, &a10, &a11);
-        row_pair(r2, k, w0, w1, &a20, &a21), row_pair(r3, k, w0, w1, &a30, &a31);
-        row_pair(r4, k, w0, w1, &a40, &a41), row_pair(r5, k, w0, w1, &a50, &a51);
+        row_pair(r0, k, w0, w1, &a00, &a01);
+        if (n_rows > 1) row_pair(r1, k, w0, w1, &a10, &a11);
+        if (n_rows > 2) row_pair(r2, k, w0, w1, &a20, &a21);
+        if (n_rows > 3) row_pair(r3, k, w0, w1, &a30, &a31);
+        if (n_rows > 4) row_pair(r4, k, w0, w1, &a40, &a41);
+        if (n_rows > 5) row_pair(r5, k, w0, w1, &a50, &a51);
     }
     const __m256i acc[MR][2] = {{a00, a01}, {a10, a11}, {a20, a21},
                                 {a30, a31}, {a40, a41}, {a50, a51}};
@@ -330,7 +338,8 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
     const __m256i zero_point = _mm256_set1_epi32(c->output_zero_point);
     const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
     const int is_signed = c->output_type == NNB_QCONV_INT8;
-    for (int m = 0; m < rows_used; m++) {
+#pragma GCC unroll 6
+    for (int m = 0; m < n_rows; m++) {
         __m256i half[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int h = 0; h < (channels > 8 ? 2 : 1); h++) { /* the second half if stored */
             const int64_t e = q + 8 * h;
@@ -355,6 +364,21 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
             _mm_storeu_si128((__m128i *)tmp, bytes);
             memcpy(out + m * out_stride, tmp, (size_t)channels);
         }
+    }
+}
+
+/* One tile on the AVX2 path, as tile_portable: the instance for its rows. */
+TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
+                                  const struct sizes *s, const struct packed_view *v, int64_t t,
+                                  const struct nnb_qconv *c, uint8_t *out, int64_t out_stride,
+                                  int64_t channels) {
+    switch (rows_used) {
+    case 1: tile_avx2_rows(rows, 1, s, v, t, c, out, out_stride, channels); break;
+    case 2: tile_avx2_rows(rows, 2, s, v, t, c, out, out_stride, channels); break;
+    case 3: tile_avx2_rows(rows, 3, s, v, t, c, out, out_stride, channels); break;
+    case 4: tile_avx2_rows(rows, 4, s, v, t, c, out, out_stride, channels); break;
+    case 5: tile_avx2_rows(rows, 5, s, v, t, c, out, out_stride, channels); break;
+    default: tile_avx2_rows(rows, MR, s, v, t, c, out, out_stride, channels); break;
     }
 }
 #endif
