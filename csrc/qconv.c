@@ -51,6 +51,10 @@ struct sizes {
 };
 
 static int type_range(int32_t type, int32_t *lo, int32_t *hi) {
+    if (type == NNB_QCONV_INT16) {
+        *lo = INT16_MIN, *hi = INT16_MAX;
+        return 1;
+    }
     if (type == NNB_QCONV_UINT8) {
         *lo = 0, *hi = 255;
         return 1;
@@ -64,7 +68,8 @@ static int type_range(int32_t type, int32_t *lo, int32_t *hi) {
 
 static int layer_sizes(const struct nnb_qconv *c, struct sizes *s) {
     int32_t in_lo, in_hi, out_lo, out_hi;
-    if (c == NULL || !type_range(c->input_type, &in_lo, &in_hi) ||
+    if (c == NULL || c->input_type == NNB_QCONV_INT16 ||
+        !type_range(c->input_type, &in_lo, &in_hi) ||
         !type_range(c->output_type, &out_lo, &out_hi))
         return 0;
     const int64_t dims[] = {c->in_h,     c->in_w,       c->in_c,       c->filter_h,
@@ -241,7 +246,12 @@ static void tile_portable(const int16_t *const *rows, int rows_used, const struc
                                     v->right[q], v->right_mask[q]);
             r += c->output_zero_point;
             r = r < c->lo ? c->lo : r > c->hi ? c->hi : r;
-            out[m * out_stride + o] = (uint8_t)r; /* int8 or uint8: the same byte */
+            if (c->output_type == NNB_QCONV_INT16) {
+                const int16_t word = (int16_t)r;
+                memcpy(out + m * out_stride + 2 * o, &word, sizeof word);
+            } else {
+                out[m * out_stride + o] = (uint8_t)r; /* int8 or uint8: the same byte */
+            }
         }
     }
 }
@@ -338,6 +348,7 @@ tile_avx2_rows(const int16_t *const *rows, const int n_rows, const struct sizes 
     const __m256i zero_point = _mm256_set1_epi32(c->output_zero_point);
     const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
     const int is_signed = c->output_type == NNB_QCONV_INT8;
+    const int is_int16 = c->output_type == NNB_QCONV_INT16;
 #pragma GCC unroll 6
     for (int m = 0; m < n_rows; m++) {
         __m256i half[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -350,9 +361,19 @@ tile_avx2_rows(const int16_t *const *rows, const int n_rows, const struct sizes 
             r = _mm256_add_epi32(r, zero_point);
             half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
         }
-        /* 16 int32 in [lo, hi] -> 16 bytes in channel order */
+        /* 16 int32 in [lo, hi] -> 16 int16 (or bytes) in channel order */
         const __m256i words =
             _mm256_permute4x64_epi64(_mm256_packs_epi32(half[0], half[1]), 0xD8);
+        if (is_int16) {
+            if (channels == NR) {
+                _mm256_storeu_si256((__m256i *)(out + m * out_stride), words);
+            } else {
+                int16_t tmp[NR];
+                _mm256_storeu_si256((__m256i *)tmp, words);
+                memcpy(out + m * out_stride, tmp, sizeof(int16_t) * (size_t)channels);
+            }
+            continue;
+        }
         const __m128i w_lo = _mm256_castsi256_si128(words);
         const __m128i w_hi = _mm256_extracti128_si256(words, 1);
         const __m128i bytes =
@@ -396,6 +417,7 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
                                                             uint8_t *out, int16_t *scratch,
                                                             tile_fn *tile) {
     const int64_t tiles = s->n_padded / NR;
+    const int64_t out_bytes = c->output_type == NNB_QCONV_INT16 ? 2 : 1; /* an element's */
     int64_t b = 0, y = 0, x = 0; /* the next pixel's, counted (no division a pixel) */
     for (int64_t p = 0; p < pixels; p += MR) {
         const int used = pixels - p < MR ? (int)(pixels - p) : MR;
@@ -411,7 +433,8 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
         }
         for (int64_t t = 0; t < tiles; t++) {
             const int64_t channels = c->out_c - t * NR < NR ? c->out_c - t * NR : NR;
-            tile(rows, used, s, v, t, c, out + p * c->out_c + t * NR, c->out_c, channels);
+            tile(rows, used, s, v, t, c, out + (p * c->out_c + t * NR) * out_bytes,
+                 c->out_c * out_bytes, channels);
         }
     }
 }
@@ -490,7 +513,8 @@ struct dw_sizes {
 
 static int dw_sizes(const struct nnb_qconv *c, struct dw_sizes *d) {
     struct sizes s;
-    if (!layer_sizes(c, &s) || c->in_c != c->out_c) return 0;
+    if (!layer_sizes(c, &s) || c->in_c != c->out_c || c->output_type == NNB_QCONV_INT16)
+        return 0;
     d->taps = c->filter_h * c->filter_w;
     d->pairs = (d->taps + 1) / 2;
     d->n_padded = s.n_padded;
