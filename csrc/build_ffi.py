@@ -1,8 +1,9 @@
 """Builds ``nnburst._native`` (cffi, out-of-line API mode) from ``csrc/``.
 
 The cdef is cut from the marked regions of the contract headers (status.h,
-fmq.h, kernels.h, plan.h, qconv.h, fconv.h, burst_fast.h), so the headers are the only place the C
-API is written down.  ``python csrc/build_ffi.py --stub`` writes ``nnburst/_native.pyi``
+fmq.h, kernels.h, plan.h, qconv.h, qlstm.h, fconv.h, burst_fast.h), so the headers
+are the only place the C API is written down.  ``python csrc/build_ffi.py --stub``
+writes ``nnburst/_native.pyi``
 from the same regions; tests/test_native_stub.py checks the stub against them.
 """
 
@@ -21,7 +22,9 @@ from cffi import FFI
 HERE = Path(__file__).resolve().parent
 #: The contracts, in the order their cdef regions are read (status first:
 #: the other two name its codes).
-HEADERS = ["status.h", "fmq.h", "kernels.h", "qconv.h", "fconv.h", "plan.h", "burst_fast.h"]
+HEADERS = [
+    "status.h", "fmq.h", "kernels.h", "qconv.h", "qlstm.h", "fconv.h", "plan.h", "burst_fast.h",
+]  # fmt: skip
 SOURCES = [
     "fmq.c",
     "fmq_blocking.c",
@@ -30,6 +33,7 @@ SOURCES = [
     "heap.c",
     "plan.c",
     "qconv.c",
+    "qlstm.c",
     "fconv.c",
     "burst_fast.c",
 ]
@@ -66,7 +70,8 @@ def native_signatures() -> tuple[list[str], dict[str, tuple[list[tuple[str, str]
     body = re.sub(r"/\*.*?\*/", " ", body, flags=re.S)  # pycparser reads no comments
     prelude = "".join(
         f"typedef int {t};\n"
-        for t in ("size_t", "int64_t", "uint64_t", "int32_t", "uint32_t", "uint8_t", "uintptr_t")
+        for t in ("size_t", "int64_t", "uint64_t", "int32_t", "uint32_t", "int16_t", "uint8_t")
+        + ("uintptr_t",)
     )
     tree = c_parser.CParser().parse(prelude + body)
 

@@ -182,7 +182,8 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
             q->batches * l->out_h >= DIM_LIMIT || l->out_w * l->out_c >= DIM_LIMIT)
             return 0;
         *a = q->batches * l->in_h * l->in_w * l->in_c;
-        *out = q->batches * l->out_h * l->out_w * l->out_c;
+        *out = q->batches * l->out_h * l->out_w * l->out_c *
+               (l->output_type == NNB_QCONV_INT16 ? 2 : 1); /* an element's bytes */
         *b = q->scratch_bytes;
         return 1;
     }

@@ -16,7 +16,8 @@
  * int8's pmaddubsw would saturate its int16 pair sums at 2 * 255 * 128).
  * A tile of MR (6) rows x 16 channels keeps its sums in registers over all of
  * K, then runs NNAPI's fixed-point requantization on the vectors and
- * stores 16 bytes a row.
+ * stores 16 bytes a row; the last pixels of a layer (all of a one-pixel
+ * layer's) take a tile of just their rows.
  *
  * Exactness: pack refuses (-ERANGE) a layer whose largest possible sum plus
  * bias could leave int32 (255 * sum |w| + |bias| per channel), so int32
@@ -50,6 +51,10 @@ struct sizes {
 };
 
 static int type_range(int32_t type, int32_t *lo, int32_t *hi) {
+    if (type == NNB_QCONV_INT16) {
+        *lo = INT16_MIN, *hi = INT16_MAX;
+        return 1;
+    }
     if (type == NNB_QCONV_UINT8) {
         *lo = 0, *hi = 255;
         return 1;
@@ -63,7 +68,8 @@ static int type_range(int32_t type, int32_t *lo, int32_t *hi) {
 
 static int layer_sizes(const struct nnb_qconv *c, struct sizes *s) {
     int32_t in_lo, in_hi, out_lo, out_hi;
-    if (c == NULL || !type_range(c->input_type, &in_lo, &in_hi) ||
+    if (c == NULL || c->input_type == NNB_QCONV_INT16 ||
+        !type_range(c->input_type, &in_lo, &in_hi) ||
         !type_range(c->output_type, &out_lo, &out_hi))
         return 0;
     const int64_t dims[] = {c->in_h,     c->in_w,       c->in_c,       c->filter_h,
@@ -240,7 +246,12 @@ static void tile_portable(const int16_t *const *rows, int rows_used, const struc
                                     v->right[q], v->right_mask[q]);
             r += c->output_zero_point;
             r = r < c->lo ? c->lo : r > c->hi ? c->hi : r;
-            out[m * out_stride + o] = (uint8_t)r; /* int8 or uint8: the same byte */
+            if (c->output_type == NNB_QCONV_INT16) {
+                const int16_t word = (int16_t)r;
+                memcpy(out + m * out_stride + 2 * o, &word, sizeof word);
+            } else {
+                out[m * out_stride + o] = (uint8_t)r; /* int8 or uint8: the same byte */
+            }
         }
     }
 }
@@ -305,12 +316,16 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void row_pair(const int
     *sum1 = _mm256_add_epi32(*sum1, _mm256_madd_epi16(b, w1));
 }
 
-/* One tile on the AVX2 path, as tile_portable. */
-TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
-                                  const struct sizes *s, const struct packed_view *v, int64_t t,
-                                  const struct nnb_qconv *c, uint8_t *out, int64_t out_stride,
-                                  int64_t channels) {
+/* One tile on the AVX2 path for exactly `rows` (a constant where it is
+ * inlined) output pixels, so that a layer of fewer pixels than MR (a fully
+ * connected layer, a streaming model's one-pixel convolutions) sums only
+ * the rows it stores: an unused row costs as much as a used one. */
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+tile_avx2_rows(const int16_t *const *rows, const int n_rows, const struct sizes *s,
+               const struct packed_view *v, int64_t t, const struct nnb_qconv *c, uint8_t *out,
+               int64_t out_stride, int64_t channels) {
     const int16_t *w = v->weights + t * s->k_even * NR;
+    /* named sums, not an array: gcc keeps an array's vectors on the stack */
     const int16_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3], *r4 = rows[4],
                   *r5 = rows[5];
     __m256i a00 = _mm256_setzero_si256(), a01 = a00, a10 = a00, a11 = a00;
@@ -320,9 +335,12 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
     for (int64_t k = 0; k < pairs; k++) {
         const __m256i w0 = _mm256_loadu_si256((const __m256i *)(w + k * NR * 2));
         const __m256i w1 = _mm256_loadu_si256((const __m256i *)(w + k * NR * 2 + 16));
-        row_pair(r0, k, w0, w1, &a00, &a01), row_pair(r1, k, w0, w1, &a10, &a11);
-        row_pair(r2, k, w0, w1, &a20, &a21), row_pair(r3, k, w0, w1, &a30, &a31);
-        row_pair(r4, k, w0, w1, &a40, &a41), row_pair(r5, k, w0, w1, &a50, &a51);
+        row_pair(r0, k, w0, w1, &a00, &a01);
+        if (n_rows > 1) row_pair(r1, k, w0, w1, &a10, &a11);
+        if (n_rows > 2) row_pair(r2, k, w0, w1, &a20, &a21);
+        if (n_rows > 3) row_pair(r3, k, w0, w1, &a30, &a31);
+        if (n_rows > 4) row_pair(r4, k, w0, w1, &a40, &a41);
+        if (n_rows > 5) row_pair(r5, k, w0, w1, &a50, &a51);
     }
     const __m256i acc[MR][2] = {{a00, a01}, {a10, a11}, {a20, a21},
                                 {a30, a31}, {a40, a41}, {a50, a51}};
@@ -330,7 +348,9 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
     const __m256i zero_point = _mm256_set1_epi32(c->output_zero_point);
     const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
     const int is_signed = c->output_type == NNB_QCONV_INT8;
-    for (int m = 0; m < rows_used; m++) {
+    const int is_int16 = c->output_type == NNB_QCONV_INT16;
+#pragma GCC unroll 6
+    for (int m = 0; m < n_rows; m++) {
         __m256i half[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int h = 0; h < (channels > 8 ? 2 : 1); h++) { /* the second half if stored */
             const int64_t e = q + 8 * h;
@@ -341,9 +361,19 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
             r = _mm256_add_epi32(r, zero_point);
             half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
         }
-        /* 16 int32 in [lo, hi] -> 16 bytes in channel order */
+        /* 16 int32 in [lo, hi] -> 16 int16 (or bytes) in channel order */
         const __m256i words =
             _mm256_permute4x64_epi64(_mm256_packs_epi32(half[0], half[1]), 0xD8);
+        if (is_int16) {
+            if (channels == NR) {
+                _mm256_storeu_si256((__m256i *)(out + m * out_stride), words);
+            } else {
+                int16_t tmp[NR];
+                _mm256_storeu_si256((__m256i *)tmp, words);
+                memcpy(out + m * out_stride, tmp, sizeof(int16_t) * (size_t)channels);
+            }
+            continue;
+        }
         const __m128i w_lo = _mm256_castsi256_si128(words);
         const __m128i w_hi = _mm256_extracti128_si256(words, 1);
         const __m128i bytes =
@@ -355,6 +385,21 @@ TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
             _mm_storeu_si128((__m128i *)tmp, bytes);
             memcpy(out + m * out_stride, tmp, (size_t)channels);
         }
+    }
+}
+
+/* One tile on the AVX2 path, as tile_portable: the instance for its rows. */
+TARGET_AVX2 static void tile_avx2(const int16_t *const *rows, int rows_used,
+                                  const struct sizes *s, const struct packed_view *v, int64_t t,
+                                  const struct nnb_qconv *c, uint8_t *out, int64_t out_stride,
+                                  int64_t channels) {
+    switch (rows_used) {
+    case 1: tile_avx2_rows(rows, 1, s, v, t, c, out, out_stride, channels); break;
+    case 2: tile_avx2_rows(rows, 2, s, v, t, c, out, out_stride, channels); break;
+    case 3: tile_avx2_rows(rows, 3, s, v, t, c, out, out_stride, channels); break;
+    case 4: tile_avx2_rows(rows, 4, s, v, t, c, out, out_stride, channels); break;
+    case 5: tile_avx2_rows(rows, 5, s, v, t, c, out, out_stride, channels); break;
+    default: tile_avx2_rows(rows, MR, s, v, t, c, out, out_stride, channels); break;
     }
 }
 #endif
@@ -372,6 +417,7 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
                                                             uint8_t *out, int16_t *scratch,
                                                             tile_fn *tile) {
     const int64_t tiles = s->n_padded / NR;
+    const int64_t out_bytes = c->output_type == NNB_QCONV_INT16 ? 2 : 1; /* an element's */
     int64_t b = 0, y = 0, x = 0; /* the next pixel's, counted (no division a pixel) */
     for (int64_t p = 0; p < pixels; p += MR) {
         const int used = pixels - p < MR ? (int)(pixels - p) : MR;
@@ -387,7 +433,8 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
         }
         for (int64_t t = 0; t < tiles; t++) {
             const int64_t channels = c->out_c - t * NR < NR ? c->out_c - t * NR : NR;
-            tile(rows, used, s, v, t, c, out + p * c->out_c + t * NR, c->out_c, channels);
+            tile(rows, used, s, v, t, c, out + (p * c->out_c + t * NR) * out_bytes,
+                 c->out_c * out_bytes, channels);
         }
     }
 }
@@ -466,7 +513,8 @@ struct dw_sizes {
 
 static int dw_sizes(const struct nnb_qconv *c, struct dw_sizes *d) {
     struct sizes s;
-    if (!layer_sizes(c, &s) || c->in_c != c->out_c) return 0;
+    if (!layer_sizes(c, &s) || c->in_c != c->out_c || c->output_type == NNB_QCONV_INT16)
+        return 0;
     d->taps = c->filter_h * c->filter_w;
     d->pairs = (d->taps + 1) / 2;
     d->n_padded = s.n_padded;

@@ -30,10 +30,13 @@
  * point steps are the NNAPI reference's (a saturating left shift by
  * max(shift, 0), gemmlowp's SaturatingRoundingDoublingHighMul, then
  * RoundingDivideByPOT by max(-shift, 0)).  Data is NHWC, uint8 or int8
- * (NNB_QCONV_UINT8, NNB_QCONV_INT8).  A fully connected layer is the 1x1
- * case: in_h = in_w = out_h = out_w = 1, in_c its input size. */
+ * (NNB_QCONV_UINT8, NNB_QCONV_INT8); the output of a dense layer may also be
+ * NNB_QCONV_INT16 (a quantized LSTM's gates: two bytes an element, zero
+ * point and clamp in int16).  A fully connected layer is the 1x1 case: in_h =
+ * in_w = out_h = out_w = 1, in_c its input size. */
 #define NNB_QCONV_UINT8 1
 #define NNB_QCONV_INT8 2
+#define NNB_QCONV_INT16 3
 struct nnb_qconv {
     int64_t in_h, in_w, in_c;
     int64_t filter_h, filter_w, stride_h, stride_w, dilation_h, dilation_w;
@@ -59,8 +62,8 @@ int64_t nnb_qconv_scratch_bytes(const struct nnb_qconv *layer);
 int nnb_qconv_pack(const struct nnb_qconv *layer, const int32_t *weights, const int32_t *bias,
                    const int32_t *multipliers, const int32_t *shifts, int per_channel,
                    void *packed, int64_t packed_bytes);
-/* The layer over `batches` images: in [batches, in_h, in_w, in_c] and out
- * [batches, out_h, out_w, out_c] bytes; scratch of at least
+/* The layer over `batches` images: in [batches, in_h, in_w, in_c] bytes and
+ * out [batches, out_h, out_w, out_c] elements of the output type; scratch of at least
  * nnb_qconv_scratch_bytes, its contents anything.  Calls may run at once on
  * one packed layer (each with its own scratch). */
 int nnb_qconv_run(const struct nnb_qconv *layer, const void *packed, int64_t packed_bytes,
@@ -69,7 +72,7 @@ int nnb_qconv_run(const struct nnb_qconv *layer, const void *packed, int64_t pac
 /* Depthwise convolution, depth multiplier 1 (in_c == out_c): out[b, y, x, c]
  * as above with the sum over i, j of (in[..., c] - input_zero_point) *
  * weights[i*filter_w + j, c]; weights [filter_h*filter_w, out_c], at most
- * 256 taps.  Functions as their nnb_qconv_ counterparts. */
+ * 256 taps, 8-bit output.  Functions as their nnb_qconv_ counterparts. */
 int64_t nnb_qdwconv_packed_bytes(const struct nnb_qconv *layer);
 int64_t nnb_qdwconv_scratch_bytes(const struct nnb_qconv *layer);
 int nnb_qdwconv_pack(const struct nnb_qconv *layer, const int32_t *weights, const int32_t *bias,

@@ -70,6 +70,7 @@ class _Lib:
     NNB_QUANT_MUL: int
     NNB_QCONV_UINT8: int
     NNB_QCONV_INT8: int
+    NNB_QCONV_INT16: int
     NNB_QCONV_BEST: int
     NNB_QCONV_PORTABLE: int
     NNB_QCONV_AVX2: int
@@ -281,6 +282,24 @@ class _Lib:
         packed_bytes: int,
         in_: CData,
         batches: int,
+        out: CData,
+        scratch: CData,
+        scratch_bytes: int,
+        path: int,
+    ) -> int: ...
+    def nnb_qlstm16_scratch_bytes(self, gates: CData) -> int: ...
+    def nnb_qlstm16_run(
+        self,
+        gates: CData,
+        packed: CData,
+        packed_bytes: int,
+        logistic: CData,
+        tanh: CData,
+        x: CData,
+        prev_out: CData,
+        prev_cell: CData,
+        batches: int,
+        cell: CData,
         out: CData,
         scratch: CData,
         scratch_bytes: int,

@@ -1,7 +1,8 @@
 /* The quantized convolution kernels (qconv.c), dense and depthwise, under
  * ASan and UBSan: random
  * layers (paddings, strides, dilations, channel counts off the 16-channel
- * tile, pixel counts off the 4-pixel tile, uint8 and int8, per-channel and
+ * tile, pixel counts off the 6-pixel tile, uint8 and int8 (and int16 out of
+ * the dense kernel), per-channel and
  * per-tensor multipliers with left and right shifts), every buffer
  * allocated at exactly the size the layer promises, on every path this CPU
  * runs, each output checked against a direct loop written here.  Usage:
@@ -42,13 +43,22 @@ static int check_layer(unsigned seed, int depthwise) {
     /* any output size: windows past the input read the zero point */
     c.out_h = between(1, 8), c.out_w = between(1, 8), c.out_c = between(1, 40);
     if (depthwise) c.in_c = c.out_c;
-    c.input_type = between(1, 2), c.output_type = between(1, 2);
+    /* int16 output (a quantized LSTM's gates) for dense layers only */
+    c.input_type = between(1, 2), c.output_type = between(1, depthwise ? 2 : 3);
     const int32_t in_lo = c.input_type == NNB_QCONV_UINT8 ? 0 : -128;
     const int32_t out_lo = c.output_type == NNB_QCONV_UINT8 ? 0 : -128;
     c.input_zero_point = (int32_t)between(in_lo, in_lo + 255);
-    c.output_zero_point = (int32_t)between(out_lo, out_lo + 255);
-    c.lo = (int32_t)between(out_lo, out_lo + 60);
-    c.hi = (int32_t)between(c.lo, out_lo + 255);
+    if (c.output_type == NNB_QCONV_INT16) {
+        /* often the full range, as the LSTM's gates; else any clamp */
+        c.output_zero_point = (int32_t)between(-2, 1) * (int32_t)between(0, 9000);
+        const int full = (int)between(0, 1);
+        c.lo = full ? INT16_MIN : (int32_t)between(INT16_MIN, 0);
+        c.hi = full ? INT16_MAX : (int32_t)between(c.lo, INT16_MAX);
+    } else {
+        c.output_zero_point = (int32_t)between(out_lo, out_lo + 255);
+        c.lo = (int32_t)between(out_lo, out_lo + 60);
+        c.hi = (int32_t)between(c.lo, out_lo + 255);
+    }
     const int64_t batches = between(1, 3), n = c.out_c;
     const int64_t k = c.filter_h * c.filter_w * (depthwise ? 1 : c.in_c);
     const int per_channel = (int)between(0, 1);
@@ -65,7 +75,8 @@ static int check_layer(unsigned seed, int depthwise) {
         shifts[i] = (int32_t)between(-20, 2);
     }
     const int64_t in_bytes = batches * c.in_h * c.in_w * c.in_c;
-    const int64_t out_bytes = batches * c.out_h * c.out_w * c.out_c;
+    const int64_t elem = c.output_type == NNB_QCONV_INT16 ? 2 : 1;
+    const int64_t out_bytes = batches * c.out_h * c.out_w * c.out_c * elem;
     uint8_t *in = malloc((size_t)in_bytes);
     for (int64_t i = 0; i < in_bytes; i++) in[i] = (uint8_t)rand();
     const int64_t packed_bytes =
@@ -121,9 +132,13 @@ static int check_layer(unsigned seed, int depthwise) {
                         int64_t want = requantize(total, multipliers[q], shifts[q]) +
                                        c.output_zero_point;
                         want = want < c.lo ? c.lo : want > c.hi ? c.hi : want;
-                        const uint8_t byte = out[((b * c.out_h + y) * c.out_w + x) * n + o];
-                        const int64_t got =
-                            c.output_type == NNB_QCONV_INT8 ? (int8_t)byte : byte;
+                        const int64_t at = ((b * c.out_h + y) * c.out_w + x) * n + o;
+                        int16_t word = 0;
+                        if (c.output_type == NNB_QCONV_INT16)
+                            memcpy(&word, out + 2 * at, sizeof word);
+                        const int64_t got = c.output_type == NNB_QCONV_INT16 ? word
+                                            : c.output_type == NNB_QCONV_INT8 ? (int8_t)out[at]
+                                                                              : out[at];
                         if (got != want) {
                             fprintf(stderr,
                                     "seed %u path %d depthwise %d: out[%ld,%ld,%ld,%ld] %ld != "
@@ -166,6 +181,11 @@ static int check_refusals(void) {
                 -ENOTSUP;
     c.lo = 10, c.hi = 5;
     failures += nnb_qconv_packed_bytes(&c) != -EINVAL;
+    c.lo = 0, c.hi = 255;
+    c.input_type = NNB_QCONV_INT16; /* an output type only */
+    failures += nnb_qconv_packed_bytes(&c) != -EINVAL;
+    c.input_type = NNB_QCONV_UINT8, c.output_type = NNB_QCONV_INT16, c.in_c = c.out_c = 2;
+    failures += nnb_qconv_packed_bytes(&c) <= 0 || nnb_qdwconv_packed_bytes(&c) != -EINVAL;
     free(packed);
     if (failures) fprintf(stderr, "%d refusals failed\n", failures);
     return failures;

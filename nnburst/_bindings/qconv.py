@@ -30,6 +30,8 @@ PATH_AVX2 = lib.NNB_QCONV_AVX2
 _DEPTHWISE_MAX_TAPS = 256
 
 _TYPES = {np.dtype(np.uint8): lib.NNB_QCONV_UINT8, np.dtype(np.int8): lib.NNB_QCONV_INT8}
+#: Output types: the 8-bit ones, and int16 of a dense layer (a quantized LSTM's gates).
+_OUT_TYPES: dict[np.dtype, int] = {**_TYPES, np.dtype(np.int16): lib.NNB_QCONV_INT16}
 
 
 class _Window(NamedTuple):
@@ -118,7 +120,7 @@ class QuantConv:
         depth_out = int(bias.shape[0])
         self.depthwise = depthwise
         self.in_dtype, self.out_dtype = np.dtype(in_type[0]), np.dtype(out_type[0])
-        if self.in_dtype not in _TYPES or self.out_dtype not in _TYPES:
+        if self.in_dtype not in _TYPES or self.out_dtype not in _OUT_TYPES:
             raise NotExactError(f"quantized conv of {self.in_dtype} to {self.out_dtype}")
         if depthwise and filter_hw[0] * filter_hw[1] > _DEPTHWISE_MAX_TAPS:
             raise NotExactError(f"a depthwise window of {filter_hw[0]}x{filter_hw[1]} taps")
@@ -147,7 +149,7 @@ class QuantConv:
                 "out_c": depth_out,
                 "input_type": _TYPES[self.in_dtype],
                 "input_zero_point": in_type[1],
-                "output_type": _TYPES[self.out_dtype],
+                "output_type": _OUT_TYPES[self.out_dtype],
                 "output_zero_point": out_type[1],
                 "lo": bounds[0],
                 "hi": bounds[1],

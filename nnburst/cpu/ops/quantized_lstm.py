@@ -27,8 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from ..._bindings.qlstm import QuantLstm16
 from ...codes import OperandCode, OperationCode
-from ..registry import ExecutionContext, OperationSignature, register
+from ...errors import BadDataError
+from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .arguments import (
     constant_scalar,
     maybe_omitted,
@@ -281,6 +283,49 @@ def _prepare_q16(sig: OperationSignature) -> _Packed | None:
         return None
     units, input_size = first.shape
     return _pack_q16(sig, lambda i: np.asarray(values[i]), units, input_size)
+
+
+def _bind_q16(sig: OperationSignature, packed: _Packed | None) -> Kernel | None:
+    """Constant weights: each step is one C call (``_bindings/qlstm.py``: the gate
+    sums in exact int32, the cell update in C) where ``_execute_q16`` took a
+    float BLAS product and ~40 numpy passes; None for weights the C kernel cannot
+    sum exactly, which keep ``_execute_q16``."""
+    if packed is None:
+        return None
+    try:
+        step = QuantLstm16(
+            packed.weights.astype(np.int64),
+            packed.bias,
+            packed.multiplier,
+            packed.shift,
+            _table(_logistic16, 3),
+            _table(_tanh16, 3),
+        )
+    except BadDataError:  # NotExactError: sums that could leave int32
+        return None
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x, prev_cell, prev_out = inputs[0], inputs[13], inputs[14]
+        if (
+            type(x) is np.ndarray
+            and type(prev_cell) is np.ndarray
+            and type(prev_out) is np.ndarray
+            and x.dtype == np.uint8
+            and prev_out.dtype == np.uint8
+            and prev_cell.dtype == np.int16
+            and x.ndim == 2
+            and x.shape[1] == step.input_size
+            and prev_out.shape == prev_cell.shape == (x.shape[0], step.units)
+        ):
+            cell, out = step(
+                np.ascontiguousarray(x),
+                np.ascontiguousarray(prev_out),
+                np.ascontiguousarray(prev_cell),
+            )
+            return [cell, out]
+        return _execute_q16(ExecutionContext(sig, inputs, packed))  # checks and explains
+
+    return kernel
 
 
 def _execute_q16(ctx: ExecutionContext) -> list[np.ndarray]:
@@ -586,5 +631,6 @@ register(
     validate=_validate_q16,
     execute=_execute_q16,
     prepare=_prepare_q16,
+    bind=_bind_q16,
 )
 register(OperationCode.QUANTIZED_LSTM, validate=_validate_qlstm, execute=_execute_qlstm)
