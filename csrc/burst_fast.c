@@ -29,7 +29,7 @@ void nnb_burst_fast_stop(nnb_burst_fast_t *f) { __atomic_store_n(&f->stop, 1, __
 /* The one call of the plan (its signature is plan.h's to change). */
 static int run_plan(const nnb_burst_fast_t *f) {
     return nnb_plan_run(f->steps, f->step_count, f->arena, f->arena_bytes, f->tensors,
-                        f->tensor_bytes, f->tensor_count);
+                        f->tensor_bytes, f->tensor_count, 0);
 }
 
 /* The request in rt->reply is the armed one, and may be served here. */
