@@ -431,7 +431,7 @@ class Runner:
                     np.copyto(buffer, exact_input(info, buffer.dtype, value).reshape(buffer.shape))
             self._compute()
             for before, after in self._carry:
-                np.copyto(before, after)
+                before[...] = after  # np.copyto's work without its dispatch
             # Fresh arrays the caller owns.  A file's scalar is a [1] operand: given
             # back with the file's shape; int64 outputs ran as int32 (NNAPI has no
             # int64): back in the file's type.

@@ -91,12 +91,21 @@ def test_a_timeout_stops_a_planned_model_inside_its_c_plan(monkeypatch, measure)
         expected = run(0)
         assert not np.isnan(expected).any()
         np.testing.assert_array_equal(run(100 * SECOND), expected)
-        with pytest.raises(nn.NNError, match="inside a C plan") as caught:
-            run(1)  # passed before the plan's first step
-        assert caught.value.code in (
-            nn.ResultCode.MISSED_DEADLINE_TRANSIENT,
-            nn.ResultCode.MISSED_DEADLINE_PERSISTENT,
-        )
+        execution = nn.Execution(compilation)
+        execution.set_reusable(True)
+        execution.set_input(0, image)
+        execution.set_output(0, np.empty_like(image))
+        execution.set_measure_timing(measure)
+        execution.set_timeout(1)  # passed before the plan's first step
+        for _ in range(3):  # the driver binds the plan to the request at the second
+            with pytest.raises(nn.NNError, match="inside a C plan") as caught:
+                execution.compute()
+            assert caught.value.code in (
+                nn.ResultCode.MISSED_DEADLINE_TRANSIENT,
+                nn.ResultCode.MISSED_DEADLINE_PERSISTENT,
+            )
+        assert (execution._direct._bound is None) == measure  # the driver's
+        execution.close()
         np.testing.assert_array_equal(run(0), expected)  # still usable afterwards
 
 

@@ -125,3 +125,21 @@ def test_the_runner_returns_arrays_of_its_own_each_call() -> None:
             runner(a.astype(np.float64), b)
         with pytest.raises(BadDataError, match=r"expected shape \[3, 4\]"):
             runner(a[:2], b)
+
+
+def test_a_memory_closed_after_binding_fails_the_computation_clearly() -> None:
+    work = runtime_paths.add_mul_model()
+    with cpu_compilation(work.model) as compilation:
+        memory = nn.Memory.create_shared(256)
+        execution = nn.Execution(compilation)
+        execution.set_reusable(True)
+        execution.set_input_from_memory(0, memory, 0, 48)
+        execution.set_input(1, work.inputs[1])
+        execution.set_output_from_memory(0, memory, 64, 48)
+        for _ in range(3):
+            execution.compute()
+        assert execution._direct._bound is not None  # the driver's: bound to the memory
+        memory.close()
+        with pytest.raises(nn.NNError, match="a memory of the request was closed"):
+            execution.compute()
+        execution.close()

@@ -194,8 +194,7 @@ class PlanTable:
 
     Arenas are kept between runs, one per concurrent caller: a run takes one
     from the pool (a list's pop and append are atomic under the GIL) and
-    gives it back, so nothing is allocated once the model is warm; each comes
-    with the array of buffer pointers a run fills in."""
+    gives it back, so no arena is allocated once the model is warm."""
 
     def __init__(self, steps: Sequence[PlanStep], buffer_bytes: Sequence[int], arena_bytes: int):
         table: Any = ffi.new("nnb_plan_step[]", len(steps))  # its fields are set below
@@ -217,7 +216,7 @@ class PlanTable:
         #: the buffers some step writes (by position): a bound one must be writable
         self.written = frozenset(-1 - s.out for s in steps if s.out < 0)
         self._arena_bytes = arena_bytes
-        self._arenas: list[tuple[np.ndarray, Any, Any]] = []
+        self._arenas: list[tuple[np.ndarray, Any]] = []
         rc = lib.nnb_plan_check(table, self._count, arena_bytes, self._bytes, self._buffers)
         if rc:
             raise BadDataError(f"the C plan refuses its tables ({rc}): a step reaches outside")
@@ -230,12 +229,8 @@ class PlanTable:
             raise BadDataError(f"the C plan takes {self._buffers} buffers, got {len(buffers)}")
         arenas = self._arenas
         arena = arenas.pop() if arenas else self._new_arena()
-        pointers = arena[2]
+        pointers = ffi.new("void *[]", [ffi.from_buffer(b) for b in buffers])
         try:
-            # from_buffer's objects hold the buffers until the call returns
-            held = [ffi.from_buffer(b) for b in buffers]
-            for i, buffer in enumerate(held):
-                pointers[i] = buffer
             rc = lib.nnb_plan_run(
                 self._table, self._count, arena[1], self._arena_bytes, pointers, self._bytes,
                 self._buffers, deadline_ns or 0,
@@ -250,11 +245,11 @@ class PlanTable:
         checks and pointers a :meth:`run` takes every call are taken once."""
         return BoundPlan(self, buffers)
 
-    def _new_arena(self) -> tuple[np.ndarray, Any, Any]:
+    def _new_arena(self) -> tuple[np.ndarray, Any]:
         memory = np.empty(self._arena_bytes + ALIGN, np.uint8)
         start = -memory.ctypes.data % ALIGN
         arena = memory[start : start + self._arena_bytes]
-        return memory, ffi.from_buffer(arena), ffi.new("void *[]", max(self._buffers, 1))
+        return memory, ffi.from_buffer(arena)
 
 
 def _plan_error(rc: int) -> Exception:
@@ -294,7 +289,7 @@ class BoundPlan:
         self._table = table
         self._held: list[Any] | None = [ffi.from_buffer(b) for b in buffers]
         self._pointers = ffi.new("void *[]", self._held)
-        memory, self._arena, _ = table._new_arena()
+        memory, self._arena = table._new_arena()
         self._memory = memory
         self._run = lib.nnb_plan_run
         self._arguments = (table._table, table._count)

@@ -362,13 +362,16 @@ class CpuExecution(IExecution):
         #: the whole model as one C call from the inputs into the fixed
         #: outputs (executor.PreparedSubgraph.bind), or None
         self._bound: BoundPlan | None = None
+        #: whether the next computation binds: the second one does (binding
+        #: costs more than a run, wasted on an execution computed once)
+        self._bind_next = False
+        self._bindable = False
         try:
             views = [pool_view(pool) for pool in request.pools]
             self._inputs = prepared.input_arrays(request, views)
             self._targets = prepared.output_views(request, views)
             self._fix_outputs(prepared)
-            if self._fixed is not None and not self._loops:
-                self._bound = prepared.executor.main.bind(self._inputs, self._fixed)
+            self._bindable = self._fixed is not None and not self._loops and not self._measure
         except _InvalidRequest as exc:
             logger.debug("invalid request: %s", exc)
             self._invalid = f"invalid request: {exc}"
@@ -405,6 +408,16 @@ class CpuExecution(IExecution):
         if bound is not None:
             bound.close()
 
+    def _bind(self) -> BoundPlan | None:
+        """Bind the model to the request at the second computation (None before)."""
+        if not self._bind_next:
+            self._bind_next = True
+            return None
+        self._bindable = False  # one try
+        assert self._fixed is not None
+        self._bound = self._prepared.executor.main.bind(self._inputs, self._fixed)
+        return self._bound
+
     def _failed(self, status: ErrorStatus, reason: str) -> ExecutionResult:
         """A failed computation's result; its reason kept for the runtime's error."""
         self._prepared._failure = reason
@@ -419,7 +432,9 @@ class CpuExecution(IExecution):
         if deadline_ns is not None and time.monotonic_ns() > deadline_ns:
             return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], NO_TIMING
         bound = self._bound
-        if bound is not None and not self._measure:
+        if bound is None and self._bindable:
+            bound = self._bind()
+        if bound is not None:
             try:  # the outputs written in place: nothing to copy
                 tracing.call(_DRIVER, _COMPUTATION, "execute", bound.run, deadline_ns)
             except NNError as exc:
