@@ -418,13 +418,30 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
                                                             tile_fn *tile) {
     const int64_t tiles = s->n_padded / NR;
     const int64_t out_bytes = c->output_type == NNB_QCONV_INT16 ? 2 : 1; /* an element's */
+    /* A pointwise layer (1x1, stride 1, no padding, the input's size, even
+     * in_c): the window rows of the MR pixels are the MR input pixels
+     * themselves, one run of bytes widened in one loop, no window to walk. */
+    const int pointwise = c->filter_h == 1 && c->filter_w == 1 && c->stride_h == 1 &&
+                          c->stride_w == 1 && c->pad_top == 0 && c->pad_left == 0 &&
+                          c->out_h == c->in_h && c->out_w == c->in_w && s->k == s->k_even;
+    const int is_signed = c->input_type == NNB_QCONV_INT8;
+    const int16_t zero_point = (int16_t)c->input_zero_point;
     int64_t b = 0, y = 0, x = 0; /* the next pixel's, counted (no division a pixel) */
     for (int64_t p = 0; p < pixels; p += MR) {
         const int used = pixels - p < MR ? (int)(pixels - p) : MR;
         const int16_t *rows[MR];
+        if (pointwise) {
+            const uint8_t *restrict src = in + p * s->k;
+            int16_t *restrict d = scratch;
+            const int64_t n = used * s->k;
+            if (is_signed)
+                for (int64_t q = 0; q < n; q++) d[q] = (int16_t)((int8_t)src[q] - zero_point);
+            else
+                for (int64_t q = 0; q < n; q++) d[q] = (int16_t)(src[q] - zero_point);
+        }
         for (int m = 0; m < MR; m++) {
             rows[m] = scratch + (m < used ? m : used - 1) * s->k_even;
-            if (m >= used) continue;
+            if (m >= used || pointwise) continue;
             window_row(c, s, in, b, y, x, scratch + m * s->k_even);
             if (++x == c->out_w) {
                 x = 0;
