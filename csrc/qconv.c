@@ -696,13 +696,16 @@ dw_pixel_avx2_typed(const struct nnb_qconv *c, const struct dw_sizes *d,
     }
 }
 
-TARGET_AVX2 static void dw_pixel_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
-                                      const struct packed_view *v,
-                                      const uint8_t *const *pixels, uint8_t *out) {
-    if (c->input_type == NNB_QCONV_INT8)
-        dw_pixel_avx2_typed(c, d, v, pixels, out, 1);
-    else
-        dw_pixel_avx2_typed(c, d, v, pixels, out, 0);
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pixel_avx2_int8(const struct nnb_qconv *c, const struct dw_sizes *d,
+                   const struct packed_view *v, const uint8_t *const *pixels, uint8_t *out) {
+    dw_pixel_avx2_typed(c, d, v, pixels, out, 1);
+}
+
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pixel_avx2_uint8(const struct nnb_qconv *c, const struct dw_sizes *d,
+                    const struct packed_view *v, const uint8_t *const *pixels, uint8_t *out) {
+    dw_pixel_avx2_typed(c, d, v, pixels, out, 0);
 }
 #endif
 
@@ -713,6 +716,60 @@ typedef void dw_pixel_fn(const struct nnb_qconv *c, const struct dw_sizes *d,
 /* Most taps a window may have on the stack's list of tap pixels; a larger
  * window is refused (-EINVAL) by nnb_qdwconv_run. */
 #define DW_MAX_TAPS 256
+
+/* Every output pixel: its taps' input pixels (or the zero-point pixel
+ * outside the input), then `pixel` on them.  Inlined into each path with its
+ * pixel function, so that the pixel's code is inlined too and its constants
+ * are set once a layer, not once a pixel.  The input rows of an output row
+ * are found once a row. */
+static inline __attribute__((always_inline)) void dw_loops(const struct nnb_qconv *c,
+                                                           const struct dw_sizes *d,
+                                                           const struct packed_view *v,
+                                                           const uint8_t *in, int64_t batches,
+                                                           uint8_t *out, dw_pixel_fn *pixel) {
+    const uint8_t *pixels[DW_MAX_TAPS];
+    const uint8_t *rows[DW_MAX_TAPS]; /* filter row i's input row, or NULL outside */
+    const int64_t image_bytes = c->in_h * c->in_w * c->in_c;
+    uint8_t *o = out;
+    for (int64_t b = 0; b < batches; b++) {
+        const uint8_t *image = in + b * image_bytes;
+        for (int64_t y = 0; y < c->out_h; y++) {
+            for (int64_t i = 0; i < c->filter_h; i++) {
+                const int64_t iy = y * c->stride_h + i * c->dilation_h - c->pad_top;
+                rows[i] = iy < 0 || iy >= c->in_h ? NULL : image + iy * c->in_w * c->in_c;
+            }
+            for (int64_t x = 0; x < c->out_w; x++, o += c->out_c) {
+                const uint8_t **tap = pixels;
+                const int64_t x0 = x * c->stride_w - c->pad_left;
+                for (int64_t i = 0; i < c->filter_h; i++)
+                    for (int64_t j = 0; j < c->filter_w; j++) {
+                        const int64_t ix = x0 + j * c->dilation_w;
+                        *tap++ = rows[i] == NULL || ix < 0 || ix >= c->in_w
+                                     ? d->zero_points
+                                     : rows[i] + ix * c->in_c;
+                    }
+                pixel(c, d, v, pixels, o);
+            }
+        }
+    }
+}
+
+static void dw_run_portable(const struct nnb_qconv *c, const struct dw_sizes *d,
+                            const struct packed_view *v, const uint8_t *in, int64_t batches,
+                            uint8_t *out) {
+    dw_loops(c, d, v, in, batches, out, dw_pixel_portable);
+}
+
+#ifdef QCONV_X86
+TARGET_AVX2 static void dw_run_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
+                                    const struct packed_view *v, const uint8_t *in,
+                                    int64_t batches, uint8_t *out) {
+    if (c->input_type == NNB_QCONV_INT8)
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_int8);
+    else
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_uint8);
+}
+#endif
 
 int nnb_qdwconv_run(const struct nnb_qconv *layer, const void *packed, int64_t packed_bytes,
                     const void *in, int64_t batches, void *out, void *scratch,
@@ -729,35 +786,17 @@ int nnb_qdwconv_run(const struct nnb_qconv *layer, const void *packed, int64_t p
     if (chosen < 0) return chosen;
     struct sizes s = {0, 0, d.n_padded};
     const struct packed_view v = view_of(packed, &s);
-    dw_pixel_fn *pixel = dw_pixel_portable;
-#ifdef QCONV_X86
-    if (chosen == NNB_QCONV_AVX2) pixel = dw_pixel_avx2;
-#endif
     uint8_t *zero_points = scratch;
     memset(zero_points, (uint8_t)layer->input_zero_point, (size_t)d.n_padded);
     const int64_t image_bytes = layer->in_h * layer->in_w * layer->in_c;
     d.zero_points = zero_points;
     d.in_end = (uintptr_t)in + (uintptr_t)(batches * image_bytes);
-    const uint8_t *pixels[DW_MAX_TAPS];
-    const struct nnb_qconv *c = layer;
-    uint8_t *o = out;
-    for (int64_t b = 0; b < batches; b++) {
-        const uint8_t *image = (const uint8_t *)in + b * image_bytes;
-        for (int64_t y = 0; y < c->out_h; y++)
-            for (int64_t x = 0; x < c->out_w; x++, o += c->out_c) {
-                /* each tap's input pixel, or the zero-point pixel outside */
-                const uint8_t **tap = pixels;
-                for (int64_t i = 0; i < c->filter_h; i++) {
-                    const int64_t iy = y * c->stride_h + i * c->dilation_h - c->pad_top;
-                    for (int64_t j = 0; j < c->filter_w; j++) {
-                        const int64_t ix = x * c->stride_w + j * c->dilation_w - c->pad_left;
-                        *tap++ = iy < 0 || iy >= c->in_h || ix < 0 || ix >= c->in_w
-                                     ? zero_points
-                                     : image + (iy * c->in_w + ix) * c->in_c;
-                    }
-                }
-                pixel(c, &d, &v, pixels, o);
-            }
+#ifdef QCONV_X86
+    if (chosen == NNB_QCONV_AVX2) {
+        dw_run_avx2(layer, &d, &v, in, batches, out);
+        return 0;
     }
+#endif
+    dw_run_portable(layer, &d, &v, in, batches, out);
     return 0;
 }
