@@ -182,6 +182,24 @@ static inline int32_t requantized(int32_t total, int32_t multiplier, int32_t lef
     return (high >> right) + ((high & mask) > threshold);
 }
 
+/* d[0..run) = src[0..run) as int16 minus the zero point.  A path may write
+ * up to 16 elements past run, and read 16 bytes from src, where `room`
+ * says both stay inside their buffers: a window's runs are short (3x3x3:
+ * 9 bytes), and a loop of 9 scalar steps cost more than the tile's sums. */
+typedef void widen_fn(const uint8_t *src, int16_t *d, int64_t run, int16_t zero_point,
+                      int is_signed, int room);
+
+static inline __attribute__((always_inline)) void widen_portable(const uint8_t *restrict src,
+                                                                 int16_t *restrict d,
+                                                                 int64_t run, int16_t zero_point,
+                                                                 int is_signed, int room) {
+    (void)room;
+    if (is_signed)
+        for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)((int8_t)src[ch] - zero_point);
+    else
+        for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)(src[ch] - zero_point);
+}
+
 /* The row of output pixel (b, y, x): its window
  * as int16 x - zero point, taps outside the input 0, padded with 0 to
  * k_even.  Inlined into each path's loop, so that the copy is vectorised
@@ -190,7 +208,10 @@ static inline __attribute__((always_inline)) void window_row(const struct nnb_qc
                                                              const struct sizes *s,
                                                              const uint8_t *in, int64_t b,
                                                              int64_t y, int64_t x,
-                                                             int16_t *restrict row) {
+                                                             int16_t *restrict row,
+                                                             const uint8_t *in_end,
+                                                             const int16_t *row_end,
+                                                             widen_fn *widen) {
     const int64_t in_c = c->in_c;
     const uint8_t *image = in + b * c->in_h * c->in_w * in_c;
     const int16_t zero_point = (int16_t)c->input_zero_point;
@@ -216,11 +237,8 @@ static inline __attribute__((always_inline)) void window_row(const struct nnb_qc
                 continue;
             }
             const uint8_t *restrict src = image + (iy * c->in_w + ix) * in_c;
-            if (is_signed)
-                for (int64_t ch = 0; ch < run; ch++)
-                    d[ch] = (int16_t)((int8_t)src[ch] - zero_point);
-            else
-                for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)(src[ch] - zero_point);
+            const int room = src + run + 16 <= in_end && d + run + 16 <= row_end;
+            widen(src, d, run, zero_point, is_signed, room);
         }
     }
     if (s->k_even > s->k) row[s->k] = 0;
@@ -314,6 +332,23 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void row_pair(const int
     const __m256i b = _mm256_set1_epi32(pair);
     *sum0 = _mm256_add_epi32(*sum0, _mm256_madd_epi16(b, w0));
     *sum1 = _mm256_add_epi32(*sum1, _mm256_madd_epi16(b, w1));
+}
+
+/* widen_portable with 16 elements a step, the last step a whole one too
+ * where there is room (else the rest one by one). */
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+widen_avx2(const uint8_t *restrict src, int16_t *restrict d, int64_t run, int16_t zero_point,
+           int is_signed, int room) {
+    const __m256i zp = _mm256_set1_epi16(zero_point);
+    int64_t ch = 0;
+    const int64_t whole = room ? run : run - 15;
+    for (; ch < whole; ch += 16) {
+        const __m128i bytes = _mm_loadu_si128((const __m128i *)(src + ch));
+        const __m256i words =
+            is_signed ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
+        _mm256_storeu_si256((__m256i *)(d + ch), _mm256_sub_epi16(words, zp));
+    }
+    widen_portable(src + ch, d + ch, run - ch, zero_point, is_signed, 0);
 }
 
 /* One tile on the AVX2 path for exactly `rows` (a constant where it is
@@ -415,7 +450,9 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
                                                             const struct packed_view *v,
                                                             const uint8_t *in, int64_t pixels,
                                                             uint8_t *out, int16_t *scratch,
-                                                            tile_fn *tile) {
+                                                            tile_fn *tile, widen_fn *widen) {
+    const uint8_t *in_end = in + pixels / (c->out_h * c->out_w) * c->in_h * c->in_w * c->in_c;
+    const int16_t *scratch_end = scratch + MR * s->k_even;
     const int64_t tiles = s->n_padded / NR;
     const int64_t out_bytes = c->output_type == NNB_QCONV_INT16 ? 2 : 1; /* an element's */
     /* A pointwise layer (1x1, stride 1, no padding, the input's size, even
@@ -442,7 +479,7 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
         for (int m = 0; m < MR; m++) {
             rows[m] = scratch + (m < used ? m : used - 1) * s->k_even;
             if (m >= used || pointwise) continue;
-            window_row(c, s, in, b, y, x, scratch + m * s->k_even);
+            window_row(c, s, in, b, y, x, scratch + m * s->k_even, in_end, scratch_end, widen);
             if (++x == c->out_w) {
                 x = 0;
                 if (++y == c->out_h) y = 0, b++;
@@ -459,14 +496,14 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
 static void run_portable(const struct nnb_qconv *c, const struct sizes *s,
                          const struct packed_view *v, const uint8_t *in, int64_t pixels,
                          uint8_t *out, int16_t *scratch) {
-    run_layer(c, s, v, in, pixels, out, scratch, tile_portable);
+    run_layer(c, s, v, in, pixels, out, scratch, tile_portable, widen_portable);
 }
 
 #ifdef QCONV_X86
 TARGET_AVX2 static void run_avx2(const struct nnb_qconv *c, const struct sizes *s,
                                  const struct packed_view *v, const uint8_t *in, int64_t pixels,
                                  uint8_t *out, int16_t *scratch) {
-    run_layer(c, s, v, in, pixels, out, scratch, tile_avx2);
+    run_layer(c, s, v, in, pixels, out, scratch, tile_avx2, widen_avx2);
 }
 #endif
 
