@@ -614,7 +614,10 @@ int nnb_qdwconv_pack(const struct nnb_qconv *layer, const int32_t *weights, cons
     int32_t *p = packed;
     int16_t *w = (int16_t *)(p + PARAMS * np);
     for (int64_t e = 0; e < np; e++) {
-        const int64_t o = e / NR * NR + LANE[e % NR]; /* the channel at lane e */
+        /* the channel at lane e; a layer of 8 channels has them twice, so
+         * that a tile can sum two pixels at once (dw_pixel_pair_avx2) */
+        const int64_t lane_channel = e / NR * NR + LANE[e % NR];
+        const int64_t o = n == 8 && lane_channel >= 8 ? lane_channel - 8 : lane_channel;
         const int64_t j = o >= n ? -1 : per_channel ? o : 0;
         int32_t *b = p, *m = p + np, *left = p + 2 * np, *right = p + 3 * np, *mask = p + 4 * np;
         b[e] = j < 0 ? 0 : bias[o];
@@ -622,7 +625,7 @@ int nnb_qdwconv_pack(const struct nnb_qconv *layer, const int32_t *weights, cons
         left[e] = j < 0 || shifts[j] < 0 ? 0 : shifts[j];
         right[e] = j < 0 || shifts[j] > 0 ? 0 : -shifts[j];
         mask[e] = (int32_t)(((int64_t)1 << right[e]) - 1);
-        if (o >= n) continue;
+        if (j < 0) continue;
         int16_t *tile = w + (e / NR) * d.pairs * NR * 2;
         for (int64_t t = 0; t < d.taps; t++)
             tile[(t / 2) * NR * 2 + (e % NR) * 2 + t % 2] = (int16_t)weights[t * n + o];
@@ -746,6 +749,55 @@ dw_pixel_avx2_uint8(const struct nnb_qconv *c, const struct dw_sizes *d,
 }
 #endif
 
+#ifdef QCONV_X86
+/* Two output pixels of a layer of 8 channels in one tile: pixel a's
+ * channels in lanes 0-7, b's in 8-15 (the packed tile has the 8 channels'
+ * weights and parameters twice), stored as 16 bytes at out: a and b are
+ * adjacent pixels of an output row. */
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pixel_pair_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
+                   const struct packed_view *v, const uint8_t *const *a,
+                   const uint8_t *const *b, uint8_t *out, const int is_signed) {
+    const __m256i zero_point = _mm256_set1_epi16((int16_t)c->input_zero_point);
+    const __m256i out_zero_point = _mm256_set1_epi32(c->output_zero_point);
+    const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
+    const int16_t *w = v->weights;
+    __m256i acc_lo = _mm256_setzero_si256(), acc_hi = acc_lo;
+    for (int64_t pair = 0; pair < d->pairs; pair++) {
+        const int64_t t0 = 2 * pair, t1 = t0 + 1 < d->taps ? t0 + 1 : t0;
+        const __m128i bytes0 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a[t0]),
+                                                  _mm_loadl_epi64((const __m128i *)b[t0]));
+        const __m128i bytes1 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a[t1]),
+                                                  _mm_loadl_epi64((const __m128i *)b[t1]));
+        const __m256i x0 = _mm256_sub_epi16(
+            is_signed ? _mm256_cvtepi8_epi16(bytes0) : _mm256_cvtepu8_epi16(bytes0), zero_point);
+        const __m256i x1 = _mm256_sub_epi16(
+            is_signed ? _mm256_cvtepi8_epi16(bytes1) : _mm256_cvtepu8_epi16(bytes1), zero_point);
+        const __m256i w_lo = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2));
+        const __m256i w_hi = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2 + 16));
+        acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), w_lo));
+        acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), w_hi));
+    }
+    const __m256i acc[2] = {acc_lo, acc_hi};
+    __m256i half[2];
+    for (int h = 0; h < 2; h++) {
+        const int64_t e = 8 * h;
+        const __m256i total =
+            _mm256_add_epi32(acc[h], _mm256_loadu_si256((const __m256i *)(v->bias + e)));
+        __m256i r = requantized_avx2(total, v->multiplier + e, v->left + e, v->right + e,
+                                     v->right_mask + e, v->any_left);
+        r = _mm256_add_epi32(r, out_zero_point);
+        half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
+    }
+    const __m256i words = _mm256_packs_epi32(half[0], half[1]);
+    const __m128i w_lo = _mm256_castsi256_si128(words);
+    const __m128i w_hi = _mm256_extracti128_si256(words, 1);
+    const __m128i bytes = c->output_type == NNB_QCONV_INT8 ? _mm_packs_epi16(w_lo, w_hi)
+                                                           : _mm_packus_epi16(w_lo, w_hi);
+    _mm_storeu_si128((__m128i *)out, bytes);
+}
+#endif
+
 typedef void dw_pixel_fn(const struct nnb_qconv *c, const struct dw_sizes *d,
                          const struct packed_view *v, const uint8_t *const *pixels,
                          uint8_t *out);
@@ -759,12 +811,31 @@ typedef void dw_pixel_fn(const struct nnb_qconv *c, const struct dw_sizes *d,
  * pixel function, so that the pixel's code is inlined too and its constants
  * are set once a layer, not once a pixel.  The input rows of an output row
  * are found once a row. */
+typedef void dw_pair_fn(const struct nnb_qconv *c, const struct dw_sizes *d,
+                        const struct packed_view *v, const uint8_t *const *a,
+                        const uint8_t *const *b, uint8_t *out);
+
+/* The taps of output pixel x of a row whose filter rows start at rows[]. */
+static inline __attribute__((always_inline)) void dw_taps(const struct nnb_qconv *c,
+                                                          const struct dw_sizes *d,
+                                                          const uint8_t *const *rows, int64_t x,
+                                                          const uint8_t **tap) {
+    const int64_t x0 = x * c->stride_w - c->pad_left;
+    for (int64_t i = 0; i < c->filter_h; i++)
+        for (int64_t j = 0; j < c->filter_w; j++) {
+            const int64_t ix = x0 + j * c->dilation_w;
+            *tap++ = rows[i] == NULL || ix < 0 || ix >= c->in_w ? d->zero_points
+                                                                : rows[i] + ix * c->in_c;
+        }
+}
+
 static inline __attribute__((always_inline)) void dw_loops(const struct nnb_qconv *c,
                                                            const struct dw_sizes *d,
                                                            const struct packed_view *v,
                                                            const uint8_t *in, int64_t batches,
-                                                           uint8_t *out, dw_pixel_fn *pixel) {
-    const uint8_t *pixels[DW_MAX_TAPS];
+                                                           uint8_t *out, dw_pixel_fn *pixel,
+                                                           dw_pair_fn *pair) {
+    const uint8_t *pixels[DW_MAX_TAPS], *second[DW_MAX_TAPS];
     const uint8_t *rows[DW_MAX_TAPS]; /* filter row i's input row, or NULL outside */
     const int64_t image_bytes = c->in_h * c->in_w * c->in_c;
     uint8_t *o = out;
@@ -775,16 +846,15 @@ static inline __attribute__((always_inline)) void dw_loops(const struct nnb_qcon
                 const int64_t iy = y * c->stride_h + i * c->dilation_h - c->pad_top;
                 rows[i] = iy < 0 || iy >= c->in_h ? NULL : image + iy * c->in_w * c->in_c;
             }
-            for (int64_t x = 0; x < c->out_w; x++, o += c->out_c) {
-                const uint8_t **tap = pixels;
-                const int64_t x0 = x * c->stride_w - c->pad_left;
-                for (int64_t i = 0; i < c->filter_h; i++)
-                    for (int64_t j = 0; j < c->filter_w; j++) {
-                        const int64_t ix = x0 + j * c->dilation_w;
-                        *tap++ = rows[i] == NULL || ix < 0 || ix >= c->in_w
-                                     ? d->zero_points
-                                     : rows[i] + ix * c->in_c;
-                    }
+            int64_t x = 0;
+            if (pair != NULL)
+                for (; x + 1 < c->out_w; x += 2, o += 2 * c->out_c) {
+                    dw_taps(c, d, rows, x, pixels);
+                    dw_taps(c, d, rows, x + 1, second);
+                    pair(c, d, v, pixels, second, o);
+                }
+            for (; x < c->out_w; x++, o += c->out_c) {
+                dw_taps(c, d, rows, x, pixels);
                 pixel(c, d, v, pixels, o);
             }
         }
@@ -794,17 +864,36 @@ static inline __attribute__((always_inline)) void dw_loops(const struct nnb_qcon
 static void dw_run_portable(const struct nnb_qconv *c, const struct dw_sizes *d,
                             const struct packed_view *v, const uint8_t *in, int64_t batches,
                             uint8_t *out) {
-    dw_loops(c, d, v, in, batches, out, dw_pixel_portable);
+    dw_loops(c, d, v, in, batches, out, dw_pixel_portable, NULL);
 }
 
 #ifdef QCONV_X86
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pair_avx2_int8(const struct nnb_qconv *c, const struct dw_sizes *d,
+                  const struct packed_view *v, const uint8_t *const *a, const uint8_t *const *b,
+                  uint8_t *out) {
+    dw_pixel_pair_avx2(c, d, v, a, b, out, 1);
+}
+
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pair_avx2_uint8(const struct nnb_qconv *c, const struct dw_sizes *d,
+                   const struct packed_view *v, const uint8_t *const *a, const uint8_t *const *b,
+                   uint8_t *out) {
+    dw_pixel_pair_avx2(c, d, v, a, b, out, 0);
+}
+
 TARGET_AVX2 static void dw_run_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
                                     const struct packed_view *v, const uint8_t *in,
                                     int64_t batches, uint8_t *out) {
-    if (c->input_type == NNB_QCONV_INT8)
-        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_int8);
+    const int is_signed = c->input_type == NNB_QCONV_INT8;
+    if (c->out_c == 8 && is_signed)
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_int8, dw_pair_avx2_int8);
+    else if (c->out_c == 8)
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_uint8, dw_pair_avx2_uint8);
+    else if (is_signed)
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_int8, NULL);
     else
-        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_uint8);
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_uint8, NULL);
 }
 #endif
 
