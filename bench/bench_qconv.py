@@ -1,9 +1,10 @@
 """The int32 quantized convolution kernels (csrc/qconv.c): per layer and per model.
 
-``python bench/bench_qconv.py layers [MODEL.tflite ...]``: every CONV_2D and
-FULLY_CONNECTED shape of the models, timed in turns on each kernel path and
-on the float route it replaces (nnb_conv_f32 on a shifted float32 copy, then
-nnb_requantize_f32), as GOP/s (2 ops a multiply-add, padding taps counted)
+``python bench/bench_qconv.py layers [MODEL.tflite ...]``: every CONV_2D,
+DEPTHWISE_CONV_2D and FULLY_CONNECTED shape of the models and the gate sums of
+their QUANTIZED_16BIT_LSTM cells (int16 out), timed in turns on each kernel
+path and on the float route it replaces (nnb_conv_f32 on a shifted float32 copy,
+then nnb_requantize_f32; none for the gates), as GOP/s (2 ops a multiply-add, padding taps counted)
 against the machine's peak for pmaddwd: 2 a cycle x 16 multiply-adds on
 Zen 3/4 at the clock /proc/cpuinfo reports.
 
@@ -96,6 +97,8 @@ def layer_calls(
     for path in available_paths():
         conv = QuantConv((h, w, c), *args, path, layer["depthwise"])  # type: ignore[arg-type]
         calls.append((f"int32 {PATH_NAMES[path]}", functools.partial(conv, x)))
+    if np.dtype(out_dtype) == np.int16:
+        return calls  # a quantized LSTM's gates: the float route has no int16 output
     o = layer["bias"].shape[0]
     weights = np.asarray(layer["weights"], np.float32)
     padded = np.zeros((weights.shape[0], -(-o // TILE) * TILE), np.float32)
@@ -114,6 +117,8 @@ def layer_label(layer: dict[str, Any]) -> str:
     h, w, c = layer["in_hwc"]
     win = layer["win"] or Window2D(0, 0, 0, 0, 1, 1, 1, 1, 1, 1)
     kind = "dw" if layer["depthwise"] else "fc" if layer["win"] is None else "conv"
+    if np.dtype(layer["out_type"][0]) == np.int16:
+        kind = "lstm gates"
     fh, fw = layer["filter_hw"]
     return (f"{kind} {h}x{w}x{c} -> {win.out_h}x{win.out_w}x{layer['bias'].shape[0]}"
             f" {fh}x{fw}/{win.stride_h}")  # fmt: skip
@@ -163,14 +168,16 @@ def bench_layers(models: list[Path], seconds: float) -> None:
                 continue
             seen.add(label)
             calls = layer_calls(layer, rng)
-            if header is None:
-                header = "".join(f"{name:>24}" for name, _ in calls)
+            columns = "".join(f"{name:>24}" for name, _ in calls)
+            if columns != header:  # the LSTM gates have no float route column
+                header = columns
                 print(f"{'layer (in -> out, filter/stride)':<40}{header}")
-            rows = time_in_turns(calls, seconds)
+            times = time_in_turns(calls, seconds)
             cells = []
-            for row in rows:
-                gops = 2 * multiply_adds(layer) / (row.p50_us * 1000)
-                cells.append(f"{row.p50_us:8.1f} {gops:6.1f} {100 * gops / peak:5.1f}%")
+            for name, _ in calls:
+                p50_us = float(np.median(times[name])) / 1000
+                gops = 2 * multiply_adds(layer) / (p50_us * 1000)
+                cells.append(f"{p50_us:8.1f} {gops:6.1f} {100 * gops / peak:5.1f}%")
             print(f"{label:<40}" + "".join(f"{c:>24}" for c in cells))
 
 
@@ -193,11 +200,12 @@ def bench_models(models: list[Path], seconds: float) -> None:
             litert = litert_runner(model)
             if litert is not None:
                 calls.insert(0, ("LiteRT in-process", functools.partial(litert, *inputs)))
-            rows = time_in_turns(calls, seconds)
-        base = rows[0].p50_us
+            times = time_in_turns(calls, seconds)
+        p50s = {name: float(np.median(ns)) / 1000 for name, ns in times.items()}
+        base = p50s[calls[0][0]]
         print(f"\n{path.name} ({time.strftime('%H:%M:%S')})")
-        for row in rows:
-            print(f"  {row.name:<24} p50 {row.p50_us:8.1f} us   x{row.p50_us / base:5.2f}")
+        for name, p50_us in p50s.items():
+            print(f"  {name:<24} p50 {p50_us:8.1f} us   x{p50_us / base:5.2f}")
 
 
 def main(argv: list[str]) -> None:

@@ -182,6 +182,24 @@ static inline int32_t requantized(int32_t total, int32_t multiplier, int32_t lef
     return (high >> right) + ((high & mask) > threshold);
 }
 
+/* d[0..run) = src[0..run) as int16 minus the zero point.  A path may write
+ * up to 16 elements past run, and read 16 bytes from src, where `room`
+ * says both stay inside their buffers: a window's runs are short (3x3x3:
+ * 9 bytes), and a loop of 9 scalar steps cost more than the tile's sums. */
+typedef void widen_fn(const uint8_t *src, int16_t *d, int64_t run, int16_t zero_point,
+                      int is_signed, int room);
+
+static inline __attribute__((always_inline)) void widen_portable(const uint8_t *restrict src,
+                                                                 int16_t *restrict d,
+                                                                 int64_t run, int16_t zero_point,
+                                                                 int is_signed, int room) {
+    (void)room;
+    if (is_signed)
+        for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)((int8_t)src[ch] - zero_point);
+    else
+        for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)(src[ch] - zero_point);
+}
+
 /* The row of output pixel (b, y, x): its window
  * as int16 x - zero point, taps outside the input 0, padded with 0 to
  * k_even.  Inlined into each path's loop, so that the copy is vectorised
@@ -190,7 +208,10 @@ static inline __attribute__((always_inline)) void window_row(const struct nnb_qc
                                                              const struct sizes *s,
                                                              const uint8_t *in, int64_t b,
                                                              int64_t y, int64_t x,
-                                                             int16_t *restrict row) {
+                                                             int16_t *restrict row,
+                                                             const uint8_t *in_end,
+                                                             const int16_t *row_end,
+                                                             widen_fn *widen) {
     const int64_t in_c = c->in_c;
     const uint8_t *image = in + b * c->in_h * c->in_w * in_c;
     const int16_t zero_point = (int16_t)c->input_zero_point;
@@ -216,11 +237,8 @@ static inline __attribute__((always_inline)) void window_row(const struct nnb_qc
                 continue;
             }
             const uint8_t *restrict src = image + (iy * c->in_w + ix) * in_c;
-            if (is_signed)
-                for (int64_t ch = 0; ch < run; ch++)
-                    d[ch] = (int16_t)((int8_t)src[ch] - zero_point);
-            else
-                for (int64_t ch = 0; ch < run; ch++) d[ch] = (int16_t)(src[ch] - zero_point);
+            const int room = src + run + 16 <= in_end && d + run + 16 <= row_end;
+            widen(src, d, run, zero_point, is_signed, room);
         }
     }
     if (s->k_even > s->k) row[s->k] = 0;
@@ -314,6 +332,23 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void row_pair(const int
     const __m256i b = _mm256_set1_epi32(pair);
     *sum0 = _mm256_add_epi32(*sum0, _mm256_madd_epi16(b, w0));
     *sum1 = _mm256_add_epi32(*sum1, _mm256_madd_epi16(b, w1));
+}
+
+/* widen_portable with 16 elements a step, the last step a whole one too
+ * where there is room (else the rest one by one). */
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+widen_avx2(const uint8_t *restrict src, int16_t *restrict d, int64_t run, int16_t zero_point,
+           int is_signed, int room) {
+    const __m256i zp = _mm256_set1_epi16(zero_point);
+    int64_t ch = 0;
+    const int64_t whole = room ? run : run - 15;
+    for (; ch < whole; ch += 16) {
+        const __m128i bytes = _mm_loadu_si128((const __m128i *)(src + ch));
+        const __m256i words =
+            is_signed ? _mm256_cvtepi8_epi16(bytes) : _mm256_cvtepu8_epi16(bytes);
+        _mm256_storeu_si256((__m256i *)(d + ch), _mm256_sub_epi16(words, zp));
+    }
+    widen_portable(src + ch, d + ch, run - ch, zero_point, is_signed, 0);
 }
 
 /* One tile on the AVX2 path for exactly `rows` (a constant where it is
@@ -415,17 +450,36 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
                                                             const struct packed_view *v,
                                                             const uint8_t *in, int64_t pixels,
                                                             uint8_t *out, int16_t *scratch,
-                                                            tile_fn *tile) {
+                                                            tile_fn *tile, widen_fn *widen) {
+    const uint8_t *in_end = in + pixels / (c->out_h * c->out_w) * c->in_h * c->in_w * c->in_c;
+    const int16_t *scratch_end = scratch + MR * s->k_even;
     const int64_t tiles = s->n_padded / NR;
     const int64_t out_bytes = c->output_type == NNB_QCONV_INT16 ? 2 : 1; /* an element's */
+    /* A pointwise layer (1x1, stride 1, no padding, the input's size, even
+     * in_c): the window rows of the MR pixels are the MR input pixels
+     * themselves, one run of bytes widened in one loop, no window to walk. */
+    const int pointwise = c->filter_h == 1 && c->filter_w == 1 && c->stride_h == 1 &&
+                          c->stride_w == 1 && c->pad_top == 0 && c->pad_left == 0 &&
+                          c->out_h == c->in_h && c->out_w == c->in_w && s->k == s->k_even;
+    const int is_signed = c->input_type == NNB_QCONV_INT8;
+    const int16_t zero_point = (int16_t)c->input_zero_point;
     int64_t b = 0, y = 0, x = 0; /* the next pixel's, counted (no division a pixel) */
     for (int64_t p = 0; p < pixels; p += MR) {
         const int used = pixels - p < MR ? (int)(pixels - p) : MR;
         const int16_t *rows[MR];
+        if (pointwise) {
+            const uint8_t *restrict src = in + p * s->k;
+            int16_t *restrict d = scratch;
+            const int64_t n = used * s->k;
+            if (is_signed)
+                for (int64_t q = 0; q < n; q++) d[q] = (int16_t)((int8_t)src[q] - zero_point);
+            else
+                for (int64_t q = 0; q < n; q++) d[q] = (int16_t)(src[q] - zero_point);
+        }
         for (int m = 0; m < MR; m++) {
             rows[m] = scratch + (m < used ? m : used - 1) * s->k_even;
-            if (m >= used) continue;
-            window_row(c, s, in, b, y, x, scratch + m * s->k_even);
+            if (m >= used || pointwise) continue;
+            window_row(c, s, in, b, y, x, scratch + m * s->k_even, in_end, scratch_end, widen);
             if (++x == c->out_w) {
                 x = 0;
                 if (++y == c->out_h) y = 0, b++;
@@ -442,14 +496,14 @@ static inline __attribute__((always_inline)) void run_layer(const struct nnb_qco
 static void run_portable(const struct nnb_qconv *c, const struct sizes *s,
                          const struct packed_view *v, const uint8_t *in, int64_t pixels,
                          uint8_t *out, int16_t *scratch) {
-    run_layer(c, s, v, in, pixels, out, scratch, tile_portable);
+    run_layer(c, s, v, in, pixels, out, scratch, tile_portable, widen_portable);
 }
 
 #ifdef QCONV_X86
 TARGET_AVX2 static void run_avx2(const struct nnb_qconv *c, const struct sizes *s,
                                  const struct packed_view *v, const uint8_t *in, int64_t pixels,
                                  uint8_t *out, int16_t *scratch) {
-    run_layer(c, s, v, in, pixels, out, scratch, tile_avx2);
+    run_layer(c, s, v, in, pixels, out, scratch, tile_avx2, widen_avx2);
 }
 #endif
 
@@ -560,7 +614,10 @@ int nnb_qdwconv_pack(const struct nnb_qconv *layer, const int32_t *weights, cons
     int32_t *p = packed;
     int16_t *w = (int16_t *)(p + PARAMS * np);
     for (int64_t e = 0; e < np; e++) {
-        const int64_t o = e / NR * NR + LANE[e % NR]; /* the channel at lane e */
+        /* the channel at lane e; a layer of 8 channels has them twice, so
+         * that a tile can sum two pixels at once (dw_pixel_pair_avx2) */
+        const int64_t lane_channel = e / NR * NR + LANE[e % NR];
+        const int64_t o = n == 8 && lane_channel >= 8 ? lane_channel - 8 : lane_channel;
         const int64_t j = o >= n ? -1 : per_channel ? o : 0;
         int32_t *b = p, *m = p + np, *left = p + 2 * np, *right = p + 3 * np, *mask = p + 4 * np;
         b[e] = j < 0 ? 0 : bias[o];
@@ -568,7 +625,7 @@ int nnb_qdwconv_pack(const struct nnb_qconv *layer, const int32_t *weights, cons
         left[e] = j < 0 || shifts[j] < 0 ? 0 : shifts[j];
         right[e] = j < 0 || shifts[j] > 0 ? 0 : -shifts[j];
         mask[e] = (int32_t)(((int64_t)1 << right[e]) - 1);
-        if (o >= n) continue;
+        if (j < 0) continue;
         int16_t *tile = w + (e / NR) * d.pairs * NR * 2;
         for (int64_t t = 0; t < d.taps; t++)
             tile[(t / 2) * NR * 2 + (e % NR) * 2 + t % 2] = (int16_t)weights[t * n + o];
@@ -679,13 +736,65 @@ dw_pixel_avx2_typed(const struct nnb_qconv *c, const struct dw_sizes *d,
     }
 }
 
-TARGET_AVX2 static void dw_pixel_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
-                                      const struct packed_view *v,
-                                      const uint8_t *const *pixels, uint8_t *out) {
-    if (c->input_type == NNB_QCONV_INT8)
-        dw_pixel_avx2_typed(c, d, v, pixels, out, 1);
-    else
-        dw_pixel_avx2_typed(c, d, v, pixels, out, 0);
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pixel_avx2_int8(const struct nnb_qconv *c, const struct dw_sizes *d,
+                   const struct packed_view *v, const uint8_t *const *pixels, uint8_t *out) {
+    dw_pixel_avx2_typed(c, d, v, pixels, out, 1);
+}
+
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pixel_avx2_uint8(const struct nnb_qconv *c, const struct dw_sizes *d,
+                    const struct packed_view *v, const uint8_t *const *pixels, uint8_t *out) {
+    dw_pixel_avx2_typed(c, d, v, pixels, out, 0);
+}
+#endif
+
+#ifdef QCONV_X86
+/* Two output pixels of a layer of 8 channels in one tile: pixel a's
+ * channels in lanes 0-7, b's in 8-15 (the packed tile has the 8 channels'
+ * weights and parameters twice), stored as 16 bytes at out: a and b are
+ * adjacent pixels of an output row. */
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pixel_pair_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
+                   const struct packed_view *v, const uint8_t *const *a,
+                   const uint8_t *const *b, uint8_t *out, const int is_signed) {
+    const __m256i zero_point = _mm256_set1_epi16((int16_t)c->input_zero_point);
+    const __m256i out_zero_point = _mm256_set1_epi32(c->output_zero_point);
+    const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
+    const int16_t *w = v->weights;
+    __m256i acc_lo = _mm256_setzero_si256(), acc_hi = acc_lo;
+    for (int64_t pair = 0; pair < d->pairs; pair++) {
+        const int64_t t0 = 2 * pair, t1 = t0 + 1 < d->taps ? t0 + 1 : t0;
+        const __m128i bytes0 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a[t0]),
+                                                  _mm_loadl_epi64((const __m128i *)b[t0]));
+        const __m128i bytes1 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a[t1]),
+                                                  _mm_loadl_epi64((const __m128i *)b[t1]));
+        const __m256i x0 = _mm256_sub_epi16(
+            is_signed ? _mm256_cvtepi8_epi16(bytes0) : _mm256_cvtepu8_epi16(bytes0), zero_point);
+        const __m256i x1 = _mm256_sub_epi16(
+            is_signed ? _mm256_cvtepi8_epi16(bytes1) : _mm256_cvtepu8_epi16(bytes1), zero_point);
+        const __m256i w_lo = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2));
+        const __m256i w_hi = _mm256_loadu_si256((const __m256i *)(w + pair * NR * 2 + 16));
+        acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), w_lo));
+        acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), w_hi));
+    }
+    const __m256i acc[2] = {acc_lo, acc_hi};
+    __m256i half[2];
+    for (int h = 0; h < 2; h++) {
+        const int64_t e = 8 * h;
+        const __m256i total =
+            _mm256_add_epi32(acc[h], _mm256_loadu_si256((const __m256i *)(v->bias + e)));
+        __m256i r = requantized_avx2(total, v->multiplier + e, v->left + e, v->right + e,
+                                     v->right_mask + e, v->any_left);
+        r = _mm256_add_epi32(r, out_zero_point);
+        half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
+    }
+    const __m256i words = _mm256_packs_epi32(half[0], half[1]);
+    const __m128i w_lo = _mm256_castsi256_si128(words);
+    const __m128i w_hi = _mm256_extracti128_si256(words, 1);
+    const __m128i bytes = c->output_type == NNB_QCONV_INT8 ? _mm_packs_epi16(w_lo, w_hi)
+                                                           : _mm_packus_epi16(w_lo, w_hi);
+    _mm_storeu_si128((__m128i *)out, bytes);
 }
 #endif
 
@@ -696,6 +805,97 @@ typedef void dw_pixel_fn(const struct nnb_qconv *c, const struct dw_sizes *d,
 /* Most taps a window may have on the stack's list of tap pixels; a larger
  * window is refused (-EINVAL) by nnb_qdwconv_run. */
 #define DW_MAX_TAPS 256
+
+/* Every output pixel: its taps' input pixels (or the zero-point pixel
+ * outside the input), then `pixel` on them.  Inlined into each path with its
+ * pixel function, so that the pixel's code is inlined too and its constants
+ * are set once a layer, not once a pixel.  The input rows of an output row
+ * are found once a row. */
+typedef void dw_pair_fn(const struct nnb_qconv *c, const struct dw_sizes *d,
+                        const struct packed_view *v, const uint8_t *const *a,
+                        const uint8_t *const *b, uint8_t *out);
+
+/* The taps of output pixel x of a row whose filter rows start at rows[]. */
+static inline __attribute__((always_inline)) void dw_taps(const struct nnb_qconv *c,
+                                                          const struct dw_sizes *d,
+                                                          const uint8_t *const *rows, int64_t x,
+                                                          const uint8_t **tap) {
+    const int64_t x0 = x * c->stride_w - c->pad_left;
+    for (int64_t i = 0; i < c->filter_h; i++)
+        for (int64_t j = 0; j < c->filter_w; j++) {
+            const int64_t ix = x0 + j * c->dilation_w;
+            *tap++ = rows[i] == NULL || ix < 0 || ix >= c->in_w ? d->zero_points
+                                                                : rows[i] + ix * c->in_c;
+        }
+}
+
+static inline __attribute__((always_inline)) void dw_loops(const struct nnb_qconv *c,
+                                                           const struct dw_sizes *d,
+                                                           const struct packed_view *v,
+                                                           const uint8_t *in, int64_t batches,
+                                                           uint8_t *out, dw_pixel_fn *pixel,
+                                                           dw_pair_fn *pair) {
+    const uint8_t *pixels[DW_MAX_TAPS], *second[DW_MAX_TAPS];
+    const uint8_t *rows[DW_MAX_TAPS]; /* filter row i's input row, or NULL outside */
+    const int64_t image_bytes = c->in_h * c->in_w * c->in_c;
+    uint8_t *o = out;
+    for (int64_t b = 0; b < batches; b++) {
+        const uint8_t *image = in + b * image_bytes;
+        for (int64_t y = 0; y < c->out_h; y++) {
+            for (int64_t i = 0; i < c->filter_h; i++) {
+                const int64_t iy = y * c->stride_h + i * c->dilation_h - c->pad_top;
+                rows[i] = iy < 0 || iy >= c->in_h ? NULL : image + iy * c->in_w * c->in_c;
+            }
+            int64_t x = 0;
+            if (pair != NULL)
+                for (; x + 1 < c->out_w; x += 2, o += 2 * c->out_c) {
+                    dw_taps(c, d, rows, x, pixels);
+                    dw_taps(c, d, rows, x + 1, second);
+                    pair(c, d, v, pixels, second, o);
+                }
+            for (; x < c->out_w; x++, o += c->out_c) {
+                dw_taps(c, d, rows, x, pixels);
+                pixel(c, d, v, pixels, o);
+            }
+        }
+    }
+}
+
+static void dw_run_portable(const struct nnb_qconv *c, const struct dw_sizes *d,
+                            const struct packed_view *v, const uint8_t *in, int64_t batches,
+                            uint8_t *out) {
+    dw_loops(c, d, v, in, batches, out, dw_pixel_portable, NULL);
+}
+
+#ifdef QCONV_X86
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pair_avx2_int8(const struct nnb_qconv *c, const struct dw_sizes *d,
+                  const struct packed_view *v, const uint8_t *const *a, const uint8_t *const *b,
+                  uint8_t *out) {
+    dw_pixel_pair_avx2(c, d, v, a, b, out, 1);
+}
+
+TARGET_AVX2 static inline __attribute__((always_inline)) void
+dw_pair_avx2_uint8(const struct nnb_qconv *c, const struct dw_sizes *d,
+                   const struct packed_view *v, const uint8_t *const *a, const uint8_t *const *b,
+                   uint8_t *out) {
+    dw_pixel_pair_avx2(c, d, v, a, b, out, 0);
+}
+
+TARGET_AVX2 static void dw_run_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
+                                    const struct packed_view *v, const uint8_t *in,
+                                    int64_t batches, uint8_t *out) {
+    const int is_signed = c->input_type == NNB_QCONV_INT8;
+    if (c->out_c == 8 && is_signed)
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_int8, dw_pair_avx2_int8);
+    else if (c->out_c == 8)
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_uint8, dw_pair_avx2_uint8);
+    else if (is_signed)
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_int8, NULL);
+    else
+        dw_loops(c, d, v, in, batches, out, dw_pixel_avx2_uint8, NULL);
+}
+#endif
 
 int nnb_qdwconv_run(const struct nnb_qconv *layer, const void *packed, int64_t packed_bytes,
                     const void *in, int64_t batches, void *out, void *scratch,
@@ -712,35 +912,17 @@ int nnb_qdwconv_run(const struct nnb_qconv *layer, const void *packed, int64_t p
     if (chosen < 0) return chosen;
     struct sizes s = {0, 0, d.n_padded};
     const struct packed_view v = view_of(packed, &s);
-    dw_pixel_fn *pixel = dw_pixel_portable;
-#ifdef QCONV_X86
-    if (chosen == NNB_QCONV_AVX2) pixel = dw_pixel_avx2;
-#endif
     uint8_t *zero_points = scratch;
     memset(zero_points, (uint8_t)layer->input_zero_point, (size_t)d.n_padded);
     const int64_t image_bytes = layer->in_h * layer->in_w * layer->in_c;
     d.zero_points = zero_points;
     d.in_end = (uintptr_t)in + (uintptr_t)(batches * image_bytes);
-    const uint8_t *pixels[DW_MAX_TAPS];
-    const struct nnb_qconv *c = layer;
-    uint8_t *o = out;
-    for (int64_t b = 0; b < batches; b++) {
-        const uint8_t *image = (const uint8_t *)in + b * image_bytes;
-        for (int64_t y = 0; y < c->out_h; y++)
-            for (int64_t x = 0; x < c->out_w; x++, o += c->out_c) {
-                /* each tap's input pixel, or the zero-point pixel outside */
-                const uint8_t **tap = pixels;
-                for (int64_t i = 0; i < c->filter_h; i++) {
-                    const int64_t iy = y * c->stride_h + i * c->dilation_h - c->pad_top;
-                    for (int64_t j = 0; j < c->filter_w; j++) {
-                        const int64_t ix = x * c->stride_w + j * c->dilation_w - c->pad_left;
-                        *tap++ = iy < 0 || iy >= c->in_h || ix < 0 || ix >= c->in_w
-                                     ? zero_points
-                                     : image + (iy * c->in_w + ix) * c->in_c;
-                    }
-                }
-                pixel(c, &d, &v, pixels, o);
-            }
+#ifdef QCONV_X86
+    if (chosen == NNB_QCONV_AVX2) {
+        dw_run_avx2(layer, &d, &v, in, batches, out);
+        return 0;
     }
+#endif
+    dw_run_portable(layer, &d, &v, in, batches, out);
     return 0;
 }

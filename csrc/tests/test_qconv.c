@@ -42,7 +42,13 @@ static int check_layer(unsigned seed, int depthwise) {
     c.pad_top = between(0, 3), c.pad_left = between(0, 3);
     /* any output size: windows past the input read the zero point */
     c.out_h = between(1, 8), c.out_w = between(1, 8), c.out_c = between(1, 40);
+    if (depthwise && seed % 5 == 0) c.out_c = 8; /* two pixels a tile (MobileNet 0.25) */
     if (depthwise) c.in_c = c.out_c;
+    if (!depthwise && seed % 4 == 0) { /* pointwise (1x1, stride 1, unpadded), in_c even or odd */
+        c.filter_h = c.filter_w = c.stride_h = c.stride_w = 1;
+        c.pad_top = c.pad_left = 0;
+        c.out_h = c.in_h, c.out_w = c.in_w;
+    }
     /* int16 output (a quantized LSTM's gates) for dense layers only */
     c.input_type = between(1, 2), c.output_type = between(1, depthwise ? 2 : 3);
     const int32_t in_lo = c.input_type == NNB_QCONV_UINT8 ? 0 : -128;

@@ -28,11 +28,14 @@ from .fused_activation import FUSE_CODES, apply_fused_activation
 
 
 def _optional(ctx: ExecutionContext, i: int) -> np.ndarray | None:
-    """Input ``i`` as float64, or ``None`` when omitted (no value or no data)."""
+    """Input ``i`` as float64, or ``None`` when omitted (no value or no data).  A
+    float64 input is used as it is, not copied (no operation here writes into
+    its inputs): the sequence LSTMs convert their weights once a run, not once a
+    time step."""
     value = ctx.inputs[i] if i < len(ctx.inputs) else None
     if value is None or value.size == 0:
         return None
-    return value.astype(np.float64)
+    return np.asarray(value, dtype=np.float64)
 
 
 def _required(ctx: ExecutionContext, i: int, name: str) -> np.ndarray:

@@ -324,13 +324,18 @@ class _Cell:
                             ctx.code, f"aux weights {a.shape} do not match input weights {w.shape}"
                         )
                     get[g] = np.concatenate([w, a], axis=1)
-        self.weights = get
+        # float64 once here: the cell (recurrent.py) computes in float64 and would
+        # otherwise convert every weight again at every time step
+        self.weights = [None if w is None else np.asarray(w, np.float64) for w in get]
         h, c = optional_input(ctx, states[0]), optional_input(ctx, states[1])
         if h is None or c is None:
             raise op_failed(ctx.code, "the input activation and cell states are required")
         self.h: np.ndarray = h
         self.c: np.ndarray = c
-        self.layer_norm = [optional_input(ctx, i) for i in layer_norm]
+        self.layer_norm = [
+            None if w is None else np.asarray(w, np.float64)
+            for w in (optional_input(ctx, i) for i in layer_norm)
+        ]
         self.scalars = [np.asarray(ctx.input(i)) for i in scalars]
 
     def run(self, x: np.ndarray, backward: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
