@@ -155,11 +155,72 @@ static void tile_portable(const float *const *table, int64_t taps, int64_t in_c,
 }
 
 #ifdef FCONV_X86
-/* vmaxps and vminps return their second operand when either is NaN: with
- * the bound first, a NaN sum stays NaN. */
+/* The clamped sums of one row of a tile into out, `channels` of them
+ * (vmaxps and vminps return their second operand when either is NaN: with
+ * the bound first, a NaN sum stays NaN). */
+TARGET_AVX2 static inline void store_row_avx2(__m256 s0, __m256 s1, float lo, float hi, float *out,
+                                              int channels) {
+    const __m256 low = _mm256_set1_ps(lo), high = _mm256_set1_ps(hi);
+    s0 = _mm256_min_ps(high, _mm256_max_ps(low, s0));
+    s1 = _mm256_min_ps(high, _mm256_max_ps(low, s1));
+    if (channels == NR) {
+        _mm256_storeu_ps(out, s0);
+        _mm256_storeu_ps(out + 8, s1);
+        return;
+    }
+    const __m256i count = _mm256_set1_epi32(channels);
+    _mm256_maskstore_ps(out, _mm256_cmpgt_epi32(count, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                        s0);
+    _mm256_maskstore_ps(out + 8,
+                        _mm256_cmpgt_epi32(count, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15)),
+                        s1);
+}
+
+/* A tile of one pixel (a fully connected layer's single row, a last short
+ * block): the 6-row tile would compute it 6 times over; here 4 pairs of
+ * sums take every fourth weight row each, so that 8 FMA chains are in
+ * flight and the loop runs at the speed of reading the panel. */
+TARGET_AVX2 static void tile_one_avx2(const float *const *table, int64_t taps, int64_t in_c,
+                                      const float *panel, float lo, float hi, float *out,
+                                      int channels) {
+    __m256 a0 = _mm256_loadu_ps(panel), a1 = _mm256_loadu_ps(panel + 8);
+    __m256 b0 = _mm256_setzero_ps(), b1 = b0, c0 = b0, c1 = b0, d0 = b0, d1 = b0;
+    const float *w = panel + NR;
+    for (int64_t k = 0; k < taps; k++) {
+        const float *a = table[k * MR];
+        int64_t c = 0;
+        for (; c + 4 <= in_c; c += 4, w += 4 * NR) {
+            __m256 v = _mm256_broadcast_ss(a + c);
+            a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w), a0);
+            a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 8), a1);
+            v = _mm256_broadcast_ss(a + c + 1);
+            b0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + NR), b0);
+            b1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + NR + 8), b1);
+            v = _mm256_broadcast_ss(a + c + 2);
+            c0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 2 * NR), c0);
+            c1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 2 * NR + 8), c1);
+            v = _mm256_broadcast_ss(a + c + 3);
+            d0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 3 * NR), d0);
+            d1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 3 * NR + 8), d1);
+        }
+        for (; c < in_c; c++, w += NR) {
+            const __m256 v = _mm256_broadcast_ss(a + c);
+            a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w), a0);
+            a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 8), a1);
+        }
+    }
+    a0 = _mm256_add_ps(_mm256_add_ps(a0, b0), _mm256_add_ps(c0, d0));
+    a1 = _mm256_add_ps(_mm256_add_ps(a1, b1), _mm256_add_ps(c1, d1));
+    store_row_avx2(a0, a1, lo, hi, out, channels);
+}
+
 TARGET_AVX2 static void tile_avx2(const float *const *table, int64_t taps, int64_t in_c,
                                   const float *panel, float lo, float hi, float *out,
                                   int64_t stride, int used, int channels) {
+    if (used == 1) {
+        tile_one_avx2(table, taps, in_c, panel, lo, hi, out, channels);
+        return;
+    }
     const __m256 bias0 = _mm256_loadu_ps(panel), bias1 = _mm256_loadu_ps(panel + 8);
     __m256 c00 = bias0, c01 = bias1, c10 = bias0, c11 = bias1, c20 = bias0, c21 = bias1;
     __m256 c30 = bias0, c31 = bias1, c40 = bias0, c41 = bias1, c50 = bias0, c51 = bias1;
