@@ -402,15 +402,16 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
  * read overlapping windows, so each input vector is loaded once and
  * multiplied by the weight of every tap that reads it (for a 5-wide filter
  * at stride 1: 12 loads for 40 FMAs, where a load per FMA was the bound).
- * The input rows an output row reads are first copied into a ring in the
- * scratch, with their padding written as zeros and their channels rounded
- * up to 8 (zeros), so the loop reads whole vectors and checks nothing; each
- * input row is copied once, and the ring (a filter's height of rows) stays
- * in cache where a padded copy of a whole image did not (at stride 2 the
- * kernel then lost to kernels.c's loop, which reads its input in place).
- * A layer without padding left or right (a VALID one, or one after a PAD)
- * reads its input rows in place, whole vectors of channels.
- * The packed layout: per group of 8 channels, bias[8], then
+ * On the vector path with channels in whole vectors of 8, the loop reads
+ * the input rows in place: the windows inside a row check nothing, the few
+ * at its ends reaching into the padding check each tap (a padded copy of
+ * each input row cost a strided layer 4 input pixels an output, and it
+ * lost to kernels.c's loop, which reads in place).  Otherwise the input
+ * rows an output row reads are first copied into a ring in the scratch,
+ * with their padding written as zeros and their channels rounded up to 8
+ * (zeros), so the loop reads whole vectors and checks nothing; each input
+ * row is copied once, and the ring (a filter's height of rows) stays in
+ * cache where a padded copy of a whole image did not.  The packed layout: per group of 8 channels, bias[8], then
  * weights[taps][8]. */
 
 #define DW_LANES 8  /* channels a vector */
@@ -502,20 +503,20 @@ static void dw_pad_row(const struct nnb_fconv *c, const struct dw_sizes *d, cons
     memset(row + right * ch, 0, (size_t)((d->cols - right) * ch) * sizeof(float));
 }
 
-/* Whether the windows read the input's rows in place: no padding left or
- * right and whole vectors of channels (the ring then holds one row of
- * zeros, for the rows above or below the input). */
-static int dw_in_place(const struct nnb_fconv *c, const struct dw_sizes *d) {
-    return c->pad_left == 0 && d->cols <= c->in_w && c->in_c == d->channels;
-}
+/* Whether a run reads the input's rows in place: the register loop's
+ * shapes on the vector path, channels in whole vectors of 8.  The windows
+ * wholly inside a row then read it where it is; those reaching into the
+ * padding (a few at each end) check each tap; rows above or below the
+ * input are a row of zeros (the ring's first).  Else the ring holds padded
+ * copies of the rows. */
+static int dw_in_place(const struct nnb_fconv *c, const struct dw_sizes *d, int vector);
 
-/* The rows output row y reads, into rows[0..filter_h): in place (see
- * dw_in_place), or padded in the ring (copied there when not yet: rows
- * below *next are). */
+/* The rows output row y reads, into rows[0..filter_h): in place, or padded
+ * in the ring (copied there when not yet: rows below *next are). */
 static void dw_ring_rows(const struct nnb_fconv *c, const struct dw_sizes *d, const float *image,
-                         int64_t y, float *ring, int64_t *next, const float **rows) {
+                         int64_t y, float *ring, int64_t *next, const float **rows, int in_place) {
     const int64_t first = y * c->stride_h, row_floats = d->cols * d->channels;
-    if (dw_in_place(c, d)) {
+    if (in_place) {
         for (int64_t i = 0; i < c->filter_h; i++) {
             const int64_t in_y = first + i * c->dilation_h - c->pad_top;
             rows[i] = in_y >= 0 && in_y < c->in_h ? image + in_y * c->in_w * c->in_c : ring;
@@ -549,20 +550,22 @@ static void dw_row_portable(const struct nnb_fconv *c, const struct dw_sizes *d,
 
 #ifdef FCONV_X86
 /* PIXELS output pixels of the output row `out` from column x, channels
- * 8g..8g+7: every input column q of the block's span loaded once, times the
+ * 8g..8g+7, its rows' column x * STRIDE - shift the first the block reads
+ * (shift: the padding left of a row read in place, else 0): every input
+ * column q of the block's span loaded once, times the
  * weight of each (pixel p, tap j) with q = p * STRIDE + j.  PIXELS, STRIDE
  * and WIDTH (the filter's) are constants at every call, so the sums and the
  * row's WIDTH weights stay in registers and the tests below fold away. */
 TARGET_AVX2 static inline __attribute__((always_inline)) void dw_block_avx2(
     const struct nnb_fconv *c, const struct dw_sizes *d, const float *group,
-    const float *const *rows, float *out, int64_t x, int64_t g, __m256i mask, int whole,
-    const int PIXELS, const int STRIDE, const int WIDTH) {
+    const float *const *rows, int64_t shift, float *out, int64_t x, int64_t g, __m256i mask,
+    int whole, const int PIXELS, const int STRIDE, const int WIDTH) {
     __m256 acc[DW_PIXELS];
     const __m256 bias = _mm256_loadu_ps(group);
 #pragma GCC unroll 8
     for (int p = 0; p < PIXELS; p++) acc[p] = bias;
     for (int64_t i = 0; i < c->filter_h; i++) {
-        const float *row = rows[i] + x * STRIDE * d->channels + g * DW_LANES;
+        const float *row = rows[i] + (x * STRIDE - shift) * d->channels + g * DW_LANES;
         const float *w = group + DW_LANES * (1 + i * WIDTH);
         __m256 weight[5];
 #pragma GCC unroll 5
@@ -589,13 +592,36 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void dw_block_avx2(
     }
 }
 
-/* One output row: every group of 8 channels, 8 pixels a block, the last
- * block ending at the row's end (overlapping the one before it, its pixels
- * computed again to the same values); a row under 8 pixels in blocks of 4
- * the same way, one under 4 pixel by pixel. */
+/* Output pixel x of a row read in place, its taps checked: those left or
+ * right of the input read nothing (a few pixels at each end of a row). */
+TARGET_AVX2 static void dw_pixel_checked_avx2(const struct nnb_fconv *c, const struct dw_sizes *d,
+                                              const float *packed, const float *const *rows,
+                                              float *out, int64_t x) {
+    const __m256 low = _mm256_set1_ps(c->lo), high = _mm256_set1_ps(c->hi);
+    const int64_t left = x * c->stride_w - c->pad_left;
+    for (int64_t g = 0; g < d->channels / DW_LANES; g++) {
+        const float *group = packed + g * DW_LANES * (1 + d->taps);
+        __m256 acc = _mm256_loadu_ps(group);
+        for (int64_t i = 0, k = 0; i < c->filter_h; i++)
+            for (int64_t j = 0; j < c->filter_w; j++, k++) {
+                const int64_t q = left + j;
+                if (q < 0 || q >= c->in_w) continue;
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[i] + q * d->channels + g * DW_LANES),
+                                      _mm256_loadu_ps(group + DW_LANES * (1 + k)), acc);
+            }
+        _mm256_storeu_ps(out + x * c->out_c + g * DW_LANES,
+                         _mm256_min_ps(high, _mm256_max_ps(low, acc)));
+    }
+}
+
+/* Output pixels [begin, end) of one row: every group of 8 channels, 8
+ * pixels a block, the last block ending at `end` (overlapping the one
+ * before it, its pixels computed again to the same values); under 8 pixels
+ * in blocks of 4 the same way, under 4 pixel by pixel. */
 TARGET_AVX2 static inline __attribute__((always_inline)) void dw_row_avx2(
     const struct nnb_fconv *c, const struct dw_sizes *d, const float *packed,
-    const float *const *rows, float *out, const int STRIDE, const int WIDTH) {
+    const float *const *rows, int64_t shift, float *out, int64_t begin, int64_t end,
+    const int STRIDE, const int WIDTH) {
     const int64_t groups = d->channels / DW_LANES;
     const int64_t tail = c->out_c - (groups - 1) * DW_LANES; /* the last group's channels */
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)tail),
@@ -603,23 +629,25 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void dw_row_avx2(
     for (int64_t g = 0; g < groups; g++) {
         const float *group = packed + g * DW_LANES * (1 + d->taps);
         const int whole = g < groups - 1 || tail == DW_LANES;
-        int64_t x = 0;
-        for (; x + DW_PIXELS <= c->out_w; x += DW_PIXELS)
-            dw_block_avx2(c, d, group, rows, out, x, g, mask, whole, DW_PIXELS, STRIDE, WIDTH);
-        if (x < c->out_w && x > 0) { /* a last block overlapping the one before */
-            dw_block_avx2(c, d, group, rows, out, c->out_w - DW_PIXELS, g, mask, whole, DW_PIXELS,
-                          STRIDE, WIDTH);
+        int64_t x = begin;
+        for (; x + DW_PIXELS <= end; x += DW_PIXELS)
+            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, DW_PIXELS, STRIDE,
+                          WIDTH);
+        if (x < end && x > begin) { /* a last block overlapping the one before */
+            dw_block_avx2(c, d, group, rows, shift, out, end - DW_PIXELS, g, mask, whole,
+                          DW_PIXELS, STRIDE, WIDTH);
             continue;
         }
-        for (; x + DW_PIXELS / 2 <= c->out_w; x += DW_PIXELS / 2)
-            dw_block_avx2(c, d, group, rows, out, x, g, mask, whole, DW_PIXELS / 2, STRIDE, WIDTH);
-        if (x < c->out_w && x > 0) { /* likewise a last block of 4 */
-            dw_block_avx2(c, d, group, rows, out, c->out_w - DW_PIXELS / 2, g, mask, whole,
+        for (; x + DW_PIXELS / 2 <= end; x += DW_PIXELS / 2)
+            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, DW_PIXELS / 2, STRIDE,
+                          WIDTH);
+        if (x < end && x > begin) { /* likewise a last block of 4 */
+            dw_block_avx2(c, d, group, rows, shift, out, end - DW_PIXELS / 2, g, mask, whole,
                           DW_PIXELS / 2, STRIDE, WIDTH);
             continue;
         }
-        for (; x < c->out_w; x++)
-            dw_block_avx2(c, d, group, rows, out, x, g, mask, whole, 1, STRIDE, WIDTH);
+        for (; x < end; x++)
+            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, 1, STRIDE, WIDTH);
     }
 }
 
@@ -632,19 +660,45 @@ static int dw_avx2_shape(const struct nnb_fconv *c) {
     return 1;
 }
 
+/* One output row on the register loop: over padded rows, all of it; over
+ * rows read in place, the pixels whose windows lie inside the input
+ * [inner_begin, inner_end) there, the others checked. */
 TARGET_AVX2 static void dw_row_avx2_any(const struct nnb_fconv *c, const struct dw_sizes *d,
                                         const float *packed, const float *const *rows,
-                                        float *out) {
+                                        float *out, int in_place) {
+    int64_t begin = 0, end = c->out_w, shift = 0;
+    if (in_place) {
+        const int64_t s = c->stride_w;
+        shift = c->pad_left;
+        begin = (c->pad_left + s - 1) / s; /* the first x with x * s - pad_left >= 0 */
+        /* one past the last x with x * s - pad_left + filter_w <= in_w */
+        end = c->in_w + c->pad_left >= c->filter_w ? (c->in_w + c->pad_left - c->filter_w) / s + 1
+                                                    : 0;
+        end = end > c->out_w ? c->out_w : end;
+        begin = begin > end ? end : begin;
+        for (int64_t x = 0; x < begin; x++) dw_pixel_checked_avx2(c, d, packed, rows, out, x);
+        for (int64_t x = end; x < c->out_w; x++) dw_pixel_checked_avx2(c, d, packed, rows, out, x);
+        if (begin == end) return;
+    }
     if (c->stride_w == 1 && c->filter_w == 3)
-        dw_row_avx2(c, d, packed, rows, out, 1, 3);
+        dw_row_avx2(c, d, packed, rows, shift, out, begin, end, 1, 3);
     else if (c->stride_w == 2 && c->filter_w == 3)
-        dw_row_avx2(c, d, packed, rows, out, 2, 3);
+        dw_row_avx2(c, d, packed, rows, shift, out, begin, end, 2, 3);
     else if (c->stride_w == 1)
-        dw_row_avx2(c, d, packed, rows, out, 1, 5);
+        dw_row_avx2(c, d, packed, rows, shift, out, begin, end, 1, 5);
     else
-        dw_row_avx2(c, d, packed, rows, out, 2, 5);
+        dw_row_avx2(c, d, packed, rows, shift, out, begin, end, 2, 5);
 }
 #endif
+
+static int dw_in_place(const struct nnb_fconv *c, const struct dw_sizes *d, int vector) {
+#ifdef FCONV_X86
+    return vector && dw_avx2_shape(c) && c->in_c == d->channels;
+#else
+    (void)c, (void)d, (void)vector;
+    return 0;
+#endif
+}
 
 int nnb_fdwconv_run(const struct nnb_fconv *layer, const void *packed, int64_t packed_bytes,
                     const float *in, int64_t batches, float *out, void *scratch,
@@ -664,18 +718,16 @@ int nnb_fdwconv_run(const struct nnb_fconv *layer, const void *packed, int64_t p
     const int64_t out_row = layer->out_w * layer->out_c;
     const float **rows = scratch;
     float *ring = (float *)(rows + layer->filter_h);
-#ifdef FCONV_X86
-    const int vector = chosen == NNB_FCONV_AVX2 && dw_avx2_shape(layer);
-#endif
-    if (dw_in_place(layer, &d)) memset(ring, 0, (size_t)(d.cols * d.channels) * sizeof(float));
+    const int in_place = dw_in_place(layer, &d, chosen == NNB_FCONV_AVX2);
+    if (in_place) memset(ring, 0, (size_t)(d.cols * d.channels) * sizeof(float));
     for (int64_t b = 0; b < batches; b++) {
         int64_t next = 0; /* the first padded row not in the ring yet */
         for (int64_t y = 0; y < layer->out_h; y++) {
             float *o = out + (b * layer->out_h + y) * out_row;
-            dw_ring_rows(layer, &d, in + b * in_size, y, ring, &next, rows);
+            dw_ring_rows(layer, &d, in + b * in_size, y, ring, &next, rows, in_place);
 #ifdef FCONV_X86
-            if (vector) {
-                dw_row_avx2_any(layer, &d, packed, rows, o);
+            if (chosen == NNB_FCONV_AVX2 && dw_avx2_shape(layer)) {
+                dw_row_avx2_any(layer, &d, packed, rows, o, in_place);
                 continue;
             }
 #endif
