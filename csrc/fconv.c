@@ -21,7 +21,10 @@
  * last tile past out_c ends at out_c instead (it overlaps the tile before,
  * whose channels it computes again to the same values), so that every
  * store is a whole vector; only a layer under 16 channels stores part of
- * one (its panel padded with zeros).
+ * one (its panel padded with zeros).  A layer 1-8 channels past a multiple
+ * of 16 (24, 40, 88) ends instead with a half panel, rows of 8, for its
+ * last 8 channels: a 6 x 8 tile, where a last tile of 16 computed up to 15
+ * channels twice (a third of a 24-channel layer's FMAs).
  *
  * Paths: portable C (the fallback and what the AVX2 kernel is tested
  * against) and AVX2 with FMA, chosen at run time by __builtin_cpu_supports
@@ -46,10 +49,11 @@
 #define TARGET_AVX2 __attribute__((target("avx2,fma")))
 #endif
 
-/* Sizes of a valid layer: taps, K, tiles.  0 for a layer that makes no
- * sense or whose sizes could overflow. */
+/* Sizes of a valid layer: taps, K, tiles of 16 channels, and whether a
+ * last tile of 8 follows them (half).  0 for a layer that makes no sense or
+ * whose sizes could overflow. */
 struct sizes {
-    int64_t taps, k, tiles;
+    int64_t taps, k, tiles, half;
 };
 
 static int layer_sizes(const struct nnb_fconv *c, struct sizes *s) {
@@ -67,8 +71,11 @@ static int layer_sizes(const struct nnb_fconv *c, struct sizes *s) {
     if (c->filter_h > LIMIT / c->filter_w || c->filter_h * c->filter_w > LIMIT / c->in_c) return 0;
     s->taps = c->filter_h * c->filter_w;
     s->k = s->taps * c->in_c;
-    s->tiles = (c->out_c + NR - 1) / NR;
-    if (s->tiles > (LIMIT >> 2) / (s->k + 1)) return 0; /* the packed floats */
+    /* past a multiple of 16 by 1-8 channels: a last tile of 8 (out_c 24:
+     * 16 + 8 where two tiles of 16 computed 32 sums) */
+    s->half = c->out_c > NR && c->out_c % NR > 0 && c->out_c % NR <= NR / 2;
+    s->tiles = s->half ? c->out_c / NR : (c->out_c + NR - 1) / NR;
+    if (s->tiles + 1 > (LIMIT >> 2) / (s->k + 1)) return 0; /* the packed floats */
     return 1;
 }
 
@@ -87,7 +94,7 @@ static int by_rows(const struct nnb_fconv *c) {
 int64_t nnb_fconv_packed_bytes(const struct nnb_fconv *layer) {
     struct sizes s;
     if (!layer_sizes(layer, &s)) return -EINVAL;
-    return (int64_t)sizeof(float) * s.tiles * NR * (1 + s.k);
+    return (int64_t)sizeof(float) * (s.tiles * NR + s.half * NR / 2) * (1 + s.k);
 }
 
 int64_t nnb_fconv_scratch_bytes(const struct nnb_fconv *layer) {
@@ -125,33 +132,53 @@ int nnb_fconv_pack(const struct nnb_fconv *layer, const float *weights, const fl
             memcpy(panel + NR * (1 + r), weights + r * n + first,
                    (size_t)channels * sizeof(float));
     }
+    if (s.half) { /* the last 8 channels, rows of 8 */
+        const int64_t first = n - NR / 2;
+        float *panel = p + s.tiles * NR * (1 + s.k);
+        memcpy(panel, bias + first, (size_t)(NR / 2) * sizeof(float));
+        for (int64_t r = 0; r < s.k; r++)
+            memcpy(panel + NR / 2 * (1 + r), weights + r * n + first,
+                   (size_t)(NR / 2) * sizeof(float));
+    }
     return 0;
 }
 
 /* One tile: `used` (1..MR) pixels, whose tap k values start at
  * table[k * MR + m] (the pixels past `used` repeat a used one), times one
  * panel, clamped into out (rows `stride` floats apart), `channels` (1..NR)
- * of them. */
+ * of them.  A half tile's panel has rows of NR / 2 and `channels` NR / 2. */
 typedef void tile_fn(const float *const *table, int64_t taps, int64_t in_c, const float *panel,
                      float lo, float hi, float *out, int64_t stride, int used, int channels);
 
-static void tile_portable(const float *const *table, int64_t taps, int64_t in_c,
-                          const float *panel, float lo, float hi, float *out, int64_t stride,
-                          int used, int channels) {
+static inline void tile_portable_of(const float *const *table, int64_t taps, int64_t in_c,
+                                    const float *panel, float lo, float hi, float *out,
+                                    int64_t stride, int used, int channels, const int WIDTH) {
     float acc[MR][NR];
-    for (int m = 0; m < MR; m++) memcpy(acc[m], panel, sizeof acc[m]);
-    const float *w = panel + NR;
+    for (int m = 0; m < MR; m++) memcpy(acc[m], panel, sizeof(float) * WIDTH);
+    const float *w = panel + WIDTH;
     for (int64_t k = 0; k < taps; k++, table += MR)
-        for (int64_t c = 0; c < in_c; c++, w += NR)
+        for (int64_t c = 0; c < in_c; c++, w += WIDTH)
             for (int m = 0; m < MR; m++) {
                 const float a = table[m][c];
-                for (int n = 0; n < NR; n++) acc[m][n] += a * w[n];
+                for (int n = 0; n < WIDTH; n++) acc[m][n] += a * w[n];
             }
     for (int m = 0; m < used; m++)
         for (int n = 0; n < channels; n++) {
             const float v = acc[m][n]; /* a NaN fails both tests and stays */
             out[m * stride + n] = v < lo ? lo : v > hi ? hi : v;
         }
+}
+
+static void tile_portable(const float *const *table, int64_t taps, int64_t in_c,
+                          const float *panel, float lo, float hi, float *out, int64_t stride,
+                          int used, int channels) {
+    tile_portable_of(table, taps, in_c, panel, lo, hi, out, stride, used, channels, NR);
+}
+
+static void half_portable(const float *const *table, int64_t taps, int64_t in_c,
+                          const float *panel, float lo, float hi, float *out, int64_t stride,
+                          int used, int channels) {
+    tile_portable_of(table, taps, in_c, panel, lo, hi, out, stride, used, channels, NR / 2);
 }
 
 #ifdef FCONV_X86
@@ -212,6 +239,33 @@ TARGET_AVX2 static void tile_one_avx2(const float *const *table, int64_t taps, i
     a0 = _mm256_add_ps(_mm256_add_ps(a0, b0), _mm256_add_ps(c0, d0));
     a1 = _mm256_add_ps(_mm256_add_ps(a1, b1), _mm256_add_ps(c1, d1));
     store_row_avx2(a0, a1, lo, hi, out, channels);
+}
+
+/* A half tile: 6 pixels x 8 channels, all 8 stored. */
+TARGET_AVX2 static void half_avx2(const float *const *table, int64_t taps, int64_t in_c,
+                                  const float *panel, float lo, float hi, float *out,
+                                  int64_t stride, int used, int channels) {
+    (void)channels;
+    const __m256 bias = _mm256_loadu_ps(panel);
+    __m256 c0 = bias, c1 = bias, c2 = bias, c3 = bias, c4 = bias, c5 = bias;
+    const float *w = panel + NR / 2;
+    for (int64_t k = 0; k < taps; k++, table += MR) {
+        const float *a0 = table[0], *a1 = table[1], *a2 = table[2];
+        const float *a3 = table[3], *a4 = table[4], *a5 = table[5];
+        for (int64_t c = 0; c < in_c; c++, w += NR / 2) {
+            const __m256 w0 = _mm256_loadu_ps(w);
+            c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + c), w0, c0);
+            c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + c), w0, c1);
+            c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a2 + c), w0, c2);
+            c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a3 + c), w0, c3);
+            c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a4 + c), w0, c4);
+            c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a5 + c), w0, c5);
+        }
+    }
+    const __m256 low = _mm256_set1_ps(lo), high = _mm256_set1_ps(hi);
+    const __m256 rows[MR] = {c0, c1, c2, c3, c4, c5};
+    for (int m = 0; m < used; m++, out += stride)
+        _mm256_storeu_ps(out, _mm256_min_ps(high, _mm256_max_ps(low, rows[m])));
 }
 
 TARGET_AVX2 static void tile_avx2(const float *const *table, int64_t taps, int64_t in_c,
@@ -294,7 +348,7 @@ static const float *window_row(const struct nnb_fconv *c, const float *image, in
  * filter row. */
 static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
                      const float *in, int64_t pixels, float *out, const float **table,
-                     const float *zeros, float *rows, tile_fn *tile) {
+                     const float *zeros, float *rows, tile_fn *tile, tile_fn *half) {
     const int64_t out_c = c->out_c, fh = c->filter_h, row_k = c->filter_w * c->in_c;
     const int channels = out_c < NR ? (int)out_c : NR;
     int64_t b = 0, y = 0, x = 0;
@@ -314,6 +368,9 @@ static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const flo
         for (int64_t t = 0; t < s->tiles; t++)
             tile(table, fh, row_k, packed + t * NR * (1 + s->k), c->lo, c->hi,
                  out + p * out_c + first_channel(c, t), out_c, used, channels);
+        if (s->half)
+            half(table, fh, row_k, packed + s->tiles * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + out_c - NR / 2, out_c, used, NR / 2);
     }
 }
 
@@ -321,7 +378,7 @@ static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const flo
  * tile. */
 static void run_layer(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
                       const float *in, int64_t pixels, float *out, const float **table,
-                      const float *zeros, tile_fn *tile) {
+                      const float *zeros, tile_fn *tile, tile_fn *half) {
     const int64_t in_c = c->in_c, out_c = c->out_c;
     const int channels = out_c < NR ? (int)out_c : NR;
     int64_t b = 0, y = 0, x = 0; /* the next pixel's, counted (no division a pixel) */
@@ -351,6 +408,9 @@ static void run_layer(const struct nnb_fconv *c, const struct sizes *s, const fl
         for (int64_t t = 0; t < s->tiles; t++)
             tile(table, s->taps, in_c, packed + t * NR * (1 + s->k), c->lo, c->hi,
                  out + p * out_c + first_channel(c, t), out_c, used, channels);
+        if (s->half)
+            half(table, s->taps, in_c, packed + s->tiles * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + out_c - NR / 2, out_c, used, NR / 2);
     }
 }
 
@@ -385,14 +445,15 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
     const int64_t zero_count = rows ? layer->filter_w * layer->in_c : layer->in_c;
     memset(zeros, 0, (size_t)zero_count * sizeof(float));
     const int64_t pixels = batches * layer->out_h * layer->out_w;
-    tile_fn *tile = tile_portable;
+    tile_fn *tile = tile_portable, *half = half_portable;
 #ifdef FCONV_X86
-    if (chosen == NNB_FCONV_AVX2) tile = tile_avx2;
+    if (chosen == NNB_FCONV_AVX2) tile = tile_avx2, half = half_avx2;
 #endif
     if (rows)
-        run_rows(layer, &s, packed, in, pixels, out, table, zeros, zeros + zero_count, tile);
+        run_rows(layer, &s, packed, in, pixels, out, table, zeros, zeros + zero_count, tile,
+                 half);
     else
-        run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile);
+        run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile, half);
     return 0;
 }
 
