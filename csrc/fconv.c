@@ -21,7 +21,10 @@
  * last tile past out_c ends at out_c instead (it overlaps the tile before,
  * whose channels it computes again to the same values), so that every
  * store is a whole vector; only a layer under 16 channels stores part of
- * one (its panel padded with zeros).
+ * one (its panel padded with zeros).  A layer 1-8 channels past a multiple
+ * of 16 (24, 40, 88) ends instead with a half panel, rows of 8, for its
+ * last 8 channels: a 6 x 8 tile, where a last tile of 16 computed up to 15
+ * channels twice (a third of a 24-channel layer's FMAs).
  *
  * Paths: portable C (the fallback and what the AVX2 kernel is tested
  * against) and AVX2 with FMA, chosen at run time by __builtin_cpu_supports
@@ -46,10 +49,11 @@
 #define TARGET_AVX2 __attribute__((target("avx2,fma")))
 #endif
 
-/* Sizes of a valid layer: taps, K, tiles.  0 for a layer that makes no
- * sense or whose sizes could overflow. */
+/* Sizes of a valid layer: taps, K, tiles of 16 channels, and whether a
+ * last tile of 8 follows them (half).  0 for a layer that makes no sense or
+ * whose sizes could overflow. */
 struct sizes {
-    int64_t taps, k, tiles;
+    int64_t taps, k, tiles, half;
 };
 
 static int layer_sizes(const struct nnb_fconv *c, struct sizes *s) {
@@ -67,8 +71,11 @@ static int layer_sizes(const struct nnb_fconv *c, struct sizes *s) {
     if (c->filter_h > LIMIT / c->filter_w || c->filter_h * c->filter_w > LIMIT / c->in_c) return 0;
     s->taps = c->filter_h * c->filter_w;
     s->k = s->taps * c->in_c;
-    s->tiles = (c->out_c + NR - 1) / NR;
-    if (s->tiles > (LIMIT >> 2) / (s->k + 1)) return 0; /* the packed floats */
+    /* past a multiple of 16 by 1-8 channels: a last tile of 8 (out_c 24:
+     * 16 + 8 where two tiles of 16 computed 32 sums) */
+    s->half = c->out_c > NR && c->out_c % NR > 0 && c->out_c % NR <= NR / 2;
+    s->tiles = s->half ? c->out_c / NR : (c->out_c + NR - 1) / NR;
+    if (s->tiles + 1 > (LIMIT >> 2) / (s->k + 1)) return 0; /* the packed floats */
     return 1;
 }
 
@@ -87,7 +94,7 @@ static int by_rows(const struct nnb_fconv *c) {
 int64_t nnb_fconv_packed_bytes(const struct nnb_fconv *layer) {
     struct sizes s;
     if (!layer_sizes(layer, &s)) return -EINVAL;
-    return (int64_t)sizeof(float) * s.tiles * NR * (1 + s.k);
+    return (int64_t)sizeof(float) * (s.tiles * NR + s.half * NR / 2) * (1 + s.k);
 }
 
 int64_t nnb_fconv_scratch_bytes(const struct nnb_fconv *layer) {
@@ -125,27 +132,35 @@ int nnb_fconv_pack(const struct nnb_fconv *layer, const float *weights, const fl
             memcpy(panel + NR * (1 + r), weights + r * n + first,
                    (size_t)channels * sizeof(float));
     }
+    if (s.half) { /* the last 8 channels, rows of 8 */
+        const int64_t first = n - NR / 2;
+        float *panel = p + s.tiles * NR * (1 + s.k);
+        memcpy(panel, bias + first, (size_t)(NR / 2) * sizeof(float));
+        for (int64_t r = 0; r < s.k; r++)
+            memcpy(panel + NR / 2 * (1 + r), weights + r * n + first,
+                   (size_t)(NR / 2) * sizeof(float));
+    }
     return 0;
 }
 
 /* One tile: `used` (1..MR) pixels, whose tap k values start at
  * table[k * MR + m] (the pixels past `used` repeat a used one), times one
  * panel, clamped into out (rows `stride` floats apart), `channels` (1..NR)
- * of them. */
+ * of them.  A half tile's panel has rows of NR / 2 and `channels` NR / 2. */
 typedef void tile_fn(const float *const *table, int64_t taps, int64_t in_c, const float *panel,
                      float lo, float hi, float *out, int64_t stride, int used, int channels);
 
-static void tile_portable(const float *const *table, int64_t taps, int64_t in_c,
-                          const float *panel, float lo, float hi, float *out, int64_t stride,
-                          int used, int channels) {
+static inline void tile_portable_of(const float *const *table, int64_t taps, int64_t in_c,
+                                    const float *panel, float lo, float hi, float *out,
+                                    int64_t stride, int used, int channels, const int WIDTH) {
     float acc[MR][NR];
-    for (int m = 0; m < MR; m++) memcpy(acc[m], panel, sizeof acc[m]);
-    const float *w = panel + NR;
+    for (int m = 0; m < MR; m++) memcpy(acc[m], panel, sizeof(float) * WIDTH);
+    const float *w = panel + WIDTH;
     for (int64_t k = 0; k < taps; k++, table += MR)
-        for (int64_t c = 0; c < in_c; c++, w += NR)
+        for (int64_t c = 0; c < in_c; c++, w += WIDTH)
             for (int m = 0; m < MR; m++) {
                 const float a = table[m][c];
-                for (int n = 0; n < NR; n++) acc[m][n] += a * w[n];
+                for (int n = 0; n < WIDTH; n++) acc[m][n] += a * w[n];
             }
     for (int m = 0; m < used; m++)
         for (int n = 0; n < channels; n++) {
@@ -154,12 +169,112 @@ static void tile_portable(const float *const *table, int64_t taps, int64_t in_c,
         }
 }
 
+static void tile_portable(const float *const *table, int64_t taps, int64_t in_c,
+                          const float *panel, float lo, float hi, float *out, int64_t stride,
+                          int used, int channels) {
+    tile_portable_of(table, taps, in_c, panel, lo, hi, out, stride, used, channels, NR);
+}
+
+static void half_portable(const float *const *table, int64_t taps, int64_t in_c,
+                          const float *panel, float lo, float hi, float *out, int64_t stride,
+                          int used, int channels) {
+    tile_portable_of(table, taps, in_c, panel, lo, hi, out, stride, used, channels, NR / 2);
+}
+
 #ifdef FCONV_X86
-/* vmaxps and vminps return their second operand when either is NaN: with
- * the bound first, a NaN sum stays NaN. */
+/* The clamped sums of one row of a tile into out, `channels` of them
+ * (vmaxps and vminps return their second operand when either is NaN: with
+ * the bound first, a NaN sum stays NaN). */
+TARGET_AVX2 static inline void store_row_avx2(__m256 s0, __m256 s1, float lo, float hi, float *out,
+                                              int channels) {
+    const __m256 low = _mm256_set1_ps(lo), high = _mm256_set1_ps(hi);
+    s0 = _mm256_min_ps(high, _mm256_max_ps(low, s0));
+    s1 = _mm256_min_ps(high, _mm256_max_ps(low, s1));
+    if (channels == NR) {
+        _mm256_storeu_ps(out, s0);
+        _mm256_storeu_ps(out + 8, s1);
+        return;
+    }
+    const __m256i count = _mm256_set1_epi32(channels);
+    _mm256_maskstore_ps(out, _mm256_cmpgt_epi32(count, _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                        s0);
+    _mm256_maskstore_ps(out + 8,
+                        _mm256_cmpgt_epi32(count, _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15)),
+                        s1);
+}
+
+/* A tile of one pixel (a fully connected layer's single row, a last short
+ * block): the 6-row tile would compute it 6 times over; here 4 pairs of
+ * sums take every fourth weight row each, so that 8 FMA chains are in
+ * flight and the loop runs at the speed of reading the panel. */
+TARGET_AVX2 static void tile_one_avx2(const float *const *table, int64_t taps, int64_t in_c,
+                                      const float *panel, float lo, float hi, float *out,
+                                      int channels) {
+    __m256 a0 = _mm256_loadu_ps(panel), a1 = _mm256_loadu_ps(panel + 8);
+    __m256 b0 = _mm256_setzero_ps(), b1 = b0, c0 = b0, c1 = b0, d0 = b0, d1 = b0;
+    const float *w = panel + NR;
+    for (int64_t k = 0; k < taps; k++) {
+        const float *a = table[k * MR];
+        int64_t c = 0;
+        for (; c + 4 <= in_c; c += 4, w += 4 * NR) {
+            __m256 v = _mm256_broadcast_ss(a + c);
+            a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w), a0);
+            a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 8), a1);
+            v = _mm256_broadcast_ss(a + c + 1);
+            b0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + NR), b0);
+            b1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + NR + 8), b1);
+            v = _mm256_broadcast_ss(a + c + 2);
+            c0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 2 * NR), c0);
+            c1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 2 * NR + 8), c1);
+            v = _mm256_broadcast_ss(a + c + 3);
+            d0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 3 * NR), d0);
+            d1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 3 * NR + 8), d1);
+        }
+        for (; c < in_c; c++, w += NR) {
+            const __m256 v = _mm256_broadcast_ss(a + c);
+            a0 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w), a0);
+            a1 = _mm256_fmadd_ps(v, _mm256_loadu_ps(w + 8), a1);
+        }
+    }
+    a0 = _mm256_add_ps(_mm256_add_ps(a0, b0), _mm256_add_ps(c0, d0));
+    a1 = _mm256_add_ps(_mm256_add_ps(a1, b1), _mm256_add_ps(c1, d1));
+    store_row_avx2(a0, a1, lo, hi, out, channels);
+}
+
+/* A half tile: 6 pixels x 8 channels, all 8 stored. */
+TARGET_AVX2 static void half_avx2(const float *const *table, int64_t taps, int64_t in_c,
+                                  const float *panel, float lo, float hi, float *out,
+                                  int64_t stride, int used, int channels) {
+    (void)channels;
+    const __m256 bias = _mm256_loadu_ps(panel);
+    __m256 c0 = bias, c1 = bias, c2 = bias, c3 = bias, c4 = bias, c5 = bias;
+    const float *w = panel + NR / 2;
+    for (int64_t k = 0; k < taps; k++, table += MR) {
+        const float *a0 = table[0], *a1 = table[1], *a2 = table[2];
+        const float *a3 = table[3], *a4 = table[4], *a5 = table[5];
+        for (int64_t c = 0; c < in_c; c++, w += NR / 2) {
+            const __m256 w0 = _mm256_loadu_ps(w);
+            c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + c), w0, c0);
+            c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + c), w0, c1);
+            c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a2 + c), w0, c2);
+            c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a3 + c), w0, c3);
+            c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a4 + c), w0, c4);
+            c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a5 + c), w0, c5);
+        }
+    }
+    const __m256 low = _mm256_set1_ps(lo), high = _mm256_set1_ps(hi);
+    const __m256 rows[MR] = {c0, c1, c2, c3, c4, c5};
+    for (int m = 0; m < used; m++, out += stride)
+        _mm256_storeu_ps(out, _mm256_min_ps(high, _mm256_max_ps(low, rows[m])));
+}
+
 TARGET_AVX2 static void tile_avx2(const float *const *table, int64_t taps, int64_t in_c,
                                   const float *panel, float lo, float hi, float *out,
                                   int64_t stride, int used, int channels) {
+    if (used == 1) {
+        tile_one_avx2(table, taps, in_c, panel, lo, hi, out, channels);
+        return;
+    }
     const __m256 bias0 = _mm256_loadu_ps(panel), bias1 = _mm256_loadu_ps(panel + 8);
     __m256 c00 = bias0, c01 = bias1, c10 = bias0, c11 = bias1, c20 = bias0, c21 = bias1;
     __m256 c30 = bias0, c31 = bias1, c40 = bias0, c41 = bias1, c50 = bias0, c51 = bias1;
@@ -233,7 +348,7 @@ static const float *window_row(const struct nnb_fconv *c, const float *image, in
  * filter row. */
 static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
                      const float *in, int64_t pixels, float *out, const float **table,
-                     const float *zeros, float *rows, tile_fn *tile) {
+                     const float *zeros, float *rows, tile_fn *tile, tile_fn *half) {
     const int64_t out_c = c->out_c, fh = c->filter_h, row_k = c->filter_w * c->in_c;
     const int channels = out_c < NR ? (int)out_c : NR;
     int64_t b = 0, y = 0, x = 0;
@@ -253,6 +368,9 @@ static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const flo
         for (int64_t t = 0; t < s->tiles; t++)
             tile(table, fh, row_k, packed + t * NR * (1 + s->k), c->lo, c->hi,
                  out + p * out_c + first_channel(c, t), out_c, used, channels);
+        if (s->half)
+            half(table, fh, row_k, packed + s->tiles * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + out_c - NR / 2, out_c, used, NR / 2);
     }
 }
 
@@ -260,7 +378,7 @@ static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const flo
  * tile. */
 static void run_layer(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
                       const float *in, int64_t pixels, float *out, const float **table,
-                      const float *zeros, tile_fn *tile) {
+                      const float *zeros, tile_fn *tile, tile_fn *half) {
     const int64_t in_c = c->in_c, out_c = c->out_c;
     const int channels = out_c < NR ? (int)out_c : NR;
     int64_t b = 0, y = 0, x = 0; /* the next pixel's, counted (no division a pixel) */
@@ -290,6 +408,9 @@ static void run_layer(const struct nnb_fconv *c, const struct sizes *s, const fl
         for (int64_t t = 0; t < s->tiles; t++)
             tile(table, s->taps, in_c, packed + t * NR * (1 + s->k), c->lo, c->hi,
                  out + p * out_c + first_channel(c, t), out_c, used, channels);
+        if (s->half)
+            half(table, s->taps, in_c, packed + s->tiles * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + out_c - NR / 2, out_c, used, NR / 2);
     }
 }
 
@@ -324,14 +445,15 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
     const int64_t zero_count = rows ? layer->filter_w * layer->in_c : layer->in_c;
     memset(zeros, 0, (size_t)zero_count * sizeof(float));
     const int64_t pixels = batches * layer->out_h * layer->out_w;
-    tile_fn *tile = tile_portable;
+    tile_fn *tile = tile_portable, *half = half_portable;
 #ifdef FCONV_X86
-    if (chosen == NNB_FCONV_AVX2) tile = tile_avx2;
+    if (chosen == NNB_FCONV_AVX2) tile = tile_avx2, half = half_avx2;
 #endif
     if (rows)
-        run_rows(layer, &s, packed, in, pixels, out, table, zeros, zeros + zero_count, tile);
+        run_rows(layer, &s, packed, in, pixels, out, table, zeros, zeros + zero_count, tile,
+                 half);
     else
-        run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile);
+        run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile, half);
     return 0;
 }
 
@@ -341,15 +463,16 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
  * read overlapping windows, so each input vector is loaded once and
  * multiplied by the weight of every tap that reads it (for a 5-wide filter
  * at stride 1: 12 loads for 40 FMAs, where a load per FMA was the bound).
- * The input rows an output row reads are first copied into a ring in the
- * scratch, with their padding written as zeros and their channels rounded
- * up to 8 (zeros), so the loop reads whole vectors and checks nothing; each
- * input row is copied once, and the ring (a filter's height of rows) stays
- * in cache where a padded copy of a whole image did not (at stride 2 the
- * kernel then lost to kernels.c's loop, which reads its input in place).
- * A layer without padding left or right (a VALID one, or one after a PAD)
- * reads its input rows in place, whole vectors of channels.
- * The packed layout: per group of 8 channels, bias[8], then
+ * On the vector path with channels in whole vectors of 8, the loop reads
+ * the input rows in place: the windows inside a row check nothing, the few
+ * at its ends reaching into the padding check each tap (a padded copy of
+ * each input row cost a strided layer 4 input pixels an output, and it
+ * lost to kernels.c's loop, which reads in place).  Otherwise the input
+ * rows an output row reads are first copied into a ring in the scratch,
+ * with their padding written as zeros and their channels rounded up to 8
+ * (zeros), so the loop reads whole vectors and checks nothing; each input
+ * row is copied once, and the ring (a filter's height of rows) stays in
+ * cache where a padded copy of a whole image did not.  The packed layout: per group of 8 channels, bias[8], then
  * weights[taps][8]. */
 
 #define DW_LANES 8  /* channels a vector */
@@ -441,20 +564,20 @@ static void dw_pad_row(const struct nnb_fconv *c, const struct dw_sizes *d, cons
     memset(row + right * ch, 0, (size_t)((d->cols - right) * ch) * sizeof(float));
 }
 
-/* Whether the windows read the input's rows in place: no padding left or
- * right and whole vectors of channels (the ring then holds one row of
- * zeros, for the rows above or below the input). */
-static int dw_in_place(const struct nnb_fconv *c, const struct dw_sizes *d) {
-    return c->pad_left == 0 && d->cols <= c->in_w && c->in_c == d->channels;
-}
+/* Whether a run reads the input's rows in place: the register loop's
+ * shapes on the vector path, channels in whole vectors of 8.  The windows
+ * wholly inside a row then read it where it is; those reaching into the
+ * padding (a few at each end) check each tap; rows above or below the
+ * input are a row of zeros (the ring's first).  Else the ring holds padded
+ * copies of the rows. */
+static int dw_in_place(const struct nnb_fconv *c, const struct dw_sizes *d, int vector);
 
-/* The rows output row y reads, into rows[0..filter_h): in place (see
- * dw_in_place), or padded in the ring (copied there when not yet: rows
- * below *next are). */
+/* The rows output row y reads, into rows[0..filter_h): in place, or padded
+ * in the ring (copied there when not yet: rows below *next are). */
 static void dw_ring_rows(const struct nnb_fconv *c, const struct dw_sizes *d, const float *image,
-                         int64_t y, float *ring, int64_t *next, const float **rows) {
+                         int64_t y, float *ring, int64_t *next, const float **rows, int in_place) {
     const int64_t first = y * c->stride_h, row_floats = d->cols * d->channels;
-    if (dw_in_place(c, d)) {
+    if (in_place) {
         for (int64_t i = 0; i < c->filter_h; i++) {
             const int64_t in_y = first + i * c->dilation_h - c->pad_top;
             rows[i] = in_y >= 0 && in_y < c->in_h ? image + in_y * c->in_w * c->in_c : ring;
@@ -488,20 +611,22 @@ static void dw_row_portable(const struct nnb_fconv *c, const struct dw_sizes *d,
 
 #ifdef FCONV_X86
 /* PIXELS output pixels of the output row `out` from column x, channels
- * 8g..8g+7: every input column q of the block's span loaded once, times the
+ * 8g..8g+7, its rows' column x * STRIDE - shift the first the block reads
+ * (shift: the padding left of a row read in place, else 0): every input
+ * column q of the block's span loaded once, times the
  * weight of each (pixel p, tap j) with q = p * STRIDE + j.  PIXELS, STRIDE
  * and WIDTH (the filter's) are constants at every call, so the sums and the
  * row's WIDTH weights stay in registers and the tests below fold away. */
 TARGET_AVX2 static inline __attribute__((always_inline)) void dw_block_avx2(
     const struct nnb_fconv *c, const struct dw_sizes *d, const float *group,
-    const float *const *rows, float *out, int64_t x, int64_t g, __m256i mask, int whole,
-    const int PIXELS, const int STRIDE, const int WIDTH) {
+    const float *const *rows, int64_t shift, float *out, int64_t x, int64_t g, __m256i mask,
+    int whole, const int PIXELS, const int STRIDE, const int WIDTH) {
     __m256 acc[DW_PIXELS];
     const __m256 bias = _mm256_loadu_ps(group);
 #pragma GCC unroll 8
     for (int p = 0; p < PIXELS; p++) acc[p] = bias;
     for (int64_t i = 0; i < c->filter_h; i++) {
-        const float *row = rows[i] + x * STRIDE * d->channels + g * DW_LANES;
+        const float *row = rows[i] + (x * STRIDE - shift) * d->channels + g * DW_LANES;
         const float *w = group + DW_LANES * (1 + i * WIDTH);
         __m256 weight[5];
 #pragma GCC unroll 5
@@ -528,13 +653,36 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void dw_block_avx2(
     }
 }
 
-/* One output row: every group of 8 channels, 8 pixels a block, the last
- * block ending at the row's end (overlapping the one before it, its pixels
- * computed again to the same values); a row under 8 pixels in blocks of 4
- * the same way, one under 4 pixel by pixel. */
+/* Output pixel x of a row read in place, its taps checked: those left or
+ * right of the input read nothing (a few pixels at each end of a row). */
+TARGET_AVX2 static void dw_pixel_checked_avx2(const struct nnb_fconv *c, const struct dw_sizes *d,
+                                              const float *packed, const float *const *rows,
+                                              float *out, int64_t x) {
+    const __m256 low = _mm256_set1_ps(c->lo), high = _mm256_set1_ps(c->hi);
+    const int64_t left = x * c->stride_w - c->pad_left;
+    for (int64_t g = 0; g < d->channels / DW_LANES; g++) {
+        const float *group = packed + g * DW_LANES * (1 + d->taps);
+        __m256 acc = _mm256_loadu_ps(group);
+        for (int64_t i = 0, k = 0; i < c->filter_h; i++)
+            for (int64_t j = 0; j < c->filter_w; j++, k++) {
+                const int64_t q = left + j;
+                if (q < 0 || q >= c->in_w) continue;
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[i] + q * d->channels + g * DW_LANES),
+                                      _mm256_loadu_ps(group + DW_LANES * (1 + k)), acc);
+            }
+        _mm256_storeu_ps(out + x * c->out_c + g * DW_LANES,
+                         _mm256_min_ps(high, _mm256_max_ps(low, acc)));
+    }
+}
+
+/* Output pixels [begin, end) of one row: every group of 8 channels, 8
+ * pixels a block, the last block ending at `end` (overlapping the one
+ * before it, its pixels computed again to the same values); under 8 pixels
+ * in blocks of 4 the same way, under 4 pixel by pixel. */
 TARGET_AVX2 static inline __attribute__((always_inline)) void dw_row_avx2(
     const struct nnb_fconv *c, const struct dw_sizes *d, const float *packed,
-    const float *const *rows, float *out, const int STRIDE, const int WIDTH) {
+    const float *const *rows, int64_t shift, float *out, int64_t begin, int64_t end,
+    const int STRIDE, const int WIDTH) {
     const int64_t groups = d->channels / DW_LANES;
     const int64_t tail = c->out_c - (groups - 1) * DW_LANES; /* the last group's channels */
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)tail),
@@ -542,23 +690,25 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void dw_row_avx2(
     for (int64_t g = 0; g < groups; g++) {
         const float *group = packed + g * DW_LANES * (1 + d->taps);
         const int whole = g < groups - 1 || tail == DW_LANES;
-        int64_t x = 0;
-        for (; x + DW_PIXELS <= c->out_w; x += DW_PIXELS)
-            dw_block_avx2(c, d, group, rows, out, x, g, mask, whole, DW_PIXELS, STRIDE, WIDTH);
-        if (x < c->out_w && x > 0) { /* a last block overlapping the one before */
-            dw_block_avx2(c, d, group, rows, out, c->out_w - DW_PIXELS, g, mask, whole, DW_PIXELS,
-                          STRIDE, WIDTH);
+        int64_t x = begin;
+        for (; x + DW_PIXELS <= end; x += DW_PIXELS)
+            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, DW_PIXELS, STRIDE,
+                          WIDTH);
+        if (x < end && x > begin) { /* a last block overlapping the one before */
+            dw_block_avx2(c, d, group, rows, shift, out, end - DW_PIXELS, g, mask, whole,
+                          DW_PIXELS, STRIDE, WIDTH);
             continue;
         }
-        for (; x + DW_PIXELS / 2 <= c->out_w; x += DW_PIXELS / 2)
-            dw_block_avx2(c, d, group, rows, out, x, g, mask, whole, DW_PIXELS / 2, STRIDE, WIDTH);
-        if (x < c->out_w && x > 0) { /* likewise a last block of 4 */
-            dw_block_avx2(c, d, group, rows, out, c->out_w - DW_PIXELS / 2, g, mask, whole,
+        for (; x + DW_PIXELS / 2 <= end; x += DW_PIXELS / 2)
+            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, DW_PIXELS / 2, STRIDE,
+                          WIDTH);
+        if (x < end && x > begin) { /* likewise a last block of 4 */
+            dw_block_avx2(c, d, group, rows, shift, out, end - DW_PIXELS / 2, g, mask, whole,
                           DW_PIXELS / 2, STRIDE, WIDTH);
             continue;
         }
-        for (; x < c->out_w; x++)
-            dw_block_avx2(c, d, group, rows, out, x, g, mask, whole, 1, STRIDE, WIDTH);
+        for (; x < end; x++)
+            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, 1, STRIDE, WIDTH);
     }
 }
 
@@ -571,19 +721,45 @@ static int dw_avx2_shape(const struct nnb_fconv *c) {
     return 1;
 }
 
+/* One output row on the register loop: over padded rows, all of it; over
+ * rows read in place, the pixels whose windows lie inside the input
+ * [inner_begin, inner_end) there, the others checked. */
 TARGET_AVX2 static void dw_row_avx2_any(const struct nnb_fconv *c, const struct dw_sizes *d,
                                         const float *packed, const float *const *rows,
-                                        float *out) {
+                                        float *out, int in_place) {
+    int64_t begin = 0, end = c->out_w, shift = 0;
+    if (in_place) {
+        const int64_t s = c->stride_w;
+        shift = c->pad_left;
+        begin = (c->pad_left + s - 1) / s; /* the first x with x * s - pad_left >= 0 */
+        /* one past the last x with x * s - pad_left + filter_w <= in_w */
+        end = c->in_w + c->pad_left >= c->filter_w ? (c->in_w + c->pad_left - c->filter_w) / s + 1
+                                                    : 0;
+        end = end > c->out_w ? c->out_w : end;
+        begin = begin > end ? end : begin;
+        for (int64_t x = 0; x < begin; x++) dw_pixel_checked_avx2(c, d, packed, rows, out, x);
+        for (int64_t x = end; x < c->out_w; x++) dw_pixel_checked_avx2(c, d, packed, rows, out, x);
+        if (begin == end) return;
+    }
     if (c->stride_w == 1 && c->filter_w == 3)
-        dw_row_avx2(c, d, packed, rows, out, 1, 3);
+        dw_row_avx2(c, d, packed, rows, shift, out, begin, end, 1, 3);
     else if (c->stride_w == 2 && c->filter_w == 3)
-        dw_row_avx2(c, d, packed, rows, out, 2, 3);
+        dw_row_avx2(c, d, packed, rows, shift, out, begin, end, 2, 3);
     else if (c->stride_w == 1)
-        dw_row_avx2(c, d, packed, rows, out, 1, 5);
+        dw_row_avx2(c, d, packed, rows, shift, out, begin, end, 1, 5);
     else
-        dw_row_avx2(c, d, packed, rows, out, 2, 5);
+        dw_row_avx2(c, d, packed, rows, shift, out, begin, end, 2, 5);
 }
 #endif
+
+static int dw_in_place(const struct nnb_fconv *c, const struct dw_sizes *d, int vector) {
+#ifdef FCONV_X86
+    return vector && dw_avx2_shape(c) && c->in_c == d->channels;
+#else
+    (void)c, (void)d, (void)vector;
+    return 0;
+#endif
+}
 
 int nnb_fdwconv_run(const struct nnb_fconv *layer, const void *packed, int64_t packed_bytes,
                     const float *in, int64_t batches, float *out, void *scratch,
@@ -603,18 +779,16 @@ int nnb_fdwconv_run(const struct nnb_fconv *layer, const void *packed, int64_t p
     const int64_t out_row = layer->out_w * layer->out_c;
     const float **rows = scratch;
     float *ring = (float *)(rows + layer->filter_h);
-#ifdef FCONV_X86
-    const int vector = chosen == NNB_FCONV_AVX2 && dw_avx2_shape(layer);
-#endif
-    if (dw_in_place(layer, &d)) memset(ring, 0, (size_t)(d.cols * d.channels) * sizeof(float));
+    const int in_place = dw_in_place(layer, &d, chosen == NNB_FCONV_AVX2);
+    if (in_place) memset(ring, 0, (size_t)(d.cols * d.channels) * sizeof(float));
     for (int64_t b = 0; b < batches; b++) {
         int64_t next = 0; /* the first padded row not in the ring yet */
         for (int64_t y = 0; y < layer->out_h; y++) {
             float *o = out + (b * layer->out_h + y) * out_row;
-            dw_ring_rows(layer, &d, in + b * in_size, y, ring, &next, rows);
+            dw_ring_rows(layer, &d, in + b * in_size, y, ring, &next, rows, in_place);
 #ifdef FCONV_X86
-            if (vector) {
-                dw_row_avx2_any(layer, &d, packed, rows, o);
+            if (chosen == NNB_FCONV_AVX2 && dw_avx2_shape(layer)) {
+                dw_row_avx2_any(layer, &d, packed, rows, o, in_place);
                 continue;
             }
 #endif

@@ -57,14 +57,15 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
 /* Depthwise convolution, depth multiplier 1 (in_c == out_c): out[b, y, x, c]
  * = clamp(bias[c] + sum over i, j of in[b, y*stride_h + i*dilation_h -
  * pad_top, x*stride_w + j*dilation_w - pad_left, c] * weights[i*filter_w +
- * j, c], lo, hi); weights [filter_h*filter_w, out_c].  A run reads the
- * input rows in place (a layer without padding left or right, its channels
- * a multiple of 8) or copies each once into a ring of rows in its scratch
- * with the padding and the channels rounded up to 8 around it, so that no
- * tap checks a bound; filters 3 and 5 wide with stride 1 or 2 and dilation
- * 1 (MobileNet's) then keep 8 output pixels x 8 channels in registers and
- * load each input vector of a row once for all the taps and pixels that
- * read it.  Other shapes run a plain loop.
+ * j, c], lo, hi); weights [filter_h*filter_w, out_c].  Filters 3 and 5
+ * wide with stride 1 or 2 and dilation 1 (MobileNet's) keep 8 output
+ * pixels x 8 channels in registers and load each input vector of a row
+ * once for all the taps and pixels that read it: over the input rows in
+ * place when the channels are a multiple of 8 (the few windows at a row's
+ * ends checking their taps), else over a ring of rows in the scratch, each
+ * copied once with the padding and the channels rounded up to 8 around it,
+ * so that no tap checks a bound.  Other shapes run a plain loop over the
+ * ring.
  * Functions as their nnb_fconv_ counterparts. */
 int64_t nnb_fdwconv_packed_bytes(const struct nnb_fconv *layer);
 int64_t nnb_fdwconv_scratch_bytes(const struct nnb_fconv *layer);

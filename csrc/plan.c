@@ -346,7 +346,18 @@ static float maximum(float a, float b) { return a < b ? b : a; }
 
 static float minimum(float a, float b) { return b < a ? b : a; }
 
-static void elementwise(const nnb_plan_step *s, const float *a, const float *b, float *out)
+/* The elementwise and broadcast loops vectorise; an AVX2 clone (picked by
+ * the loader where the CPU has it, as kernels.c's MACHINE_CLONES: AVX2
+ * alone, no FMA, so no contraction and the same bits) does 8 floats a step
+ * where the baseline does 4. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
+#define PLAN_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define PLAN_CLONES
+#endif
+
+PLAN_CLONES static void elementwise(const nnb_plan_step *s, const float *a, const float *b,
+                                    float *out)
 {
     const int64_t as = s->a_step, bs = s->b_step, n = s->count;
     const float lo = s->lo, hi = s->hi;
@@ -437,7 +448,8 @@ static inline float prelu(float x, float y)
     return result;
 }
 
-static void broadcast(const nnb_plan_step *s, const float *a, const float *b, float *out)
+PLAN_CLONES static void broadcast(const nnb_plan_step *s, const float *a, const float *b,
+                                  float *out)
 {
     const nnb_plan_broadcast *br = s->params;
     const int64_t inner = br->b_inner, channels = br->b_count;

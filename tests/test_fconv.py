@@ -267,25 +267,21 @@ def test_depthwise_conv_2d_runs_the_packed_kernel_and_matches_the_old_route(
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_depthwise_route_keeps_padded_strided_and_other_shapes_on_kernels_c() -> None:
-    """Stride 1 (any width and depth) and an unpadded stride 2 run packed; a
-    padded stride 2, a dilated or a 7-wide layer keep kernels.c's loop."""
+def test_depthwise_route_keeps_strided_odd_depths_and_other_shapes_on_kernels_c() -> None:
+    """Stride 1 (any width and depth) and stride 2 over whole vectors of 8
+    channels run packed; stride 2 over other depths, a dilated or a 7-wide
+    layer keep kernels.c's loop."""
     one = Window2D(1, 1, 1, 1, 1, 1, 1, 1, 8, 8)
     two = Window2D(1, 1, 1, 1, 2, 2, 1, 1, 4, 4)
-    unpadded = Window2D(0, 0, 0, 0, 2, 2, 1, 1, 3, 3)
     dilated = Window2D(2, 2, 2, 2, 1, 1, 2, 2, 8, 8)
     packed = "fdwconv" if vector_path() else "nnb_depthwise_conv_f32"
     old = "nnb_depthwise_conv_f32"
-    assert conv.depthwise_route((1, 8, 8, 64), one, (3, 3)) == packed
+    assert conv.depthwise_route((1, 8, 8, 60), one, (3, 3)) == packed
     assert conv.depthwise_route((1, 8, 8, 256), one, (5, 5)) == packed
-    assert (
-        conv.depthwise_route((1, 4, 4, 64), Window2D(1, 1, 1, 1, 1, 1, 1, 1, 4, 4), (3, 3))
-        == packed
-    )
-    assert conv.depthwise_route((1, 8, 8, 64), two, (3, 3)) == old
-    assert conv.depthwise_route((1, 7, 7, 64), unpadded, (3, 3)) == packed
-    assert conv.depthwise_route((1, 7, 7, 60), unpadded, (3, 3)) == old  # not whole vectors
-    assert conv.depthwise_route((1, 6, 6, 64), unpadded, (3, 3)) == old  # reaches past the row
+    narrow = Window2D(1, 1, 1, 1, 1, 1, 1, 1, 4, 4)
+    assert conv.depthwise_route((1, 4, 4, 64), narrow, (3, 3)) == packed
+    assert conv.depthwise_route((1, 8, 8, 64), two, (3, 3)) == packed
+    assert conv.depthwise_route((1, 8, 8, 60), two, (3, 3)) == old
     assert conv.depthwise_route((1, 8, 8, 64), dilated, (3, 3)) == old
     assert conv.depthwise_route((1, 8, 8, 64), one, (7, 7)) == old
 

@@ -6,9 +6,9 @@ reads; a run checks the input and calls C, which reads the input in place,
 keeps 6 pixels x 16 channels of sums in registers over every tap and clamps
 them as it stores them: no im2col copy, no separate pass for the bias or
 the activation (a layer on under 8 input channels: a filter row a tap).  A
-depthwise layer (depth multiplier 1) reads its input rows in place or
-padded in a ring of rows in the scratch, and 8 output pixels x 8 channels
-share each input vector a row loads.  Whether a layer runs here or on BLAS is the caller's
+depthwise layer (depth multiplier 1) reads its input rows in place (its
+channels a multiple of 8) or padded in a ring of rows in the scratch, and 8
+output pixels x 8 channels share each input vector a row loads.  Whether a layer runs here or on BLAS is the caller's
 choice (``cpu/ops/conv.py`` measures per shape).
 """
 

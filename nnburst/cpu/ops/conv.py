@@ -463,11 +463,13 @@ def float_route(filt: _Filter, in_shape: tuple[int, ...], win: Any) -> str:
 #: shapes its register loop takes (3 or 5 wide, stride 1 or 2, dilation 1):
 #: at stride 1 every such layer of the five MediaPipe detectors and landmark
 #: models, 6x6 to 112x112 pixels, 24 to 1152 channels (0.45-0.8x
-#: nnb_depthwise_conv_f32's time; 0.93 at 14x14x192).  At stride 2 those
-#: read in place (no padding left or right, channels in whole vectors of 8:
-#: pose_detection's, after its PADs; 0.6-0.8x); a stride 2 layer with
-#: padding pays for its padded rows' copy (4 input pixels an output) and
-#: went either way (0.8-1.7x), so kernels.c keeps it.
+#: nnb_depthwise_conv_f32's time; 0.93 at 14x14x192).  At stride 2 those of
+#: whole vectors of 8 channels, which it reads in place (0.6-0.9x on 13 of
+#: 15 such layers; palm_detection's 24x24x128 and 12x12x256 5x5/2 lost,
+#: 1.2-1.45x, a sixth to a third of their pixels at the padded ends, where
+#: each tap is checked); at stride 2 a layer of other channel counts pays
+#: for copying its padded rows (4 input pixels an output: face_detection's
+#: 64x64x28 1.7x), so kernels.c keeps it.
 FDWCONV_WIDTHS = (3, 5)
 
 
@@ -483,14 +485,9 @@ def depthwise_route(in_shape: tuple[int, ...], win: Any, filter_hw: tuple[int, i
         or not win.dilation_h == win.dilation_w == 1
     ):
         return "nnb_depthwise_conv_f32"
-    if win.stride_w == 1:
+    if win.stride_w == 1 or in_shape[3] % 8 == 0:
         return "fdwconv"
-    in_place = (
-        win.pad_left == 0
-        and (win.out_w - 1) * win.stride_w + fw <= in_shape[2]
-        and in_shape[3] % 8 == 0
-    )
-    return "fdwconv" if in_place else "nnb_depthwise_conv_f32"
+    return "nnb_depthwise_conv_f32"
 
 
 def _packed_kernel(
