@@ -9,6 +9,11 @@ request: one C call per execution.
 
 It replies to *every* request: a malformed packet gets ``GENERAL_FAILURE``
 with no shapes and no timing, and the worker keeps serving.
+
+A request repeated with the same packet bytes is answered in C once armed
+(:meth:`_Worker.arm`, ``csrc/burst_fast.c``): C compares each packet with
+the armed one, runs the model's C plan over buffers this module validated,
+writes the result and waits for the next, and hands anything else back here.
 """
 
 from __future__ import annotations
