@@ -91,7 +91,7 @@ class DefaultBurstExecutorWithCache(IBurstExecutorWithCache):
         self._forget_execution()
         self._cache.pop(slot, None)
 
-    def execution_for(
+    def _execution_for(
         self, request: Request, slots: Sequence[int], measure: MeasureTiming
     ) -> IExecution | None:
         """The execution :meth:`execute` keeps for this very request, if any."""
@@ -347,7 +347,7 @@ class _Worker:
         executor = self.executor
         if not self.fast.bound or not isinstance(executor, DefaultBurstExecutorWithCache):
             return
-        execution = executor.execution_for(request, slots, measure)
+        execution = executor._execution_for(request, slots, measure)
         plan_of = getattr(execution, "burst_plan", None)
         if plan_of is None:
             return
