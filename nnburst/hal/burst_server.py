@@ -294,7 +294,8 @@ class _Worker:
         # a long packet must cost its own size, once.
         packet = self.request_words[: WORDS * n].tobytes()
         # C left this packet to us: whatever was armed may no longer hold.
-        self.fast.clear()
+        if self.fast.packet:
+            self.fast.clear()
         repeated, self.previous_packet = packet == self.previous_packet, packet
         try:
             # A burst mostly repeats one request layout: comparing the bytes
