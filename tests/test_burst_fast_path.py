@@ -375,3 +375,17 @@ def test_waits_that_miss_the_spin_window_go_to_the_policy_and_c_serves_on(pool):
         worker = controller._context._worker
         assert worker.fast.served == 8
         assert not worker.spin.spinning  # the misses C reported closed the window
+
+
+def test_a_packet_array_changed_in_place_is_sent_as_changed(driver, pool):
+    """The client skips copying a repeated packet of its own, never a caller's array."""
+    with ExecutionBurstController.create(driver.prepared) as controller:
+        req = request([pool.memory])
+        for seed in range(3):
+            pool.fill(seed)
+            compute(controller, req)
+        words = _packet(req, [0])
+        assert deserialize_result(controller.send_packet(words))[0] == ErrorStatus.NONE
+        words[-WORDS + 1] = 5  # measureTiming 5, in the same array
+        status, shapes, _ = deserialize_result(controller.send_packet(words))
+        assert status != ErrorStatus.NONE and shapes == []

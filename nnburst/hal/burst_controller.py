@@ -230,8 +230,11 @@ class ExecutionBurstController:
         self._result_buffer = np.zeros(results.quantum_count, dtype=RESULT_DATUM)
         self._result_words = self._result_buffer.view("<u4")
         self._last_packet: tuple[Request, MeasureTiming, list[int], np.ndarray] | None = None
-        self._last_result: tuple[list[int], tuple[ErrorStatus, list[OutputShape], Timing] | None]
-        self._last_result = ([], None)
+        self._last_result: tuple[bytes, tuple[ErrorStatus, list[OutputShape], Timing] | None]
+        self._last_result = (b"", None)
+        #: the words the request buffer holds (the round trip never writes it):
+        #: a repeated packet is not copied in again
+        self._staged: Any = None
         self._spin = SpinPolicy(max(0, polling_window_us) * 1000)
         self._round_trip = requests.round_trip(
             results, self._request_buffer, self._result_buffer, self._spin.window_ns
@@ -313,11 +316,11 @@ class ExecutionBurstController:
     def _result(self, received: int) -> tuple[ErrorStatus, list[OutputShape], Timing]:
         """The parsed result packet of ``received`` datums; a repeat of the last
         packet is recognised by its words, which costs less than parsing them."""
-        words = self._result_words[: WORDS * received].tolist()
+        words = self._result_words[: WORDS * received].tobytes()
         last_words, last = self._last_result
         if words == last_words and last is not None:
             return last
-        parsed = parse_result_words(words)
+        parsed = parse_result_words(memoryview(words).cast("I"))  # native: little-endian only
         self._last_result = (words, parsed)
         return parsed
 
@@ -346,6 +349,7 @@ class ExecutionBurstController:
         if self._closed:
             raise ClosedResourceError("the burst is closed")
         with self._guard:
+            self._staged = None  # the caller may have changed its array since
             received = self._exchange(words, deadline_ns)
             # Copied as words: a structured copy would not keep the padding bytes.
             return self._result_words[: WORDS * max(received, 0)].copy().view(RESULT_DATUM)
@@ -363,7 +367,9 @@ class ExecutionBurstController:
             self._owed = False
         if deadlines.passed(deadline_ns):
             return -1
-        self._request_words[: len(words)] = words
+        if words is not self._staged:
+            self._request_words[: len(words)] = words
+            self._staged = words
         spin = self._spin.next_window()
         start = time.monotonic_ns()
         received = self._round_trip(len(words) // WORDS, deadline_ns, spin)

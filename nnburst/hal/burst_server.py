@@ -9,6 +9,11 @@ request: one C call per execution.
 
 It replies to *every* request: a malformed packet gets ``GENERAL_FAILURE``
 with no shapes and no timing, and the worker keeps serving.
+
+A request repeated with the same packet bytes is answered in C once armed
+(:meth:`_Worker.arm`, ``csrc/burst_fast.c``): C compares each packet with
+the armed one, runs the model's C plan over buffers this module validated,
+writes the result and waits for the next, and hands anything else back here.
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ class DefaultBurstExecutorWithCache(IBurstExecutorWithCache):
         self._forget_execution()
         self._cache.pop(slot, None)
 
-    def execution_for(
+    def _execution_for(
         self, request: Request, slots: Sequence[int], measure: MeasureTiming
     ) -> IExecution | None:
         """The execution :meth:`execute` keeps for this very request, if any."""
@@ -289,7 +294,8 @@ class _Worker:
         # a long packet must cost its own size, once.
         packet = self.request_words[: WORDS * n].tobytes()
         # C left this packet to us: whatever was armed may no longer hold.
-        self.fast.clear()
+        if self.fast.packet:
+            self.fast.clear()
         repeated, self.previous_packet = packet == self.previous_packet, packet
         try:
             # A burst mostly repeats one request layout: comparing the bytes
@@ -342,7 +348,7 @@ class _Worker:
         executor = self.executor
         if not self.fast.bound or not isinstance(executor, DefaultBurstExecutorWithCache):
             return
-        execution = executor.execution_for(request, slots, measure)
+        execution = executor._execution_for(request, slots, measure)
         plan_of = getattr(execution, "burst_plan", None)
         if plan_of is None:
             return

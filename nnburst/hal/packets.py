@@ -333,7 +333,7 @@ def deserialize_result(packet: np.ndarray) -> tuple[ErrorStatus, list[OutputShap
     return parse_result_words(_flat_words(packet, RESULT_DATUM))
 
 
-def parse_result_words(flat: list[int]) -> tuple[ErrorStatus, list[OutputShape], Timing]:
+def parse_result_words(flat: Sequence[int]) -> tuple[ErrorStatus, list[OutputShape], Timing]:
     """:func:`deserialize_result` on a flat list of words (6 per datum)."""
     size = len(flat) // WORDS
     if size < 2 or flat[0] & 0xFF != ResultTag.PACKET_INFORMATION:
