@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import BadDataError
 from .compiled import ffi, lib
-from .plan import PlanTable
+from .plan import BoundPlan
 from .queue import RoundTrip
 
 #: Bytes of a burst datum (request or result): six 32-bit words.
@@ -55,13 +55,12 @@ class BurstFastPath:
         packet: bytes,
         result_words: Sequence[int],
         measure: bool,
-        table: PlanTable,
-        buffers: Sequence[np.ndarray],
+        plan: BoundPlan,
         copies: Sequence[tuple[np.ndarray, np.ndarray]],
     ) -> None:
-        """Answer ``packet`` with ``result_words`` after running ``table`` over
-        ``buffers`` (its inputs then its outputs, each exactly the size the plan
-        was checked against) and copying each (source, target) of ``copies``."""
+        """Answer ``packet`` with ``result_words`` after running ``plan`` (bound
+        to its buffers, each checked there against the plan's sizes) and
+        copying each (source, target) of ``copies``."""
         rt = self._round_trip
         if rt is None:
             raise BadDataError("the fast path has no round trip to serve")
@@ -71,20 +70,13 @@ class BurstFastPath:
             raise BadDataError("the packet is longer than the request buffer")
         if len(result_words) // 6 > rt._struct.request_capacity:
             raise BadDataError("the result is longer than the result buffer")
-        sizes = table._bytes
-        if len(buffers) != table._buffers or any(
-            b.nbytes != sizes[i] or not b.flags.c_contiguous for i, b in enumerate(buffers)
-        ):
-            raise BadDataError("the buffers do not have the sizes the plan was checked against")
         for source, target in copies:
             if source.nbytes != target.nbytes or not target.flags.writeable:
                 raise BadDataError("an output copy between buffers of different sizes")
+        steps, step_count, arena, arena_bytes, tensors, sizes, tensor_count = plan.c_arguments
         self.clear()
         packet_words = np.frombuffer(packet, "<u4").copy()
         result = np.array(result_words, "<u4")
-        arena = table._new_arena()
-        pointers = [ffi.from_buffer(b) for b in buffers]
-        tensors = ffi.new("void *[]", pointers)
         sources = [ffi.from_buffer(s) for s, _ in copies]
         targets = [ffi.from_buffer(t, require_writable=True) for _, t in copies]
         copy_from = ffi.new("void *[]", sources)
@@ -96,9 +88,9 @@ class BurstFastPath:
         f.packet, f.packet_datums = packet_c, len(packet) // DATUM_BYTES
         f.result, f.result_datums = result_c, len(result) // 6
         f.measure = int(measure)
-        f.steps, f.step_count = table._table, table._count
-        f.arena, f.arena_bytes = arena[1], table._arena_bytes
-        f.tensors, f.tensor_bytes, f.tensor_count = tensors, sizes, table._buffers
+        f.steps, f.step_count = steps, step_count
+        f.arena, f.arena_bytes = arena, arena_bytes
+        f.tensors, f.tensor_bytes, f.tensor_count = tensors, sizes, tensor_count
         f.copy_count, f.copy_from, f.copy_to, f.copy_bytes = (
             len(copies),
             copy_from,
@@ -106,8 +98,8 @@ class BurstFastPath:
             copy_bytes,
         )
         self._keep = (
-            table, buffers, copies, packet_words, result, arena, pointers, tensors,
-            sources, targets, copy_from, copy_to, copy_bytes, packet_c, result_c,
+            plan, copies, packet_words, result, sources, targets, copy_from, copy_to,
+            copy_bytes, packet_c, result_c,
         )  # fmt: skip
         self.packet = packet
         lib.nnb_burst_fast_arm(f)
@@ -125,6 +117,8 @@ class BurstFastPath:
         lib.nnb_burst_fast_disarm(self._struct)
         f = self._struct
         f.packet_datums = f.result_datums = f.step_count = f.tensor_count = f.copy_count = 0
+        if self._keep:
+            self._keep[0].close()  # the pools' mappings may close from now on
         self._keep = ()
         self.packet = b""
 

@@ -307,6 +307,15 @@ class BoundPlan:
         if rc:
             raise _plan_error(rc)
 
+    @property
+    def c_arguments(self) -> tuple[Any, ...]:
+        """``nnb_plan_run``'s arguments but the deadline, for a C caller (the
+        burst server's C path); valid while this object is open and alive."""
+        if self._held is None:
+            raise BadDataError("the C plan's buffers were released")
+        steps, count = self._arguments
+        return (steps, count, self._arena, *self._rest)
+
     def close(self) -> None:
         """Release the buffers (a memory mapping can close once nothing holds it)."""
         self._held = None

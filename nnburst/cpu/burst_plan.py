@@ -20,16 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from .._bindings.plan import PlanTable
+from .._bindings.plan import BoundPlan
 
 
 @dataclass(frozen=True)
-class BoundPlan:
-    """The plan, its buffers in its order (inputs, then private outputs), and
+class BurstPlan:
+    """The plan bound to a request's inputs and private outputs, and the
     (private output, target in a pool) pairs to copy after each run."""
 
-    table: PlanTable
-    buffers: tuple[np.ndarray, ...]
+    plan: BoundPlan
     copies: tuple[tuple[np.ndarray, np.ndarray], ...]
 
 
@@ -37,46 +36,15 @@ def bind(
     main: Any,
     inputs: list[np.ndarray | None],
     targets: list[np.ndarray | None] | None,
-) -> BoundPlan | None:
-    """The whole-model plan of ``main`` (a prepared subgraph) over a request's
-    ``inputs`` (arrays in the pools, checked against the model) and fixed-shape
-    ``targets``; None when anything but one C plan would run, or a buffer does
-    not have exactly the plan's shape and type."""
-    if targets is None or len(main._steps) != 1:
+) -> BurstPlan | None:
+    """The whole-model plan of ``main`` (a prepared subgraph, which checks
+    that it is one C plan and that every buffer has exactly the plan's shape
+    and type) over a request's ``inputs`` (arrays in the pools, checked
+    against the model) and fixed-shape ``targets``; None when it is not that."""
+    if targets is None or any(type(t) is not np.ndarray for t in targets):
         return None
-    op = main._plan[0]
-    table = getattr(op.kernel, "plan_table", None)
-    infos = getattr(op.kernel, "plan_infos", None)
-    if not isinstance(table, PlanTable) or infos is None:
+    privates = [np.empty(t.shape, t.dtype) for t in targets]  # type: ignore[union-attr]
+    plan = main.bind(inputs, privates)
+    if plan is None:
         return None
-    model_inputs = {index: position for position, index in enumerate(main._input_indexes)}
-    model_outputs = list(main._output_indexes)
-    if sorted(op.outputs) != sorted(model_outputs) or len(set(model_outputs)) != len(model_outputs):
-        return None
-    if len(op.inputs) + len(op.outputs) != len(infos):
-        return None
-    buffers: list[np.ndarray] = []
-    for index, info in zip(op.inputs, infos):
-        position = model_inputs.get(index)
-        value = main.initial_values[index] if position is None else inputs[position]
-        if value is None or not _fits(value, info):
-            return None
-        buffers.append(value)
-    copies = []
-    for index, info in zip(op.outputs, infos[len(op.inputs) :]):
-        target = targets[model_outputs.index(index)]
-        if target is None or not _fits(target, info):
-            return None
-        private = np.empty(info.dimensions or (), info.dtype)
-        buffers.append(private)
-        copies.append((private, target))
-    return BoundPlan(table, tuple(buffers), tuple(copies))
-
-
-def _fits(value: Any, info: Any) -> bool:
-    return (
-        type(value) is np.ndarray
-        and value.dtype == info.dtype
-        and value.shape == tuple(info.dimensions or ())
-        and value.flags.c_contiguous
-    )
+    return BurstPlan(plan, tuple(zip(privates, targets)))  # type: ignore[arg-type]

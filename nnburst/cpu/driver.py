@@ -489,7 +489,7 @@ class CpuExecution(IExecution):
             timing = Timing(on_device, max(in_driver, on_device))
         return status, shapes, timing
 
-    def burst_plan(self) -> burst_plan.BoundPlan | None:
+    def burst_plan(self) -> burst_plan.BurstPlan | None:
         """This execution as one C plan over its buffers, for a burst server's
         C path (:mod:`.burst_plan`); None if it is not exactly that."""
         if self._invalid or self._loops or any(m.closed for m in self._memories):

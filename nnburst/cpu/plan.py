@@ -621,7 +621,6 @@ def _kernel(
     #: buffer's (shape, dtype); a planned kernel also takes the deadline.
     kernel.plan_table = table  # type: ignore[attr-defined]
     kernel.plan_buffers = (*expected, *results)  # type: ignore[attr-defined]
-    kernel.plan_infos = infos  # type: ignore[attr-defined]  # a burst's C path runs it directly
     return kernel
 
 

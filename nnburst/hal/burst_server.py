@@ -361,14 +361,7 @@ class _Worker:
         with self.lock:
             if self.freed:  # a free came in since the cache was read: serve it first
                 return
-            self.fast.arm(
-                packet,
-                words,
-                measure == MeasureTiming.YES,
-                bound.table,
-                bound.buffers,
-                bound.copies,
-            )
+            self.fast.arm(packet, words, measure == MeasureTiming.YES, bound.plan, bound.copies)
 
     def cache_slots(self, slots: Sequence[int]) -> None:
         """Apply the client's frees, then fetch every unknown slot with one
