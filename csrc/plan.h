@@ -40,7 +40,9 @@
 #define NNB_PLAN_DEQUANTIZE 21  /* nnb_plan_quantize: out = (float)(a - zero_point) * scale */
 #define NNB_PLAN_FCONV 22       /* nnb_plan_fconv: nnb_fconv_run; b: scratch */
 #define NNB_PLAN_FDWCONV 23     /* nnb_plan_fconv: nnb_fdwconv_run; b: scratch */
-#define NNB_PLAN_KINDS 24
+#define NNB_PLAN_MEAN 24        /* nnb_plan_mean: a's mean over a middle block of axes; b: scratch */
+#define NNB_PLAN_SOFTMAX 25     /* nnb_plan_softmax_f32: float32 softmax over rows of a */
+#define NNB_PLAN_KINDS 26
 
 /* The binary elementwise kinds (ADD..MINIMUM) may take one, and PRELU
  * must: b then holds b_count floats, and element k of a pairs with b[(k /
@@ -156,6 +158,21 @@ typedef struct {
     float scale;
     int32_t zero_point, type, reserved;
 } nnb_plan_quantize;
+
+/* MEAN: a is [outer, reduce, inner] float32, out [outer, inner]:
+ * out[o, i] = (float)(sum over r of (double)a[o, r, i] / reduce), the sum
+ * in r's order; count is outer * inner; b is scratch of inner doubles. */
+typedef struct {
+    int64_t outer, reduce, inner;
+} nnb_plan_mean;
+
+/* SOFTMAX (float32): count floats of a as rows of depth; in double, per
+ * row, e = exp((a - max(row)) * beta) and out = (float)(e / sum(e)), the
+ * sum in the row's order. */
+typedef struct {
+    int64_t depth;
+    double beta;
+} nnb_plan_softmax_f32;
 
 /* A tensor of a step: arena + ref bytes for ref >= 0, else the caller's
  * tensor tensors[-1 - ref]. */

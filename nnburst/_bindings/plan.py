@@ -26,6 +26,7 @@ COPY, FILL, POOL = lib.NNB_PLAN_COPY, lib.NNB_PLAN_FILL, lib.NNB_PLAN_POOL
 QLOOKUP, PADDED_ADD = lib.NNB_PLAN_QLOOKUP, lib.NNB_PLAN_PADDED_ADD
 SOFTMAX_Q8, AVERAGE_Q8 = lib.NNB_PLAN_SOFTMAX_Q8, lib.NNB_PLAN_AVERAGE_Q8
 PRELU, QUANTIZE, DEQUANTIZE = lib.NNB_PLAN_PRELU, lib.NNB_PLAN_QUANTIZE, lib.NNB_PLAN_DEQUANTIZE
+MEAN, SOFTMAX = lib.NNB_PLAN_MEAN, lib.NNB_PLAN_SOFTMAX
 MAX_RANK = lib.NNB_PLAN_MAX_RANK
 #: Every intermediate starts on a cache line (the kernels' vector loads like it).
 ALIGN = 64
@@ -178,6 +179,20 @@ def quantize_params(scale: float, zero_point: int, dtype: np.dtype) -> Params:
     pointer: Any = ffi.new("nnb_plan_quantize *")
     pointer.scale, pointer.zero_point = scale, zero_point
     pointer.type = lib.NNB_OUT_INT8 if dtype == np.int8 else lib.NNB_OUT_UINT8
+    return Params(pointer)
+
+
+def mean_params(outer: int, reduce: int, inner: int) -> Params:
+    """MEAN: a [outer, reduce, inner] averaged over its middle axis."""
+    pointer: Any = ffi.new("nnb_plan_mean *")
+    pointer.outer, pointer.reduce, pointer.inner = outer, reduce, inner
+    return Params(pointer)
+
+
+def softmax_f32_params(depth: int, beta: float) -> Params:
+    """SOFTMAX: float32 rows of ``depth``, ``beta`` as the operation widens it."""
+    pointer: Any = ffi.new("nnb_plan_softmax_f32 *")
+    pointer.depth, pointer.beta = depth, beta
     return Params(pointer)
 
 

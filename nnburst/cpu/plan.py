@@ -15,6 +15,9 @@ outputs and an arena of its intermediates.  What the C plan computes:
   transposing copies), the int32 quantized convolutions and fully
   connected layers, float32 pools without padding, the PAD + ADD pair of
   :mod:`.fusion`;
+- float32 MEAN over a block of neighbouring axes and float32 SOFTMAX over
+  the last axis (in double, as the operations compute them: the sums' order
+  may differ from numpy's pairwise one, within a float32 rounding);
 - the moves, from their constant parameters: RESHAPE, SQUEEZE and
   EXPAND_DIMS (the same bytes under another shape), CONCATENATION (of
   inputs quantized as the output), SLICE, STRIDED_SLICE, TRANSPOSE and PAD.
@@ -49,7 +52,9 @@ from .registry import ExecutionContext
 
 logger = logging.getLogger("nnburst.compilation.plan")
 
-#: Shorter runs gain too little over the loop to pay for a C call's set-up.
+#: Shorter runs gain too little over the loop to pay for a C call's set-up.  A
+#: run holding an operation without a bound kernel (a MEAN, a float SOFTMAX: numpy
+#: through the registry, 20-80 µs) needs one operation fewer.
 MIN_RUN = 2
 #: A 1x1 float convolution that runs as one BLAS matrix product on its own
 #: joins a plan (as the C loop) when it has at most this many multiply-adds:
@@ -129,7 +134,8 @@ def plan(operations: list[Any], subgraph: Subgraph) -> list[Any]:
         end = position
         while end < len(operations) and lowered[end] is not None:
             end += 1
-        if end - position >= MIN_RUN:
+        unbound = any(op.kernel is None for op in operations[position:end])
+        if end - position >= (max(1, MIN_RUN - 1) if unbound else MIN_RUN):
             later = {i for op in operations[end:] for i in op.inputs}
             run = operations[position:end]
             result.append(_run(run, lowered[position:end], subgraph, later))  # type: ignore[arg-type]
@@ -187,6 +193,10 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             return _byte_function(op, subgraph)
         if code == OperationCode.DEQUANTIZE:
             return _dequantize(op, subgraph)
+        if code == OperationCode.MEAN:
+            return _mean(op, subgraph)
+        if code == OperationCode.SOFTMAX:
+            return _softmax(op, subgraph)
     except (ValueError, TypeError, IndexError, OverflowError):  # parameters it does not take
         return None
     return None
@@ -675,3 +685,47 @@ def _dequantize(op: Any, subgraph: Subgraph) -> _Lowered | None:
     count = _count(subgraph, x)
     params = c_plan.quantize_params(info.scale, info.zero_point, info.dtype)
     return _Lowered((_Step(c_plan.DEQUANTIZE, x, y, count, params=params),))
+
+
+def _mean(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """A float32 MEAN over axes that make one block (size-1 axes between them
+    count as reduced): [outer, reduce, inner] averaged over its middle."""
+    x, y = op.inputs[0], op.outputs[0]
+    axes, keep = (_constant(subgraph, i) for i in op.inputs[1:3])
+    if axes is None or keep is None or len(op.inputs) != 3:
+        return None
+    if _info(subgraph, x).code != _F32 or _info(subgraph, y).code != _F32:
+        return None
+    shape = _dims(subgraph, x)
+    rank = len(shape)
+    reduced = {int(a) % rank for a in np.asarray(axes).reshape(-1)} if rank else set()
+    if not reduced or any(not -rank <= int(a) < rank for a in np.asarray(axes).reshape(-1)):
+        return None
+    first, last = min(reduced), max(reduced)
+    if any(shape[k] != 1 and k not in reduced for k in range(first, last + 1)):
+        return None
+    outer, inner = math.prod(shape[:first]), math.prod(shape[last + 1 :])
+    reduce = math.prod(shape[first : last + 1])
+    if outer * inner != _count(subgraph, y):
+        return None
+    params = c_plan.mean_params(outer, reduce, inner)
+    step = _Step(c_plan.MEAN, x, y, outer * inner, b=_Scratch(inner * 8), params=params)
+    return _Lowered((step,))
+
+
+def _softmax(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """A float32 SOFTMAX over the last axis (or one after which every axis is 1)."""
+    x, y = op.inputs[0], op.outputs[0]
+    beta = _constant(subgraph, op.inputs[1])
+    axis = _constant(subgraph, op.inputs[2]) if len(op.inputs) > 2 else -1
+    if beta is None or axis is None or _info(subgraph, x).code != _F32:
+        return None
+    shape = _dims(subgraph, x)
+    if not shape or not -len(shape) <= int(axis) < len(shape):
+        return None
+    axis = int(axis) % len(shape)
+    if any(d != 1 for d in shape[axis + 1 :]) or _info(subgraph, y).code != _F32:
+        return None
+    beta = float(np.float64(np.float32(beta)))  # what the operation computes with
+    params = c_plan.softmax_f32_params(shape[axis], beta)
+    return _Lowered((_Step(c_plan.SOFTMAX, x, y, _count(subgraph, x), params=params),))
