@@ -15,6 +15,8 @@ outputs and an arena of its intermediates.  What the C plan computes:
   transposing copies), the int32 quantized convolutions and fully
   connected layers, float32 pools without padding, the PAD + ADD pair of
   :mod:`.fusion`;
+- MIRROR_PAD padding one axis (a copy, then each side's block read backwards)
+  and GATHER of constant indices (a copy per index);
 - float32 MEAN over a block of neighbouring axes and float32 SOFTMAX over
   the last axis (in double, as the operations compute them: the sums' order
   may differ from numpy's pairwise one, within a float32 rounding);
@@ -193,6 +195,10 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             return _byte_function(op, subgraph)
         if code == OperationCode.DEQUANTIZE:
             return _dequantize(op, subgraph)
+        if code == OperationCode.MIRROR_PAD:
+            return _mirror_pad(op, subgraph)
+        if code == OperationCode.GATHER:
+            return _gather(op, subgraph)
         if code == OperationCode.MEAN:
             return _mean(op, subgraph)
         if code == OperationCode.SOFTMAX:
@@ -729,3 +735,83 @@ def _softmax(op: Any, subgraph: Subgraph) -> _Lowered | None:
     beta = float(np.float64(np.float32(beta)))  # what the operation computes with
     params = c_plan.softmax_f32_params(shape[axis], beta)
     return _Lowered((_Step(c_plan.SOFTMAX, x, y, _count(subgraph, x), params=params),))
+
+
+#: A GATHER of more constant indices than this stays numpy's one take.
+MAX_GATHER_COPIES = 16
+
+
+def _mirror_pad(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """MIRROR_PAD of one axis: the input copied inside, then each side read
+    backwards from the edge (REFLECT skips the edge row, SYMMETRIC repeats it)."""
+    x, y = op.inputs[0], op.outputs[0]
+    info, out = _info(subgraph, x), _info(subgraph, y)
+    shape, out_shape = _dims(subgraph, x), _dims(subgraph, y)
+    paddings, mode = _constant(subgraph, op.inputs[1]), _constant(subgraph, op.inputs[2])
+    if paddings is None or mode is None or int(mode) not in (0, 1) or not _same_bytes(info, out):
+        return None
+    rows = np.asarray(paddings).reshape(-1, 2)
+    padded = [axis for axis in range(len(shape)) if rows[axis].any()]
+    if len(shape) > c_plan.MAX_RANK or rows.shape[0] != len(shape) or len(padded) > 1:
+        return None
+    if tuple(d + int(r.sum()) for d, r in zip(shape, rows)) != out_shape or (rows < 0).any():
+        return None
+    elem, in_strides, out_strides = info.dtype.itemsize, _strides(shape), _strides(out_shape)
+    before = int(rows[padded[0]][0]) if padded else 0
+    offset = before * out_strides[padded[0]] if padded else 0
+    steps = [
+        _Step(
+            c_plan.COPY,
+            x,
+            y,
+            params=c_plan.copy_params(elem, shape, in_strides, out_strides, 0, offset),
+        )
+    ]
+    if padded:
+        axis, (before, after) = padded[0], (int(v) for v in rows[padded[0]])
+        size, edge = shape[axis], 1 - int(mode)  # REFLECT leaves the edge row out
+        if max(before, after) > size - edge:
+            return None
+        stride = in_strides[axis]
+        backwards = [(-k if a == axis else k) for a, k in enumerate(in_strides)]
+        for extent, first, out_at in (
+            (before, before - 1 + edge, 0),
+            (after, size - 1 - edge, before + size),
+        ):
+            if extent:
+                block = [extent if a == axis else d for a, d in enumerate(shape)]
+                params = c_plan.copy_params(
+                    elem, block, backwards, out_strides, first * stride, out_at * out_strides[axis]
+                )
+                steps.append(_Step(c_plan.COPY, x, y, params=params))
+    return _Lowered(tuple(steps))
+
+
+def _gather(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """GATHER of constant indices: [outer, index, inner] blocks copied one by one."""
+    x, y = op.inputs[0], op.outputs[0]
+    axis, indices = _constant(subgraph, op.inputs[1]), _constant(subgraph, op.inputs[2])
+    info = _info(subgraph, x)
+    shape = _dims(subgraph, x)
+    if axis is None or indices is None or not shape or not _same_bytes(info, _info(subgraph, y)):
+        return None
+    axis = int(axis) % len(shape)
+    picks = [int(i) for i in np.asarray(indices).reshape(-1)]
+    if not picks or len(picks) > MAX_GATHER_COPIES or not all(0 <= i < shape[axis] for i in picks):
+        return None
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
+    if outer * len(picks) * inner != _count(subgraph, y):
+        return None
+    elem = info.dtype.itemsize
+    steps = []
+    for j, pick in enumerate(picks):
+        params = c_plan.copy_params(
+            elem,
+            (outer, inner),
+            (shape[axis] * inner, 1),
+            (len(picks) * inner, 1),
+            pick * inner,
+            j * inner,
+        )
+        steps.append(_Step(c_plan.COPY, x, y, params=params))
+    return _Lowered(tuple(steps))
