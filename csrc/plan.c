@@ -142,6 +142,12 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
         }
         return 1;
     }
+    if (s->kind == NNB_PLAN_SQRT || s->kind == NNB_PLAN_LOGISTIC) {
+        if (s->params != NULL || s->count >= DIM_LIMIT * 4)
+            return 0;
+        *a = *out = s->count * 4;
+        return 1;
+    }
     if (s->params == NULL)
         return 0;
     switch (s->kind) {
@@ -725,6 +731,20 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
     case NNB_PLAN_MEAN:
         mean(s->params, a, out, tensor_at(s->b, arena, tensors));
         return 0;
+    case NNB_PLAN_SQRT: {
+        const float *x = a;
+        float *y = out;
+        for (int64_t k = 0; k < s->count; k++)
+            y[k] = sqrtf(x[k]);
+        return 0;
+    }
+    case NNB_PLAN_LOGISTIC: { /* LOGISTIC's float path: 1 / (1 + exp(-x)) in float32 */
+        const float *x = a;
+        float *y = out;
+        for (int64_t k = 0; k < s->count; k++)
+            y[k] = 1.0f / (1.0f + expf(-x[k]));
+        return 0;
+    }
     case NNB_PLAN_SOFTMAX:
         softmax(s->params, s->count, a, out);
         return 0;

@@ -42,7 +42,9 @@
 #define NNB_PLAN_FDWCONV 23     /* nnb_plan_fconv: nnb_fdwconv_run; b: scratch */
 #define NNB_PLAN_MEAN 24        /* nnb_plan_mean: a's mean over a middle block of axes; b: scratch */
 #define NNB_PLAN_SOFTMAX 25     /* nnb_plan_softmax_f32: float32 softmax over rows of a */
-#define NNB_PLAN_KINDS 26
+#define NNB_PLAN_SQRT 26        /* out = sqrtf(a), count floats; params NULL */
+#define NNB_PLAN_LOGISTIC 27    /* out = 1 / (1 + expf(-a)) in float, count floats; params NULL */
+#define NNB_PLAN_KINDS 28
 
 /* The binary elementwise kinds (ADD..MINIMUM) may take one, and PRELU
  * must: b then holds b_count floats, and element k of a pairs with b[(k /

@@ -133,3 +133,26 @@ def test_a_softmax_alone_is_a_c_call_and_an_add_alone_is_not(
     first, _, last = (op.kernel for op in planned.main._plan)
     assert first.__qualname__.startswith("_kernel")  # plan.py's C call
     assert not last.__qualname__.startswith("_kernel")
+
+
+@pytest.mark.parametrize("code", [Op.SQRT, Op.LOGISTIC], ids=["SQRT", "LOGISTIC"])
+def test_square_roots_and_logistics_are_c_steps(
+    code: OperationCode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQRT bit for bit (sqrtf rounds as numpy does); LOGISTIC within a rounding
+    (expf against numpy's vector exp), negative, NaN and infinite inputs too."""
+    rng = np.random.default_rng(9)
+    shape = (7, 33)
+    g = Graph()
+    x = g.input(shape)
+    shifted = g.binary(Op.SUB, x, g.const(0.5), shape)
+    g.output(g.binary(Op.MUL, g.op(code, [shifted], shape), g.const(2.0), shape))
+    feed = rng.uniform(-100, 100, shape).astype(np.float32)
+    feed.flat[:5] = [np.nan, np.inf, -np.inf, 0.5, 1e-30]
+    planned, one_by_one = both(g.model(), monkeypatch)
+    assert len(planned.main._plan) == 1
+    (got,), (want,) = planned.run([feed]), one_by_one.run([feed])
+    if code == Op.SQRT:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=ULPS, atol=0)

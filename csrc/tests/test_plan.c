@@ -408,6 +408,32 @@ static int random_softmax(void)
     return failed;
 }
 
+/* SQRT and LOGISTIC against the C library here; params refused. */
+static int random_unary(void)
+{
+    const int64_t n = 1 + rand() % 50;
+    float *x = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)n);
+    for (int64_t k = 0; k < n; k++) x[k] = (float)(rand() % 4001 - 2000) / 10.0f;
+    x[0] = rand() % 2 ? NAN : -INFINITY;
+    const int kind = rand() % 2 ? NNB_PLAN_SQRT : NNB_PLAN_LOGISTIC;
+    nnb_plan_step step = {.kind = kind, .a = -1, .out = -2, .count = n};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {n * 4, n * 4};
+    int failed = run_one(&step, NULL, 0, tensors, bytes, 2) != 0;
+    for (int64_t k = 0; k < n && !failed; k++) {
+        const float want = kind == NNB_PLAN_SQRT ? sqrtf(x[k]) : 1.0f / (1.0f + expf(-x[k]));
+        failed = !same(out[k], want);
+    }
+    nnb_plan_mean stray = {1, 1, 1};
+    step.params = &stray;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    step.params = NULL;
+    step.count = n + 1;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    free(x), free(out);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     int runs = argc > 1 ? atoi(argv[1]) : 500, failures = 0;
@@ -420,7 +446,8 @@ int main(int argc, char **argv)
     for (int r = 0; r < runs; r++) failures += random_broadcast();
     for (int r = 0; r < runs; r++) failures += random_mean();
     for (int r = 0; r < runs; r++) failures += random_softmax();
-    printf("plan: %d random chains, copies, per-channel steps, means and softmaxes, %d convolutions, packed float layers and 8-bit average pools, %d failed\n", runs, runs / 4,
+    for (int r = 0; r < runs; r++) failures += random_unary();
+    printf("plan: %d random chains, copies, per-channel steps, means, softmaxes, square roots and logistics, %d convolutions, packed float layers and 8-bit average pools, %d failed\n", runs, runs / 4,
            failures);
     return failures != 0;
 }

@@ -17,6 +17,8 @@ outputs and an arena of its intermediates.  What the C plan computes:
   :mod:`.fusion`;
 - MIRROR_PAD padding one axis (a copy, then each side's block read backwards)
   and GATHER of constant indices (a copy per index);
+- float32 SQRT (sqrtf: numpy's bits) and LOGISTIC (expf in float32, where
+  numpy's own vector exp may round differently: within a float32 rounding);
 - float32 MEAN over a block of neighbouring axes and float32 SOFTMAX over
   the last axis (in double, as the operations compute them: the sums' order
   may differ from numpy's pairwise one, within a float32 rounding);
@@ -191,6 +193,8 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             return _transpose(op, subgraph)
         if code == OperationCode.PAD:
             return _pad(op, subgraph)
+        if code in _FLOAT_UNARY and _info(subgraph, op.inputs[0]).code == _F32:
+            return _float_unary(op, subgraph)
         if code in _BYTE_FUNCTIONS:
             return _byte_function(op, subgraph)
         if code == OperationCode.DEQUANTIZE:
@@ -815,3 +819,16 @@ def _gather(op: Any, subgraph: Subgraph) -> _Lowered | None:
         )
         steps.append(_Step(c_plan.COPY, x, y, params=params))
     return _Lowered(tuple(steps))
+
+
+_FLOAT_UNARY = {OperationCode.SQRT: c_plan.SQRT, OperationCode.LOGISTIC: c_plan.LOGISTIC}
+
+
+def _float_unary(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    x, y = op.inputs[0], op.outputs[0]
+    if len(op.inputs) != 1 or _info(subgraph, x).code != _F32:
+        return None
+    if _info(subgraph, y).code != _F32 or _count(subgraph, x) != _count(subgraph, y):
+        return None
+    kind = _FLOAT_UNARY[op.signature.code]
+    return _Lowered((_Step(kind, x, y, _count(subgraph, x)),))
