@@ -262,7 +262,9 @@ class KernelStep:
     PADDED_ADD, else ``scratch`` bytes of the arena when not 0).  ``nchw``:
     the step computes NHWC for an NCHW operation, whose input and output
     the planner transposes around it.  ``macs``: not 0 for a step that stands
-    for a BLAS matrix product of that many multiply-adds (the planner weighs it)."""
+    for a BLAS matrix product of that many multiply-adds (the planner weighs it).
+    ``pad``: (top, bottom, left, right) rows and columns of ``pad_value`` the step
+    reads around its NHWC input (the planner fills and copies them into scratch)."""
 
     kind: int
     params: Params
@@ -272,6 +274,8 @@ class KernelStep:
     hi: float = np.inf
     nchw: bool = False
     macs: int = 0
+    pad: tuple[int, int, int, int] = (0, 0, 0, 0)
+    pad_value: float = 0.0
 
 
 def mark(kernel: Any, step: KernelStep) -> Any:

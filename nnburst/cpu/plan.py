@@ -13,7 +13,7 @@ outputs and an arena of its intermediates.  What the C plan computes:
 - every bound kernel marked as a C step (``_bindings.plan.mark``): the
   float32 CONV_2D and DEPTHWISE_CONV_2D loops (an NCHW one between two
   transposing copies), the int32 quantized convolutions and fully
-  connected layers, float32 pools without padding, the PAD + ADD pair of
+  connected layers, float32 pools (padded in scratch first), the PAD + ADD pair of
   :mod:`.fusion`;
 - MIRROR_PAD padding one axis (a copy, then each side's block read backwards)
   and GATHER of constant indices (a copy per index);
@@ -302,7 +302,7 @@ def _per_channel(small: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, i
     return math.prod(shape[kept[0] : kept[-1] + 1]), math.prod(shape[kept[-1] + 1 :])
 
 
-def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lowered:
+def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lowered | None:
     """A bound kernel's step, between two transposes for an NCHW operation."""
     x, y = op.inputs[0], op.outputs[0]
     b: _Ref | None = None
@@ -310,6 +310,8 @@ def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lower
         b = op.inputs[1]
     elif step.scratch:
         b = _Scratch(step.scratch)
+    if any(step.pad):
+        return _padded_step(x, y, step, subgraph)
     if not step.nchw:
         return _Lowered(
             (_Step(step.kind, x, y, step.count, b, lo=step.lo, hi=step.hi, params=step.params),)
@@ -327,6 +329,29 @@ def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lower
                 step.kind, x_nhwc, y_nhwc, step.count, b, lo=step.lo, hi=step.hi, params=step.params
             ),
             _Step(c_plan.COPY, y_nhwc, y, params=to_nchw),
+        )
+    )
+
+
+def _padded_step(x: int, y: int, step: c_plan.KernelStep, subgraph: Subgraph) -> _Lowered | None:
+    """A step reading NHWC ``x`` padded: scratch filled with the padding's value,
+    ``x`` copied inside it, the step over the scratch."""
+    if step.nchw or step.scratch or _info(subgraph, x).code != _F32:
+        return None
+    n, h, w, c = _dims(subgraph, x)
+    top, bottom, left, right = step.pad
+    tall, wide = h + top + bottom, w + left + right
+    padded = _Scratch(n * tall * wide * c * 4)
+    fill = c_plan.fill_params(np.asarray(step.pad_value, np.float32))
+    inside = c_plan.copy_params(
+        4, (n, h, w * c), (h * w * c, w * c, 1), (tall * wide * c, wide * c, 1), 0,
+        (top * wide + left) * c,
+    )  # fmt: skip
+    return _Lowered(
+        (
+            _Step(c_plan.FILL, None, padded, n * tall * wide * c, params=fill),
+            _Step(c_plan.COPY, x, padded, params=inside),
+            _Step(step.kind, padded, y, step.count, lo=step.lo, hi=step.hi, params=step.params),
         )
     )
 
