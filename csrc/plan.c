@@ -307,6 +307,25 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
         *a = *out = s->count * 4;
         return 1;
     }
+    case NNB_PLAN_RESIZE_BILINEAR: {
+        const nnb_plan_resize *r = s->params;
+        if (!dim(r->batches) || !dim(r->in_h) || !dim(r->in_w) || !dim(r->channels) ||
+            !dim(r->out_h) || !dim(r->out_w) || r->y0 == NULL || r->y1 == NULL ||
+            r->x0 == NULL || r->x1 == NULL || r->dy == NULL || r->dx == NULL ||
+            r->batches * r->in_h >= DIM_LIMIT || r->in_w * r->channels >= DIM_LIMIT ||
+            r->batches * r->out_h >= DIM_LIMIT || r->out_w * r->channels >= DIM_LIMIT ||
+            s->count != r->batches * r->out_h * r->out_w * r->channels)
+            return 0;
+        for (int64_t k = 0; k < r->out_h; k++)
+            if (r->y0[k] < 0 || r->y0[k] >= r->in_h || r->y1[k] < 0 || r->y1[k] >= r->in_h)
+                return 0;
+        for (int64_t k = 0; k < r->out_w; k++)
+            if (r->x0[k] < 0 || r->x0[k] >= r->in_w || r->x1[k] < 0 || r->x1[k] >= r->in_w)
+                return 0;
+        *a = r->batches * r->in_h * r->in_w * r->channels * 4;
+        *out = s->count * 4;
+        return 1;
+    }
     default: { /* NNB_PLAN_PADDED_ADD */
         const nnb_plan_padded_add *p = s->params;
         if (!dim(p->channels) || !dim(p->x_channels) || p->x_channels > p->channels ||
@@ -638,6 +657,27 @@ static void softmax(const nnb_plan_softmax_f32 *m, int64_t count, const float *a
     }
 }
 
+/* RESIZE_BILINEAR as the operation computes it (resize.py), term by term. */
+static void resize_bilinear(const nnb_plan_resize *r, const float *a, float *out)
+{
+    const int64_t c = r->channels;
+    for (int64_t n = 0; n < r->batches; n++)
+        for (int64_t oy = 0; oy < r->out_h; oy++) {
+            const float fy = r->dy[oy], gy = 1.0f - fy;
+            const float *row0 = a + (n * r->in_h + r->y0[oy]) * r->in_w * c;
+            const float *row1 = a + (n * r->in_h + r->y1[oy]) * r->in_w * c;
+            for (int64_t ox = 0; ox < r->out_w; ox++) {
+                const float fx = r->dx[ox], gx = 1.0f - fx;
+                const float *p00 = row0 + r->x0[ox] * c, *p10 = row1 + r->x0[ox] * c;
+                const float *p01 = row0 + r->x1[ox] * c, *p11 = row1 + r->x1[ox] * c;
+                float *o = out + ((n * r->out_h + oy) * r->out_w + ox) * c;
+                for (int64_t k = 0; k < c; k++)
+                    o[k] = p00[k] * gy * gx + p10[k] * fy * gx + p01[k] * gy * fx +
+                           p11[k] * fy * fx;
+            }
+        }
+}
+
 /* A depthwise input of source_c channels into the kernel's in_c: its own
  * channels, then zeros. */
 static void widen(const nnb_plan_conv *c, const float *a, float *wide)
@@ -730,6 +770,9 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
     }
     case NNB_PLAN_MEAN:
         mean(s->params, a, out, tensor_at(s->b, arena, tensors));
+        return 0;
+    case NNB_PLAN_RESIZE_BILINEAR:
+        resize_bilinear(s->params, a, out);
         return 0;
     case NNB_PLAN_SQRT: {
         const float *x = a;

@@ -44,7 +44,8 @@
 #define NNB_PLAN_SOFTMAX 25     /* nnb_plan_softmax_f32: float32 softmax over rows of a */
 #define NNB_PLAN_SQRT 26        /* out = sqrtf(a), count floats; params NULL */
 #define NNB_PLAN_LOGISTIC 27    /* out = 1 / (1 + expf(-a)) in float, count floats; params NULL */
-#define NNB_PLAN_KINDS 28
+#define NNB_PLAN_RESIZE_BILINEAR 28 /* nnb_plan_resize: float32 NHWC bilinear resize */
+#define NNB_PLAN_KINDS 29
 
 /* The binary elementwise kinds (ADD..MINIMUM) may take one, and PRELU
  * must: b then holds b_count floats, and element k of a pairs with b[(k /
@@ -175,6 +176,17 @@ typedef struct {
     int64_t depth;
     double beta;
 } nnb_plan_softmax_f32;
+
+/* RESIZE_BILINEAR: a [batches, in_h, in_w, channels] float32, out [batches,
+ * out_h, out_w, channels]; per output row its taps' rows y0, y1 and weight
+ * dy, per output column x0, x1 and dx (worked out by the planner as the
+ * operation does); each output, in float32 and this order:
+ * a00 (1-dy)(1-dx) + a10 dy (1-dx) + a01 (1-dy) dx + a11 dy dx. */
+typedef struct {
+    int64_t batches, in_h, in_w, channels, out_h, out_w;
+    const int64_t *y0, *y1, *x0, *x1;
+    const float *dy, *dx;
+} nnb_plan_resize;
 
 /* A tensor of a step: arena + ref bytes for ref >= 0, else the caller's
  * tensor tensors[-1 - ref]. */

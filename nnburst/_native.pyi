@@ -103,6 +103,7 @@ class _Lib:
     NNB_PLAN_SOFTMAX: int
     NNB_PLAN_SQRT: int
     NNB_PLAN_LOGISTIC: int
+    NNB_PLAN_RESIZE_BILINEAR: int
     NNB_PLAN_KINDS: int
     NNB_PLAN_MAX_RANK: int
     def nnb_fmq_handle_bytes(self) -> int: ...

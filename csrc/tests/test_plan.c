@@ -434,6 +434,54 @@ static int random_unary(void)
     return failed;
 }
 
+/* RESIZE_BILINEAR against the formula here over random taps; a tap outside
+ * the input and a count not the output's refused. */
+static int random_resize(void)
+{
+    const int64_t n = 1 + rand() % 2, ih = 1 + rand() % 5, iw = 1 + rand() % 5, c = 1 + rand() % 4;
+    const int64_t oh = 1 + rand() % 7, ow = 1 + rand() % 7;
+    float *x = malloc(sizeof(float) * (size_t)(n * ih * iw * c));
+    float *out = malloc(sizeof(float) * (size_t)(n * oh * ow * c));
+    int64_t *y0 = malloc(sizeof(int64_t) * (size_t)oh), *y1 = malloc(sizeof(int64_t) * (size_t)oh);
+    int64_t *x0 = malloc(sizeof(int64_t) * (size_t)ow), *x1 = malloc(sizeof(int64_t) * (size_t)ow);
+    float *dy = malloc(sizeof(float) * (size_t)oh), *dx = malloc(sizeof(float) * (size_t)ow);
+    for (int64_t k = 0; k < n * ih * iw * c; k++) x[k] = (float)(rand() % 2001 - 1000) / 7.0f;
+    for (int64_t k = 0; k < oh; k++)
+        y0[k] = rand() % ih, y1[k] = rand() % ih, dy[k] = (float)(rand() % 100) / 100.0f;
+    for (int64_t k = 0; k < ow; k++)
+        x0[k] = rand() % iw, x1[k] = rand() % iw, dx[k] = (float)(rand() % 100) / 100.0f;
+    nnb_plan_resize r = {n, ih, iw, c, oh, ow, y0, y1, x0, x1, dy, dx};
+    nnb_plan_step step = {.kind = NNB_PLAN_RESIZE_BILINEAR, .a = -1, .out = -2,
+                          .count = n * oh * ow * c, .params = &r};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {n * ih * iw * c * 4, n * oh * ow * c * 4};
+    int failed = run_one(&step, NULL, 0, tensors, bytes, 2) != 0;
+    for (int64_t b = 0; b < n && !failed; b++)
+        for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++)
+                for (int64_t k = 0; k < c && !failed; k++) {
+                    const float a00 = x[((b * ih + y0[i]) * iw + x0[j]) * c + k];
+                    const float a10 = x[((b * ih + y1[i]) * iw + x0[j]) * c + k];
+                    const float a01 = x[((b * ih + y0[i]) * iw + x1[j]) * c + k];
+                    const float a11 = x[((b * ih + y1[i]) * iw + x1[j]) * c + k];
+                    const float gy = 1.0f - dy[i], gx = 1.0f - dx[j];
+                    const float want = a00 * gy * gx + a10 * dy[i] * gx + a01 * gy * dx[j] +
+                                       a11 * dy[i] * dx[j];
+                    failed = out[((b * oh + i) * ow + j) * c + k] != want;
+                }
+    const int64_t saved = y1[oh - 1];
+    y1[oh - 1] = ih; /* one row past the input */
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    y1[oh - 1] = saved;
+    x0[0] = -1;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    x0[0] = 0;
+    step.count -= 1;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    free(x), free(out), free(y0), free(y1), free(x0), free(x1), free(dy), free(dx);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     int runs = argc > 1 ? atoi(argv[1]) : 500, failures = 0;
@@ -447,7 +495,8 @@ int main(int argc, char **argv)
     for (int r = 0; r < runs; r++) failures += random_mean();
     for (int r = 0; r < runs; r++) failures += random_softmax();
     for (int r = 0; r < runs; r++) failures += random_unary();
-    printf("plan: %d random chains, copies, per-channel steps, means, softmaxes, square roots and logistics, %d convolutions, packed float layers and 8-bit average pools, %d failed\n", runs, runs / 4,
+    for (int r = 0; r < runs; r++) failures += random_resize();
+    printf("plan: %d random chains, copies, per-channel steps, means, softmaxes, square roots, logistics and resizes, %d convolutions, packed float layers and 8-bit average pools, %d failed\n", runs, runs / 4,
            failures);
     return failures != 0;
 }

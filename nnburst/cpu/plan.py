@@ -19,6 +19,8 @@ outputs and an arena of its intermediates.  What the C plan computes:
   and GATHER of constant indices (a copy per index);
 - float32 SQRT (sqrtf: numpy's bits) and LOGISTIC (expf in float32, where
   numpy's own vector exp may round differently: within a float32 rounding);
+- float32 NHWC RESIZE_BILINEAR (its taps worked out here as the operation
+  does; each output the same float32 terms in the same order);
 - float32 MEAN over a block of neighbouring axes and float32 SOFTMAX over
   the last axis (in double, as the operations compute them: the sums' order
   may differ from numpy's pairwise one, within a float32 rounding);
@@ -50,6 +52,7 @@ from ..codes import FuseCode, OperandCode, OperationCode
 from ..hal.model import Lifetime, Subgraph
 from ..operands import OperandInfo
 from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
+from .ops.resize import _taps
 from .ops.shape import _slice_indices  # the operations' own index rules
 from .ops.tensor import _slice_bounds
 from .registry import ExecutionContext
@@ -203,6 +206,8 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             return _mirror_pad(op, subgraph)
         if code == OperationCode.GATHER:
             return _gather(op, subgraph)
+        if code == OperationCode.RESIZE_BILINEAR:
+            return _resize_bilinear(op, subgraph)
         if code == OperationCode.MEAN:
             return _mean(op, subgraph)
         if code == OperationCode.SOFTMAX:
@@ -857,3 +862,42 @@ def _float_unary(op: Any, subgraph: Subgraph) -> _Lowered | None:
         return None
     kind = _FLOAT_UNARY[op.signature.code]
     return _Lowered((_Step(kind, x, y, _count(subgraph, x)),))
+
+
+def _resize_bilinear(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """A float32 NHWC RESIZE_BILINEAR with constant flags, its output size the
+    output operand's: the taps of every output row and column, then one step."""
+    x, y = op.inputs[0], op.outputs[0]
+    if _info(subgraph, x).code != _F32 or _info(subgraph, y).code != _F32:
+        return None
+    flags = []
+    for position in (3, 4, 5):  # layout, align_corners, half_pixel_centers
+        if position >= len(op.inputs) or op.inputs[position] < 0:
+            flags.append(False)
+            continue
+        operand = subgraph.operands[op.inputs[position]]
+        if operand.lifetime == Lifetime.NO_VALUE:
+            flags.append(False)
+            continue
+        value = _constant(subgraph, op.inputs[position])
+        if value is None:
+            return None
+        flags.append(bool(value))
+    nchw, align, half = flags
+    shape, out = _dims(subgraph, x), _dims(subgraph, y)
+    if nchw or len(shape) != 4 or len(out) != 4 or out[0] != shape[0] or out[3] != shape[3]:
+        return None
+    for position, in_size, size in ((1, shape[2], out[2]), (2, shape[1], out[1])):
+        given = _constant(subgraph, op.inputs[position])
+        if given is None:
+            return None
+        if _info(subgraph, op.inputs[position]).code == OperandCode.INT32:
+            wanted = int(given)
+        else:  # a scale, as the operation turns it into a size
+            wanted = math.floor(np.float32(in_size) * np.float32(given))
+        if wanted != size:
+            return None
+    rows = _taps(out[1], shape[1], align, half)
+    columns = _taps(out[2], shape[2], align, half)
+    params = c_plan.resize_params(shape, out[1:3], rows, columns)
+    return _Lowered((_Step(c_plan.RESIZE_BILINEAR, x, y, math.prod(out), params=params),))
