@@ -69,3 +69,34 @@ def test_an_nchw_resize_runs_nhwc_between_convolutions(monkeypatch: pytest.Monke
     g.output(g.conv(resized, (1, 4, 11, 9), 2, nchw=True))
     names = compare(g, monkeypatch)
     assert names.count("TRANSPOSE") == 2 and "RESIZE_BILINEAR" in names
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_a_nearest_resize_by_whole_factors_is_copies(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole factors and, every third case, a size the copies cannot make (3/2),
+    which stays numpy's; align_corners picks other rows (numpy's too), and
+    half_pixel_centers the same ones for whole factors."""
+    rng = np.random.default_rng(700 + seed)
+    n, h, w, c = (int(v) for v in rng.integers(1, [3, 6, 6, 5]))
+    sy, sx = (int(v) for v in rng.integers(1, 4, 2))
+    out_h, out_w = h * sy, w * sx
+    whole = seed % 3 != 2
+    if not whole:
+        out_h, out_w = h * 3 // 2 + 1, w * 3 // 2 + 1
+    half, align = seed % 4 == 3, seed % 4 == 1
+    g = Graph()
+    x = g.input((n, h, w, c))
+    shifted = g.binary(Op.ADD, x, g.const(0.5), (n, h, w, c))
+    out = (n, out_h, out_w, c)
+    inputs = [shifted, g.const(out_w, I32), g.const(out_h, I32), flag(g, False)]
+    inputs += [flag(g, align), flag(g, half)]
+    resized = g.op(Op.RESIZE_NEAREST_NEIGHBOR, inputs, out)
+    g.output(g.binary(Op.MUL, resized, g.const(2.0), out, FuseCode.NONE))
+    feed = rng.uniform(-50, 50, (n, h, w, c)).astype(np.float32)
+    planned, one_by_one = both(g.model(), monkeypatch)
+    if whole and not align:
+        assert len(planned.main._plan) == 1
+    (got,), (want,) = planned.run([feed]), one_by_one.run([feed])
+    np.testing.assert_array_equal(got, want)

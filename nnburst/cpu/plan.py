@@ -21,6 +21,8 @@ outputs and an arena of its intermediates.  What the C plan computes:
   numpy's own vector exp may round differently: within a float32 rounding);
 - float32 NHWC RESIZE_BILINEAR (its taps worked out here as the operation
   does; each output the same float32 terms in the same order);
+- RESIZE_NEAREST_NEIGHBOR by whole factors (a strided copy per place in the
+  repeated block, when the operation's own source indices are k // factor);
 - float32 MEAN over a block of neighbouring axes and float32 SOFTMAX over
   the last axis (in double, as the operations compute them: the sums' order
   may differ from numpy's pairwise one, within a float32 rounding);
@@ -52,7 +54,7 @@ from ..codes import FuseCode, OperandCode, OperationCode
 from ..hal.model import Lifetime, Subgraph
 from ..operands import OperandInfo
 from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
-from .ops.resize import _taps
+from .ops.resize import _source_index, _taps
 from .ops.shape import _slice_indices  # the operations' own index rules
 from .ops.tensor import _slice_bounds
 from .registry import ExecutionContext
@@ -208,6 +210,8 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             return _gather(op, subgraph)
         if code == OperationCode.RESIZE_BILINEAR:
             return _resize_bilinear(op, subgraph)
+        if code == OperationCode.RESIZE_NEAREST_NEIGHBOR:
+            return _resize_nearest(op, subgraph)
         if code == OperationCode.MEAN:
             return _mean(op, subgraph)
         if code == OperationCode.SOFTMAX:
@@ -864,12 +868,12 @@ def _float_unary(op: Any, subgraph: Subgraph) -> _Lowered | None:
     return _Lowered((_Step(kind, x, y, _count(subgraph, x)),))
 
 
-def _resize_bilinear(op: Any, subgraph: Subgraph) -> _Lowered | None:
-    """A float32 NHWC RESIZE_BILINEAR with constant flags, its output size the
-    output operand's: the taps of every output row and column, then one step."""
+def _resize_setup(
+    op: Any, subgraph: Subgraph
+) -> tuple[tuple[int, ...], tuple[int, ...], bool, bool] | None:
+    """(input shape, output shape, align_corners, half_pixel_centers) of an NHWC
+    resize whose flags are constant and whose output size is its output operand's."""
     x, y = op.inputs[0], op.outputs[0]
-    if _info(subgraph, x).code != _F32 or _info(subgraph, y).code != _F32:
-        return None
     flags = []
     for position in (3, 4, 5):  # layout, align_corners, half_pixel_centers
         if position >= len(op.inputs) or op.inputs[position] < 0:
@@ -897,7 +901,56 @@ def _resize_bilinear(op: Any, subgraph: Subgraph) -> _Lowered | None:
             wanted = math.floor(np.float32(in_size) * np.float32(given))
         if wanted != size:
             return None
+    return shape, out, align, half
+
+
+def _resize_bilinear(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """A float32 NHWC RESIZE_BILINEAR with constant flags, its output size the
+    output operand's: the taps of every output row and column, then one step."""
+    x, y = op.inputs[0], op.outputs[0]
+    if _info(subgraph, x).code != _F32 or _info(subgraph, y).code != _F32:
+        return None
+    setup = _resize_setup(op, subgraph)
+    if setup is None:
+        return None
+    shape, out, align, half = setup
     rows = _taps(out[1], shape[1], align, half)
     columns = _taps(out[2], shape[2], align, half)
     params = c_plan.resize_params(shape, out[1:3], rows, columns)
     return _Lowered((_Step(c_plan.RESIZE_BILINEAR, x, y, math.prod(out), params=params),))
+
+
+#: A nearest resize repeating each pixel more times than this stays numpy's.
+MAX_NEAREST_COPIES = 16
+
+
+def _resize_nearest(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """RESIZE_NEAREST_NEIGHBOR that repeats each pixel sy x sx times (the source
+    rows and columns the operation picks are k // sy and k // sx): one strided
+    copy of the input per place in the sy x sx block."""
+    x, y = op.inputs[0], op.outputs[0]
+    if not _same_bytes(_info(subgraph, x), _info(subgraph, y)):
+        return None
+    setup = _resize_setup(op, subgraph)
+    if setup is None:
+        return None
+    (n, h, w, c), (_, out_h, out_w, _), align, half = setup
+    if out_h % h or out_w % w or (out_h // h) * (out_w // w) > MAX_NEAREST_COPIES:
+        return None
+    sy, sx = out_h // h, out_w // w
+    rows, columns = _source_index(out_h, h, align, half), _source_index(out_w, w, align, half)
+    if not (
+        np.array_equal(rows, np.arange(out_h) // sy)
+        and np.array_equal(columns, np.arange(out_w) // sx)
+    ):
+        return None
+    elem = _info(subgraph, x).dtype.itemsize
+    steps = []
+    for j in range(sy):
+        for i in range(sx):
+            params = c_plan.copy_params(
+                elem, (n, h, w, c), _strides((n, h, w, c)),
+                (out_h * out_w * c, sy * out_w * c, sx * c, 1), 0, (j * out_w + i) * c,
+            )  # fmt: skip
+            steps.append(_Step(c_plan.COPY, x, y, params=params))
+    return _Lowered(tuple(steps))
