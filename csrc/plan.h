@@ -40,7 +40,12 @@
 #define NNB_PLAN_DEQUANTIZE 21  /* nnb_plan_quantize: out = (float)(a - zero_point) * scale */
 #define NNB_PLAN_FCONV 22       /* nnb_plan_fconv: nnb_fconv_run; b: scratch */
 #define NNB_PLAN_FDWCONV 23     /* nnb_plan_fconv: nnb_fdwconv_run; b: scratch */
-#define NNB_PLAN_KINDS 24
+#define NNB_PLAN_MEAN 24        /* nnb_plan_mean: a's mean over a middle block of axes; b: scratch */
+#define NNB_PLAN_SOFTMAX 25     /* nnb_plan_softmax_f32: float32 softmax over rows of a */
+#define NNB_PLAN_SQRT 26        /* out = sqrtf(a), count floats; params NULL */
+#define NNB_PLAN_LOGISTIC 27    /* out = 1 / (1 + expf(-a)) in float, count floats; params NULL */
+#define NNB_PLAN_RESIZE_BILINEAR 28 /* nnb_plan_resize: float32 NHWC bilinear resize */
+#define NNB_PLAN_KINDS 29
 
 /* The binary elementwise kinds (ADD..MINIMUM) may take one, and PRELU
  * must: b then holds b_count floats, and element k of a pairs with b[(k /
@@ -156,6 +161,32 @@ typedef struct {
     float scale;
     int32_t zero_point, type, reserved;
 } nnb_plan_quantize;
+
+/* MEAN: a is [outer, reduce, inner] float32, out [outer, inner]:
+ * out[o, i] = (float)(sum over r of (double)a[o, r, i] / reduce), the sum
+ * in r's order; count is outer * inner; b is scratch of inner doubles. */
+typedef struct {
+    int64_t outer, reduce, inner;
+} nnb_plan_mean;
+
+/* SOFTMAX (float32): count floats of a as rows of depth; in double, per
+ * row, e = exp((a - max(row)) * beta) and out = (float)(e / sum(e)), the
+ * sum in the row's order. */
+typedef struct {
+    int64_t depth;
+    double beta;
+} nnb_plan_softmax_f32;
+
+/* RESIZE_BILINEAR: a [batches, in_h, in_w, channels] float32, out [batches,
+ * out_h, out_w, channels]; per output row its taps' rows y0, y1 and weight
+ * dy, per output column x0, x1 and dx (worked out by the planner as the
+ * operation does); each output, in float32 and this order:
+ * a00 (1-dy)(1-dx) + a10 dy (1-dx) + a01 (1-dy) dx + a11 dy dx. */
+typedef struct {
+    int64_t batches, in_h, in_w, channels, out_h, out_w;
+    const int64_t *y0, *y1, *x0, *x1;
+    const float *dy, *dx;
+} nnb_plan_resize;
 
 /* A tensor of a step: arena + ref bytes for ref >= 0, else the caller's
  * tensor tensors[-1 - ref]. */

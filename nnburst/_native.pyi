@@ -101,6 +101,11 @@ class _Lib:
     NNB_PLAN_DEQUANTIZE: int
     NNB_PLAN_FCONV: int
     NNB_PLAN_FDWCONV: int
+    NNB_PLAN_MEAN: int
+    NNB_PLAN_SOFTMAX: int
+    NNB_PLAN_SQRT: int
+    NNB_PLAN_LOGISTIC: int
+    NNB_PLAN_RESIZE_BILINEAR: int
     NNB_PLAN_KINDS: int
     NNB_PLAN_MAX_RANK: int
     def nnb_fmq_handle_bytes(self) -> int: ...

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from nnburst.codes import FuseCode, OperandCode
+from tests.test_cpu_plan_reductions import scalar
 from tests.test_graph_optimiser import I32, Graph, Op, compare
 
 T32 = OperandCode.TENSOR_INT32
@@ -153,7 +154,7 @@ def test_a_transpose_stops_where_moving_it_would_be_wrong(
         g.output(g.op(Op.RELU, [squeezed], (1, 4, 5)))
         g.output(g.conv(a, mid, 2, nchw=True))
     else:
-        soft = g.op(Op.SOFTMAX, [a, g.const(1.0, OperandCode.FLOAT32)], mid)
+        soft = g.op(Op.SOFTMAX, [a, scalar(g, 1.0)], mid)
         g.output(g.conv(soft, mid, 2, nchw=True))
     names = compare(g, monkeypatch)
     assert names.count("CONV_2D") == 2

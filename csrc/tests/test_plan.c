@@ -328,6 +328,168 @@ static int random_broadcast(void)
     return failed;
 }
 
+/* One step over tensors (and an arena), checked and run as the plan is. */
+static int run_one(const nnb_plan_step *step, void *arena, int64_t arena_bytes, void *const *tensors,
+                   const int64_t *bytes, int64_t count)
+{
+    return checked_run(step, 1, arena, arena_bytes, tensors, bytes, count);
+}
+
+/* MEAN over the middle of [outer, reduce, inner] against the double sums
+ * here; a count that is not outer * inner, a scratch too small, misaligned
+ * or outside the arena refused. */
+static int random_mean(void)
+{
+    const int64_t outer = 1 + rand() % 4, reduce = 1 + rand() % 50, inner = 1 + rand() % 9;
+    const int64_t n = outer * reduce * inner;
+    float *x = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)(outer * inner));
+    double *arena = malloc(sizeof(double) * (size_t)(inner + 1));
+    for (int64_t k = 0; k < n; k++) x[k] = (float)(rand() % 20001 - 10000) / 3.0f;
+    nnb_plan_mean m = {.outer = outer, .reduce = reduce, .inner = inner};
+    nnb_plan_step step = {.kind = NNB_PLAN_MEAN, .a = -1, .b = 0, .out = -2,
+                          .count = outer * inner, .params = &m};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {n * 4, outer * inner * 4};
+    int failed = run_one(&step, arena, inner * 8, tensors, bytes, 2) != 0;
+    for (int64_t o = 0; o < outer && !failed; o++)
+        for (int64_t i = 0; i < inner && !failed; i++) {
+            double sum = 0.0;
+            for (int64_t r = 0; r < reduce; r++) sum += (double)x[(o * reduce + r) * inner + i];
+            failed = out[o * inner + i] != (float)(sum / (double)reduce);
+        }
+    const int64_t arena_bytes = (inner + 1) * 8;
+    step.count = outer * inner + 1; /* not outer * inner */
+    failed |= nnb_plan_check(&step, 1, arena_bytes, bytes, 2) != -EINVAL;
+    step.count = outer * inner - 1; /* fewer than the step writes */
+    failed |= step.count > 0 && nnb_plan_check(&step, 1, arena_bytes, bytes, 2) != -EINVAL;
+    step.count = outer * inner;
+    step.b = 4; /* not a double's alignment */
+    failed |= nnb_plan_check(&step, 1, arena_bytes, bytes, 2) != -EINVAL;
+    step.b = 16; /* its last double past the arena's end */
+    failed |= nnb_plan_check(&step, 1, arena_bytes, bytes, 2) != -EINVAL;
+    step.b = -1; /* a caller's tensor, not scratch */
+    failed |= nnb_plan_check(&step, 1, arena_bytes, bytes, 2) != -EINVAL;
+    step.b = 8;
+    failed |= nnb_plan_check(&step, 1, arena_bytes, bytes, 2) != 0;
+    m.inner = inner + 1; /* a reads past x */
+    step.count = outer * (inner + 1);
+    failed |= nnb_plan_check(&step, 1, 1 << 20, bytes, 2) != -EINVAL;
+    free(x), free(out), free(arena);
+    return failed;
+}
+
+/* Float SOFTMAX over rows against the double arithmetic here, a NaN row
+ * NaN throughout; rows that do not divide the count and a NaN beta refused. */
+static int random_softmax(void)
+{
+    const int64_t rows = 1 + rand() % 5, depth = 1 + rand() % 20, n = rows * depth;
+    const double betas[3] = {1.0, 0.5, 2.5};
+    float *x = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)n);
+    for (int64_t k = 0; k < n; k++) x[k] = (float)(rand() % 2001 - 1000) / 100.0f;
+    if (rand() % 4 == 0) x[rand() % n] = NAN;
+    if (rand() % 4 == 0) x[rand() % n] = 900.0f; /* exp overflows but from the max */
+    nnb_plan_softmax_f32 m = {.depth = depth, .beta = betas[rand() % 3]};
+    nnb_plan_step step = {.kind = NNB_PLAN_SOFTMAX, .a = -1, .out = -2, .count = n, .params = &m};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {n * 4, n * 4};
+    int failed = run_one(&step, NULL, 0, tensors, bytes, 2) != 0;
+    for (int64_t r = 0; r < rows && !failed; r++) {
+        const float *row = x + r * depth;
+        double top = row[0], sum = 0.0;
+        int nan = 0;
+        for (int64_t k = 0; k < depth; k++) {
+            nan |= isnan(row[k]);
+            top = row[k] > top ? row[k] : top;
+        }
+        for (int64_t k = 0; k < depth; k++) sum += exp(((double)row[k] - top) * m.beta);
+        for (int64_t k = 0; k < depth && !failed; k++) {
+            const float want = (float)(exp(((double)row[k] - top) * m.beta) / sum);
+            failed = nan ? !isnan(out[r * depth + k]) : out[r * depth + k] != want;
+        }
+    }
+    m.depth = depth + 1;
+    failed |= (n % (depth + 1) != 0) && nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    m.depth = depth;
+    m.beta = NAN;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    free(x), free(out);
+    return failed;
+}
+
+/* SQRT and LOGISTIC against the C library here; params refused. */
+static int random_unary(void)
+{
+    const int64_t n = 1 + rand() % 50;
+    float *x = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)n);
+    for (int64_t k = 0; k < n; k++) x[k] = (float)(rand() % 4001 - 2000) / 10.0f;
+    x[0] = rand() % 2 ? NAN : -INFINITY;
+    const int kind = rand() % 2 ? NNB_PLAN_SQRT : NNB_PLAN_LOGISTIC;
+    nnb_plan_step step = {.kind = kind, .a = -1, .out = -2, .count = n};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {n * 4, n * 4};
+    int failed = run_one(&step, NULL, 0, tensors, bytes, 2) != 0;
+    for (int64_t k = 0; k < n && !failed; k++) {
+        const float want = kind == NNB_PLAN_SQRT ? sqrtf(x[k]) : 1.0f / (1.0f + expf(-x[k]));
+        failed = !same(out[k], want);
+    }
+    nnb_plan_mean stray = {1, 1, 1};
+    step.params = &stray;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    step.params = NULL;
+    step.count = n + 1;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    free(x), free(out);
+    return failed;
+}
+
+/* RESIZE_BILINEAR against the formula here over random taps; a tap outside
+ * the input and a count not the output's refused. */
+static int random_resize(void)
+{
+    const int64_t n = 1 + rand() % 2, ih = 1 + rand() % 5, iw = 1 + rand() % 5, c = 1 + rand() % 4;
+    const int64_t oh = 1 + rand() % 7, ow = 1 + rand() % 7;
+    float *x = malloc(sizeof(float) * (size_t)(n * ih * iw * c));
+    float *out = malloc(sizeof(float) * (size_t)(n * oh * ow * c));
+    int64_t *y0 = malloc(sizeof(int64_t) * (size_t)oh), *y1 = malloc(sizeof(int64_t) * (size_t)oh);
+    int64_t *x0 = malloc(sizeof(int64_t) * (size_t)ow), *x1 = malloc(sizeof(int64_t) * (size_t)ow);
+    float *dy = malloc(sizeof(float) * (size_t)oh), *dx = malloc(sizeof(float) * (size_t)ow);
+    for (int64_t k = 0; k < n * ih * iw * c; k++) x[k] = (float)(rand() % 2001 - 1000) / 7.0f;
+    for (int64_t k = 0; k < oh; k++)
+        y0[k] = rand() % ih, y1[k] = rand() % ih, dy[k] = (float)(rand() % 100) / 100.0f;
+    for (int64_t k = 0; k < ow; k++)
+        x0[k] = rand() % iw, x1[k] = rand() % iw, dx[k] = (float)(rand() % 100) / 100.0f;
+    nnb_plan_resize r = {n, ih, iw, c, oh, ow, y0, y1, x0, x1, dy, dx};
+    nnb_plan_step step = {.kind = NNB_PLAN_RESIZE_BILINEAR, .a = -1, .out = -2,
+                          .count = n * oh * ow * c, .params = &r};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {n * ih * iw * c * 4, n * oh * ow * c * 4};
+    int failed = run_one(&step, NULL, 0, tensors, bytes, 2) != 0;
+    for (int64_t b = 0; b < n && !failed; b++)
+        for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++)
+                for (int64_t k = 0; k < c && !failed; k++) {
+                    const float a00 = x[((b * ih + y0[i]) * iw + x0[j]) * c + k];
+                    const float a10 = x[((b * ih + y1[i]) * iw + x0[j]) * c + k];
+                    const float a01 = x[((b * ih + y0[i]) * iw + x1[j]) * c + k];
+                    const float a11 = x[((b * ih + y1[i]) * iw + x1[j]) * c + k];
+                    const float gy = 1.0f - dy[i], gx = 1.0f - dx[j];
+                    const float want = a00 * gy * gx + a10 * dy[i] * gx + a01 * gy * dx[j] +
+                                       a11 * dy[i] * dx[j];
+                    failed = out[((b * oh + i) * ow + j) * c + k] != want;
+                }
+    const int64_t saved = y1[oh - 1];
+    y1[oh - 1] = ih; /* one row past the input */
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    y1[oh - 1] = saved;
+    x0[0] = -1;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    x0[0] = 0;
+    step.count -= 1;
+    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    free(x), free(out), free(y0), free(y1), free(x0), free(x1), free(dy), free(dx);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     int runs = argc > 1 ? atoi(argv[1]) : 500, failures = 0;
@@ -338,7 +500,11 @@ int main(int argc, char **argv)
     for (int r = 0; r < runs / 4; r++) failures += random_average();
     for (int r = 0; r < runs / 4; r++) failures += random_fconv();
     for (int r = 0; r < runs; r++) failures += random_broadcast();
-    printf("plan: %d random chains, copies and per-channel steps, %d convolutions, packed float layers and 8-bit average pools, %d failed\n", runs, runs / 4,
+    for (int r = 0; r < runs; r++) failures += random_mean();
+    for (int r = 0; r < runs; r++) failures += random_softmax();
+    for (int r = 0; r < runs; r++) failures += random_unary();
+    for (int r = 0; r < runs; r++) failures += random_resize();
+    printf("plan: %d random chains, copies, per-channel steps, means, softmaxes, square roots, logistics and resizes, %d convolutions, packed float layers and 8-bit average pools, %d failed\n", runs, runs / 4,
            failures);
     return failures != 0;
 }

@@ -26,6 +26,9 @@ COPY, FILL, POOL = lib.NNB_PLAN_COPY, lib.NNB_PLAN_FILL, lib.NNB_PLAN_POOL
 QLOOKUP, PADDED_ADD = lib.NNB_PLAN_QLOOKUP, lib.NNB_PLAN_PADDED_ADD
 SOFTMAX_Q8, AVERAGE_Q8 = lib.NNB_PLAN_SOFTMAX_Q8, lib.NNB_PLAN_AVERAGE_Q8
 PRELU, QUANTIZE, DEQUANTIZE = lib.NNB_PLAN_PRELU, lib.NNB_PLAN_QUANTIZE, lib.NNB_PLAN_DEQUANTIZE
+MEAN, SOFTMAX = lib.NNB_PLAN_MEAN, lib.NNB_PLAN_SOFTMAX
+SQRT, LOGISTIC = lib.NNB_PLAN_SQRT, lib.NNB_PLAN_LOGISTIC
+RESIZE_BILINEAR = lib.NNB_PLAN_RESIZE_BILINEAR
 MAX_RANK = lib.NNB_PLAN_MAX_RANK
 #: Every intermediate starts on a cache line (the kernels' vector loads like it).
 ALIGN = 64
@@ -181,6 +184,37 @@ def quantize_params(scale: float, zero_point: int, dtype: np.dtype) -> Params:
     return Params(pointer)
 
 
+def mean_params(outer: int, reduce: int, inner: int) -> Params:
+    """MEAN: a [outer, reduce, inner] averaged over its middle axis."""
+    pointer: Any = ffi.new("nnb_plan_mean *")
+    pointer.outer, pointer.reduce, pointer.inner = outer, reduce, inner
+    return Params(pointer)
+
+
+def softmax_f32_params(depth: int, beta: float) -> Params:
+    """SOFTMAX: float32 rows of ``depth``, ``beta`` as the operation widens it."""
+    pointer: Any = ffi.new("nnb_plan_softmax_f32 *")
+    pointer.depth, pointer.beta = depth, beta
+    return Params(pointer)
+
+
+def resize_params(
+    in_shape: Sequence[int], out_hw: Sequence[int], rows: Sequence[np.ndarray],
+    columns: Sequence[np.ndarray],
+) -> Params:  # fmt: skip
+    """RESIZE_BILINEAR: NHWC ``in_shape``, ``rows`` and ``columns`` each (lower
+    taps, upper taps, fractions) per output row and column."""
+    y0, y1, x0, x1 = (np.ascontiguousarray(t, np.int64) for t in (*rows[:2], *columns[:2]))
+    dy, dx = (np.ascontiguousarray(t, np.float32) for t in (rows[2], columns[2]))
+    pointer: Any = ffi.new("nnb_plan_resize *")
+    pointer.batches, pointer.in_h, pointer.in_w, pointer.channels = in_shape
+    pointer.out_h, pointer.out_w = out_hw
+    pointer.y0, pointer.y1 = ffi.from_buffer("int64_t[]", y0), ffi.from_buffer("int64_t[]", y1)
+    pointer.x0, pointer.x1 = ffi.from_buffer("int64_t[]", x0), ffi.from_buffer("int64_t[]", x1)
+    pointer.dy, pointer.dx = ffi.from_buffer("float[]", dy), ffi.from_buffer("float[]", dx)
+    return Params(pointer, (y0, y1, x0, x1, dy, dx))
+
+
 def padded_add_params(channels: int, x_channels: int) -> Params:
     pointer: Any = ffi.new("nnb_plan_padded_add *")
     pointer.channels, pointer.x_channels = channels, x_channels
@@ -330,7 +364,9 @@ class KernelStep:
     PADDED_ADD, else ``scratch`` bytes of the arena when not 0).  ``nchw``:
     the step computes NHWC for an NCHW operation, whose input and output
     the planner transposes around it.  ``macs``: not 0 for a step that stands
-    for a BLAS matrix product of that many multiply-adds (the planner weighs it)."""
+    for a BLAS matrix product of that many multiply-adds (the planner weighs it).
+    ``pad``: (top, bottom, left, right) rows and columns of ``pad_value`` the step
+    reads around its NHWC input (the planner fills and copies them into scratch)."""
 
     kind: int
     params: Params
@@ -340,6 +376,8 @@ class KernelStep:
     hi: float = np.inf
     nchw: bool = False
     macs: int = 0
+    pad: tuple[int, int, int, int] = (0, 0, 0, 0)
+    pad_value: float = 0.0
 
 
 def mark(kernel: Any, step: KernelStep) -> Any:

@@ -5,7 +5,8 @@ model is NCHW, so every such operation used to transpose its input in and
 its output back: PP-OCR's classifier moved each feature map three times
 per layer.  Here, at prepare time, each float32 NCHW windowed operation
 becomes TRANSPOSE -> the operation on NHWC -> TRANSPOSE, and transposes are
-then pushed forward through the operations that do not care about layout:
+then pushed forward through the operations that do not care about layout
+(an NCHW resize becomes the same sandwich):
 
 * two transposes in a row compose: undone when they cancel, else one;
 * an elementwise operation (unary, or binary with numpy broadcasting) whose
@@ -76,6 +77,9 @@ _ELEMENTWISE = frozenset(
     }
 )
 _PADS = (OperationCode.PAD, OperationCode.PAD_V2, OperationCode.MIRROR_PAD)
+#: Resizes: NCHW when their input 3 is true (their sizes and flags do not move).
+_RESIZES = (OperationCode.RESIZE_BILINEAR, OperationCode.RESIZE_NEAREST_NEIGHBOR)
+_RESIZE_LAYOUT = 3
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 #: A bound on the pushing rounds (each round moves a transpose later in a finite graph).
@@ -166,6 +170,8 @@ def _nchw_position(graph: _Graph, op: Operation) -> int | None:
     """The input position of a float32 windowed operation's NCHW flag when set
     and the shapes are static rank 4; else None."""
     shape = _WINDOWED.get(op.code)
+    if op.code in _RESIZES and len(op.outputs) == 1:
+        shape = (0, (), False)  # its layout flag is input 3
     if shape is None or len(op.outputs) != 1:
         return None
     first, extras, dilation = shape
@@ -174,11 +180,14 @@ def _nchw_position(graph: _Graph, op: Operation) -> int | None:
         return None
     if len(x.dimensions or ()) != 4 or len(y.dimensions or ()) != 4:
         return None
-    try:
-        args = window_args(graph.signature(op), first, extras, dilation=dilation)
-    except NNError:  # its validation refuses it: left alone
-        return None
-    position = args.positions.get("nchw")
+    if op.code in _RESIZES:
+        position: int | None = _RESIZE_LAYOUT
+    else:
+        try:
+            args = window_args(graph.signature(op), first, extras, dilation=dilation)
+        except NNError:  # its validation refuses it: left alone
+            return None
+        position = args.positions.get("nchw")
     if position is None or position >= len(op.inputs) or not graph.scalar(op.inputs[position]):
         return None
     return position

@@ -18,6 +18,8 @@ compute the same values:
   hi) with NNAPI's bounds is one RELU1/RELU6; MAX(x, 0) is RELU;
   MAX(x, a*x) with 0 <= a <= 1 is PRELU (leaky ReLU); x * RELU6(x + 3) / 6
   is HARD_SWISH;
+* **squares**: POW(x, 2) is MUL(x, x) (powf's square rounds as the product:
+  the same bits, and a C plan step);
 * **padding**: a PAD of zeros around the rows and columns of an NHWC
   float tensor that only a CONV_2D or DEPTHWISE_CONV_2D reads becomes that
   layer's own (explicit) padding: the padded copy is never made (MediaPipe's
@@ -196,6 +198,7 @@ def optimise(subgraph: Subgraph) -> Subgraph:
     passes = (
         _fold_constants,
         _drop_identity,
+        _square,
         _hard_swish,
         _leaky_relu,
         _clamp,
@@ -748,6 +751,25 @@ def _drop_identity(graph: _Graph, position: int) -> bool:
         inputs = tuple(source if i == out else i for i in reading.inputs)
         graph.set(reader, Operation(reading.code, inputs, reading.outputs))
     graph.replace(position, None, (), f"{op.code.name} as an identity dropped")
+    return True
+
+
+def _square(graph: _Graph, position: int) -> bool:
+    """POW(x, c) with c 2 everywhere, leaving x's shape as it is: MUL(x, x)."""
+    op = graph.operations[position]
+    assert op is not None
+    if op.code != OperationCode.POW or len(op.inputs) != 2 or op.inputs[1] == op.inputs[0]:
+        return False
+    found = _uniform_constant(graph, op)
+    if found is None or found != (op.inputs[0], 2.0):
+        return False
+    x = op.inputs[0]
+    graph.replace(
+        position,
+        Operation(OperationCode.MUL, (x, x, graph.fuse_constant(FuseCode.NONE)), op.outputs),
+        (),
+        "POW(x, 2) as MUL(x, x)",
+    )
     return True
 
 

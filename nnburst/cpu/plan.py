@@ -13,8 +13,19 @@ outputs and an arena of its intermediates.  What the C plan computes:
 - every bound kernel marked as a C step (``_bindings.plan.mark``): the
   float32 CONV_2D and DEPTHWISE_CONV_2D loops (an NCHW one between two
   transposing copies), the int32 quantized convolutions and fully
-  connected layers, float32 pools without padding, the PAD + ADD pair of
+  connected layers, float32 pools (padded in scratch first), the PAD + ADD pair of
   :mod:`.fusion`;
+- MIRROR_PAD padding one axis (a copy, then each side's block read backwards)
+  and GATHER of constant indices (a copy per index);
+- float32 SQRT (sqrtf: numpy's bits) and LOGISTIC (expf in float32, where
+  numpy's own vector exp may round differently: within a float32 rounding);
+- float32 NHWC RESIZE_BILINEAR (its taps worked out here as the operation
+  does; each output the same float32 terms in the same order);
+- RESIZE_NEAREST_NEIGHBOR by whole factors (a strided copy per place in the
+  repeated block, when the operation's own source indices are k // factor);
+- float32 MEAN over a block of neighbouring axes and float32 SOFTMAX over
+  the last axis (in double, as the operations compute them: the sums' order
+  may differ from numpy's pairwise one, within a float32 rounding);
 - the moves, from their constant parameters: RESHAPE, SQUEEZE and
   EXPAND_DIMS (the same bytes under another shape), CONCATENATION (of
   inputs quantized as the output), SLICE, STRIDED_SLICE, TRANSPOSE and PAD.
@@ -43,13 +54,16 @@ from ..codes import FuseCode, OperandCode, OperationCode
 from ..hal.model import Lifetime, Subgraph
 from ..operands import OperandInfo
 from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
+from .ops.resize import _source_index, _taps
 from .ops.shape import _slice_indices  # the operations' own index rules
 from .ops.tensor import _slice_bounds
 from .registry import ExecutionContext
 
 logger = logging.getLogger("nnburst.compilation.plan")
 
-#: Shorter runs gain too little over the loop to pay for a C call's set-up.
+#: Shorter runs gain too little over the loop to pay for a C call's set-up.  A
+#: run holding an operation without a bound kernel (a MEAN, a float SOFTMAX: numpy
+#: through the registry, 20-80 µs) needs one operation fewer.
 MIN_RUN = 2
 #: A 1x1 float convolution that runs as one BLAS matrix product on its own
 #: joins a plan (as the C loop) when it has at most this many multiply-adds:
@@ -129,7 +143,8 @@ def plan(operations: list[Any], subgraph: Subgraph) -> list[Any]:
         end = position
         while end < len(operations) and lowered[end] is not None:
             end += 1
-        if end - position >= MIN_RUN:
+        unbound = any(op.kernel is None for op in operations[position:end])
+        if end - position >= (max(1, MIN_RUN - 1) if unbound else MIN_RUN):
             later = {i for op in operations[end:] for i in op.inputs}
             run = operations[position:end]
             result.append(_run(run, lowered[position:end], subgraph, later))  # type: ignore[arg-type]
@@ -183,10 +198,24 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             return _transpose(op, subgraph)
         if code == OperationCode.PAD:
             return _pad(op, subgraph)
+        if code in _FLOAT_UNARY and _info(subgraph, op.inputs[0]).code == _F32:
+            return _float_unary(op, subgraph)
         if code in _BYTE_FUNCTIONS:
             return _byte_function(op, subgraph)
         if code == OperationCode.DEQUANTIZE:
             return _dequantize(op, subgraph)
+        if code == OperationCode.MIRROR_PAD:
+            return _mirror_pad(op, subgraph)
+        if code == OperationCode.GATHER:
+            return _gather(op, subgraph)
+        if code == OperationCode.RESIZE_BILINEAR:
+            return _resize_bilinear(op, subgraph)
+        if code == OperationCode.RESIZE_NEAREST_NEIGHBOR:
+            return _resize_nearest(op, subgraph)
+        if code == OperationCode.MEAN:
+            return _mean(op, subgraph)
+        if code == OperationCode.SOFTMAX:
+            return _softmax(op, subgraph)
     except (ValueError, TypeError, IndexError, OverflowError):  # parameters it does not take
         return None
     return None
@@ -282,7 +311,7 @@ def _per_channel(small: tuple[int, ...], shape: tuple[int, ...]) -> tuple[int, i
     return math.prod(shape[kept[0] : kept[-1] + 1]), math.prod(shape[kept[-1] + 1 :])
 
 
-def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lowered:
+def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lowered | None:
     """A bound kernel's step, between two transposes for an NCHW operation."""
     x, y = op.inputs[0], op.outputs[0]
     b: _Ref | None = None
@@ -290,6 +319,8 @@ def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lower
         b = op.inputs[1]
     elif step.scratch:
         b = _Scratch(step.scratch)
+    if any(step.pad):
+        return _padded_step(x, y, step, subgraph)
     if not step.nchw:
         return _Lowered(
             (_Step(step.kind, x, y, step.count, b, lo=step.lo, hi=step.hi, params=step.params),)
@@ -307,6 +338,29 @@ def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lower
                 step.kind, x_nhwc, y_nhwc, step.count, b, lo=step.lo, hi=step.hi, params=step.params
             ),
             _Step(c_plan.COPY, y_nhwc, y, params=to_nchw),
+        )
+    )
+
+
+def _padded_step(x: int, y: int, step: c_plan.KernelStep, subgraph: Subgraph) -> _Lowered | None:
+    """A step reading NHWC ``x`` padded: scratch filled with the padding's value,
+    ``x`` copied inside it, the step over the scratch."""
+    if step.nchw or step.scratch or _info(subgraph, x).code != _F32:
+        return None
+    n, h, w, c = _dims(subgraph, x)
+    top, bottom, left, right = step.pad
+    tall, wide = h + top + bottom, w + left + right
+    padded = _Scratch(n * tall * wide * c * 4)
+    fill = c_plan.fill_params(np.asarray(step.pad_value, np.float32))
+    inside = c_plan.copy_params(
+        4, (n, h, w * c), (h * w * c, w * c, 1), (tall * wide * c, wide * c, 1), 0,
+        (top * wide + left) * c,
+    )  # fmt: skip
+    return _Lowered(
+        (
+            _Step(c_plan.FILL, None, padded, n * tall * wide * c, params=fill),
+            _Step(c_plan.COPY, x, padded, params=inside),
+            _Step(step.kind, padded, y, step.count, lo=step.lo, hi=step.hi, params=step.params),
         )
     )
 
@@ -684,3 +738,228 @@ def _dequantize(op: Any, subgraph: Subgraph) -> _Lowered | None:
     count = _count(subgraph, x)
     params = c_plan.quantize_params(info.scale, info.zero_point, info.dtype)
     return _Lowered((_Step(c_plan.DEQUANTIZE, x, y, count, params=params),))
+
+
+def _mean(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """A float32 MEAN over axes that make one block (size-1 axes between them
+    count as reduced): [outer, reduce, inner] averaged over its middle."""
+    x, y = op.inputs[0], op.outputs[0]
+    axes, keep = (_constant(subgraph, i) for i in op.inputs[1:3])
+    if axes is None or keep is None or len(op.inputs) != 3:
+        return None
+    if _info(subgraph, x).code != _F32 or _info(subgraph, y).code != _F32:
+        return None
+    shape = _dims(subgraph, x)
+    rank = len(shape)
+    reduced = {int(a) % rank for a in np.asarray(axes).reshape(-1)} if rank else set()
+    if not reduced or any(not -rank <= int(a) < rank for a in np.asarray(axes).reshape(-1)):
+        return None
+    first, last = min(reduced), max(reduced)
+    if any(shape[k] != 1 and k not in reduced for k in range(first, last + 1)):
+        return None
+    outer, inner = math.prod(shape[:first]), math.prod(shape[last + 1 :])
+    reduce = math.prod(shape[first : last + 1])
+    if outer * inner != _count(subgraph, y):
+        return None
+    params = c_plan.mean_params(outer, reduce, inner)
+    step = _Step(c_plan.MEAN, x, y, outer * inner, b=_Scratch(inner * 8), params=params)
+    return _Lowered((step,))
+
+
+def _softmax(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """A float32 SOFTMAX over the last axis (or one after which every axis is 1)."""
+    x, y = op.inputs[0], op.outputs[0]
+    beta = _constant(subgraph, op.inputs[1])
+    axis = _constant(subgraph, op.inputs[2]) if len(op.inputs) > 2 else -1
+    if beta is None or axis is None or _info(subgraph, x).code != _F32:
+        return None
+    shape = _dims(subgraph, x)
+    if not shape or not -len(shape) <= int(axis) < len(shape):
+        return None
+    axis = int(axis) % len(shape)
+    if any(d != 1 for d in shape[axis + 1 :]) or _info(subgraph, y).code != _F32:
+        return None
+    beta = float(np.float64(np.float32(beta)))  # what the operation computes with
+    params = c_plan.softmax_f32_params(shape[axis], beta)
+    return _Lowered((_Step(c_plan.SOFTMAX, x, y, _count(subgraph, x), params=params),))
+
+
+#: A GATHER of more constant indices than this stays numpy's one take.
+MAX_GATHER_COPIES = 16
+
+
+def _mirror_pad(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """MIRROR_PAD of one axis: the input copied inside, then each side read
+    backwards from the edge (REFLECT skips the edge row, SYMMETRIC repeats it)."""
+    x, y = op.inputs[0], op.outputs[0]
+    info, out = _info(subgraph, x), _info(subgraph, y)
+    shape, out_shape = _dims(subgraph, x), _dims(subgraph, y)
+    paddings, mode = _constant(subgraph, op.inputs[1]), _constant(subgraph, op.inputs[2])
+    if paddings is None or mode is None or int(mode) not in (0, 1) or not _same_bytes(info, out):
+        return None
+    rows = np.asarray(paddings).reshape(-1, 2)
+    padded = [axis for axis in range(len(shape)) if rows[axis].any()]
+    if len(shape) > c_plan.MAX_RANK or rows.shape[0] != len(shape) or len(padded) > 1:
+        return None
+    if tuple(d + int(r.sum()) for d, r in zip(shape, rows)) != out_shape or (rows < 0).any():
+        return None
+    elem, in_strides, out_strides = info.dtype.itemsize, _strides(shape), _strides(out_shape)
+    before = int(rows[padded[0]][0]) if padded else 0
+    offset = before * out_strides[padded[0]] if padded else 0
+    steps = [
+        _Step(
+            c_plan.COPY,
+            x,
+            y,
+            params=c_plan.copy_params(elem, shape, in_strides, out_strides, 0, offset),
+        )
+    ]
+    if padded:
+        axis, (before, after) = padded[0], (int(v) for v in rows[padded[0]])
+        size, edge = shape[axis], 1 - int(mode)  # REFLECT leaves the edge row out
+        if max(before, after) > size - edge:
+            return None
+        stride = in_strides[axis]
+        backwards = [(-k if a == axis else k) for a, k in enumerate(in_strides)]
+        for extent, first, out_at in (
+            (before, before - 1 + edge, 0),
+            (after, size - 1 - edge, before + size),
+        ):
+            if extent:
+                block = [extent if a == axis else d for a, d in enumerate(shape)]
+                params = c_plan.copy_params(
+                    elem, block, backwards, out_strides, first * stride, out_at * out_strides[axis]
+                )
+                steps.append(_Step(c_plan.COPY, x, y, params=params))
+    return _Lowered(tuple(steps))
+
+
+def _gather(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """GATHER of constant indices: [outer, index, inner] blocks copied one by one."""
+    x, y = op.inputs[0], op.outputs[0]
+    axis, indices = _constant(subgraph, op.inputs[1]), _constant(subgraph, op.inputs[2])
+    info = _info(subgraph, x)
+    shape = _dims(subgraph, x)
+    if axis is None or indices is None or not shape or not _same_bytes(info, _info(subgraph, y)):
+        return None
+    axis = int(axis) % len(shape)
+    picks = [int(i) for i in np.asarray(indices).reshape(-1)]
+    if not picks or len(picks) > MAX_GATHER_COPIES or not all(0 <= i < shape[axis] for i in picks):
+        return None
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1 :])
+    if outer * len(picks) * inner != _count(subgraph, y):
+        return None
+    elem = info.dtype.itemsize
+    steps = []
+    for j, pick in enumerate(picks):
+        params = c_plan.copy_params(
+            elem,
+            (outer, inner),
+            (shape[axis] * inner, 1),
+            (len(picks) * inner, 1),
+            pick * inner,
+            j * inner,
+        )
+        steps.append(_Step(c_plan.COPY, x, y, params=params))
+    return _Lowered(tuple(steps))
+
+
+_FLOAT_UNARY = {OperationCode.SQRT: c_plan.SQRT, OperationCode.LOGISTIC: c_plan.LOGISTIC}
+
+
+def _float_unary(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    x, y = op.inputs[0], op.outputs[0]
+    if len(op.inputs) != 1 or _info(subgraph, x).code != _F32:
+        return None
+    if _info(subgraph, y).code != _F32 or _count(subgraph, x) != _count(subgraph, y):
+        return None
+    kind = _FLOAT_UNARY[op.signature.code]
+    return _Lowered((_Step(kind, x, y, _count(subgraph, x)),))
+
+
+def _resize_setup(
+    op: Any, subgraph: Subgraph
+) -> tuple[tuple[int, ...], tuple[int, ...], bool, bool] | None:
+    """(input shape, output shape, align_corners, half_pixel_centers) of an NHWC
+    resize whose flags are constant and whose output size is its output operand's."""
+    x, y = op.inputs[0], op.outputs[0]
+    flags = []
+    for position in (3, 4, 5):  # layout, align_corners, half_pixel_centers
+        if position >= len(op.inputs) or op.inputs[position] < 0:
+            flags.append(False)
+            continue
+        operand = subgraph.operands[op.inputs[position]]
+        if operand.lifetime == Lifetime.NO_VALUE:
+            flags.append(False)
+            continue
+        value = _constant(subgraph, op.inputs[position])
+        if value is None:
+            return None
+        flags.append(bool(value))
+    nchw, align, half = flags
+    shape, out = _dims(subgraph, x), _dims(subgraph, y)
+    if nchw or len(shape) != 4 or len(out) != 4 or out[0] != shape[0] or out[3] != shape[3]:
+        return None
+    for position, in_size, size in ((1, shape[2], out[2]), (2, shape[1], out[1])):
+        given = _constant(subgraph, op.inputs[position])
+        if given is None:
+            return None
+        if _info(subgraph, op.inputs[position]).code == OperandCode.INT32:
+            wanted = int(given)
+        else:  # a scale, as the operation turns it into a size
+            wanted = math.floor(np.float32(in_size) * np.float32(given))
+        if wanted != size:
+            return None
+    return shape, out, align, half
+
+
+def _resize_bilinear(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """A float32 NHWC RESIZE_BILINEAR with constant flags, its output size the
+    output operand's: the taps of every output row and column, then one step."""
+    x, y = op.inputs[0], op.outputs[0]
+    if _info(subgraph, x).code != _F32 or _info(subgraph, y).code != _F32:
+        return None
+    setup = _resize_setup(op, subgraph)
+    if setup is None:
+        return None
+    shape, out, align, half = setup
+    rows = _taps(out[1], shape[1], align, half)
+    columns = _taps(out[2], shape[2], align, half)
+    params = c_plan.resize_params(shape, out[1:3], rows, columns)
+    return _Lowered((_Step(c_plan.RESIZE_BILINEAR, x, y, math.prod(out), params=params),))
+
+
+#: A nearest resize repeating each pixel more times than this stays numpy's.
+MAX_NEAREST_COPIES = 16
+
+
+def _resize_nearest(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """RESIZE_NEAREST_NEIGHBOR that repeats each pixel sy x sx times (the source
+    rows and columns the operation picks are k // sy and k // sx): one strided
+    copy of the input per place in the sy x sx block."""
+    x, y = op.inputs[0], op.outputs[0]
+    if not _same_bytes(_info(subgraph, x), _info(subgraph, y)):
+        return None
+    setup = _resize_setup(op, subgraph)
+    if setup is None:
+        return None
+    (n, h, w, c), (_, out_h, out_w, _), align, half = setup
+    if out_h % h or out_w % w or (out_h // h) * (out_w // w) > MAX_NEAREST_COPIES:
+        return None
+    sy, sx = out_h // h, out_w // w
+    rows, columns = _source_index(out_h, h, align, half), _source_index(out_w, w, align, half)
+    if not (
+        np.array_equal(rows, np.arange(out_h) // sy)
+        and np.array_equal(columns, np.arange(out_w) // sx)
+    ):
+        return None
+    elem = _info(subgraph, x).dtype.itemsize
+    steps = []
+    for j in range(sy):
+        for i in range(sx):
+            params = c_plan.copy_params(
+                elem, (n, h, w, c), _strides((n, h, w, c)),
+                (out_h * out_w * c, sy * out_w * c, sx * c, 1), 0, (j * out_w + i) * c,
+            )  # fmt: skip
+            steps.append(_Step(c_plan.COPY, x, y, params=params))
+    return _Lowered(tuple(steps))

@@ -213,8 +213,8 @@ def _bind(sig: OperationSignature, state: _State) -> Kernel | None:
 def _plan_step(
     sig: OperationSignature, state: _State, in_shape: tuple[int, ...]
 ) -> c_plan.KernelStep | None:
-    """A float32 max or average pool without padding, or an 8-bit average pool, as
-    one step of the C plan."""
+    """A float32 max or average pool (its padding filled in by the plan), or an
+    8-bit average pool, as one step of the C plan."""
     plan, win = state.plan, state.plan.window if state.plan is not None else None
     if plan is None or win is None:
         return None
@@ -227,17 +227,21 @@ def _plan_step(
         return c_plan.KernelStep(c_plan.AVERAGE_Q8, params)
     if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32:
         return None
-    if win.pad_top or win.pad_bottom or win.pad_left or win.pad_right:
-        return None
     if sig.code == OperationCode.MAX_POOL_2D:
-        kind, counts = POOL_MAX, None
+        kind, counts, fill = POOL_MAX, None, -np.inf
     elif sig.code == OperationCode.AVERAGE_POOL_2D and state.counts is not None:
         kind, counts = POOL_SUM, np.ascontiguousarray(state.counts.reshape(-1), np.float32)
+        fill = 0.0
     else:
         return None
     lo, hi = FLOAT_ACTIVATION_BOUNDS[int(plan.values["fuse"])]
-    shape = window_struct(in_shape, _filter_hw(plan.values), win, in_shape[3])
-    return c_plan.KernelStep(c_plan.POOL, c_plan.pool_params(shape, kind, counts, lo, hi))
+    # The plan pads the input as _pooled does (pad_nhwc), then pools the padded one.
+    pad = (win.pad_top, win.pad_bottom, win.pad_left, win.pad_right)
+    n, h, w, c = in_shape
+    padded = (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c)
+    shape = window_struct(padded, _filter_hw(plan.values), win, c)
+    params = c_plan.pool_params(shape, kind, counts, lo, hi)
+    return c_plan.KernelStep(c_plan.POOL, params, pad=pad, pad_value=fill)
 
 
 for _code in (OperationCode.AVERAGE_POOL_2D, OperationCode.MAX_POOL_2D, OperationCode.L2_POOL_2D):

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...codes import OperandCode, OperationCode
 from ...operands import OperandInfo
-from ..registry import ExecutionContext, OperationSignature, register
+from ..registry import ExecutionContext, Kernel, OperationSignature, register
 from .arguments import (
     FLOAT_TENSOR_CODES,
     constant_scalar,
@@ -37,7 +37,7 @@ from .arguments import (
     require_operand_rank,
 )
 from .fused_activation import FUSE_CODES, apply_fused_activation
-from .recurrent import execute_lstm
+from .recurrent import _sigmoid, execute_lstm
 
 #: LSTM activation codes (TFLite's): none, relu, relu1, relu6, tanh, sigmoid.
 _LSTM_ACTIVATIONS = (0, 1, 2, 3, 4, 6)
@@ -478,10 +478,88 @@ register(
 register(
     OperationCode.BIDIRECTIONAL_SEQUENCE_RNN, validate=_validate_bi_rnn, execute=_execute_bi_rnn
 )
+#: Inputs a bound LSTM layer needs omitted: peepholes, projection, layer norms.
+_PLAIN_OMITTED = (9, 10, 11, 16, 17, 24, 25, 26, 27)
+_TANH = 4
+
+
+def _bind_uni_lstm(sig: OperationSignature, state: object) -> Kernel | None:
+    """The plain float32 LSTM layer (constant weights and biases of all four
+    gates, tanh, no peephole, projection, clipping or layer norm: silero-vad's)
+    with its gates' weights side by side, so a time step is two matrix
+    products and the gates' elementwise work instead of eight products and
+    the cell's per-step checks (300 µs of silero-vad's run).  The products sum
+    in BLAS's order for the wider matrix: a float32 rounding from the cell's."""
+    constants = sig.constants
+    if sig.inputs[0].code != OperandCode.TENSOR_FLOAT32 or len(sig.outputs) not in (1, 3):
+        return None
+    found = [constants.get(i) for i in (1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15)]
+    tensors = [t for t in found if t is not None and t.dtype == np.float32]
+    if len(tensors) != len(found):
+        return None
+    for i in _PLAIN_OMITTED:
+        if i < len(sig.inputs) and (i not in constants or constants[i] is not None):
+            return None
+    if [constants.get(i) for i in (_ACT, _CELL_CLIP, _PROJ_CLIP)] != [_TANH, 0, 0]:
+        return None
+    time_major = constants.get(23)
+    if time_major is None:
+        return None
+    weights, recurrent, biases = tensors[:4], tensors[4:8], tensors[8:]
+    units = biases[0].shape[0]
+    if any(w.ndim != 2 or w.shape[0] != units for w in weights + recurrent):
+        return None
+    if any(r.shape[1] != units for r in recurrent) or any(b.shape != (units,) for b in biases):
+        return None
+    features = weights[0].shape[1]
+    if any(w.shape[1] != features for w in weights):
+        return None
+    w_all = np.ascontiguousarray(np.concatenate(weights).T)  # [features, 4 * units]
+    r_all = np.ascontiguousarray(np.concatenate(recurrent).T)  # [units, 4 * units]
+    b_all = np.concatenate(biases)
+    major = bool(time_major)
+    states = len(sig.outputs) == 3
+    dtype = sig.outputs[0].dtype
+
+    def kernel(inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        x, h, c = inputs[0], inputs[18], inputs[19]
+        if (
+            not isinstance(x, np.ndarray)
+            or not isinstance(h, np.ndarray)
+            or not isinstance(c, np.ndarray)
+            or x.ndim != 3
+            or x.dtype != np.float32
+            or x.shape[2] != features
+            or h.dtype != np.float32
+            or c.dtype != np.float32
+            or h.shape != (x.shape[1 if major else 0], units)
+            or c.shape != h.shape
+            or x.shape[0 if major else 1] == 0
+        ):
+            return _execute_uni_lstm(ExecutionContext(sig, inputs))  # checks and explains
+        steps = _time_major(x, major, sig.code, "input")
+        outputs = np.empty((steps.shape[0], steps.shape[1], units), np.float32)
+        for t in range(steps.shape[0]):
+            z = steps[t] @ w_all + h @ r_all
+            z = z + b_all
+            input_gate = _sigmoid(z[:, :units])
+            forget_gate = _sigmoid(z[:, units : 2 * units])
+            cell_gate = np.tanh(z[:, 2 * units : 3 * units])
+            output_gate = _sigmoid(z[:, 3 * units :])
+            c = forget_gate * c + input_gate * cell_gate
+            h = output_gate * np.tanh(c)
+            outputs[t] = h
+        results = [_restore(outputs, major)] + ([h, c] if states else [])
+        return [r.astype(dtype) for r in results]
+
+    return kernel
+
+
 register(
     OperationCode.UNIDIRECTIONAL_SEQUENCE_LSTM,
     validate=_validate_uni_lstm,
     execute=_execute_uni_lstm,
+    bind=_bind_uni_lstm,
 )
 register(
     OperationCode.BIDIRECTIONAL_SEQUENCE_LSTM, validate=_validate_bi_lstm, execute=_execute_bi_lstm
