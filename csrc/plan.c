@@ -447,21 +447,6 @@ PLAN_CLONES static void elementwise(const nnb_plan_step *s, const float *a, cons
     }
 }
 
-/* x >= 0 ? x : x * y, chosen by a mask rather than a branch: the compiler
- * vectorises it, where the branch mispredicted on every other element of a
- * feature map (3.9 ns an element on openWakeWord's leaky ReLUs, 0.5 now). */
-static inline float prelu(float x, float y)
-{
-    const float scaled = x * y;
-    uint32_t keep, other, mask = -(uint32_t)(x >= 0.0f);
-    memcpy(&keep, &x, sizeof keep);
-    memcpy(&other, &scaled, sizeof other);
-    keep = (keep & mask) | (other & ~mask);
-    float out;
-    memcpy(&out, &keep, sizeof out);
-    return out;
-}
-
 /* A binary step whose b repeats per channel (nnb_plan_broadcast): the kind
  * chosen once, then plain loops the compiler vectorises, over the channels
  * of a row (b_inner 1: NHWC) or over the pixels of a channel (NCHW). */
