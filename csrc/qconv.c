@@ -674,6 +674,33 @@ TARGET_AVX2 static inline __m256i widened(const uint8_t *at, int is_signed, __m2
     return _mm256_sub_epi16(words, zero_point);
 }
 
+/* A depthwise tile's 16 sums (acc_lo, acc_hi: the lanes the unpacked tap
+ * pairs leave, [0-3 8-11] and [4-7 12-15]) with the bias, parameters and
+ * clamp of channels first.., requantized to 16 bytes in channel order
+ * (packssdw puts the lanes back in order). */
+TARGET_AVX2 static inline __attribute__((always_inline)) __m128i
+dw_requantized_avx2(const struct nnb_qconv *c, const struct packed_view *v, int64_t first,
+                    __m256i acc_lo, __m256i acc_hi) {
+    const __m256i out_zero_point = _mm256_set1_epi32(c->output_zero_point);
+    const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
+    const __m256i acc[2] = {acc_lo, acc_hi};
+    __m256i half[2];
+    for (int h = 0; h < 2; h++) {
+        const int64_t e = first + 8 * h;
+        const __m256i total =
+            _mm256_add_epi32(acc[h], _mm256_loadu_si256((const __m256i *)(v->bias + e)));
+        __m256i r = requantized_avx2(total, v->multiplier + e, v->left + e, v->right + e,
+                                     v->right_mask + e, v->any_left);
+        r = _mm256_add_epi32(r, out_zero_point);
+        half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
+    }
+    const __m256i words = _mm256_packs_epi32(half[0], half[1]);
+    const __m128i w_lo = _mm256_castsi256_si128(words);
+    const __m128i w_hi = _mm256_extracti128_si256(words, 1);
+    return c->output_type == NNB_QCONV_INT8 ? _mm_packs_epi16(w_lo, w_hi)
+                                            : _mm_packus_epi16(w_lo, w_hi);
+}
+
 /* dw_pixel_avx2's body for one input type (is_signed a constant where it
  * is inlined, so that the widening is no branch in the tap loop). */
 TARGET_AVX2 static inline __attribute__((always_inline)) void
@@ -681,8 +708,6 @@ dw_pixel_avx2_typed(const struct nnb_qconv *c, const struct dw_sizes *d,
                     const struct packed_view *v, const uint8_t *const *pixels, uint8_t *out,
                     const int is_signed) {
     const __m256i zero_point = _mm256_set1_epi16((int16_t)c->input_zero_point);
-    const __m256i out_zero_point = _mm256_set1_epi32(c->output_zero_point);
-    const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
     const int64_t tiles = d->n_padded / NR;
     for (int64_t tile = 0; tile < tiles; tile++) {
         const int64_t first = tile * NR;
@@ -709,23 +734,7 @@ dw_pixel_avx2_typed(const struct nnb_qconv *c, const struct dw_sizes *d,
             acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(pairs_lo, w_lo));
             acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(pairs_hi, w_hi));
         }
-        const __m256i acc[2] = {acc_lo, acc_hi};
-        __m256i half[2];
-        for (int h = 0; h < 2; h++) {
-            const int64_t e = first + 8 * h;
-            const __m256i total =
-                _mm256_add_epi32(acc[h], _mm256_loadu_si256((const __m256i *)(v->bias + e)));
-            __m256i r = requantized_avx2(total, v->multiplier + e, v->left + e, v->right + e,
-                                         v->right_mask + e, v->any_left);
-            r = _mm256_add_epi32(r, out_zero_point);
-            half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
-        }
-        /* lanes [0-3 8-11] and [4-7 12-15]: packssdw puts them in order */
-        const __m256i words = _mm256_packs_epi32(half[0], half[1]);
-        const __m128i w_lo = _mm256_castsi256_si128(words);
-        const __m128i w_hi = _mm256_extracti128_si256(words, 1);
-        const __m128i bytes = c->output_type == NNB_QCONV_INT8 ? _mm_packs_epi16(w_lo, w_hi)
-                                                               : _mm_packus_epi16(w_lo, w_hi);
+        const __m128i bytes = dw_requantized_avx2(c, v, first, acc_lo, acc_hi);
         if (channels == NR) {
             _mm_storeu_si128((__m128i *)(out + first), bytes);
         } else {
@@ -759,8 +768,6 @@ dw_pixel_pair_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
                    const struct packed_view *v, const uint8_t *const *a,
                    const uint8_t *const *b, uint8_t *out, const int is_signed) {
     const __m256i zero_point = _mm256_set1_epi16((int16_t)c->input_zero_point);
-    const __m256i out_zero_point = _mm256_set1_epi32(c->output_zero_point);
-    const __m256i lo = _mm256_set1_epi32(c->lo), hi = _mm256_set1_epi32(c->hi);
     const int16_t *w = v->weights;
     __m256i acc_lo = _mm256_setzero_si256(), acc_hi = acc_lo;
     for (int64_t pair = 0; pair < d->pairs; pair++) {
@@ -778,23 +785,7 @@ dw_pixel_pair_avx2(const struct nnb_qconv *c, const struct dw_sizes *d,
         acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), w_lo));
         acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), w_hi));
     }
-    const __m256i acc[2] = {acc_lo, acc_hi};
-    __m256i half[2];
-    for (int h = 0; h < 2; h++) {
-        const int64_t e = 8 * h;
-        const __m256i total =
-            _mm256_add_epi32(acc[h], _mm256_loadu_si256((const __m256i *)(v->bias + e)));
-        __m256i r = requantized_avx2(total, v->multiplier + e, v->left + e, v->right + e,
-                                     v->right_mask + e, v->any_left);
-        r = _mm256_add_epi32(r, out_zero_point);
-        half[h] = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
-    }
-    const __m256i words = _mm256_packs_epi32(half[0], half[1]);
-    const __m128i w_lo = _mm256_castsi256_si128(words);
-    const __m128i w_hi = _mm256_extracti128_si256(words, 1);
-    const __m128i bytes = c->output_type == NNB_QCONV_INT8 ? _mm_packs_epi16(w_lo, w_hi)
-                                                           : _mm_packus_epi16(w_lo, w_hi);
-    _mm_storeu_si128((__m128i *)out, bytes);
+    _mm_storeu_si128((__m128i *)out, dw_requantized_avx2(c, v, 0, acc_lo, acc_hi));
 }
 #endif
 
