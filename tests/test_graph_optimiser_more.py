@@ -6,6 +6,7 @@ bounds NNAPI has no activation for.  Built with test_graph_optimiser's Graph."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from nnburst.cpu import optimise
 from nnburst.hal.model import Lifetime, Operand, Operation
 from nnburst.operands import ChannelQuant, OperandInfo
 
-from .test_graph_optimiser import NHWC, Graph, compare, prepared
+from .test_graph_optimiser import NHWC, Graph, codes, compare, hard_swish, prepared
 
 Op = OperationCode
 F32, I32 = OperandCode.TENSOR_FLOAT32, OperandCode.INT32
@@ -413,3 +414,108 @@ def test_a_per_channel_operand_cannot_be_written_down() -> None:
             [int(Op.ADD), list(op.inputs), list(op.outputs)] for op in original.operations
         ],
     }
+
+
+# -- operations listed in another order than they run -------------------------------------
+
+
+@pytest.mark.parametrize("guard", [None, "x + 2", "another x", "gate read elsewhere"])
+def test_a_hard_swish_written_last_first(
+    guard: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model's operations need not be listed in the order they run: met before its
+    RELU6 is fused into the ADD, the chain is ADD, RELU6, MUL, DIV."""
+    g = Graph()
+    x, y = g.input((3, 7)), g.input((3, 7))
+    shift = 2.0 if guard == "x + 2" else 3.0
+    g.output(hard_swish(g, x, (3, 7), Op.DIV, shift, y if guard == "another x" else -1))
+    if guard == "gate read elsewhere":
+        g.output(g.operations[0].outputs[0])  # the ADD before the RELU6
+    g.operations.reverse()
+    model = g.model()
+    optimised, written = prepared(model, True, monkeypatch), prepared(model, False, monkeypatch)
+    feeds = [np.random.default_rng(8).uniform(-6, 6, (3, 7)).astype(np.float32) for _ in "xy"]
+    for got, want in zip(optimised.run(feeds), written.run(feeds)):
+        np.testing.assert_array_equal(got, want)
+    assert (codes(optimised) == ["HARD_SWISH"]) == (guard is None)
+
+
+# -- what the rewrites log ----------------------------------------------------------------
+
+
+def test_every_rewrite_says_what_it_did(caplog: pytest.LogCaptureFixture) -> None:
+    g = Graph()
+    x = g.input((2, 6))
+    same = g.binary(Op.ADD, x, g.const(0.0), (2, 6))  # an identity
+    clamped = g.op(Op.MAXIMUM, [same, g.const(0.0)], (2, 6))  # MAXIMUM(x, 0) as RELU
+    both = g.op(Op.MINIMUM, [g.op(Op.RELU, [x], (2, 6)), g.const(6.0)], (2, 6))
+    leaky = g.op(Op.MAXIMUM, [x, g.binary(Op.MUL, x, g.const(0.25), (2, 6))], (2, 6))
+    swish = hard_swish(g, x, (2, 6), Op.DIV)
+    constant = g.binary(Op.ADD, g.const(np.ones(6)), g.const(np.ones(6)), (6,))
+    t = g.binary(Op.ADD, clamped, both, (2, 6), FuseCode.NONE)
+    t = g.binary(Op.ADD, t, leaky, (2, 6))
+    t = g.binary(Op.ADD, t, swish, (2, 6))
+    t = g.op(Op.RELU1, [g.binary(Op.MUL, t, constant, (2, 6))], (2, 6))
+    g.output(t)
+    with caplog.at_level(logging.DEBUG, logger="nnburst.compilation"):
+        optimise.optimise(g.model().main)
+    (record,) = [r for r in caplog.records if r.name == "nnburst.compilation.optimise"]
+    head, *lines = record.getMessage().split("\n  ")
+    assert head == "graph optimiser: 16 operations -> 8:"
+    assert sorted(lines) == sorted(
+        [
+            "ADD as an identity dropped",
+            "ADD of constants computed once",
+            "MAXIMUM(x, c) as RELU",
+            "RELU then MINIMUM as RELU6",
+            "MAXIMUM(x, MUL(x, a)) as PRELU",
+            "RELU6 fused into ADD as RELU6",
+            "x * RELU6(x + 3) / 6 (3 operations) as HARD_SWISH",
+            "RELU1 fused into MUL as RELU1",
+        ]
+    )
+
+
+# -- more guards and parameters -------------------------------------------------------------
+
+
+def test_a_bound_of_x_s_own_rank_is_still_one_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    g = Graph()
+    x = g.input((2, 5))
+    g.output(g.op(Op.MAXIMUM, [x, g.const(np.zeros((1, 5)))], (2, 5)))
+    assert compare(g, monkeypatch, exact=True) == ["RELU"]
+
+
+def test_a_dilated_convolution_takes_its_activation_and_a_scale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    g = Graph()
+    x = g.input(NHWC)
+    rng = np.random.default_rng(7)
+    w = g.const(rng.normal(0, 0.5, (4, 3, 3, 3)))
+    b = g.const(rng.normal(0, 0.5, 4))
+    args = [x, w, b, g.const(1, I32), g.const(1, I32), g.const(1, I32), g.fuse()]
+    args += [g.const(False, OperandCode.BOOL), g.const(2, I32), g.const(2, I32)]
+    conv = g.op(Op.CONV_2D, args, (1, 6, 5, 4))
+    scaled = g.binary(Op.MUL, conv, g.const([0.5, 2.0, -1.0, 1.5]), (1, 6, 5, 4))
+    g.output(g.op(Op.RELU, [scaled], (1, 6, 5, 4)))
+    assert compare(g, monkeypatch) == ["CONV_2D"]
+    subgraph = prepared(g.model(), True, monkeypatch).main.subgraph
+    (conv_op,) = subgraph.operations
+    assert int(subgraph.operands[conv_op.inputs[6]].value) == FuseCode.RELU
+    new_weights = subgraph.operands[conv_op.inputs[1]]
+    assert new_weights.info.dimensions == (4, 3, 3, 3)  # folded weights declare their shape
+    assert subgraph.operands[conv_op.inputs[2]].info.dimensions == (4,)
+
+
+def test_a_constant_declared_of_unknown_size_is_computed_and_sized(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    g = Graph()
+    x = g.input((2, 3))
+    bias = g.binary(Op.ADD, g.const(np.ones((2, 3))), g.const(2.0), (2, 0))
+    g.output(g.binary(Op.MUL, x, bias, (2, 3)))
+    assert compare(g, monkeypatch, exact=True) == ["MUL"]
+    subgraph = prepared(g.model(), True, monkeypatch).main.subgraph
+    (mul,) = subgraph.operations
+    assert subgraph.operands[mul.inputs[1]].info.dimensions == (2, 3)
