@@ -626,3 +626,44 @@ def test_a_float16_recurrent_layer_is_refused() -> None:
     for value in model.graph.input:
         value.type.tensor_type.elem_type = TensorProto.FLOAT16
     _refused(model)
+
+
+# -- Cast from and to bytes (NNAPI's CAST takes no int8 and saturates where C wraps) -------------
+
+BYTE_CASTS = [
+    (TensorProto.UINT8, TensorProto.FLOAT),
+    (TensorProto.INT8, TensorProto.INT32),
+    (TensorProto.UINT8, TensorProto.INT64),
+    (TensorProto.INT8, TensorProto.BOOL),
+    (TensorProto.FLOAT, TensorProto.INT8),
+    (TensorProto.FLOAT, TensorProto.UINT8),
+    (TensorProto.INT32, TensorProto.INT8),
+    (TensorProto.INT32, TensorProto.UINT8),
+    (TensorProto.INT64, TensorProto.INT8),
+    (TensorProto.UINT8, TensorProto.UINT8),
+]
+
+
+@pytest.mark.parametrize("source, target", BYTE_CASTS, ids=str)
+def test_casts_from_and_to_bytes_match_onnxruntime(source: int, target: int) -> None:
+    dtype = helper.tensor_dtype_to_np_dtype(source)
+    target_dtype = helper.tensor_dtype_to_np_dtype(target)
+    rng = np.random.default_rng(14)
+    if dtype.kind == "f":  # in the target's range: beyond it ONNX leaves the result undefined
+        info = np.iinfo(target_dtype)
+        x = rng.uniform(info.min, info.max, (3, 8)).astype(dtype)
+        x.flat[:4] = [info.min, info.max, -0.75, 0.75]
+    elif dtype.itemsize == 1:
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, (3, 8), endpoint=True).astype(dtype)
+        x.flat[:3] = [info.min, info.max, 0]
+    else:  # wrapped modulo 256 as C does
+        x = rng.integers(-1000, 1000, (3, 8)).astype(dtype)
+        x.flat[:6] = [-129, -128, 127, 128, 255, 256]
+    model = make_model(
+        [helper.make_node("Cast", ["x"], ["y"], to=target)],
+        [_value("x", [3, 8], source)],
+        [_value("y", [3, 8], target)],
+        {},
+    )
+    against_onnxruntime(model, {"x": x})
