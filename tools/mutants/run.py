@@ -166,6 +166,10 @@ GROUPS = {
         (
             "tests/test_onnx.py",
             "tests/test_onnx_mappers.py",
+            "tests/test_onnx_mappers_more.py",
+            "tests/test_onnx_quantized.py",
+            "tests/test_onnx_resize_pool.py",
+            "tests/test_onnx_attention.py",
             "-k",
             "not node_tests and not real_models and not nnburst_run and not nnburst_bench",
         ),
@@ -176,8 +180,31 @@ GROUPS = {
             "nnburst/onnx/__init__.py",
             "nnburst/onnx/session.py",
             "nnburst/onnx/loading.py",
+            "nnburst/onnx/patch.py",
         ),
         skip_lines=IMPORTER_MESSAGES,
+    ),
+    # The graph optimiser's rewrites, each compared with the graph as written.
+    "optimise": Group(
+        ("nnburst/cpu/optimise.py",),
+        (
+            "tests/test_graph_optimiser.py",
+            "tests/test_graph_optimiser_guards.py",
+            "tests/test_graph_optimiser_more.py",
+        ),
+    ),
+    # The C plan's planner (which runs become one C call, their steps and arena),
+    # each planned run compared with the operations one by one.
+    "plan": Group(
+        ("nnburst/cpu/plan.py",),
+        (
+            "tests/test_cpu_plan.py",
+            "tests/test_cpu_plan_broadcast.py",
+            "tests/test_cpu_plan_fconv.py",
+            "tests/test_cpu_plan_inputs.py",
+            "tests/test_cpu_plan_layers.py",
+            "tests/test_cpu_plan_more.py",
+        ),
     ),
     "spin": Group(("nnburst/hal/spin.py",), ("tests/test_spin.py",)),
     "workers": Group(("nnburst/service/workers.py",), ("tests/test_service_worker_pool.py",)),
@@ -185,8 +212,8 @@ GROUPS = {
 
 
 #: Groups left out of the default run: hal-full takes hours; the importers' groups
-#: (tflite-import 92 %, onnx-import not yet measured whole: see LAST_RUN.md) take
-#: long on a busy machine.
+#: (tflite-import 92 %, onnx-import's 6,101 mutants about 2 hours: see LAST_RUN.md)
+#: take long on a busy machine.
 NOT_DEFAULT = ("hal-full", "tflite-import", "onnx-import")
 
 
