@@ -836,4 +836,7 @@ def test_a_fully_connected_layer_with_constant_weights_runs_a_bound_kernel(dtype
         out = OperandInfo(code, (3, 4), 4.0, 2)
     ins = [info, (w_info, w), (b_info, b), scalar(FuseCode.RELU)]
     bound, unbound = _bound_and_unbound(Op.FULLY_CONNECTED, ins, out, x)
-    np.testing.assert_array_equal(bound, unbound)
+    if dtype == np.float32:  # the packed kernel and BLAS sum in other orders
+        np.testing.assert_allclose(bound, unbound, rtol=1e-5, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(bound, unbound)

@@ -216,6 +216,8 @@ def fully_connected(
         and (size <= 1024 or t in (Q8, Q8S) and vector_path()),
         fallback=FC,
         shapes=[(5, size)] if unknown_batch else None,
+        # float32: the packed kernel (bound) and BLAS (execute) sum in other orders
+        rtol=1e-5 if t == T.TENSOR_FLOAT32 else 0.0,
     )
 
 
