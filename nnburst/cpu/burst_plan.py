@@ -41,6 +41,8 @@ def bind(
     that it is one C plan and that every buffer has exactly the plan's shape
     and type) over a request's ``inputs`` (arrays in the pools, checked
     against the model) and fixed-shape ``targets``; None when it is not that."""
+    if main.plan_table is None:  # before any allocation: a repeat asks on every packet
+        return None
     if targets is None or any(type(t) is not np.ndarray for t in targets):
         return None
     privates = [np.empty(t.shape, t.dtype) for t in targets]  # type: ignore[union-attr]

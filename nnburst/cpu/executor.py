@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .._bindings.plan import BoundPlan
+from .._bindings.plan import BoundPlan, PlanTable
 from ..codes import OperationCode, ResultCode
 from ..errors import BadDataError, NNError
 from ..hal.model import HalModel, Lifetime, Subgraph, execution_order
@@ -153,6 +153,14 @@ class PreparedSubgraph:
             for operand in subgraph.operands
         ]
 
+    @property
+    def plan_table(self) -> PlanTable | None:
+        """The C plan that is the whole subgraph, or None when it is not one."""
+        if len(self._plan) != 1:
+            return None
+        table = getattr(self._plan[0].kernel, "plan_table", None)
+        return table if isinstance(table, PlanTable) else None
+
     def bind(
         self, inputs: Sequence[np.ndarray | None], outputs: Sequence[np.ndarray | None]
     ) -> BoundPlan | None:
@@ -161,11 +169,11 @@ class PreparedSubgraph:
         than one step, an output the plan does not write, a buffer of another
         shape or dtype than the plan's (the run loop then checks and explains).
         The plan writes the outputs in place: nothing allocated, nothing copied."""
-        if len(self._plan) != 1 or len(inputs) != len(self._input_indexes):
+        table = self.plan_table
+        if table is None or len(inputs) != len(self._input_indexes):
             return None
         (op,) = self._plan
-        table = getattr(op.kernel, "plan_table", None)
-        if table is None or len(set(self._output_indexes)) != len(self._output_indexes):
+        if len(set(self._output_indexes)) != len(self._output_indexes):
             return None
         values = self.initial_values.copy()
         for index, value in zip(self._input_indexes, inputs):
@@ -183,7 +191,7 @@ class PreparedSubgraph:
             ):
                 return None
         try:
-            return table.bind(buffers)
+            return table.bind(buffers)  # type: ignore[arg-type]  # no None: checked above
         except BadDataError as exc:  # an output over an input, say: the run loop copies
             logger.debug("plan not bound to the request: %s", exc)
             return None

@@ -238,8 +238,6 @@ class _Worker:
         self.request_words = self.request_buffer.view("<u4")
         self.result_words = self.result_buffer.view("<u4")
         self.last_request: tuple[bytes, Any] = (b"", None)  # (packet bytes, parsed)
-        #: the packet Python served last, parsed or not: a repeat of it is armed
-        self.previous_packet = b""
         #: the C loop that answers repeats of one request (see :meth:`arm`)
         self.fast = BurstFastPath()
         self.spin = SpinPolicy(0)  # the serving thread's, once it runs
@@ -296,11 +294,12 @@ class _Worker:
         # C left this packet to us: whatever was armed may no longer hold.
         if self.fast.packet:
             self.fast.clear()
-        repeated, self.previous_packet = packet == self.previous_packet, packet
+        # A burst mostly repeats one request layout: comparing the bytes with
+        # the last parsed packet costs far less than parsing them again, and a
+        # repeat that succeeds is armed for C.
+        repeated = packet == self.last_request[0]
         try:
-            # A burst mostly repeats one request layout: comparing the bytes
-            # with the last packet costs far less than parsing them again.
-            if packet == self.last_request[0]:
+            if repeated:
                 request, slots, measure = self.last_request[1]
             else:
                 # Native 32-bit words: the "<u4" view above is native on every
