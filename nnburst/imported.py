@@ -440,6 +440,29 @@ class Runner:
                 for out, file in self._results
             ]
 
+    def _buffers_as_is(self) -> list[np.ndarray | None]:
+        """Per input, the buffer an array of the file's dtype and shape can be
+        written straight into (None where the file's type runs as another):
+        the Interpreter's ``set_tensor`` fills these, saving a copy a call."""
+        return [buffer if dtype is not None else None for _, buffer, dtype, _ in self._feeds]
+
+    def _run_in_place(self, inputs: dict[int, Any]) -> list[np.ndarray]:
+        """Run on what the buffers hold, after writing ``inputs`` (by position:
+        those :meth:`_buffers_as_is` has no buffer for).  The outputs are this
+        Runner's own buffers, valid until its next run or close: for a caller
+        that copies them anyway (the Interpreter's ``get_tensor``)."""
+        with self._lock:
+            for position, value in inputs.items():
+                info, buffer, _, _ = self._feeds[position]
+                np.copyto(buffer, exact_input(info, buffer.dtype, value).reshape(buffer.shape))
+            self._compute()
+            for before, after in self._carry:
+                before[...] = after
+            return [
+                out if file is None else out.reshape(file[0]).astype(file[1])
+                for out, file in self._results
+            ]
+
     def close(self) -> None:
         if self.burst is not None:
             self.burst.close()

@@ -118,12 +118,21 @@ class Interpreter:
         self.num_threads = num_threads
         self._inputs = list(self._graph.inputs)
         self._outputs = list(self._graph.outputs)
+        #: (position, tensor index) of the outputs that are not inputs too
+        self._outputs_only = [
+            (position, index)
+            for position, index in enumerate(self._outputs)
+            if index not in self._inputs
+        ]
         #: the inputs as set (zeros until then) and the outputs of the last invoke
         self._values: dict[int, np.ndarray] = {  # the inputs as set, the outputs of invoke
             i: np.zeros(self._tensor(i).shape, self._tensor(i).dtype or np.float32)
             for i in self._inputs
         }
         self._runner: Runner | None = None
+        #: input position -> tensor index of the inputs the Runner has no buffer
+        #: to fill as is (their values go in at invoke)
+        self._fed_at_invoke: dict[int, int] = {}
         #: each input's and output's shape now: an input's as resized, an output's as
         #: the last allocate_tensors computed it
         self._shapes: dict[int, tuple[int, ...]] = {
@@ -195,21 +204,38 @@ class Interpreter:
                 f"allocate_tensors: the model cannot run at input shapes "
                 f"{ {i: list(s) for i, s in resized.items()} }: {exc}"
             ) from None
-        if self._runner is not None:
-            self._runner.close()
-        self._runner = Runner(loaded, self._device)
+        self._drop_runner()
+        runner = self._runner = Runner(loaded, self._device)
         self._compiled_shapes = wanted
         for index, info in zip(self._outputs, loaded.outputs):
             self._shapes[index] = info.shape
-        for index in self._inputs:
+        # Each input's value lives in the Runner's own buffer where its type
+        # allows (set_tensor writes it there; invoke copies nothing more in).
+        self._fed_at_invoke = {}
+        for position, (index, buffer) in enumerate(zip(self._inputs, runner._buffers_as_is())):
             current = self._values.get(index)
             if current is None or current.shape != self._shapes[index]:
-                self._values[index] = np.zeros(
-                    self._shapes[index], self._tensor(index).dtype or np.float32
-                )
+                current = np.zeros(self._shapes[index], self._tensor(index).dtype or np.float32)
+            if buffer is not None and buffer.shape == current.shape:
+                buffer[...] = current
+                self._values[index] = buffer
+            else:
+                self._values[index] = current
+                self._fed_at_invoke[position] = index
+
+    def _drop_runner(self) -> None:
+        """Close the Runner, keeping copies of the inputs that lived in its
+        buffers and forgetting the outputs (views of them) first: views left
+        behind would keep the closed Runner's shared memory mapped."""
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        for index in self._inputs:
+            self._values[index] = self._values[index].copy()
         for index in self._outputs:
             if index not in self._inputs:
                 self._values.pop(index, None)
+        runner.close()
 
     def resize_tensor_input(
         self, input_index: int, tensor_size: Sequence[int], strict: bool = False
@@ -245,9 +271,7 @@ class Interpreter:
                     )
         if shape != self._shapes[tensor.index]:
             self._shapes[tensor.index] = shape
-            if self._runner is not None:
-                self._runner.close()
-                self._runner = None
+            self._drop_runner()
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
         current = self._values.get(tensor_index) if tensor_index in self._inputs else None
@@ -258,8 +282,8 @@ class Interpreter:
             and value.dtype is current.dtype  # numpy's dtypes are singletons
             and value.shape == current.shape
         ):
-            # the usual call: an input's own type and shape
-            self._values[tensor_index] = value.copy()
+            # the usual call: an input's own type and shape, into the Runner's buffer
+            current[...] = value
             return
         tensor = self._tensor(tensor_index)
         if self._compiled_shapes is None:  # never allocated (a resize keeps the old buffers)
@@ -291,13 +315,22 @@ class Interpreter:
                     f"Cannot set tensor: Dimension mismatch. Got {got} but expected {want} "
                     f"for dimension {axis} of input {position}."
                 )
-        self._values[tensor.index] = array.copy()
+        current = self._values[tensor.index]
+        if self._runner is not None and current.shape == array.shape:
+            current[...] = array  # the Runner's buffer, or this input's own array
+        else:  # resized since allocate_tensors: no Runner until the next one
+            self._values[tensor.index] = array.copy()
 
     def invoke(self) -> None:
         if self._runner is None:
             raise InterpreterRuntimeError("Invoke called on model that is not ready.")
-        outputs = self._runner(*[self._values[i] for i in self._inputs])
-        self._values.update(zip(self._outputs, outputs))
+        values = self._values
+        fed = {position: values[index] for position, index in self._fed_at_invoke.items()}
+        outputs = self._runner._run_in_place(fed)
+        # The Runner's own buffers: get_tensor copies them.  An output that is
+        # also an input keeps the input's buffer (the same value).
+        for position, index in self._outputs_only:
+            values[index] = outputs[position]
 
     def get_tensor(self, tensor_index: int) -> np.ndarray:
         """A copy of an input as set, or of an output after ``invoke``."""
@@ -327,9 +360,7 @@ class Interpreter:
             self._runner.reset()
 
     def close(self) -> None:
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+        self._drop_runner()
 
 
 class SignatureRunner:
