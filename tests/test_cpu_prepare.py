@@ -281,7 +281,7 @@ HOSTILE: dict[str, Callable[[dict[str, Any]], Any]] = {
     "unknown operand code": lambda meta: _graph_operand(meta, 1, 12345),
     "unknown operation code": lambda meta: _graph(meta, "operations")[0].__setitem__(0, 9999),
     "constant of another size": lambda meta: _graph_operand(meta, 2, {"list": [5]}),
-    "order not a permutation": lambda meta: meta.update(order=[0, 0]),
+    "order not a permutation": lambda meta: meta.update(order=[1]),
     "a state missing": lambda meta: meta.update(states=[]),
     "a state of a foreign class": lambda meta: meta["states"].__setitem__(
         0, {"dataclass": "os:system", "fields": {}}
