@@ -15,6 +15,7 @@ from ..hal.model import HalModel
 from .executor import PreparedOperation
 from .fusion import fuse
 from .plan import plan
+from .registry import OperationSignature
 from .states import CompiledSubgraph, registration_of
 from .validate import operation_signature
 
@@ -24,11 +25,15 @@ def bind_operations(model: HalModel, compiled: CompiledSubgraph) -> list[Prepare
     subgraph = compiled.subgraph
     if len(compiled.states) != len(compiled.order):
         raise ValueError("one prepared state per ordered operation")
+    signatures: list[OperationSignature | None] = [None] * len(compiled.order)
+    if compiled.signatures is not None:
+        signatures = list(compiled.signatures)
     operations = []
-    for index, state in zip(compiled.order, compiled.states):
+    for index, state, signature in zip(compiled.order, compiled.states, signatures):
         operation = subgraph.operations[index]
         registration = registration_of(subgraph, index)
-        signature = operation_signature(subgraph, index, model.relax_float32_to_float16, model)
+        if signature is None:
+            signature = operation_signature(subgraph, index, model.relax_float32_to_float16, model)
         kernel = registration.bind(signature, state) if registration.bind else None
         output_infos = tuple(
             (i, info, info.dtype, info.dimensions)

@@ -11,13 +11,13 @@ binding (:mod:`.bind`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..codes import OperationCode
 from ..errors import BadDataError
 from ..hal.model import HalModel, Subgraph, execution_order
-from .registry import OperationRegistration, lookup
+from .registry import OperationRegistration, OperationSignature, lookup
 from .validate import operation_signature
 
 
@@ -30,6 +30,9 @@ class CompiledSubgraph:
     subgraph: Subgraph
     order: list[int]
     states: list[Any]
+    #: the signatures the states were prepared from, for binding to reuse
+    #: (None from a cache: they hold the model, so binding makes them)
+    signatures: list[OperationSignature] | None = field(default=None, compare=False)
 
 
 def compile_subgraph(model: HalModel, subgraph: Subgraph) -> CompiledSubgraph:
@@ -41,13 +44,14 @@ def compile_subgraph(model: HalModel, subgraph: Subgraph) -> CompiledSubgraph:
             the driver then prepares the graph as written).
     """
     order = execution_order(subgraph)
-    states = []
+    states, signatures = [], []
     for index in order:
         registration = registration_of(subgraph, index)
         signature = operation_signature(subgraph, index, model.relax_float32_to_float16, model)
         registration.validate(signature)
         states.append(registration.prepare(signature) if registration.prepare else None)
-    return CompiledSubgraph(subgraph, order, states)
+        signatures.append(signature)
+    return CompiledSubgraph(subgraph, order, states, signatures)
 
 
 def registration_of(subgraph: Subgraph, index: int) -> OperationRegistration:
