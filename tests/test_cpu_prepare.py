@@ -260,8 +260,8 @@ def test_a_cache_of_the_old_format_is_prepared_afresh_and_rewritten(
 
 
 def _graph(meta: dict[str, Any], part: str) -> list[Any]:
-    """The graph's operands or operations, as the cache encodes them (lists as {"list": ...})."""
-    return [entry["list"] for entry in meta["graph"]["dict"][part]["list"]]
+    """The graph's operands or operations, as the cache writes them."""
+    return meta["graph"][part]
 
 
 def _graph_operand(meta: dict[str, Any], field: int, value: Any) -> None:
@@ -269,7 +269,7 @@ def _graph_operand(meta: dict[str, Any], field: int, value: Any) -> None:
 
 
 def _first_input(meta: dict[str, Any], value: int) -> None:
-    _graph(meta, "operations")[0][1]["list"][0] = value
+    _graph(meta, "operations")[0][1][0] = value
 
 
 HOSTILE: dict[str, Callable[[dict[str, Any]], Any]] = {
@@ -277,10 +277,11 @@ HOSTILE: dict[str, Callable[[dict[str, Any]], Any]] = {
     "graph a string": lambda meta: meta.update(graph="graph"),
     "operation names a missing operand": lambda meta: _first_input(meta, 10**6),
     "operand index past the end": lambda meta: _graph_operand(meta, 0, 10**6),
-    "negative dimension": lambda meta: _graph_operand(meta, 2, {"list": [-4]}),
+    "negative dimension": lambda meta: _graph_operand(meta, 2, [-4]),
     "unknown operand code": lambda meta: _graph_operand(meta, 1, 12345),
     "unknown operation code": lambda meta: _graph(meta, "operations")[0].__setitem__(0, 9999),
-    "constant of another size": lambda meta: _graph_operand(meta, 2, {"list": [5]}),
+    "constant of another size": lambda meta: _graph_operand(meta, 2, [5]),
+    "constant outside the arrays": lambda meta: _graph_operand(meta, 7, 10**6),
     "order not a permutation": lambda meta: meta.update(order=[1]),
     "a state missing": lambda meta: meta.update(states=[]),
     "a state of a foreign class": lambda meta: meta["states"].__setitem__(

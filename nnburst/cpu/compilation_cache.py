@@ -181,7 +181,7 @@ def save_compiled(path: Path, key: str, original: Subgraph, compiled: CompiledSu
     written, if a state cannot be cached."""
     arrays: list[np.ndarray] = []
     try:
-        graph = _encode(_graph_changes(original, compiled.subgraph), arrays)
+        graph = _graph_changes(original, compiled.subgraph, arrays)
         states = [_encode(s, arrays) for s in compiled.states]
     except TypeError as exc:
         log.info("compilation not cached: %s", exc)
@@ -265,8 +265,11 @@ def load_compiled(path: Path, key: str, original: Subgraph) -> CompiledSubgraph 
             log.info("compilation cache %s is for another model or version: ignored", path)
             return None
         arrays = {}
+        dtypes: dict[str, np.dtype] = {}
         for i, (dtype, shape, start) in enumerate(meta["arrays"]):
-            dt = np.dtype(dtype)
+            dt = dtypes.get(dtype)
+            if dt is None:
+                dt = dtypes[dtype] = np.dtype(dtype)
             if dt.hasobject:
                 raise ValueError("object arrays are never cached")
             shape = tuple(int(d) for d in shape)
@@ -276,7 +279,7 @@ def load_compiled(path: Path, key: str, original: Subgraph) -> CompiledSubgraph 
             if int(start) + count * dt.itemsize > len(blob):
                 raise ValueError("array outside the cache blob")
             arrays[i] = np.frombuffer(blob, dt, count, int(start)).reshape(shape)
-        subgraph = _restore(original, _decode(meta["graph"], arrays))
+        subgraph = _restore(original, meta["graph"], arrays)
         order = [int(i) for i in meta["order"]]
         if sorted(order) != list(range(len(subgraph.operations))):
             raise ValueError("the cached operation order does not fit the graph")
@@ -292,10 +295,12 @@ def load_compiled(path: Path, key: str, original: Subgraph) -> CompiledSubgraph 
 # -- the rewritten graph -------------------------------------------------------------
 
 
-def _graph_changes(original: Subgraph, optimised: Subgraph) -> dict[str, Any]:
+def _graph_changes(
+    original: Subgraph, optimised: Subgraph, arrays: list[np.ndarray]
+) -> dict[str, Any]:
     """``optimised`` as plain values next to the ``original`` it was made from:
     its operations, and its operands that are not the original's (folded
-    weights, computed constants)."""
+    weights, computed constants: each the index of its value in ``arrays``)."""
     operands = []
     for index, operand in enumerate(optimised.operands):
         if index < len(original.operands) and operand is original.operands[index]:
@@ -311,7 +316,7 @@ def _graph_changes(original: Subgraph, optimised: Subgraph) -> dict[str, Any]:
                 info.zero_point,
                 None if quant is None else [quant.channel_dim, list(quant.scales)],
                 int(operand.lifetime),
-                operand.value,
+                None if operand.value is None else _append(arrays, operand.value),
                 operand.subgraph,
             ]
         )
@@ -319,7 +324,12 @@ def _graph_changes(original: Subgraph, optimised: Subgraph) -> dict[str, Any]:
     return {"operands": operands, "operations": operations}
 
 
-def _restore(original: Subgraph, cached: Any) -> Subgraph:
+def _append(arrays: list[np.ndarray], value: np.ndarray) -> int:
+    arrays.append(value)
+    return len(arrays) - 1
+
+
+def _restore(original: Subgraph, cached: Any, arrays: dict[int, np.ndarray]) -> Subgraph:
     """The subgraph :func:`_graph_changes` wrote down, each value checked.
 
     Raises:
@@ -335,8 +345,8 @@ def _restore(original: Subgraph, cached: Any) -> Subgraph:
             None if quant is None else ChannelQuant(int(quant[0]), tuple(map(float, quant[1]))),
         )
         if value is not None:
-            value = np.asarray(value)
-            if value.dtype != info.dtype or value.size * value.itemsize != info.byte_size():
+            value = arrays[int(value)]
+            if value.dtype != info.dtype or value.nbytes != info.byte_size():
                 raise ValueError(f"cached constant {index} is not of its operand's type and size")
         operand = Operand(info, Lifetime(lifetime), value, None if ref is None else int(ref))
         if index == len(operands):
