@@ -23,7 +23,7 @@ from nnburst.cpu import compilation_cache, prepare, validate
 from nnburst.cpu.driver import cpu_device, supported_operations
 from nnburst.errors import BadDataError
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
-from nnburst.operands import OperandInfo
+from nnburst.operands import ChannelQuant, OperandInfo
 
 from .model_cache import wheel_member
 
@@ -325,3 +325,60 @@ def test_a_truncated_or_random_cache_is_prepared_afresh(tmp_path: Path, size: in
     again = prepared(model, tmp_path)
     assert not again.cache_hit
     assert_same_answers(model, again, want)
+
+
+# -- the rewritten graph as the cache writes it ------------------------------------------
+
+
+def _round_trip(original: Subgraph, rewritten: Subgraph) -> Subgraph:
+    arrays: list[np.ndarray] = []
+    written = json.loads(json.dumps(compilation_cache._graph_changes(original, rewritten, arrays)))
+    return compilation_cache._restore(original, written, dict(enumerate(arrays)))
+
+
+def assert_same_graph(got: Subgraph, want: Subgraph) -> None:
+    assert [(op.code, op.inputs, op.outputs) for op in got.operations] == [
+        (op.code, op.inputs, op.outputs) for op in want.operations
+    ]
+    assert len(got.operands) == len(want.operands)
+    for mine, theirs in zip(got.operands, want.operands):
+        assert (mine.info, mine.lifetime, mine.subgraph) == (
+            theirs.info,
+            theirs.lifetime,
+            theirs.subgraph,
+        )
+        if theirs.value is None:
+            assert mine.value is None
+        else:
+            np.testing.assert_array_equal(mine.value, theirs.value)
+
+
+def test_the_optimised_graph_is_written_down_and_read_back() -> None:
+    original = batch_norm_model().main
+    optimised = prepare.optimise(original)
+    assert len(optimised.operations) == 1
+    assert_same_graph(_round_trip(original, optimised), optimised)
+
+
+def test_a_per_channel_operand_is_written_down() -> None:
+    """Format 1 could not hold one (a per-channel model ran the optimiser on every hit)."""
+    original = batch_norm_model().main
+    info = OperandInfo(
+        OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL,
+        (3,),
+        channel_quant=ChannelQuant(0, (0.5, 0.25, 2.0)),
+    )
+    extra = Operand(info, Lifetime.CONSTANT_COPY, np.array([1, -2, 3], np.int8))
+    rewritten = dataclasses.replace(original, operands=[*original.operands, extra])
+    assert_same_graph(_round_trip(original, rewritten), rewritten)
+    unchanged = compilation_cache._graph_changes(original, original, [])
+    assert unchanged["operands"] == []
+
+
+@pytest.mark.parametrize("index", [-1, 13, 10**6])
+def test_a_written_operand_outside_the_graph_is_refused(index: int) -> None:
+    original = batch_norm_model().main
+    assert len(original.operands) == 12  # 12 appends, 13 is past the end
+    operand = [index, int(OperandCode.TENSOR_FLOAT32), [4], 0.0, 0, None, 0, None, None]
+    with pytest.raises(ValueError):
+        compilation_cache._restore(original, {"operands": [operand], "operations": []}, {})

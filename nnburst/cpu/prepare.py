@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from ..errors import NNError
 from ..hal.model import HalModel, Subgraph
 from . import compilation_cache
 from .bind import bind_operations, plan_operations
-from .executor import PreparedModel, PreparedSubgraph
+from .executor import PreparedModel, PreparedOperation, PreparedSubgraph
 from .optimise import optimise
 from .states import CompiledSubgraph, compile_subgraph
 from .validate import validate_subgraph
@@ -89,7 +88,9 @@ def prepare_subgraph(
     return prepared
 
 
-def _compile_and_bind(model: HalModel, subgraph: Subgraph) -> tuple[CompiledSubgraph, Any]:
+def _compile_and_bind(
+    model: HalModel, subgraph: Subgraph
+) -> tuple[CompiledSubgraph, list[PreparedOperation]]:
     """Stages 1-3 and the kernels of stage 4; a rewritten graph that does not
     prepare or bind is logged and the graph prepared as written."""
     validate_subgraph(model, subgraph)  # as written: a rewrite never hides an invalid operation
