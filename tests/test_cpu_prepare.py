@@ -166,7 +166,7 @@ MODELS = {
         "0.10.14",
         "mediapipe/modules/pose_detection/pose_detection.tflite",
     ),
-    # int8 with per-channel weights and streaming state: operands format 1 could not hold
+    # int8 with per-channel weights and streaming state (resource variables)
     "okay_nabu": ("pymicro-wakeword", "1.0.0", "pymicro_wakeword/models/okay_nabu.tflite"),
 }
 
