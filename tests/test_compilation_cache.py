@@ -75,7 +75,7 @@ def counted_validations(monkeypatch):
             registration.code, validate, registration.execute, registration.prepare
         )
 
-    monkeypatch.setattr("nnburst.cpu.executor.lookup", lookup)
+    monkeypatch.setattr("nnburst.cpu.states.lookup", lookup)
     return calls
 
 
@@ -140,11 +140,12 @@ def test_states_that_do_not_fit_the_kernels_are_ignored_and_rewritten(tmp_path, 
     expected, _ = compile_and_run(model, tmp_path)
     path = compilation_cache.cache_path(tmp_path, TOKEN)
     key = compilation_cache.structure_key(model._hal)
-    order, states = compilation_cache.load(path, key)
+    compiled = compilation_cache.load_compiled(path, key, model._hal.main)
+    order, states = compiled.order, compiled.states
     conv = order.index(0)
     # The filter as an older checkout laid it out: not what ConvLoop binds.
     states[conv] = dataclasses.replace(states[conv], filter=np.zeros((75, 24), np.float32))
-    assert compilation_cache.save(path, key, order, states)
+    assert compilation_cache.save_compiled(path, key, model._hal.main, compiled)
     with caplog.at_level(logging.WARNING, logger="nnburst.cpu"):
         again, hit = compile_and_run(model, tmp_path)
     assert not hit and np.array_equal(expected, again)

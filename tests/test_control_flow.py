@@ -14,6 +14,7 @@ import pytest
 import nnburst as nn
 from nnburst.codes import ErrorStatus
 from nnburst.cpu import driver as cpu_driver
+from nnburst.cpu import validate as cpu_validate
 from nnburst.cpu.driver import cpu_device
 from nnburst.cpu.ops import control_flow
 from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
@@ -685,9 +686,9 @@ def test_supported_operations_follow_referenced_subgraphs(monkeypatch: pytest.Mo
     model = _main_with_add_and_if(branch_model(Op.SUB))
     assert model.get_supported_operations_for_devices([cpu()]) == [True, True]
 
-    real_lookup = cpu_driver.lookup
+    real_lookup = cpu_validate.lookup
     monkeypatch.setattr(
-        cpu_driver, "lookup", lambda code: None if code == Op.SUB else real_lookup(code)
+        cpu_validate, "lookup", lambda code: None if code == Op.SUB else real_lookup(code)
     )
     assert model.get_supported_operations_for_devices([cpu()]) == [True, False]
     # A SUB three levels down (WHILE body -> IF else branch) makes the WHILE unsupported too.

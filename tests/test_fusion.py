@@ -335,7 +335,7 @@ def test_fused_plan_answers_as_the_unfused_one(name: str, monkeypatch) -> None:
     rng = np.random.default_rng(len(name))
     inputs = [g.feed(index, rng) for index in g.inputs]
     got = fused.run(inputs)
-    monkeypatch.setattr("nnburst.cpu.executor.fuse", _unfused)
+    monkeypatch.setattr("nnburst.cpu.bind.fuse", _unfused)
     plain = PreparedModel(model)
     want = plain.run(inputs)
     assert (len(fused.main._plan), len(plain.main._plan)) == (fused_steps, steps)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from nnburst.codes import FuseCode, OperandCode, OperationCode, PaddingCode
-from nnburst.cpu import compilation_cache, executor, optimise
+from nnburst.cpu import compilation_cache, optimise, prepare
 from nnburst.cpu.driver import cpu_device
 from nnburst.cpu.executor import PreparedModel
 from nnburst.cpu.registry import ExecutionContext, OperationSignature, lookup
@@ -314,14 +314,15 @@ def test_the_compilation_cache_keeps_the_optimised_graph(
         compilation_cache.cache_path(tmp_path, token),
         compilation_cache.structure_key(model),
     )
-    order, states = compilation_cache.load(path, key) or ([], [])
-    assert len(order) == len(states) == 1  # one CONV_2D, its weights scaled
+    compiled = compilation_cache.load_compiled(path, key, model.main)
+    assert compiled is not None
+    assert len(compiled.order) == len(compiled.states) == 1  # one CONV_2D, its weights scaled
 
     def not_again(subgraph: object) -> object:
         raise AssertionError("a cached compilation ran the optimiser")
 
     with monkeypatch.context() as patch:
-        patch.setattr(executor, "optimise", not_again)
+        patch.setattr(prepare, "optimise", not_again)
         second = cpu_device().prepare_model(model, cache=(str(tmp_path), token))
     assert (first.cache_hit, second.cache_hit) == (False, True)
     assert codes(second.executor) == ["CONV_2D"]
@@ -336,10 +337,11 @@ def test_a_cached_graph_that_does_not_fit_is_compiled_afresh(tmp_path: Path) -> 
         compilation_cache.cache_path(tmp_path, token),
         compilation_cache.structure_key(model),
     )
-    order, states, graph = compilation_cache.load_compilation(path, key) or ([], [], None)
-    assert graph is not None
-    graph["operations"][0][1][0] = 10**6  # the convolution reads an operand that is not there
-    assert compilation_cache.save(path, key, order, states, graph)
+    compiled = compilation_cache.load_compiled(path, key, model.main)
+    assert compiled is not None
+    (conv,) = compiled.subgraph.operations
+    conv.inputs = (10**6, *conv.inputs[1:])  # the convolution reads an operand that is not there
+    assert compilation_cache.save_compiled(path, key, model.main, compiled)
     again = cpu_device().prepare_model(model, cache=(str(tmp_path), token))
     assert not again.cache_hit
     np.testing.assert_array_equal(again.executor.run([x])[0], want)

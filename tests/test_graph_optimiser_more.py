@@ -5,7 +5,6 @@ bounds NNAPI has no activation for.  Built with test_graph_optimiser's Graph."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import numpy as np
@@ -14,7 +13,7 @@ import pytest
 from nnburst.codes import FuseCode, OperandCode, OperationCode
 from nnburst.cpu import optimise
 from nnburst.hal.model import Lifetime, Operand, Operation
-from nnburst.operands import ChannelQuant, OperandInfo
+from nnburst.operands import OperandInfo
 
 from .test_graph_optimiser import NHWC, Graph, codes, compare, hard_swish, prepared
 
@@ -357,63 +356,6 @@ def test_an_operation_with_no_constant_input_is_not_run_at_prepare(
 
 
 # -- the rewritten graph written down and read back ----------------------------------------
-
-
-def test_changes_and_restore_give_the_optimised_graph_back() -> None:
-    g = Graph()
-    x = g.input((2, 3))
-    a = g.binary(Op.ADD, g.const([[1.0, 2, 3], [4, 5, 6]]), g.const(0.5), (2, 3))
-    g.output(g.op(Op.RELU, [g.binary(Op.ADD, x, a, (2, 3))], (2, 3)))
-    original = g.model().main
-    optimised = optimise.optimise(original)
-    written = optimise.changes(original, optimised)
-    assert written is not None
-    again = optimise.restore(original, written)
-    assert [(op.code, op.inputs, op.outputs) for op in again.operations] == [
-        (op.code, op.inputs, op.outputs) for op in optimised.operations
-    ]
-    assert len(again.operands) == len(optimised.operands)
-    for mine, theirs in zip(again.operands, optimised.operands):
-        assert mine.info == theirs.info and mine.lifetime == theirs.lifetime
-        if theirs.value is None:
-            assert mine.value is None
-        else:
-            np.testing.assert_array_equal(mine.value, theirs.value)
-
-
-def test_restore_refuses_what_is_not_a_rewrite_of_the_graph() -> None:
-    g = Graph()
-    x = g.input((2, 3))
-    g.output(g.binary(Op.ADD, x, g.const(1.0), (2, 3)))
-    original = g.model().main
-    count = len(original.operands)
-    operand = [count + 1, int(F32), [2, 3], 0.0, 0, int(Lifetime.CONSTANT_COPY), None]
-    with pytest.raises(ValueError):
-        optimise.restore(original, {"operands": [operand], "operations": []})
-    with pytest.raises(ValueError):
-        optimise.restore(original, {"operands": [], "operations": [[0, [0, count], [1]]]})
-    operand[0] = -1
-    with pytest.raises(ValueError):
-        optimise.restore(original, {"operands": [operand], "operations": []})
-
-
-def test_a_per_channel_operand_cannot_be_written_down() -> None:
-    g = Graph()
-    x = g.input((2, 3))
-    g.output(g.binary(Op.ADD, x, g.const(1.0), (2, 3)))
-    original = g.model().main
-    info = OperandInfo(
-        OperandCode.TENSOR_QUANT8_SYMM_PER_CHANNEL, (3,), channel_quant=ChannelQuant((1.0,) * 3, 0)
-    )
-    extra = Operand(info, Lifetime.CONSTANT_COPY, np.ones(3, np.int8))
-    rewritten = dataclasses.replace(original, operands=[*original.operands, extra])
-    assert optimise.changes(original, rewritten) is None
-    assert optimise.changes(original, original) == {
-        "operands": [],
-        "operations": [
-            [int(Op.ADD), list(op.inputs), list(op.outputs)] for op in original.operations
-        ],
-    }
 
 
 # -- operations listed in another order than they run -------------------------------------

@@ -22,7 +22,7 @@ import pytest
 from nnburst._bindings.qconv import vector_path
 from nnburst.codes import FuseCode, OperationCode
 from nnburst.codes import OperandCode as T
-from nnburst.cpu import executor
+from nnburst.cpu import states
 from nnburst.cpu.executor import PreparedModel
 from nnburst.errors import NNError
 from nnburst.operands import OperandInfo
@@ -380,13 +380,13 @@ CASES: dict[str, Callable[[], Case]] = {
 
 def unbound(monkeypatch: pytest.MonkeyPatch) -> None:
     """Prepare without any operation's ``bind``: everything runs ``execute``."""
-    lookup = executor.lookup
+    lookup = states.lookup
 
     def without_bind(code: OperationCode) -> Any:
         registration = lookup(code)
         return None if registration is None else dataclasses.replace(registration, bind=None)
 
-    monkeypatch.setattr(executor, "lookup", without_bind)
+    monkeypatch.setattr(states, "lookup", without_bind)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -1,23 +1,31 @@
 """Compilation caching for the CPU driver (``Compilation.set_caching``).
 
-What a compilation costs the CPU driver is validating every operation,
-ordering them, rewriting the graph (:mod:`.optimise`) and preparing
-constants (filters converted, multipliers computed).  The cache keeps the
-rewritten graph, the order and the prepared states, so a second
-compilation of the same model under the same token skips all four.
+What a compilation costs the CPU driver is its prepare's first three stages
+(:mod:`.prepare`): validating every operation, rewriting the graph
+(:mod:`.optimise`), ordering the operations and preparing constants
+(filters converted, multipliers computed; :mod:`.states`).  The cache
+keeps what they make, a :class:`.states.CompiledSubgraph` (the rewritten
+graph, the order and the prepared states), so a second compilation of the
+same model under the same token starts at binding (:mod:`.bind`).  The
+binding stage's output (bound kernels, C plans) holds C pointers and is
+made again on every load.
 
-The file is ``<cache dir>/nnburst-cpu-<token hex>.cache``: a small header,
-a JSON description of the states, a checksum, and one blob holding every
-array (no pickle: loading it can never run code; only the CPU operations'
-own dataclasses are rebuilt).  As in
-NNAPI the app guarantees the token is unique to the model; a cheap structural
-key (operand types, shapes, operation codes and connections; not the
-constants' values) guards against a token reused for a different model, and
-a SHA-256 over the description and the blob catches corruption.  The key
-also covers the CPU driver's own source (:func:`code_fingerprint`): states
-written by other code (another checkout of the same version, an edited
-operation) may not fit this code's kernels.  A cache that does not match or
-does not read is ignored and rewritten.
+The file is ``<cache dir>/nnburst-cpu-<token hex>.cache``: a small header
+with the format number (:data:`FORMAT`), a JSON description of the graph
+and the states, a checksum, and one blob holding every array (no pickle:
+loading it can never run code; only the CPU operations' own dataclasses are
+rebuilt).  As in NNAPI the app guarantees the token is unique to the model;
+a cheap structural key (operand types, shapes, operation codes and
+connections; not the constants' values) guards against a token reused for a
+different model, and a SHA-256 over the description and the blob catches
+corruption.  The key also covers the CPU driver's own source
+(:func:`code_fingerprint`): states written by other code (another checkout
+of the same version, an edited operation) may not fit this code's kernels.
+A cache that is of another format, does not match or does not read is
+ignored and rewritten; the description is checked as it is read (operand
+and operation indexes in range, constants of their operand's type and
+size), so a damaged one is refused, never run.  The states themselves are
+trusted as the app's own files are: the cache directory is the app's.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import hashlib
 import importlib
 import json
 import logging
+import math
 import os
 import struct
 import tempfile
@@ -38,11 +47,16 @@ from typing import Any
 import numpy as np
 
 from .._version import __version__
-from ..hal.model import HalModel
+from ..codes import OperandCode, OperationCode
+from ..hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
+from ..operands import ChannelQuant, OperandInfo
+from .states import CompiledSubgraph
 
 log = logging.getLogger("nnburst.cpu")
 
-FORMAT = 1
+#: The file format; 1 kept the rewritten graph as optional (None: optimise on
+#: load) and could not hold per-channel operands.
+FORMAT = 2
 
 
 def cache_path(cache_dir: str | os.PathLike[str], token: bytes) -> Path:
@@ -162,17 +176,13 @@ def _checksum(description: bytes, blob: bytes | bytearray | memoryview) -> bytes
 _HEADER = struct.Struct("<4sIQ")
 
 
-def save(
-    path: Path, key: str, order: list[int], states: list[Any], graph: dict[str, Any] | None = None
-) -> bool:
-    """Write the cache atomically; False (and nothing written) if a state cannot be cached.
-
-    ``graph``: the rewritten main subgraph (:func:`.optimise.changes`), so that a
-    cached compilation skips the graph optimiser too."""
+def save_compiled(path: Path, key: str, original: Subgraph, compiled: CompiledSubgraph) -> bool:
+    """Write ``compiled`` (made from ``original``) atomically; False, and nothing
+    written, if a state cannot be cached."""
     arrays: list[np.ndarray] = []
     try:
-        encoded = [_encode(s, arrays) for s in states]
-        encoded_graph = _encode(graph, arrays)
+        graph = _graph_changes(original, compiled.subgraph, arrays)
+        states = [_encode(s, arrays) for s in compiled.states]
     except TypeError as exc:
         log.info("compilation not cached: %s", exc)
         return False
@@ -185,7 +195,7 @@ def save(
     for a, (_, _, start) in zip(arrays, layout):
         blob[start : start + a.nbytes] = np.ascontiguousarray(a).tobytes()
     description = json.dumps(
-        {"key": key, "order": order, "states": encoded, "graph": encoded_graph, "arrays": layout}
+        {"key": key, "graph": graph, "order": compiled.order, "states": states, "arrays": layout}
     ).encode()
     checksum = _checksum(description, blob)
     head = _HEADER.pack(_MAGIC, FORMAT, len(description)) + description + checksum
@@ -202,17 +212,23 @@ def save(
     return True
 
 
-def load(path: Path, key: str) -> tuple[list[int], list[Any]] | None:
-    """(operation order, prepared states), or None when absent, stale or corrupt."""
-    cached = load_compilation(path, key)
-    return None if cached is None else (cached[0], cached[1])
+#: What a damaged or foreign description can raise while it is read.
+_UNREADABLE = (
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    AttributeError,
+    OverflowError,
+    RecursionError,
+    MemoryError,
+    struct.error,
+)
 
 
-def load_compilation(
-    path: Path, key: str
-) -> tuple[list[int], list[Any], dict[str, Any] | None] | None:
-    """(operation order, prepared states, rewritten graph or None), or None when
-    absent, stale or corrupt."""
+def load_compiled(path: Path, key: str, original: Subgraph) -> CompiledSubgraph | None:
+    """The compiled subgraph cached for ``original``, or None when absent, of
+    another format or model, or corrupt (logged)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -224,8 +240,16 @@ def load_compilation(
         if len(data) < _HEADER.size:
             raise ValueError("truncated header")
         magic, version, length = _HEADER.unpack_from(data)
-        if magic != _MAGIC or version != FORMAT:
-            raise ValueError("not a cache of this format")
+        if magic != _MAGIC:
+            raise ValueError("not a compilation cache")
+        if version != FORMAT:
+            log.info(
+                "compilation cache %s has format %d, this driver writes %d: prepared afresh",
+                path,
+                version,
+                FORMAT,
+            )
+            return None
         body = _HEADER.size + length
         if body + 32 > len(data):
             raise ValueError("truncated description")
@@ -235,23 +259,112 @@ def load_compilation(
         if _checksum(description, blob) != data[body : body + 32]:
             raise ValueError("checksum mismatch")
         meta = json.loads(description)
+        if not isinstance(meta, dict):
+            raise ValueError("the description is not an object")
         if meta.get("key") != key:
             log.info("compilation cache %s is for another model or version: ignored", path)
             return None
         arrays = {}
+        dtypes: dict[str, np.dtype] = {}
         for i, (dtype, shape, start) in enumerate(meta["arrays"]):
-            dt = np.dtype(dtype)
+            dt = dtypes.get(dtype)
+            if dt is None:
+                dt = dtypes[dtype] = np.dtype(dtype)
             if dt.hasobject:
                 raise ValueError("object arrays are never cached")
-            count = int(np.prod(shape, dtype=np.int64))
-            if start < 0 or start + count * dt.itemsize > len(blob):
+            shape = tuple(int(d) for d in shape)
+            if any(d < 0 for d in shape) or int(start) < 0:
+                raise ValueError("a negative array extent")
+            count = math.prod(shape)
+            if int(start) + count * dt.itemsize > len(blob):
                 raise ValueError("array outside the cache blob")
-            arrays[i] = np.frombuffer(blob, dt, count, start).reshape(shape)
-        graph = _decode(meta.get("graph"), arrays)
-        if graph is not None and not isinstance(graph, dict):
-            raise ValueError("the cached graph is not a description of one")
+            arrays[i] = np.frombuffer(blob, dt, count, int(start)).reshape(shape)
+        subgraph = _restore(original, meta["graph"], arrays)
         order = [int(i) for i in meta["order"]]
-        return order, [_decode(s, arrays) for s in meta["states"]], graph
-    except (ValueError, KeyError, TypeError, struct.error, json.JSONDecodeError) as exc:
+        if sorted(order) != list(range(len(subgraph.operations))):
+            raise ValueError("the cached operation order does not fit the graph")
+        states = [_decode(s, arrays) for s in meta["states"]]
+        if len(states) != len(order):
+            raise ValueError("not one cached state per operation")
+        return CompiledSubgraph(subgraph, order, states)
+    except (*_UNREADABLE, json.JSONDecodeError) as exc:
         log.warning("compilation cache %s is corrupt (%s): ignored", path, exc)
         return None
+
+
+# -- the rewritten graph -------------------------------------------------------------
+
+
+def _graph_changes(
+    original: Subgraph, optimised: Subgraph, arrays: list[np.ndarray]
+) -> dict[str, Any]:
+    """``optimised`` as plain values next to the ``original`` it was made from:
+    its operations, and its operands that are not the original's (folded
+    weights, computed constants: each the index of its value in ``arrays``)."""
+    operands = []
+    for index, operand in enumerate(optimised.operands):
+        if index < len(original.operands) and operand is original.operands[index]:
+            continue
+        info = operand.info
+        quant = info.channel_quant
+        operands.append(
+            [
+                index,
+                int(info.code),
+                None if info.dimensions is None else list(info.dimensions),
+                info.scale,
+                info.zero_point,
+                None if quant is None else [quant.channel_dim, list(quant.scales)],
+                int(operand.lifetime),
+                None if operand.value is None else _append(arrays, operand.value),
+                operand.subgraph,
+            ]
+        )
+    operations = [[int(op.code), list(op.inputs), list(op.outputs)] for op in optimised.operations]
+    return {"operands": operands, "operations": operations}
+
+
+def _append(arrays: list[np.ndarray], value: np.ndarray) -> int:
+    arrays.append(value)
+    return len(arrays) - 1
+
+
+def _restore(original: Subgraph, cached: Any, arrays: dict[int, np.ndarray]) -> Subgraph:
+    """The subgraph :func:`_graph_changes` wrote down, each value checked.
+
+    Raises:
+        ValueError: ``cached`` does not describe a rewrite of ``original``.
+    """
+    operands = list(original.operands)
+    for index, code, dims, scale, zero_point, quant, lifetime, value, ref in cached["operands"]:
+        info = OperandInfo(
+            OperandCode(code),
+            None if dims is None else tuple(_count(d) for d in dims),
+            float(scale),
+            int(zero_point),
+            None if quant is None else ChannelQuant(int(quant[0]), tuple(map(float, quant[1]))),
+        )
+        if value is not None:
+            value = arrays[int(value)]
+            if value.dtype != info.dtype or value.nbytes != info.byte_size():
+                raise ValueError(f"cached constant {index} is not of its operand's type and size")
+        operand = Operand(info, Lifetime(lifetime), value, None if ref is None else int(ref))
+        if index == len(operands):
+            operands.append(operand)
+        elif 0 <= index < len(operands):
+            operands[index] = operand
+        else:
+            raise ValueError(f"cached operand {index} of {len(operands)}")
+    operations = []
+    for code, inputs, outputs in cached["operations"]:
+        inputs, outputs = tuple(int(i) for i in inputs), tuple(int(i) for i in outputs)
+        if any(not 0 <= i < len(operands) for i in (*inputs, *outputs)):
+            raise ValueError("a cached operation names an operand that does not exist")
+        operations.append(Operation(OperationCode(code), inputs, outputs))
+    return dataclasses.replace(original, operands=operands, operations=operations)
+
+
+def _count(dimension: Any) -> int:
+    if not isinstance(dimension, int) or dimension < 0:
+        raise ValueError(f"cached dimension {dimension!r}")
+    return dimension

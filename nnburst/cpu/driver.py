@@ -21,7 +21,7 @@ import numpy as np
 from .. import tracing
 from .._bindings.plan import BoundPlan
 from .._version import __version__
-from ..codes import ErrorStatus, OperandCode, OperationCode, PreferenceCode, PriorityCode
+from ..codes import ErrorStatus, OperandCode, PreferenceCode, PriorityCode
 from ..errors import BadDataError, NNError, status_for_exception
 from ..extensions import RANK_ABOVE_4
 from ..hal.burst_controller import polling_window_us
@@ -52,11 +52,23 @@ from ..hal.types import (
     pool_view,
 )
 from ..operands import merge_dimensions
-from . import burst_plan, compilation_cache, optimise
-from .executor import PreparedModel, operation_signature
+from . import burst_plan
 from .heap import keep_freed_memory
-from .registry import lookup
+from .prepare import prepare_model
 from .threads import limit_blas_threads
+from .validate import validate_operation
+
+__all__ = [
+    "DEVICE_NAME",
+    "FEATURE_LEVEL",
+    "VERSION_STRING",
+    "CpuDevice",
+    "CpuExecution",
+    "CpuPreparedModel",
+    "cpu_device",
+    "supported_operations",
+    "validate_operation",
+]
 
 if TYPE_CHECKING:
     from ..fmq import Descriptor
@@ -75,36 +87,6 @@ _NO_LOCATION = DataLocation()
 
 #: Different for every release, as HAL 1.2 asks of ``getVersionString``.
 VERSION_STRING = f"{DEVICE_NAME} {__version__}"
-
-
-def validate_operation(model: HalModel, subgraph: Subgraph, index: int) -> bool:
-    """Validate one operation with its CPU registration.
-
-    Returns:
-        False when the CPU driver has no implementation of the operation (it
-        may still be valid for another device), True when it validated.
-
-    Raises:
-        BadDataError: the operation is invalid; the message names it.
-    """
-    operation = subgraph.operations[index]
-    registration = lookup(operation.code)
-    if registration is None:
-        return False
-    name = OperationCode(operation.code).name
-    try:
-        registration.validate(
-            operation_signature(subgraph, index, model.relax_float32_to_float16, model)
-        )
-    except NNError as exc:
-        raise BadDataError(
-            f"operation {index} ({name}) is invalid: {exc.args[0] if exc.args else exc}"
-        ) from exc
-    except Exception as exc:  # a validator tripping over a malformed signature
-        raise BadDataError(
-            f"operation {index} ({name}) is invalid: {type(exc).__name__}: {exc}"
-        ) from exc
-    return True
 
 
 @dataclass(frozen=True)
@@ -179,41 +161,14 @@ class CpuPreparedModel(IPreparedModel):
         limit_blas_threads()  # likewise; a service has applied its --blas-threads already
         self.model = model
         self.preference = PreferenceCode(preference)
-        self.cache_hit = False
-        if cache is None:
-            self.executor = PreparedModel(model)
-        else:
-            self.executor = self._prepare_with_cache(model, *cache)
+        #: whether the compilation came from the cache (``cache``: its directory and token)
+        self.executor, self.cache_hit = prepare_model(model, cache)
         self.input_specs = _specs(model.main, model.main.input_indexes)
         self.output_specs = _specs(model.main, model.main.output_indexes)
         self._failure: str | None = None
 
     def failure_reason(self) -> str | None:
         return self._failure
-
-    def _prepare_with_cache(self, model: HalModel, cache_dir: str, token: bytes) -> PreparedModel:
-        """Reuse the order and prepared states cached under ``token``, or
-        compile and cache them (Compilation.set_caching)."""
-        path = compilation_cache.cache_path(cache_dir, token)
-        key = compilation_cache.structure_key(model)
-        cached = compilation_cache.load_compilation(path, key)
-        executor = None
-        if cached is not None:
-            try:
-                executor = PreparedModel(model, cached)
-            except Exception as exc:  # states this code's kernels cannot bind
-                logger.warning("compilation cache %s does not fit: %s; rewritten", path, exc)
-        self.cache_hit = executor is not None
-        if executor is None:
-            executor = PreparedModel(model)
-            compilation_cache.save(
-                path,
-                key,
-                executor.main.order,
-                [op.state for op in executor.main.operations],
-                optimise.changes(model.main, executor.main.subgraph),
-            )
-        return executor
 
     # -- execution -----------------------------------------------------------------------
     def create_reusable_execution(

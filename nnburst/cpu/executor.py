@@ -1,11 +1,9 @@
-"""Runs a subgraph's operations in dependency order on numpy arrays.
+"""Runs a prepared subgraph's operations in order on numpy arrays.
 
-Preparation happens once per prepared model: every operation is looked up and
-validated, constants are turned into arrays of the right dtype, operations are
-put in dependency order, each operation's ``prepare`` state is computed and,
-where the operation offers one, bound into a kernel with its constant
-parameters resolved.  An execution then only calls kernels and moves arrays
-between operand slots.
+Everything is decided before this module sees a subgraph: :mod:`.prepare`
+validates, optimises, orders and prepares it and binds its kernels, and
+hands over the steps to run.  An execution here only calls kernels and moves
+arrays between operand slots.
 """
 
 from __future__ import annotations
@@ -17,31 +15,42 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._bindings.plan import BoundPlan, PlanTable
 from ..codes import OperationCode, ResultCode
 from ..errors import BadDataError, NNError
-from ..hal.model import HalModel, Lifetime, Subgraph, execution_order
+from ..hal.model import HalModel, Lifetime
 from ..operands import OperandInfo
-from .fusion import fuse
-from .optimise import optimise, restore
-from .plan import plan
 from .registry import (
     ExecutionContext,
     Kernel,
     OperationRegistration,
     OperationSignature,
-    lookup,
 )
+from .validate import operation_signature, subgraph_references
+
+if TYPE_CHECKING:
+    from .states import CompiledSubgraph
+
+__all__ = [
+    "PreparedModel",
+    "PreparedOperation",
+    "PreparedSubgraph",
+    "operation_signature",
+    "run_quietly",
+    "subgraph_references",
+]
 
 logger = logging.getLogger("nnburst.cpu")
 
 
 @dataclass
-class _PreparedOperation:
+class PreparedOperation:
+    """One operation as the run loop calls it (made by :mod:`.bind`)."""
+
     registration: OperationRegistration
     signature: OperationSignature
     inputs: tuple[int, ...]
@@ -53,81 +62,36 @@ class _PreparedOperation:
     output_infos: tuple[tuple[int, OperandInfo, np.dtype, tuple[int, ...] | None], ...]
 
 
-def operation_signature(
-    subgraph: Subgraph, index: int, relaxed: bool, model: HalModel | None = None
-) -> OperationSignature:
-    """The signature the registry validates for operation ``index`` of ``subgraph``."""
-    operation = subgraph.operations[index]
-    constants: dict[int, np.ndarray | None] = {}
-    for position, operand_index in enumerate(operation.inputs):
-        operand = subgraph.operands[operand_index]
-        if operand.lifetime in (Lifetime.CONSTANT_COPY, Lifetime.CONSTANT_REFERENCE):
-            constants[position] = operand.value
-        elif operand.lifetime == Lifetime.NO_VALUE:
-            constants[position] = None
-    return OperationSignature(
-        code=OperationCode(operation.code),
-        inputs=[subgraph.operands[i].info for i in operation.inputs],
-        outputs=[subgraph.operands[i].info for i in operation.outputs],
-        constants=constants,
-        relaxed=relaxed,
-        subgraphs=subgraph_references(subgraph, operation.inputs),
-        model=model,
-    )
-
-
 class PreparedSubgraph:
     """A validated, ordered subgraph ready to execute any number of times."""
 
     def __init__(
         self,
         model: HalModel,
-        subgraph: Subgraph,
+        compiled: CompiledSubgraph,
+        operations: list[PreparedOperation],
+        planned: list[PreparedOperation],
         owner: PreparedModel | None = None,
-        cached: tuple[Any, ...] | None = None,
     ) -> None:
-        """``cached``: (order, states[, graph]) from a compilation cache for this
-        very subgraph, as :mod:`.optimise` rewrote it (``graph``: what
-        :func:`.optimise.changes` wrote down); validation, the rewrites and
-        preparation are then skipped."""
+        """``compiled``: the subgraph as :mod:`.optimise` rewrote it, its order
+        and prepared states; ``operations``: its operations in that order with
+        their kernels bound; ``planned``: what runs, the pairs of :mod:`.fusion`
+        as one and the runs of :mod:`.plan` as one C call (:mod:`.bind` makes
+        both)."""
         self.model = model
         #: the prepared model this subgraph belongs to; IF/WHILE reach their
         #: referenced subgraphs through it.
         self.owner = owner
-        #: what runs: ``subgraph`` as :func:`.optimise.optimise` rewrote it.
-        self.subgraph = subgraph
-        if cached is not None:
-            # A cache is written for a valid model, and what could not be
-            # rewritten or bound is compiled afresh by the driver.
-            graph = cached[2] if len(cached) > 2 else None
-            self.subgraph = optimise(subgraph) if graph is None else restore(subgraph, graph)
-            if sorted(cached[0]) != list(range(len(self.subgraph.operations))):
-                raise BadDataError("the cached operation order does not fit the subgraph")
-            self.order = cached[0]
-            self.operations = self._prepare(self.order, cached[1])
-        else:
-            self._validate(subgraph)  # as written: a rewrite never hides an invalid operation
-            self.subgraph = optimise(subgraph)
-            self.order = execution_order(self.subgraph)
-            try:
-                self.operations = self._prepare(self.order, None)
-            except NNError as exc:
-                if self.subgraph is subgraph:
-                    raise
-                logger.warning("graph optimiser: %s; the subgraph runs as written", exc)
-                self.subgraph = subgraph
-                self.order = execution_order(subgraph)
-                self.operations = self._prepare(self.order, None)
+        #: what the compilation cache keeps of this subgraph
+        self.compiled = compiled
+        self.subgraph = subgraph = compiled.subgraph
+        self.order = compiled.order
+        self.operations = operations
+        self._plan = planned
         subgraph = self.subgraph
         self._input_indexes = list(subgraph.input_indexes)
         self._output_indexes = list(subgraph.output_indexes)
         self._gather_outputs = _gatherer(tuple(self._output_indexes))
-        written = {index for op in self.operations for index in op.outputs}
-        #: what runs: the operations, with the pairs of :mod:`.fusion` as one
-        #: and the elementwise runs of :mod:`.plan` as one C call.
-        self._plan: list[_PreparedOperation] = plan(
-            fuse(self.operations, written - set(self._output_indexes)), subgraph
-        )
         #: (operation, kernel, input gatherer, single output, slots to release,
         #: planned) per operation, in order: what the hot loop of
         #: :meth:`_run_operations` unpacks.  The single output is (slot, dtype,
@@ -195,57 +159,6 @@ class PreparedSubgraph:
         except BadDataError as exc:  # an output over an input, say: the run loop copies
             logger.debug("plan not bound to the request: %s", exc)
             return None
-
-    def _validate(self, subgraph: Subgraph) -> None:
-        """Every operation of ``subgraph`` registered and valid (raises BadDataError)."""
-        for index in execution_order(subgraph):
-            operation = subgraph.operations[index]
-            registration = lookup(operation.code)
-            if registration is None:
-                raise BadDataError(
-                    f"operation {index}: {OperationCode(operation.code).name} is not supported by the CPU driver"
-                )
-            registration.validate(
-                operation_signature(
-                    subgraph, index, self.model.relax_float32_to_float16, self.model
-                )
-            )
-
-    def _prepare(self, order: list[int], states: list[Any] | None) -> list[_PreparedOperation]:
-        """``self.subgraph``'s operations in ``order``, validated and prepared, or
-        with the prepared ``states`` of a compilation cache; bound where they can be."""
-        model, subgraph = self.model, self.subgraph
-        operations = []
-        for position, index in enumerate(order):
-            operation = subgraph.operations[index]
-            registration = lookup(operation.code)
-            if registration is None:
-                raise BadDataError(
-                    f"operation {index}: {OperationCode(operation.code).name} is not supported by the CPU driver"
-                )
-            signature = operation_signature(subgraph, index, model.relax_float32_to_float16, model)
-            if states is not None:
-                state = states[position]
-            else:
-                registration.validate(signature)
-                state = registration.prepare(signature) if registration.prepare else None
-            kernel = registration.bind(signature, state) if registration.bind else None
-            output_infos = tuple(
-                (i, info, info.dtype, info.dimensions)
-                for i, info in ((i, subgraph.operands[i].info) for i in operation.outputs)
-            )
-            operations.append(
-                _PreparedOperation(
-                    registration,
-                    signature,
-                    operation.inputs,
-                    operation.outputs,
-                    state,
-                    kernel,
-                    output_infos,
-                )
-            )
-        return operations
 
     def _releases(self) -> list[tuple[int, ...]]:
         """Per operation, the intermediate results no later operation reads: dropped
@@ -337,7 +250,7 @@ class PreparedSubgraph:
             raise NNError(f"{op.signature.code.name} failed: {exc}", ResultCode.OP_FAILED) from exc
 
 
-def _single_output(op: _PreparedOperation) -> tuple[int, np.dtype, Any] | None:
+def _single_output(op: PreparedOperation) -> tuple[int, np.dtype, Any] | None:
     """(slot, dtype, dimensions) of an operation's only output; None if it has several."""
     if len(op.output_infos) != 1:
         return None
@@ -356,7 +269,7 @@ def _gatherer(indexes: tuple[int, ...]) -> Callable[[list[Any]], tuple[Any, ...]
     return lambda values: ()
 
 
-def _store_results(op: _PreparedOperation, results: Sequence[Any], values: list[Any]) -> None:
+def _store_results(op: PreparedOperation, results: Sequence[Any], values: list[Any]) -> None:
     """Check and store the results of an operation with several outputs."""
     if len(results) != len(op.output_infos):
         raise NNError(
@@ -404,15 +317,6 @@ def _enter_quiet() -> None:
     _QUIET.set(True)
 
 
-def subgraph_references(subgraph: Subgraph, inputs: Sequence[int]) -> dict[int, int]:
-    """Input position -> referenced-subgraph index, for an operation's MODEL inputs."""
-    return {
-        position: operand.subgraph
-        for position, operand in ((p, subgraph.operands[i]) for p, i in enumerate(inputs))
-        if operand.lifetime == Lifetime.SUBGRAPH and operand.subgraph is not None
-    }
-
-
 def _checked_output(code: OperationCode, info: Any, result: np.ndarray) -> np.ndarray:
     result = np.asarray(result)
     if result.dtype != info.dtype:
@@ -436,12 +340,18 @@ def _checked_output(code: OperationCode, info: Any, result: np.ndarray) -> np.nd
 
 
 class PreparedModel:
-    """The CPU driver's prepared form of a whole model (main + referenced)."""
+    """The CPU driver's prepared form of a whole model: its main subgraph, and
+    the referenced ones (IF and WHILE bodies) prepared on first use."""
 
-    def __init__(self, model: HalModel, cached: tuple[Any, ...] | None = None) -> None:
+    def __init__(self, model: HalModel, cached: Any = None) -> None:
+        """``cached``: the main subgraph's :class:`.states.CompiledSubgraph` from a
+        compilation cache (validation, the rewrites and the states skipped)."""
+        from .prepare import prepare_subgraph  # prepare makes what this module runs
+
         self.model = model
-        self.main = PreparedSubgraph(model, model.main, self, cached)
+        self._prepare = prepare_subgraph
         self._referenced: dict[int, PreparedSubgraph] = {}
+        self.main = prepare_subgraph(model, model.main, self, cached)
 
     def referenced(self, index: int) -> PreparedSubgraph:
         """A referenced subgraph (IF/WHILE bodies), prepared on first use."""
@@ -452,7 +362,7 @@ class PreparedModel:
                     f"referenced subgraph {index} does not exist "
                     f"(the model has {len(self.model.referenced)})"
                 )
-            prepared = PreparedSubgraph(self.model, self.model.referenced[index], self)
+            prepared = self._prepare(self.model, self.model.referenced[index], self)
             self._referenced[index] = prepared
         return prepared
 

@@ -233,63 +233,6 @@ def optimise(subgraph: Subgraph) -> Subgraph:
     return result
 
 
-def changes(original: Subgraph, optimised: Subgraph) -> dict[str, Any] | None:
-    """``optimised`` as plain values a compilation cache can hold, next to the
-    ``original`` it was made from: its operations, and its operands that are
-    not the original's (folded weights, computed constants).  None when an
-    operand cannot be written down so (per-channel quantization)."""
-    operands = []
-    for index, operand in enumerate(optimised.operands):
-        if index < len(original.operands) and operand is original.operands[index]:
-            continue
-        info = operand.info
-        if info.channel_quant is not None or operand.subgraph is not None:
-            return None
-        dims = None if info.dimensions is None else list(info.dimensions)
-        operands.append(
-            [
-                index,
-                int(info.code),
-                dims,
-                info.scale,
-                info.zero_point,
-                int(operand.lifetime),
-                operand.value,
-            ]
-        )
-    operations = [[int(op.code), list(op.inputs), list(op.outputs)] for op in optimised.operations]
-    return {"operands": operands, "operations": operations}
-
-
-def restore(original: Subgraph, cached: dict[str, Any]) -> Subgraph:
-    """The subgraph :func:`changes` wrote down, without running the optimiser again.
-
-    Raises:
-        ValueError: ``cached`` does not describe a rewrite of ``original``.
-    """
-    operands = list(original.operands)
-    for index, code, dims, scale, zero_point, lifetime, value in cached["operands"]:
-        info = OperandInfo(
-            OperandCode(code),
-            None if dims is None else tuple(int(d) for d in dims),
-            scale,
-            zero_point,
-        )
-        operand = Operand(info, Lifetime(lifetime), None if value is None else np.asarray(value))
-        if index == len(operands):
-            operands.append(operand)
-        elif 0 <= index < len(operands):
-            operands[index] = operand
-        else:
-            raise ValueError(f"cached operand {index} of {len(operands)}")
-    operations = []
-    for code, inputs, outputs in cached["operations"]:
-        if any(not 0 <= i < len(operands) for i in (*inputs, *outputs)):
-            raise ValueError("a cached operation names an operand that does not exist")
-        operations.append(Operation(OperationCode(code), tuple(inputs), tuple(outputs)))
-    return dataclasses.replace(original, operands=operands, operations=operations)
-
-
 # -- fused activations --------------------------------------------------------------
 
 
