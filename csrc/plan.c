@@ -123,8 +123,8 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
     *a = *b = *out = -1;
     if (s->kind == NNB_PLAN_THREADS) { /* reads and writes nothing: out 0 bytes at 0 */
         const nnb_plan_threads *t = s->params;
-        if (t == NULL || t->threads < 1 || t->threads > NNB_THREADS_MAX || t->min_work < 0 ||
-            s->out != 0)
+        if (t == NULL || t->threads < 1 || t->threads > NNB_THREADS_MAX || t->slices < 1 ||
+            t->slices > 16 || t->min_work < 0 || s->out != 0)
             return 0;
         *out = 0;
         return 1;
@@ -875,7 +875,7 @@ struct split {
     int64_t scratch_bytes;
     struct rows r;
     int64_t tasks;
-    int64_t bounds[NNB_THREADS_MAX + 1]; /* task t: rows [bounds[t], bounds[t + 1]) of all images' */
+    int64_t bounds[NNB_THREADS_MAX * 16 + 1]; /* task t: rows [bounds[t], bounds[t + 1]) */
 };
 
 /* Whether row u of all images' rows may start a slice: a row whose windows
@@ -1050,14 +1050,15 @@ static int split_geometry(const nnb_plan_step *s, struct rows *r, int64_t *work,
 /* Step s on up to `threads` threads when it is a convolution of at least
  * min_work multiply-adds, else as run_step does. */
 static int run_split(const nnb_plan_step *s, void *arena, void *const *tensors, int threads,
-                     int64_t min_work)
+                     int slices, int64_t min_work)
 {
     struct split p = {.step = s};
     int64_t work;
     if (!split_geometry(s, &p.r, &work, &p.scratch_bytes) || work < min_work)
         return run_step(s, arena, tensors);
     const int64_t rows = p.r.images * p.r.out_h;
-    p.tasks = cut(&p, rows < threads ? rows : threads);
+    const int64_t runs = (int64_t)threads * slices;
+    p.tasks = cut(&p, rows < runs ? rows : runs);
     if (p.tasks < 2)
         return run_step(s, arena, tensors);
     p.a = tensor_at(s->a, arena, tensors);
@@ -1102,7 +1103,7 @@ int nnb_plan_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t
     for (int64_t i = 0; i < tensor_count; i++)
         if (tensors[i] == NULL && tensor_bytes[i] > 0)
             return -EINVAL;
-    int threads = 1;
+    int threads = 1, slices = 1;
     int64_t min_work = 0;
     for (int64_t i = 0; i < count; i++) {
         /* Between steps, never inside one: a step is a kernel call of bounded
@@ -1112,10 +1113,10 @@ int nnb_plan_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t
         const nnb_plan_step *s = &steps[i];
         if (s->kind == NNB_PLAN_THREADS) {
             const nnb_plan_threads *t = s->params;
-            threads = t->threads, min_work = t->min_work;
+            threads = t->threads, slices = t->slices, min_work = t->min_work;
             continue;
         }
-        int rc = threads > 1 ? run_split(s, arena, tensors, threads, min_work)
+        int rc = threads > 1 ? run_split(s, arena, tensors, threads, slices, min_work)
                              : run_step(s, arena, tensors);
         if (rc)
             return rc;

@@ -201,7 +201,10 @@ typedef struct {
  * every output element is computed by the same code as on one thread and
  * the results are the same bits.  threads 1: one thread from here on. */
 typedef struct {
-    int32_t threads, reserved;
+    int32_t threads;
+    int32_t slices; /* per thread (1..16): a step is cut into threads * slices runs of rows,
+                       taken one at a time, so a worker the scheduler holds back keeps
+                       little of the step from the others */
     int64_t min_work;
 } nnb_plan_threads;
 

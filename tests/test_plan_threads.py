@@ -159,9 +159,17 @@ def paths(kind: str) -> list[int]:
     return [kernels.CONV_PORTABLE, kernels.CONV_AVX2, kernels.CONV_AVX512]
 
 
-def run(step: Any, x: np.ndarray, out_shape: Any, dtype: Any, scratch: int, threads: int) -> Any:
+def run(
+    step: Any,
+    x: np.ndarray,
+    out_shape: Any,
+    dtype: Any,
+    scratch: int,
+    threads: int,
+    slices: int = 1,
+) -> Any:
     out = np.full(out_shape, 77, dtype)
-    table = c_plan.PlanTable([step], [x.nbytes, out.nbytes], max(scratch, 8), threads, 0)
+    table = c_plan.PlanTable([step], [x.nbytes, out.nbytes], max(scratch, 8), threads, 0, slices)
     table.run([x, out])
     return out
 
@@ -182,9 +190,9 @@ def test_split_steps_give_one_threads_bits(kind: str, seed: int) -> None:
             if "ENOTSUP" in str(exc) or "not supported" in str(exc) or "-95" in str(exc):
                 continue
             raise
-        for threads in (2, 3):
-            split = run(step, x, out_shape, dtype, scratch, threads)
-            assert split.tobytes() == alone.tobytes(), (kind, path, threads, out_shape)
+        for threads, slices in ((2, 1), (3, 1), (2, 4)):
+            split = run(step, x, out_shape, dtype, scratch, threads, slices)
+            assert split.tobytes() == alone.tobytes(), (kind, path, threads, slices, out_shape)
 
 
 def test_a_split_step_runs_on_the_workers() -> None:

@@ -216,11 +216,12 @@ def resize_params(
     return Params(pointer, (y0, y1, x0, x1, dy, dx))
 
 
-def threads_params(threads: int, min_work: int) -> Params:
+def threads_params(threads: int, min_work: int, slices: int = 1) -> Params:
     """THREADS: the convolutions after it of at least ``min_work`` multiply-adds
-    split over up to ``threads`` threads (the pool's count caps it)."""
+    split into ``threads * slices`` runs of rows over up to ``threads`` threads
+    (the pool's count caps it)."""
     pointer: Any = ffi.new("nnb_plan_threads *")
-    pointer.threads, pointer.min_work = threads, min_work
+    pointer.threads, pointer.slices, pointer.min_work = threads, slices, min_work
     return Params(pointer)
 
 
@@ -251,9 +252,10 @@ class PlanTable:
         arena_bytes: int,
         threads: int = 1,
         min_work: int = 0,
+        slices: int = 1,
     ) -> None:
         if threads > 1:
-            head = PlanStep(THREADS, None, 0, params=threads_params(threads, min_work))
+            head = PlanStep(THREADS, None, 0, params=threads_params(threads, min_work, slices))
             steps = [head, *steps]
         self.threads = threads
         table: Any = ffi.new("nnb_plan_step[]", len(steps))  # its fields are set below

@@ -574,7 +574,9 @@ def _run(
     ]
     infos = [_info(subgraph, i) for i in tensors]
     sizes = [math.prod(i.dimensions or ()) * i.dtype.itemsize for i in infos]
-    table = c_plan.PlanTable(entries, sizes, arena, threads.plan_threads(), threads.MIN_WORK)
+    table = c_plan.PlanTable(
+        entries, sizes, arena, threads.plan_threads(), threads.MIN_WORK, threads.SLICES
+    )
     fallback = _one_by_one(operations, subgraph, inputs, outputs)
     kernel = _kernel(table, infos, len(inputs), fallback)
     logger.debug(

@@ -94,6 +94,8 @@ DEFAULT_THREADS = 1
 #: hand-off (waking a worker, ~5-20 us on a busy machine) costs more than
 #: the half it saves.  Measured with bench/threads.py on pose_detection.
 MIN_WORK = 400_000
+#: Runs of rows a split step is cut into per thread, taken one at a time.
+SLICES = 1
 
 #: The count a facade asked for while its model is prepared (None: the default).
 _asked: contextvars.ContextVar[int | None] = contextvars.ContextVar("nnburst_threads", default=None)
