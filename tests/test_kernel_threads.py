@@ -210,3 +210,25 @@ def test_serve_refuses_a_bad_threads_option(value: str) -> None:
 
     with pytest.raises(SystemExit):
         serve.main(["--threads", value])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["bench", "--threads", "2"], ["bench", "fmq", "--threads", "2"]],
+)
+def test_bench_threads_applies_to_a_model_file_only(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    from nnburst.tools.cli import main
+
+    assert main(argv) == 2
+    assert "--threads applies to a model file" in capsys.readouterr().err
+
+
+def test_the_model_bench_says_how_many_threads_its_rows_ran_on() -> None:
+    from nnburst.tools.benchmarks import model_bench
+
+    result = model_bench.Result("m.tflite", "LiteRT in-process", [], 1.0, None, [], {}, [], 1.0)
+    assert "LiteRT in-process on one thread" in model_bench.head(result)
+    result.threads = 2
+    assert "LiteRT in-process and nnburst's kernels on 2 threads" in model_bench.head(result)
