@@ -90,9 +90,11 @@ def limit_blas_threads(count: int | None = None) -> int:
 THREADS_ENV = "NNBURST_THREADS"
 #: Kernel threads when nothing asks for more (see the module's docstring).
 DEFAULT_THREADS = 1
-#: The smallest convolution (multiply-adds) split across threads: below it the
-#: hand-off (waking a worker, ~5-20 us on a busy machine) costs more than
-#: the half it saves.  Measured with bench/threads.py on pose_detection.
+#: The smallest convolution (multiply-adds) split across threads.  Below
+#: ~300k (~10 us of float 3x3 conv here) the caller had taken every slice
+#: before a woken worker started (a split step's median equalled one
+#: thread's, 18k-295k multiply-adds, 2-core VM at load ~8), so a split would
+#: only add the wake-up.
 MIN_WORK = 400_000
 #: Runs of rows a split step is cut into per thread, taken one at a time.
 SLICES = 1
