@@ -232,3 +232,45 @@ def test_the_model_bench_says_how_many_threads_its_rows_ran_on() -> None:
     assert "LiteRT in-process on one thread" in model_bench.head(result)
     result.threads = 2
     assert "LiteRT in-process and nnburst's kernels on 2 threads" in model_bench.head(result)
+
+
+def descendants_kernel_threads() -> int:
+    """nnb-kernel threads in the processes this one started (and theirs)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    mine = {os.getpid()}
+    for _ in range(4):  # a service, its worker processes
+        mine |= {pid for pid, parent in parents.items() if parent in mine}
+    count = 0
+    for pid in mine - {os.getpid()}:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                name = Path(f"/proc/{pid}/task/{task}/comm").read_text()
+            except OSError:
+                continue
+            count += name.startswith("nnb-kernel-")
+    return count
+
+
+def test_a_service_runs_its_plans_on_its_threads_option(palm: bytes) -> None:
+    from nnburst.tools.benchmarks.service_process import driver_service
+
+    x = np.random.default_rng(6).uniform(0, 1, (1, 192, 192, 3)).astype(np.float32)
+    with tflite.Runner(palm, cache_dir=None) as local:
+        alone = local(x)
+    with driver_service(threads=2) as device, tflite.Runner(palm, device, cache_dir=None) as far:
+        for _ in range(3):
+            got = far(x)
+            assert [g.tobytes() for g in got] == [a.tobytes() for a in alone]
+        assert descendants_kernel_threads() >= 1
+    assert kernel_threads() == 0  # this process ran nothing on threads
