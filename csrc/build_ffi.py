@@ -1,7 +1,7 @@
 """Builds ``nnburst._native`` (cffi, out-of-line API mode) from ``csrc/``.
 
 The cdef is cut from the marked regions of the contract headers (status.h,
-fmq.h, kernels.h, plan.h, qconv.h, qlstm.h, fconv.h, burst_fast.h), so the headers
+fmq.h, kernels.h, plan.h, qconv.h, qlstm.h, fconv.h, threadpool.h, burst_fast.h), so the headers
 are the only place the C API is written down.  ``python csrc/build_ffi.py --stub``
 writes ``nnburst/_native.pyi``
 from the same regions; tests/test_native_stub.py checks the stub against them.
@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 #: The contracts, in the order their cdef regions are read (status first:
 #: the other two name its codes).
 HEADERS = [
-    "status.h", "fmq.h", "kernels.h", "qconv.h", "qlstm.h", "fconv.h", "plan.h", "burst_fast.h",
+    "status.h", "fmq.h", "kernels.h", "qconv.h", "qlstm.h", "fconv.h", "threadpool.h", "plan.h",
+    "burst_fast.h",
 ]  # fmt: skip
 SOURCES = [
     "fmq.c",
@@ -32,6 +33,7 @@ SOURCES = [
     "kernels.c",
     "heap.c",
     "plan.c",
+    "threadpool.c",
     "qconv.c",
     "qlstm.c",
     "fconv.c",

@@ -121,6 +121,14 @@ static int elem_size(int32_t bytes) { return bytes == 1 || bytes == 2 || bytes =
 static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *out)
 {
     *a = *b = *out = -1;
+    if (s->kind == NNB_PLAN_THREADS) { /* reads and writes nothing: out 0 bytes at 0 */
+        const nnb_plan_threads *t = s->params;
+        if (t == NULL || t->threads < 1 || t->threads > NNB_THREADS_MAX || t->slices < 1 ||
+            t->slices > 16 || t->min_work < 0 || s->out != 0)
+            return 0;
+        *out = 0;
+        return 1;
+    }
     if (s->kind < 0 || s->kind >= NNB_PLAN_KINDS || s->count < 0)
         return 0;
     if (s->kind <= NNB_PLAN_HARD_SWISH || s->kind == NNB_PLAN_PRELU) {
@@ -828,6 +836,246 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
     }
 }
 
+/* -- threads ---------------------------------------------------------------
+ * A convolution step over several threads: its output rows (counted across
+ * the batch, image after image) cut into one contiguous run per task, each
+ * run computed by the step's own kernel on a sub-layer of just those rows.
+ * Rows [y0, y1) of an image read input rows from y0 * stride_h - pad_top
+ * on; the sub-layer starts its input there (or keeps the part of the top
+ * padding it still reaches) and keeps the rest of the image below, so its
+ * windows read exactly the taps, and the padding, that the whole layer's
+ * windows of those rows read, through the same code: the same bits.  A run
+ * of whole images is one call over them.  The packed weights and the
+ * scratch sizes do not depend on the rows (fconv.c, qconv.c): each task
+ * uses the step's packed layer, and its own scratch (the caller's is the
+ * step's, a worker's its own). */
+
+/* fconv.c's tile: nnb_fconv_run computes the pixels of a call (all its
+ * images' rows, one after the other) 6 at a time, and a short last block's
+ * pixels by another sum order (tile_one_avx2: 4 chains).  So an FCONV
+ * slice must start on a pixel the whole call starts a block on, and end on
+ * one or at the end: the blocks, hence the sums, are then the whole call's.
+ * tests/test_plan_threads.py fails if fconv.c's blocks change under this. */
+#define FCONV_BLOCK_PIXELS 6
+
+/* The rows and the geometry a split needs, whatever the kernel. */
+struct rows {
+    int64_t images, out_h, out_w, in_h, stride_h, pad_top;
+    int64_t in_image, out_image; /* bytes of an image of input and of output */
+    int64_t in_row, out_row;     /* bytes of a row of each */
+    int64_t last_start;          /* the last row whose windows start inside the input */
+    int64_t block;               /* a slice starts on a multiple of this many pixels */
+};
+
+struct split {
+    const nnb_plan_step *step;
+    const uint8_t *a;
+    uint8_t *out;
+    void *scratch; /* the step's (participant 0) */
+    int64_t scratch_bytes;
+    struct rows r;
+    int64_t tasks;
+    int64_t bounds[NNB_THREADS_MAX * 16 + 1]; /* task t: rows [bounds[t], bounds[t + 1]) */
+};
+
+/* Whether row u of all images' rows may start a slice: a row whose windows
+ * start below the input cannot (its sub-layer's input would be empty); an
+ * FCONV slice starts on a block of the whole call's, and, with several
+ * images, on an image (a slice across an image's end would be two calls,
+ * each starting its own blocks). */
+static int may_start(const struct rows *r, int64_t u)
+{
+    const int64_t y = u % r->out_h;
+    if (y > r->last_start)
+        return 0;
+    if (r->block > 1)
+        return u * r->out_w % r->block == 0 && (r->images == 1 || y == 0);
+    return 1;
+}
+
+/* The tasks' row ranges: even cuts moved on to the next row that may start
+ * a slice, empty ranges dropped; the number of ranges. */
+static int64_t cut(struct split *p, int64_t tasks)
+{
+    const int64_t total = p->r.images * p->r.out_h;
+    int64_t n = 0;
+    p->bounds[0] = 0;
+    for (int64_t t = 1; t < tasks; t++) {
+        int64_t u = total * t / tasks;
+        while (u < total && !may_start(&p->r, u))
+            u++;
+        if (u > p->bounds[n] && u < total)
+            p->bounds[++n] = u;
+    }
+    p->bounds[++n] = total;
+    return n;
+}
+
+/* Rows [y0, y1) of image n through the step's kernel (y1 - y0 == out_h
+ * and images > 1: whole images, `images` of them). */
+static int run_rows(const struct split *p, int64_t n, int64_t y0, int64_t y1, int64_t images,
+                    void *scratch, int64_t scratch_bytes)
+{
+    const nnb_plan_step *s = p->step;
+    const struct rows *r = &p->r;
+    int64_t shift = y0 * r->stride_h - r->pad_top, pad_top = 0;
+    if (shift < 0)
+        pad_top = -shift, shift = 0;
+    const uint8_t *a = p->a + n * r->in_image + shift * r->in_row;
+    uint8_t *out = p->out + n * r->out_image + y0 * r->out_row;
+    switch (s->kind) {
+    case NNB_PLAN_FCONV:
+    case NNB_PLAN_FDWCONV: {
+        const nnb_plan_fconv *f = s->params;
+        struct nnb_fconv sub = *f->layer;
+        sub.in_h -= shift, sub.pad_top = pad_top, sub.out_h = y1 - y0;
+        if (s->kind == NNB_PLAN_FCONV)
+            return nnb_fconv_run(&sub, f->packed, f->packed_bytes, (const float *)a, images,
+                                 (float *)out, scratch, scratch_bytes, f->path);
+        return nnb_fdwconv_run(&sub, f->packed, f->packed_bytes, (const float *)a, images,
+                               (float *)out, scratch, scratch_bytes, f->path);
+    }
+    case NNB_PLAN_QCONV:
+    case NNB_PLAN_QDEPTHWISE: {
+        const nnb_plan_qconv *q = s->params;
+        struct nnb_qconv sub = *q->layer;
+        sub.in_h -= shift, sub.pad_top = pad_top, sub.out_h = y1 - y0;
+        if (s->kind == NNB_PLAN_QCONV)
+            return nnb_qconv_run(&sub, q->packed, q->packed_bytes, a, images, out, scratch,
+                                 scratch_bytes, q->path);
+        return nnb_qdwconv_run(&sub, q->packed, q->packed_bytes, a, images, out, scratch,
+                               scratch_bytes, q->path);
+    }
+    default: { /* CONV, DEPTHWISE (a widened input already in a) */
+        const nnb_plan_conv *c = s->params;
+        struct nnb_window_shape sub = c->shape;
+        sub.batches = images;
+        sub.in_h -= shift, sub.pad_top = pad_top, sub.out_h = y1 - y0;
+        if (s->kind == NNB_PLAN_CONV)
+            return nnb_conv_f32((const float *)a, &sub, c->weights, c->weight_cols, c->bias,
+                                c->lo, c->hi, (float *)out, c->path);
+        return nnb_depthwise_conv_f32((const float *)a, &sub, c->weights, c->weight_cols, c->bias,
+                                      c->lo, c->hi, (float *)out, c->path);
+    }
+    }
+}
+
+/* Task t: its rows, image by image (whole images in one call). */
+static int run_task(void *context, int64_t task, int participant)
+{
+    const struct split *p = context;
+    const int64_t out_h = p->r.out_h;
+    int64_t u = p->bounds[task];
+    const int64_t end = p->bounds[task + 1];
+    void *scratch = p->scratch;
+    if (participant > 0 && p->scratch_bytes > 0 &&
+        (scratch = nnb_threads_scratch(participant, p->scratch_bytes)) == NULL)
+        return -ENOMEM;
+    while (u < end) {
+        const int64_t n = u / out_h, y0 = u % out_h;
+        int rc;
+        if (y0 == 0 && end - u >= out_h) { /* whole images */
+            const int64_t images = (end - u) / out_h;
+            rc = run_rows(p, n, 0, out_h, images, scratch, p->scratch_bytes);
+            u += images * out_h;
+        } else {
+            const int64_t y1 = end - u < out_h - y0 ? y0 + (end - u) : out_h;
+            rc = run_rows(p, n, y0, y1, 1, scratch, p->scratch_bytes);
+            u += y1 - y0;
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* A step's rows and work (multiply-adds), when it is one the threads split. */
+static int split_geometry(const nnb_plan_step *s, struct rows *r, int64_t *work,
+                          int64_t *scratch_bytes)
+{
+    int64_t in_w, in_c, out_w, out_c, taps, in_elem = 1, out_elem = 1;
+    int depthwise;
+    switch (s->kind) {
+    case NNB_PLAN_FCONV:
+    case NNB_PLAN_FDWCONV: {
+        const nnb_plan_fconv *f = s->params;
+        const struct nnb_fconv *l = f->layer;
+        r->images = f->batches, r->out_h = l->out_h, r->in_h = l->in_h;
+        r->stride_h = l->stride_h, r->pad_top = l->pad_top;
+        in_w = l->in_w, in_c = l->in_c, out_w = l->out_w, out_c = l->out_c;
+        taps = l->filter_h * l->filter_w;
+        in_elem = out_elem = 4;
+        depthwise = s->kind == NNB_PLAN_FDWCONV;
+        *scratch_bytes = f->scratch_bytes;
+        break;
+    }
+    case NNB_PLAN_QCONV:
+    case NNB_PLAN_QDEPTHWISE: {
+        const nnb_plan_qconv *q = s->params;
+        const struct nnb_qconv *l = q->layer;
+        r->images = q->batches, r->out_h = l->out_h, r->in_h = l->in_h;
+        r->stride_h = l->stride_h, r->pad_top = l->pad_top;
+        in_w = l->in_w, in_c = l->in_c, out_w = l->out_w, out_c = l->out_c;
+        taps = l->filter_h * l->filter_w;
+        out_elem = l->output_type == NNB_QCONV_INT16 ? 2 : 1;
+        depthwise = s->kind == NNB_PLAN_QDEPTHWISE;
+        *scratch_bytes = q->scratch_bytes;
+        break;
+    }
+    case NNB_PLAN_CONV:
+    case NNB_PLAN_DEPTHWISE: {
+        const nnb_plan_conv *c = s->params;
+        const struct nnb_window_shape *w = &c->shape;
+        r->images = w->batches, r->out_h = w->out_h, r->in_h = w->in_h;
+        r->stride_h = w->stride_h, r->pad_top = w->pad_top;
+        in_w = w->in_w, in_c = w->in_c, out_w = w->out_w, out_c = w->out_c;
+        taps = w->filter_h * w->filter_w;
+        in_elem = out_elem = 4;
+        depthwise = s->kind == NNB_PLAN_DEPTHWISE;
+        *scratch_bytes = 0;
+        break;
+    }
+    default:
+        return 0;
+    }
+    r->out_w = out_w;
+    r->block = s->kind == NNB_PLAN_FCONV ? FCONV_BLOCK_PIXELS : 1;
+    r->in_row = in_w * in_c * in_elem, r->out_row = out_w * out_c * out_elem;
+    r->in_image = r->in_h * r->in_row, r->out_image = r->out_h * r->out_row;
+    r->last_start = (r->in_h - 1 + r->pad_top) / r->stride_h;
+    *work = r->images * r->out_h * out_w * out_c * taps * (depthwise ? 1 : in_c);
+    return 1;
+}
+
+/* Step s on up to `threads` threads when it is a convolution of at least
+ * min_work multiply-adds, else as run_step does. */
+static int run_split(const nnb_plan_step *s, void *arena, void *const *tensors, int threads,
+                     int slices, int64_t min_work)
+{
+    struct split p = {.step = s};
+    int64_t work;
+    if (!split_geometry(s, &p.r, &work, &p.scratch_bytes) || work < min_work)
+        return run_step(s, arena, tensors);
+    const int64_t rows = p.r.images * p.r.out_h;
+    const int64_t runs = (int64_t)threads * slices;
+    p.tasks = cut(&p, rows < runs ? rows : runs);
+    if (p.tasks < 2)
+        return run_step(s, arena, tensors);
+    p.a = tensor_at(s->a, arena, tensors);
+    p.out = tensor_at(s->out, arena, tensors);
+    if (s->kind == NNB_PLAN_DEPTHWISE) {
+        const nnb_plan_conv *c = s->params;
+        if (c->source_c < c->shape.in_c) { /* widened once, by the caller, before the split */
+            float *wide = tensor_at(s->b, arena, tensors);
+            widen(c, (const float *)p.a, wide);
+            p.a = (const uint8_t *)wide;
+        }
+    } else if (s->kind != NNB_PLAN_CONV) {
+        p.scratch = tensor_at(s->b, arena, tensors);
+    }
+    return nnb_threads_run(threads, p.tasks, run_task, &p);
+}
+
 /* CLOCK_MONOTONIC now, in ns: the clock nnburst/deadlines.py and fmq.h measure on. */
 static int64_t monotonic_ns(void)
 {
@@ -855,12 +1103,21 @@ int nnb_plan_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t
     for (int64_t i = 0; i < tensor_count; i++)
         if (tensors[i] == NULL && tensor_bytes[i] > 0)
             return -EINVAL;
+    int threads = 1, slices = 1;
+    int64_t min_work = 0;
     for (int64_t i = 0; i < count; i++) {
         /* Between steps, never inside one: a step is a kernel call of bounded
          * length, and reading the clock costs ~20 ns, so only when asked. */
         if (deadline_ns > 0 && monotonic_ns() >= deadline_ns)
             return -ETIMEDOUT;
-        int rc = run_step(&steps[i], arena, tensors);
+        const nnb_plan_step *s = &steps[i];
+        if (s->kind == NNB_PLAN_THREADS) {
+            const nnb_plan_threads *t = s->params;
+            threads = t->threads, slices = t->slices, min_work = t->min_work;
+            continue;
+        }
+        int rc = threads > 1 ? run_split(s, arena, tensors, threads, slices, min_work)
+                             : run_step(s, arena, tensors);
         if (rc)
             return rc;
     }

@@ -11,6 +11,7 @@
 #include "fconv.h"
 #include "kernels.h"
 #include "qconv.h"
+#include "threadpool.h"
 
 /* cffi cdef begin */
 /* What one step computes.  The elementwise kinds work over count floats and
@@ -46,6 +47,10 @@
 #define NNB_PLAN_LOGISTIC 27    /* out = 1 / (1 + expf(-a)) in float, count floats; params NULL */
 #define NNB_PLAN_RESIZE_BILINEAR 28 /* nnb_plan_resize: float32 NHWC bilinear resize */
 #define NNB_PLAN_KINDS 29
+/* Not a computation: the steps after it may split across threads
+ * (nnb_plan_threads; a, b and count unused, out 0).  Numbered apart from
+ * the kinds above so that new kinds keep their numbers. */
+#define NNB_PLAN_THREADS 63
 
 /* The binary elementwise kinds (ADD..MINIMUM) may take one, and PRELU
  * must: b then holds b_count floats, and element k of a pairs with b[(k /
@@ -188,6 +193,21 @@ typedef struct {
     const float *dy, *dx;
 } nnb_plan_resize;
 
+/* THREADS: the convolutions after it (CONV, DEPTHWISE, QCONV, QDEPTHWISE,
+ * FCONV, FDWCONV; a fully connected layer is one of these over `batches`
+ * rows) of at least min_work multiply-adds run on up to `threads` threads
+ * (threadpool.h; at most nnb_threads_set's count), split by output rows:
+ * each thread calls the step's kernel over whole rows of the output, so
+ * every output element is computed by the same code as on one thread and
+ * the results are the same bits.  threads 1: one thread from here on. */
+typedef struct {
+    int32_t threads;
+    int32_t slices; /* per thread (1..16): a step is cut into threads * slices runs of rows,
+                       taken one at a time, so a worker the scheduler holds back keeps
+                       little of the step from the others */
+    int64_t min_work;
+} nnb_plan_threads;
+
 /* A tensor of a step: arena + ref bytes for ref >= 0, else the caller's
  * tensor tensors[-1 - ref]. */
 typedef struct {
@@ -221,9 +241,14 @@ int nnb_plan_check(const nnb_plan_step *steps, int64_t count, int64_t arena_byte
  * CLOCK_MONOTONIC time (0 or negative: none), is read before every step:
  * past it the run stops with -ETIMEDOUT, the steps before it done.  A
  * kernel's own error (-ENOMEM for the row of zeros of nnb_conv_f32, say)
- * stops the run and is returned.  Single-threaded: the caller owns every
- * buffer for the call's length and shares none with another thread, so no
- * ordering is needed (the params and packed layers are only read). */
+ * stops the run and is returned.  The caller owns every buffer for the
+ * call's length; a step after a THREADS step may hand slices of its output
+ * to the kernel threads, which only read its inputs, params and packed
+ * layer and write their own rows (plus their own scratch), and the step
+ * returns only once every slice is done (threadpool.c orders those writes
+ * before the return).  Two runs at once on different threads are fine:
+ * the second's steps run on its own thread while the first holds the
+ * workers. */
 int nnb_plan_run(const nnb_plan_step *steps, int64_t count, void *arena, int64_t arena_bytes,
                  void *const *tensors, const int64_t *tensor_bytes, int64_t tensor_count,
                  int64_t deadline_ns);

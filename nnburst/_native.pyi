@@ -77,6 +77,7 @@ class _Lib:
     NNB_FCONV_BEST: int
     NNB_FCONV_PORTABLE: int
     NNB_FCONV_AVX2: int
+    NNB_THREADS_MAX: int
     NNB_PLAN_ADD: int
     NNB_PLAN_SUB: int
     NNB_PLAN_MUL: int
@@ -107,6 +108,7 @@ class _Lib:
     NNB_PLAN_LOGISTIC: int
     NNB_PLAN_RESIZE_BILINEAR: int
     NNB_PLAN_KINDS: int
+    NNB_PLAN_THREADS: int
     NNB_PLAN_MAX_RANK: int
     def nnb_fmq_handle_bytes(self) -> int: ...
     def nnb_fmq_required_bytes(self, quantum: int, count: int) -> int: ...
@@ -345,6 +347,9 @@ class _Lib:
         scratch_bytes: int,
         path: int,
     ) -> int: ...
+    def nnb_threads_set(self, count: int) -> int: ...
+    def nnb_threads_count(self) -> int: ...
+    def nnb_threads_alive(self) -> int: ...
     def nnb_plan_check(
         self, steps: CData, count: int, arena_bytes: int, tensor_bytes: CData, tensor_count: int
     ) -> int: ...

@@ -12,6 +12,7 @@ import functools
 import math
 import os
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import numpy as np
 from .burst import Burst
 from .codes import OperandCode, OperationCode
 from .compilation import Compilation
+from .cpu import threads as kernel_threads
 from .devices import Device, get_devices
 from .errors import BadDataError
 from .execution import Execution
@@ -347,6 +349,11 @@ class Runner:
     Inputs must keep their values on the way in (:func:`exact_input`).  One
     Runner may be shared by threads: its calls take turns (a lock; an
     uncontended call pays ~0.1 µs for it), as its buffers are one set.
+
+    ``threads``: the kernel threads of the in-process CPU driver's plans for
+    this model (0 or None: ``NNBURST_THREADS``, else one; see
+    ``nnburst/cpu/threads.py``), held until :meth:`close`.  A driver service
+    takes its own ``--threads``.
     """
 
     @staticmethod
@@ -360,14 +367,25 @@ class Runner:
         device: str | Device | None = None,
         burst: bool = True,
         cache_dir: str | os.PathLike[str] | None = DEFAULT_CACHE_DIR,
+        threads: int | None = None,
+        threads_option: str = "threads",
     ) -> None:
+        wanted = kernel_threads.checked_threads(threads, threads_option)
         self.loaded = model if isinstance(model, LoadedModel) else type(self).load(model)
         self.compilation = Compilation(self.loaded.model, _device(device))
         if cache_dir is not None:  # None: no caching
             directory = Path(cache_dir).expanduser()
             directory.mkdir(parents=True, exist_ok=True)
             self.compilation.set_caching(directory, self.loaded.digest)
-        self.compilation.finish()
+        hold = kernel_threads.hold(wanted, threads_option)
+        #: gives the kernel threads back at close, or when the Runner is collected
+        self._threads = weakref.finalize(self, hold.release) if hold is not None else None
+        try:
+            with kernel_threads.asked(wanted, threads_option):
+                self.compilation.finish()
+        except BaseException:
+            self._release_threads()
+            raise
         self.execution = Execution(self.compilation)
         self.execution.set_reusable(True)
         self._memory, self._inputs, self._outputs = _bind_buffers(
@@ -469,6 +487,11 @@ class Runner:
         self.execution.close()
         self.compilation.close()
         self._memory.close()
+        self._release_threads()
+
+    def _release_threads(self) -> None:
+        if self._threads is not None:
+            self._threads()  # a finalize runs once
 
     def __enter__(self) -> Runner:
         return self

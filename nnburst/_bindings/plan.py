@@ -29,6 +29,7 @@ PRELU, QUANTIZE, DEQUANTIZE = lib.NNB_PLAN_PRELU, lib.NNB_PLAN_QUANTIZE, lib.NNB
 MEAN, SOFTMAX = lib.NNB_PLAN_MEAN, lib.NNB_PLAN_SOFTMAX
 SQRT, LOGISTIC = lib.NNB_PLAN_SQRT, lib.NNB_PLAN_LOGISTIC
 RESIZE_BILINEAR = lib.NNB_PLAN_RESIZE_BILINEAR
+THREADS = lib.NNB_PLAN_THREADS
 MAX_RANK = lib.NNB_PLAN_MAX_RANK
 #: Every intermediate starts on a cache line (the kernels' vector loads like it).
 ALIGN = 64
@@ -215,6 +216,15 @@ def resize_params(
     return Params(pointer, (y0, y1, x0, x1, dy, dx))
 
 
+def threads_params(threads: int, min_work: int, slices: int = 1) -> Params:
+    """THREADS: the convolutions after it of at least ``min_work`` multiply-adds
+    split into ``threads * slices`` runs of rows over up to ``threads`` threads
+    (the pool's count caps it)."""
+    pointer: Any = ffi.new("nnb_plan_threads *")
+    pointer.threads, pointer.slices, pointer.min_work = threads, slices, min_work
+    return Params(pointer)
+
+
 def padded_add_params(channels: int, x_channels: int) -> Params:
     pointer: Any = ffi.new("nnb_plan_padded_add *")
     pointer.channels, pointer.x_channels = channels, x_channels
@@ -228,9 +238,26 @@ class PlanTable:
 
     Arenas are kept between runs, one per concurrent caller: a run takes one
     from the pool (a list's pop and append are atomic under the GIL) and
-    gives it back, so no arena is allocated once the model is warm."""
+    gives it back, so no arena is allocated once the model is warm.
 
-    def __init__(self, steps: Sequence[PlanStep], buffer_bytes: Sequence[int], arena_bytes: int):
+    ``threads`` > 1 puts a THREADS step first: the convolutions of at least
+    ``min_work`` multiply-adds then split their output rows over up to that
+    many kernel threads (as many as the process's pool has; see
+    :mod:`.threadpool`), with the same results as on one."""
+
+    def __init__(
+        self,
+        steps: Sequence[PlanStep],
+        buffer_bytes: Sequence[int],
+        arena_bytes: int,
+        threads: int = 1,
+        min_work: int = 0,
+        slices: int = 1,
+    ) -> None:
+        if threads > 1:
+            head = PlanStep(THREADS, None, 0, params=threads_params(threads, min_work, slices))
+            steps = [head, *steps]
+        self.threads = threads
         table: Any = ffi.new("nnb_plan_step[]", len(steps))  # its fields are set below
         for entry, step in zip(table, steps):
             entry.kind, entry.out, entry.count = step.kind, step.out, step.count

@@ -53,6 +53,7 @@ from .._bindings import plan as c_plan
 from ..codes import FuseCode, OperandCode, OperationCode
 from ..hal.model import Lifetime, Subgraph
 from ..operands import OperandInfo
+from . import threads
 from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
 from .ops.resize import _source_index, _taps
 from .ops.shape import _slice_indices  # the operations' own index rules
@@ -573,7 +574,9 @@ def _run(
     ]
     infos = [_info(subgraph, i) for i in tensors]
     sizes = [math.prod(i.dimensions or ()) * i.dtype.itemsize for i in infos]
-    table = c_plan.PlanTable(entries, sizes, arena)
+    table = c_plan.PlanTable(
+        entries, sizes, arena, threads.plan_threads(), threads.MIN_WORK, threads.SLICES
+    )
     fallback = _one_by_one(operations, subgraph, inputs, outputs)
     kernel = _kernel(table, infos, len(inputs), fallback)
     logger.debug(

@@ -1,4 +1,4 @@
-"""One BLAS thread for the CPU driver's kernels, in an app's process as in a service.
+"""One thread for the CPU driver's kernels, in an app's process as in a service.
 
 The convolutions and fully connected layers run their sums through numpy's
 BLAS, which by default starts one thread per core.  On a small machine
@@ -15,15 +15,34 @@ process when it prepares its first model: ``NNBURST_BLAS_THREADS`` (default
 ``NNBURST_BLAS_THREADS=0`` leaves BLAS as the process set it (numpy's
 default, or the app's own ``threadpoolctl`` limit); a driver service takes
 its ``--blas-threads`` option instead (same meaning).
+
+The C plan's own kernels (convolutions, depthwise, fully connected) run on
+the caller's thread too, for the same reasons: a burst server shares a small
+machine's two cores with its client, and the peers are measured on one
+thread.  More is an option: ``NNBURST_THREADS`` (default 1; 0 means the
+default) for the process, a driver service's ``--threads``, and per model
+``Interpreter(num_threads=N)`` or ``SessionOptions.intra_op_num_threads``
+(through :func:`asked`).  A plan built with N > 1 splits each convolution of
+at least :data:`MIN_WORK` multiply-adds by output rows over N threads, the
+caller one of them (``csrc/threadpool.c``); the results are the same bits
+as on one thread.  The workers exist while someone holds a count above one
+(:func:`hold`): the process's default for its life, a facade's until it
+closes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
+import operator
 import os
+import threading
+from collections.abc import Iterator
 
 import threadpoolctl
 
+from .._bindings.threadpool import MAX_THREADS, Hold
 from ..errors import BadDataError
 
 ENV = "NNBURST_BLAS_THREADS"
@@ -64,3 +83,91 @@ def limit_blas_threads(count: int | None = None) -> int:
             logger.debug("numpy's BLAS limited to %d thread(s)", wanted)
         _applied = wanted
     return _applied
+
+
+# -- the C plan's kernel threads ------------------------------------------------
+
+THREADS_ENV = "NNBURST_THREADS"
+#: Kernel threads when nothing asks for more (see the module's docstring).
+DEFAULT_THREADS = 1
+#: The smallest convolution (multiply-adds) split across threads.  Below
+#: ~300k (~10 us of float 3x3 conv here) the caller had taken every slice
+#: before a woken worker started (a split step's median equalled one
+#: thread's, 18k-295k multiply-adds, 2-core VM at load ~8), so a split would
+#: only add the wake-up.
+MIN_WORK = 400_000
+#: Runs of rows a split step is cut into per thread, taken one at a time.
+SLICES = 1
+
+#: The count a facade asked for while its model is prepared (None: the default).
+_asked: contextvars.ContextVar[int | None] = contextvars.ContextVar("nnburst_threads", default=None)
+_process_lock = threading.Lock()
+#: The process's default (NNBURST_THREADS or a service's --threads) once applied.
+_process: int | None = None
+_process_hold: Hold | None = None
+
+
+def checked_threads(value: object, option: str) -> int:
+    """``value`` as a kernel thread count (0 and None: the default), or a
+    BadDataError naming ``option``."""
+    if value is None:
+        return 0
+    count: int | None = None
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            count = int(value.strip())
+    elif not isinstance(value, bool):
+        with contextlib.suppress(TypeError):
+            count = operator.index(value)  # type: ignore[arg-type]
+    if count is None or not 0 <= count <= MAX_THREADS:
+        raise BadDataError(
+            f"{option} must be a thread count from 0 (the default, {DEFAULT_THREADS}) to "
+            f"{MAX_THREADS}, got {value!r}"
+        )
+    return count
+
+
+def configured_threads() -> int:
+    """The count ``NNBURST_THREADS`` asks for (unset or 0: the default)."""
+    text = os.environ.get(THREADS_ENV, "").strip()
+    return checked_threads(text, THREADS_ENV) if text else 0
+
+
+def set_process_threads(count: int | None = None) -> int:
+    """Apply the process's default once (a service's ``--threads``, else
+    ``NNBURST_THREADS``); returns it.  Later calls return what the first applied."""
+    global _process, _process_hold
+    with _process_lock:
+        if _process is None:
+            wanted = configured_threads() if count is None else checked_threads(count, "--threads")
+            _process = wanted or DEFAULT_THREADS
+            if _process > 1:
+                _process_hold = Hold(_process)  # for the process's life
+                logger.debug("kernel threads: %d by default", _process)
+        return _process
+
+
+@contextlib.contextmanager
+def asked(count: int | None, option: str = "threads") -> Iterator[int]:
+    """While preparing a model in this context, its plans use ``count`` kernel
+    threads (0 or None: the process's default), held until the returned
+    hold is released (the facade does it when it closes)."""
+    wanted = checked_threads(count, option)
+    token = _asked.set(wanted or None)
+    try:
+        yield wanted
+    finally:
+        _asked.reset(token)
+
+
+def hold(count: int | None, option: str = "threads") -> Hold | None:
+    """Workers for ``count`` threads until the hold is released; None when
+    ``count`` asks for no more than the default does."""
+    wanted = checked_threads(count, option)
+    return Hold(wanted) if wanted > 1 else None
+
+
+def plan_threads() -> int:
+    """The kernel threads a plan being built now should use."""
+    default = set_process_threads()
+    return _asked.get() or default

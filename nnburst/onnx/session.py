@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ..cpu import threads as kernel_threads
 from ..devices import get_devices
 from ..errors import BadDataError
 from ..imported import DEFAULT_CACHE_DIR, LoadedModel, UnsupportedModelError
@@ -63,9 +64,10 @@ class ExecutionMode(enum.IntEnum):
 
 @dataclass
 class SessionOptions:
-    """onnxruntime's session options.  The thread counts and the rest are kept and
-    reported but change nothing: nnburst executes one operation at a time on one
-    kernel thread (see the README's "Threads")."""
+    """onnxruntime's session options.  ``intra_op_num_threads`` is the CPU
+    driver's kernel threads for the session's models (0: ``NNBURST_THREADS``,
+    else one; see the README's "Threads"); the rest are kept and reported but
+    change nothing: nnburst executes one operation at a time."""
 
     intra_op_num_threads: int = 0
     inter_op_num_threads: int = 0
@@ -221,6 +223,9 @@ class InferenceSession:
         # As onnxruntime: a model from a path reads its external data beside it.
         self._model, _ = read_model(path_or_bytes, external_data=True)
         self._options = sess_options or SessionOptions()
+        self._threads = kernel_threads.checked_threads(
+            self._options.intra_op_num_threads, "SessionOptions.intra_op_num_threads"
+        )
         self._device = _device_name(providers)
         self._provider_options = list(provider_options or [{}])
         graph = self._model.graph
@@ -439,7 +444,13 @@ class InferenceSession:
         return load(self._model, shapes, constants=constants)
 
     def _compile(self, loaded: LoadedModel) -> Runner:
-        return Runner(loaded, self._device, cache_dir=DEFAULT_CACHE_DIR)
+        return Runner(
+            loaded,
+            self._device,
+            cache_dir=DEFAULT_CACHE_DIR,
+            threads=self._threads,
+            threads_option="SessionOptions.intra_op_num_threads",
+        )
 
     def close(self) -> None:
         """Release the compiled models (onnxruntime has no close; a session's

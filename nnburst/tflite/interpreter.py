@@ -25,6 +25,7 @@ import numpy as np
 import tflite as schema
 
 from .. import imported
+from ..cpu import threads as kernel_threads
 from ..devices import Device
 from ..errors import BadDataError
 from ..imported import UnsupportedModelError
@@ -75,7 +76,9 @@ def _type_name(dtype: np.dtype[Any]) -> str:
 class Interpreter:
     """LiteRT's ``Interpreter``, running the model on an nnburst device.
 
-    ``num_threads`` is accepted and changes nothing (one kernel thread);
+    ``num_threads``: the CPU driver's kernel threads for this model (None or
+    0: ``NNBURST_THREADS``, else one; see ``nnburst/cpu/threads.py``), a
+    BadDataError for a negative or absurd count;
     ``experimental_delegates`` must be empty: ``device`` (an nnburst device
     name, or a :class:`~nnburst.Device`) says where the model runs, a driver
     service device included, through a burst.
@@ -115,6 +118,7 @@ class Interpreter:
                 f"malformed TFLite signatures: {type(exc).__name__}: {exc}"
             ) from None
         self._device = device
+        kernel_threads.checked_threads(num_threads, "num_threads")
         self.num_threads = num_threads
         self._inputs = list(self._graph.inputs)
         self._outputs = list(self._graph.outputs)
@@ -205,7 +209,9 @@ class Interpreter:
                 f"{ {i: list(s) for i, s in resized.items()} }: {exc}"
             ) from None
         self._drop_runner()
-        runner = self._runner = Runner(loaded, self._device)
+        runner = self._runner = Runner(
+            loaded, self._device, threads=self.num_threads, threads_option="num_threads"
+        )
         self._compiled_shapes = wanted
         for index, info in zip(self._outputs, loaded.outputs):
             self._shapes[index] = info.shape

@@ -280,8 +280,10 @@ def _bench(args: argparse.Namespace) -> int:
         return _bench_models(args)
     if args.what == "runtime" and args.model is not None and args.model.endswith(_MODEL_FILES):
         return _bench_file(args)
-    if args.input_shape or args.constant:
-        option = "--input-shape" if args.input_shape else "--constant"
+    if args.input_shape or args.constant or args.threads is not None:
+        option = (
+            "--input-shape" if args.input_shape else "--constant" if args.constant else "--threads"
+        )
         raise _UsageError(f"{option} applies to a model file (--model FILE.onnx)")
     if args.what == "runtime":
         return _bench_runtime(args)
@@ -430,7 +432,9 @@ def _bench_file(args: argparse.Namespace) -> int:
     try:
         constants = {n: _constant_value(n, v) for n, v in args.constant or []}
         shapes = dict(args.input_shape or [])
-        result = model_bench.main(args.model, seconds, args.iterations, shapes, constants)
+        result = model_bench.main(
+            args.model, seconds, args.iterations, shapes, constants, args.threads or 1
+        )
     except (NNError, ServiceError) as exc:
         raise CliError(str(exc.args[0] if exc.args else exc)) from None
     _write_files(
@@ -447,7 +451,7 @@ def _bench_models(args: argparse.Namespace) -> int:
     from ..errors import NNError
     from .benchmarks import models_table
 
-    given = [n for n in (*_RUNTIME_ONLY, "iterations", "json", "input_shape", "constant")
+    given = [n for n in (*_RUNTIME_ONLY, "iterations", "json", "input_shape", "constant", "threads")
              if n != "duration" and getattr(args, n)]  # fmt: skip
     if args.what != "runtime" or given:
         option = "--" + given[0].replace("_", "-") if given else args.what
@@ -724,6 +728,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="every .tflite and .onnx file in DIR in process against its runtime (LiteRT, "
         "onnxruntime), one table with each kind's geometric mean; --duration is the seconds "
         "per model (default 2)",
+    )
+    bench.add_argument(
+        "--threads",
+        type=_positive,
+        metavar="N",
+        help="with a model file: kernel threads for every row (default 1): LiteRT's "
+        "num_threads or onnxruntime's intra_op_num_threads, nnburst's runners' and its "
+        "driver service's --threads",
     )
     bench.add_argument(
         "--input-shape",

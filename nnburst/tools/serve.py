@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..cpu.ops import arguments as op_arguments
-from ..cpu.threads import limit_blas_threads
-from ..errors import NNError
+from ..cpu.threads import checked_threads, limit_blas_threads, set_process_threads
+from ..errors import BadDataError, NNError
 from ..hal.burst_controller import CHANNEL_LENGTH
 from ..hal.burst_server import MAX_CACHED_SLOTS
 from ..hal.types import PerformanceInfo
@@ -116,6 +116,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="threads numpy's BLAS may use in the matmul-based kernels (default 1: the service "
         "shares the machine with its clients, and a second BLAS thread fights a burst client "
         "spinning on the other core; 0 keeps the BLAS library's own default)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="threads the C plan's convolutions may split over, this process's thread "
+        "included (default 0: NNBURST_THREADS, else 1, as the service shares the machine's "
+        "cores with its clients; results are the same bits whatever the count)",
     )
     parser.add_argument(
         "--max-models",
@@ -213,6 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.blas_threads < 0:
         parser.error(f"--blas-threads must be 0 or more, got {args.blas_threads}")
+    try:
+        kernel_threads = checked_threads(args.threads, "--threads")
+    except BadDataError as exc:
+        parser.error(str(exc))
     for option in (
         "max_connections",
         "max_models",
@@ -239,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--workers must be 0 or more, got {args.workers}")
     # Process-wide, for the service's whole life (0: BLAS's own default).
     limit_blas_threads(args.blas_threads)
+    set_process_threads(kernel_threads or None)  # 0: NNBURST_THREADS, else one
     path = args.socket or protocol.default_socket_path()
     logging.basicConfig(
         level=os.environ.get("NNBURST_LOG_LEVEL", "WARNING"), format="%(name)s: %(message)s"

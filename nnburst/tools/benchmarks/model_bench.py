@@ -9,7 +9,10 @@ process behind a ``multiprocessing.Pipe``), then nnburst's runner
 burst) and on a driver service's device (synchronous, then a burst).
 nnburst's outputs are first checked against the peer's (the CTS's relaxed
 tolerance, ±1 for quantized outputs); a path that disagrees is reported and
-not timed.  numpy's BLAS is limited to one thread, as the peers are.  The
+not timed.  numpy's BLAS is limited to one thread; ``threads`` (``nnburst
+bench --threads N``, default 1) is every row's kernel thread count: the
+peers' ``num_threads`` / ``intra_op_num_threads``, nnburst's runners' and the
+driver service's ``--threads``.  The
 rows take turns, a slice of their time each, so that a machine whose speed
 drifts (a VM's does) slows them alike.
 """
@@ -43,17 +46,20 @@ Peer = Callable[..., list[np.ndarray]]
 
 
 def onnxruntime_runner(
-    model: bytes, inputs: Sequence[TensorInfo], fixed: Mapping[str, np.ndarray] | None = None
+    model: bytes,
+    inputs: Sequence[TensorInfo],
+    fixed: Mapping[str, np.ndarray] | None = None,
+    threads: int = 1,
 ) -> Peer | None:
-    """An onnxruntime session on one thread, called like a Runner (``fixed``: the
-    inputs nnburst took as constants, fed on every call); None without the
-    ``peers`` extra."""
+    """An onnxruntime session on ``threads`` intra-op threads (one inter-op), called
+    like a Runner (``fixed``: the inputs nnburst took as constants, fed on every
+    call); None without the ``peers`` extra."""
     try:
         import onnxruntime
     except ImportError:
         return None
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     names = [i.name for i in inputs]
 
@@ -64,7 +70,7 @@ def onnxruntime_runner(
 
 
 def litert_runner(
-    model: bytes, shapes: Sequence[Sequence[int]] = ()
+    model: bytes, shapes: Sequence[Sequence[int]] = (), threads: int = 1
 ) -> Callable[..., list[np.ndarray]] | None:
     """LiteRT's interpreter as a callable like :class:`~nnburst.tflite.Runner` (its
     inputs resized to ``shapes`` where given), or None without the ``litert`` extra."""
@@ -72,7 +78,7 @@ def litert_runner(
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         return None
-    interpreter = Interpreter(model_content=model, num_threads=1)
+    interpreter = Interpreter(model_content=model, num_threads=threads)
     for detail, shape in zip(interpreter.get_input_details(), shapes):
         if tuple(detail["shape"]) != tuple(shape):
             interpreter.resize_tensor_input(detail["index"], list(shape))
@@ -154,6 +160,7 @@ def load_with_peer(
     model: bytes,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     constants: Mapping[str, Any] | None = None,
+    threads: int = 1,
 ) -> tuple[type[Runner], LoadedModel, str, Peer | None, str]:
     """The runner class, the loaded model, and the peer (its row name, itself, its extra)."""
     if str(path).endswith(".onnx"):
@@ -163,14 +170,14 @@ def load_with_peer(
         loaded = onnx.load(model, input_shapes, constants)
         proto = read_model(model)[0]
         fixed = {n: declared_constant(proto, n, v) for n, v in (constants or {}).items()}
-        peer = onnxruntime_runner(model, loaded.inputs, fixed)
+        peer = onnxruntime_runner(model, loaded.inputs, fixed, threads)
         return onnx.Runner, loaded, ONNXRUNTIME, peer, "peers"
     if constants:
         raise BadDataError("a TFLite model has no inputs to fix (ONNX models do)")
     from ... import tflite
 
     loaded = tflite.load(model, dict(input_shapes or {}) or None)
-    peer = litert_runner(model, [i.shape for i in loaded.inputs])
+    peer = litert_runner(model, [i.shape for i in loaded.inputs], threads)
     return tflite.Runner, loaded, LITERT, peer, "litert"
 
 
@@ -188,6 +195,7 @@ class Result:
     samples_ns: dict[str, np.ndarray] = field(repr=False)
     notes: list[str]  # one per path not timed, and why
     wall_seconds: float
+    threads: int = 1  # every row's kernel threads
 
     @property
     def turns(self) -> int:
@@ -203,15 +211,16 @@ def run(
     iterations: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     constants: Mapping[str, Any] | None = None,
+    threads: int = 1,
 ) -> Result:
     """Every path of the model at ``path``, ``seconds`` and/or ``iterations`` per row
     (an ONNX model's symbolic shapes and fixed inputs as :func:`nnburst.onnx.load`
-    takes them)."""
+    takes them), every row on ``threads`` kernel threads."""
     if seconds is None and iterations is None:
         raise ValueError("a row needs a duration or an iteration count")
     started = time.perf_counter()
     runner_class, loaded, peer_name, peer, extra = load_with_peer(
-        path, Path(path).read_bytes(), input_shapes, constants
+        path, Path(path).read_bytes(), input_shapes, constants, threads
     )
     inputs = random_inputs(loaded.inputs)
     calls: list[tuple[str, Callable[[], object]]] = []
@@ -235,7 +244,9 @@ def run(
             calls.append((VIA_PIPE, lambda: call(inputs)))
 
         def add(name: str, device: Device, burst: bool) -> None:
-            runner = stack.enter_context(runner_class(loaded, device, burst=burst, cache_dir=None))
+            runner = stack.enter_context(
+                runner_class(loaded, device, burst=burst, cache_dir=None, threads=threads)
+            )
             why = disagreement(runner(*inputs), want) if want is not None else None
             if why:
                 notes.append(f"{name}: not timed, its outputs differ from {peer_name}'s ({why})")
@@ -246,7 +257,7 @@ def run(
         cpu = next(d for d in get_devices() if d.name == "nnburst-reference")
         add("sync in-process", cpu, False)
         add("burst in-process", cpu, True)
-        device = stack.enter_context(driver_service())
+        device = stack.enter_context(driver_service(threads=threads))
         add("sync cross-process", device, False)
         add("burst cross-process", device, True)
         samples = time_in_turns(calls, seconds, iterations)
@@ -261,6 +272,7 @@ def run(
         samples,
         notes,
         time.perf_counter() - started,
+        threads,
     )
 
 
@@ -277,8 +289,12 @@ def head(result: Result) -> str:
     """What was timed, in one sentence: the line over the table, the note atop the page."""
     return (
         f"{Path(result.path).name}: one execution per call; each row ran {bound(result)}, "
-        f"in {result.turns} slices taken in turn with the other rows; BLAS and {result.peer} "
-        "on one thread."
+        f"in {result.turns} slices taken in turn with the other rows; BLAS on one thread, "
+        + (
+            f"{result.peer} on one thread."
+            if result.threads == 1
+            else f"{result.peer} and nnburst's kernels on {result.threads} threads."
+        )
     )
 
 
@@ -316,8 +332,9 @@ def main(
     iterations: int | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     constants: Mapping[str, Any] | None = None,
+    threads: int = 1,
 ) -> Result:
     """Run and print; the result is returned for the files the command writes."""
-    result = run(path, seconds, iterations, input_shapes, constants)
+    result = run(path, seconds, iterations, input_shapes, constants, threads)
     print(text(result))
     return result

@@ -26,14 +26,14 @@ class ServiceError(RuntimeError):
 
 
 @contextmanager
-def driver_service(cpu: int | None = None) -> Iterator[Device]:
+def driver_service(cpu: int | None = None, threads: int = 1) -> Iterator[Device]:
     """Start ``nnburst serve`` on a private socket and yield its all-operations
-    device; ``cpu`` pins the service to that CPU."""
+    device; ``cpu`` pins the service to that CPU, ``threads`` is its ``--threads``."""
     directory = tempfile.mkdtemp(prefix="nnburst-bench-")
     path = os.path.join(directory, "service", "driver.sock")
     previous = os.environ.get("NNBURST_SERVICES")
     try:
-        process, stderr = start_service(path, cpu=cpu)
+        process, stderr = start_service(path, ("--threads", str(threads)), cpu=cpu)
     except BaseException as exc:  # a Ctrl-C while it starts included
         shutil.rmtree(directory, ignore_errors=True)
         if isinstance(exc, ServiceStartError):
