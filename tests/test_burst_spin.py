@@ -37,6 +37,13 @@ REPEATS = 300
 # -- the policy, told of waits a run at a time -----------------------------------------
 
 
+def test_a_policy_that_never_spins_holds_its_zero_window_without_limit() -> None:
+    policy = SpinPolicy(0)
+    assert policy.window_run() == (0, 0)
+    policy.record_run(0, 1000, 1000 * MISS)
+    assert policy.window_run() == (0, 0) and policy.waits == 1000 and not policy.spinning
+
+
 def test_a_run_holds_one_window_until_the_sleeping_sample() -> None:
     policy = SpinPolicy(WINDOW)
     assert policy.window_run() == (WINDOW, 255)  # the 256th wait is the sleeping sample

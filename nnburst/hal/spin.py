@@ -91,8 +91,11 @@ class SpinPolicy:
 
     def window_run(self) -> tuple[int, int]:
         """The spin window for the coming waits and how many waits in a row it
-        holds for (at least 1), unless one misses: a loop in C that waits many
-        times asks once, then reports them all with :meth:`record_run`."""
+        holds for, unless one misses (0: no limit, for a policy that never
+        spins: it has nothing to learn): a loop in C that waits many times
+        asks once, then reports them all with :meth:`record_run`."""
+        if self.window_ns == 0:
+            return 0, 0
         if self._closed_for:
             return 0, self._closed_for
         if self._probe_next:
