@@ -67,12 +67,14 @@ int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t
             timing[5] = (uint32_t)(in_driver >> 32);
         }
         f->served++;
-        int64_t waited = nnb_monotonic_ns();
+        /* Timed for the policy, unless it never spins (no window, no limit). */
+        int timed = spin_ns > 0 || max_waits > 0;
+        int64_t waited = timed ? nnb_monotonic_ns() : 0;
         int64_t got = nnb_fmq_round_trip(rt, f->result_datums, -1, spin_ns);
         if (got <= 0) return got;
         n = (uint64_t)got;
-        waited = nnb_monotonic_ns() - waited;
-        if (waited <= 0) waited = 1;
+        waited = timed ? nnb_monotonic_ns() - waited : 0;
+        if (timed && waited <= 0) waited = 1;
         f->waits++;
         f->waited_ns += waited;
         if (spin_ns > 0 && waited > spin_ns) {

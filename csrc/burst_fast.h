@@ -70,7 +70,9 @@ void nnb_burst_fast_stop(nnb_burst_fast_t *f);
  * its last packet unlooked-at after max_waits waits, or at once after a
  * wait that spun for spin_ns and still had to sleep (a miss), with waits,
  * waited_ns and missed_ns saying what every wait took: the policy records
- * them (the hits as well as the miss), picks again and calls again. */
+ * them (the hits as well as the miss), picks again and calls again.  With
+ * neither a window nor a limit (a policy that never spins) the waits are
+ * counted but not timed. */
 int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t n,
                              int64_t spin_ns, int64_t max_waits);
 /* cffi cdef end */
