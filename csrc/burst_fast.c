@@ -10,7 +10,9 @@
  * counter, acquire in our read) follows the acknowledgement, so the load
  * after the read sees armed == 0.  Everything else in the struct is written
  * by the burst's worker thread before it calls nnb_burst_fast_serve on the
- * same thread, and nothing changes it while a serve runs. */
+ * same thread, and nothing changes it while a serve runs; the counters a
+ * serve writes (served, spun, waits, waited_ns, missed_ns) are read by the
+ * same thread after it returns (tests read them once the worker stopped). */
 #include "burst_fast.h"
 
 #include <string.h>
@@ -42,8 +44,8 @@ static int serves(nnb_burst_fast_t *f, const nnb_round_trip_t *rt, uint64_t n) {
 }
 
 int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t n,
-                             int64_t spin_ns) {
-    f->missed_ns = 0;
+                             int64_t spin_ns, int64_t max_waits) {
+    f->waits = f->waited_ns = f->missed_ns = 0;
     for (;;) {
         if (!serves(f, rt, n)) return (int64_t)n;
         int64_t start = f->measure ? nnb_monotonic_ns() : 0;
@@ -65,16 +67,21 @@ int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t
             timing[5] = (uint32_t)(in_driver >> 32);
         }
         f->served++;
-        int64_t waited = spin_ns > 0 ? nnb_monotonic_ns() : 0;
+        /* Timed for the policy, unless it never spins (no window, no limit). */
+        int timed = spin_ns > 0 || max_waits > 0;
+        int64_t waited = timed ? nnb_monotonic_ns() : 0;
         int64_t got = nnb_fmq_round_trip(rt, f->result_datums, -1, spin_ns);
         if (got <= 0) return got;
         n = (uint64_t)got;
-        if (spin_ns > 0) {
-            waited = nnb_monotonic_ns() - waited;
-            if (waited > spin_ns) {
-                f->missed_ns = waited > 0 ? waited : 1;
-                return (int64_t)n;
-            }
+        waited = timed ? nnb_monotonic_ns() - waited : 0;
+        if (timed && waited <= 0) waited = 1;
+        f->waits++;
+        f->waited_ns += waited;
+        if (spin_ns > 0 && waited > spin_ns) {
+            f->missed_ns = waited;
+            return (int64_t)n;
         }
+        if (spin_ns > 0) f->spun++;
+        if (max_waits > 0 && f->waits >= max_waits) return (int64_t)n;
     }
 }

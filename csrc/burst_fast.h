@@ -42,7 +42,11 @@ typedef struct {
     int armed;                   /* 0: serve nothing (a slot freed, the cache changed) */
     int stop;                    /* 1: the burst is ending */
     uint64_t served;             /* requests answered here (statistics, tests) */
-    int64_t missed_ns;           /* set when a serve returns for a missed spin window */
+    /* What the last serve's waits took, for the caller's spin policy: */
+    int64_t waits;               /* waits that call finished (a missed last one included) */
+    int64_t waited_ns;           /* their lengths, summed */
+    int64_t missed_ns;           /* the last wait's length when it missed the window, else 0 */
+    uint64_t spun;               /* waits answered within a spin window (statistics, tests) */
 } nnb_burst_fast_t;
 
 /* Make the armed state visible to the serving thread (release). */
@@ -59,12 +63,18 @@ void nnb_burst_fast_stop(nnb_burst_fast_t *f);
  * futex; no deadline) for the next packet.  Returns n > 0 for a packet in
  * rt->reply it did not serve (Python serves it), or what the last
  * nnb_fmq_round_trip returned when that was not a packet (<= 0; rt->wrote
- * says whether the result went out).  A wait that spun for spin_ns and
- * still had to sleep (a miss) returns its packet unlooked-at with
- * missed_ns set to the wait's length (0 otherwise): the caller's spin
- * policy records it, picks the next window and calls again. */
+ * says whether the result went out).
+ *
+ * The caller's spin policy picks the window and how many waits in a row it
+ * holds for (max_waits > 0; <= 0: no limit).  The serve comes back with
+ * its last packet unlooked-at after max_waits waits, or at once after a
+ * wait that spun for spin_ns and still had to sleep (a miss), with waits,
+ * waited_ns and missed_ns saying what every wait took: the policy records
+ * them (the hits as well as the miss), picks again and calls again.  With
+ * neither a window nor a limit (a policy that never spins) the waits are
+ * counted but not timed. */
 int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t n,
-                             int64_t spin_ns);
+                             int64_t spin_ns, int64_t max_waits);
 /* cffi cdef end */
 
 #endif

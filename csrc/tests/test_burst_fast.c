@@ -114,11 +114,15 @@ int main(int argc, char **argv) {
     int64_t n = nnb_fmq_read_available_blocking(requests, request_buffer, COUNT, NNB_EF_NOT_FULL,
                                                 NNB_EF_NOT_EMPTY, -1, 1000);
     CHECK(n == 4);
-    long misses = 0;
-    do { /* a wait past the 1 µs window comes back, its packet unlooked-at */
-        n = nnb_burst_fast_serve(&f, &rt, (uint64_t)n, 1000);
-        misses += f.missed_ns > 1000;
-    } while (n > 0 && f.missed_ns);
+    long misses = 0, calls = 0;
+    do { /* back after 3 waits, or a wait past the 1 µs window, its packet unlooked-at */
+        n = nnb_burst_fast_serve(&f, &rt, (uint64_t)n, 1000, 3);
+        calls++;
+        CHECK(f.waits <= 3 && f.waited_ns >= f.waits && f.missed_ns <= f.waited_ns);
+        CHECK(f.missed_ns == 0 || f.missed_ns > 1000);
+        misses += f.missed_ns > 0;
+    } while (n > 0 && f.waits > 0);
+    CHECK(calls >= repeats / 3); /* every third wait at the latest came back */
     CHECK(pthread_join(thread, NULL) == 0);
     CHECK(n == 4 && memcmp(request_buffer, changed, sizeof changed) == 0);
     CHECK(f.served == (uint64_t)repeats);
@@ -129,16 +133,16 @@ int main(int argc, char **argv) {
     /* The armed packet, but disarmed or stopped: handed back at once. */
     memcpy(request_buffer, packet, sizeof packet);
     nnb_burst_fast_disarm(&f);
-    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0) == 4 && f.served == (uint64_t)repeats);
+    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0, 0) == 4 && f.served == (uint64_t)repeats);
     nnb_burst_fast_arm(&f);
     nnb_burst_fast_stop(&f);
-    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0) == 4 && f.served == (uint64_t)repeats);
+    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0, 0) == 4 && f.served == (uint64_t)repeats);
     /* A shorter packet is never compared past its end. */
     f.stop = 0;
-    CHECK(nnb_burst_fast_serve(&f, &rt, 3, 0) == 3 && f.served == (uint64_t)repeats);
+    CHECK(nnb_burst_fast_serve(&f, &rt, 3, 0, 0) == 3 && f.served == (uint64_t)repeats);
 
     /* Torn down while waiting for the next request: -EPIPE, the result written. */
-    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0) == -EPIPE && rt.wrote == 1);
+    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0, 0) == -EPIPE && rt.wrote == 1);
     CHECK(f.served == (uint64_t)repeats + 1);
     printf("burst_fast: %ld repeats answered in C (%ld waits past the window), the changed "
            "packet handed back: ok\n",

@@ -124,22 +124,40 @@ class BurstFastPath:
 
     @property
     def missed_ns(self) -> int:
-        """How long the wait took when :meth:`serve` returned for a missed spin
+        """How long the last wait took when :meth:`serve` returned for a missed spin
         window (its packet not looked at yet); 0 when it returned for any other reason."""
         return int(self._struct.missed_ns)
+
+    @property
+    def waits(self) -> int:
+        """Waits for a request the last :meth:`serve` finished (a missed last one included)."""
+        return int(self._struct.waits)
+
+    @property
+    def waited_ns(self) -> int:
+        """The lengths of those waits, summed."""
+        return int(self._struct.waited_ns)
 
     @property
     def served(self) -> int:
         """Requests C has answered on this burst."""
         return int(self._struct.served)
 
-    def serve(self, n: int, spin_ns: int) -> int:
+    @property
+    def spun(self) -> int:
+        """Waits in C that a spin window caught (no futex sleep) on this burst."""
+        return int(self._struct.spun)
+
+    def serve(self, n: int, spin_ns: int, max_waits: int = 0) -> int:
         """Serve the ``n``-datum packet just read, and its repeats, in C; the
         length of the first packet C left to Python (in the request buffer).
+        C comes back after ``max_waits`` waits (0: no limit) or a wait that
+        missed the ``spin_ns`` window, its packet unlooked-at, for the spin
+        policy to record :attr:`waits`, :attr:`waited_ns` and :attr:`missed_ns`.
         Raises as the round trip does when the queues fail or are torn down."""
         rt = self._round_trip
         assert rt is not None
-        rc: int = _serve(self._struct, rt._struct, n, spin_ns)
+        rc: int = _serve(self._struct, rt._struct, n, spin_ns, max_waits)
         if rc > 0:
             return rc
         return rt._settle(rc, int(self._struct.result_datums), None, spin_ns)

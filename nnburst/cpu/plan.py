@@ -64,7 +64,8 @@ logger = logging.getLogger("nnburst.compilation.plan")
 
 #: Shorter runs gain too little over the loop to pay for a C call's set-up.  A
 #: run holding an operation without a bound kernel (a MEAN, a float SOFTMAX: numpy
-#: through the registry, 20-80 µs) needs one operation fewer.
+#: through the registry, 20-80 µs) needs one operation fewer, and so does a run
+#: that is the whole subgraph (a burst's C path needs the model to be one plan).
 MIN_RUN = 2
 #: A 1x1 float convolution that runs as one BLAS matrix product on its own
 #: joins a plan (as the C loop) when it has at most this many multiply-adds:
@@ -145,7 +146,11 @@ def plan(operations: list[Any], subgraph: Subgraph) -> list[Any]:
         while end < len(operations) and lowered[end] is not None:
             end += 1
         unbound = any(op.kernel is None for op in operations[position:end])
-        if end - position >= (max(1, MIN_RUN - 1) if unbound else MIN_RUN):
+        # A run that is the whole subgraph is planned one operation shorter: a
+        # one-operation model is then one C plan, which a burst server
+        # answers in C (a repeated request), and costs the loop no more.
+        whole = end - position == len(operations)
+        if end - position >= (max(1, MIN_RUN - 1) if unbound or whole else MIN_RUN):
             later = {i for op in operations[end:] for i in op.inputs}
             run = operations[position:end]
             result.append(_run(run, lowered[position:end], subgraph, later))  # type: ignore[arg-type]

@@ -269,15 +269,18 @@ class _Worker:
                 n = reply_and_wait(datums, None, window)  # no deadline: the client's to end
                 spin.record(window, time.monotonic_ns() - start)
                 while fast.packet:  # armed: repeats of it are answered in C
-                    # C spins no longer than the burst's window (not a probe's
-                    # longer one: it may spin on every request it serves), and
-                    # comes back after a wait that missed it, for the policy
-                    # to record; while the window is closed, C sleeps at once.
-                    window = min(spin.next_window(), self.spin_ns)
-                    n = fast.serve(n, window)
-                    if not fast.missed_ns:
-                        break
-                    spin.record(window, fast.missed_ns)
+                    # C waits with the policy's window for as many waits as
+                    # the policy holds it (a probe: one; closed: the pause,
+                    # sleeping at once), and comes back after them or after a
+                    # wait that missed, for the policy to record every wait:
+                    # hits too, or a window closed by misses never reopens.
+                    window, waits = spin.window_run()
+                    try:
+                        n = fast.serve(n, window, waits)
+                    finally:  # a torn-down serve's waits count too
+                        spin.record_run(window, fast.waits, fast.waited_ns, fast.missed_ns)
+                    if not fast.waits:
+                        break  # a packet C did not serve: Python's
         except (ClosedResourceError, BrokenResourceError):
             pass  # torn down by either side: the burst is over
         except NNError as exc:

@@ -24,6 +24,14 @@ pays reopens it (its wait replaces the spinning average, stale by then).  A prob
 may have closed its own window and be asleep, and a probe that only ever met
 a sleeping peer would keep both ends closed for good.  C owns the spinning;
 this module only chooses the window for the next wait.
+
+A loop in C that waits many times (a burst server answering repeats,
+``csrc/burst_fast.c``) asks :meth:`SpinPolicy.window_run` for a window and
+how many waits it holds for, and reports them all with
+:meth:`SpinPolicy.record_run`: the hits as well as the misses.  A policy told
+only of misses closes after three of them, however rare, and one never told
+of the waits that follow never reaches its probe: the server then sleeps on
+every request for the rest of the burst.
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ class SpinPolicy:
         "_until_sample",
         "spun_ns",
         "slept_ns",
+        "waits",
     )
 
     def __init__(self, window_ns: int) -> None:
@@ -71,21 +80,58 @@ class SpinPolicy:
         #: Running averages of the waits that spun and of those that slept (0: none yet).
         self.spun_ns = 0
         self.slept_ns = 0
+        #: Waits given a window so far (statistics, tests).
+        self.waits = 0
 
     def next_window(self) -> int:
         """The spin window, in ns, for the coming wait."""
+        window, _ = self.window_run()
+        self._advance(1)
+        return window
+
+    def window_run(self) -> tuple[int, int]:
+        """The spin window for the coming waits and how many waits in a row it
+        holds for, unless one misses (0: no limit, for a policy that never
+        spins: it has nothing to learn): a loop in C that waits many times
+        asks once, then reports them all with :meth:`record_run`."""
+        if self.window_ns == 0:
+            return 0, 0
         if self._closed_for:
-            self._closed_for -= 1
-            return 0
+            return 0, self._closed_for
+        if self._probe_next:
+            return PROBE_FACTOR * self.window_ns, 1
+        if self._until_sample <= 1:
+            return 0, 1  # the sleeping sample
+        return self.window_ns, self._until_sample - 1
+
+    def _advance(self, waits: int) -> None:
+        """Count ``waits`` waits with the window :meth:`window_run` gave."""
+        self.waits += waits
+        if self._closed_for:
+            self._closed_for = max(0, self._closed_for - waits)
+            return
         if self._probe_next:
             self._probe_next = False
             self.spun_ns = 0  # stale after the pause: the probe's wait replaces it
-            return PROBE_FACTOR * self.window_ns
-        self._until_sample -= 1
+            return
+        self._until_sample -= waits
         if self._until_sample <= 0:
             self._until_sample = SLEEP_SAMPLE_EVERY
-            return 0
-        return self.window_ns
+
+    def record_run(self, window_ns: int, waits: int, waited_ns: int, missed_ns: int = 0) -> None:
+        """Account ``waits`` waits with ``window_ns`` (from :meth:`window_run`),
+        ``waited_ns`` in all, the last of which missed the window when
+        ``missed_ns`` (its length) is not 0.  The waits that did not miss count
+        as one wait of their average length: hits and misses both reach the
+        policy, as they do one by one through :meth:`record`."""
+        if waits <= 0:
+            return
+        self._advance(waits)
+        hits = waits - (1 if missed_ns else 0)
+        if hits > 0:
+            self.record(window_ns, (waited_ns - missed_ns) // hits)
+        if missed_ns:
+            self.record(window_ns, missed_ns)
 
     def record(self, spin_ns: int, waited_ns: int) -> None:
         """Account a wait that spun for up to ``spin_ns`` and took ``waited_ns`` in all."""
