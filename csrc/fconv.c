@@ -676,9 +676,12 @@ TARGET_AVX2 static void dw_pixel_checked_avx2(const struct nnb_fconv *c, const s
 }
 
 /* Output pixels [begin, end) of one row: every group of 8 channels, 8
- * pixels a block, the last block ending at `end` (overlapping the one
- * before it, its pixels computed again to the same values); under 8 pixels
- * in blocks of 4 the same way, under 4 pixel by pixel. */
+ * pixels a block; of the 1-7 left, 6 or 7 as a last block of 8 ending at
+ * `end` (overlapping the one before, its pixels computed again to the same
+ * values), else blocks of 4, 2 and 1 that end exactly at `end`.  A block of
+ * 2 or 4 still loads each input vector once for all its pixels (at 5 wide,
+ * 6 loads for 10 FMAs); a last block of 8 overlapping by 5 pixels computed
+ * a 14-pixel row's 10 inner pixels as 16. */
 TARGET_AVX2 static inline __attribute__((always_inline)) void dw_row_avx2(
     const struct nnb_fconv *c, const struct dw_sizes *d, const float *packed,
     const float *const *rows, int64_t shift, float *out, int64_t begin, int64_t end,
@@ -694,20 +697,20 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void dw_row_avx2(
         for (; x + DW_PIXELS <= end; x += DW_PIXELS)
             dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, DW_PIXELS, STRIDE,
                           WIDTH);
-        if (x < end && x > begin) { /* a last block overlapping the one before */
+        if (end - x >= DW_PIXELS - 2 && x > begin) { /* a last block overlapping the one before */
             dw_block_avx2(c, d, group, rows, shift, out, end - DW_PIXELS, g, mask, whole,
                           DW_PIXELS, STRIDE, WIDTH);
             continue;
         }
-        for (; x + DW_PIXELS / 2 <= end; x += DW_PIXELS / 2)
-            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, DW_PIXELS / 2, STRIDE,
-                          WIDTH);
-        if (x < end && x > begin) { /* likewise a last block of 4 */
-            dw_block_avx2(c, d, group, rows, shift, out, end - DW_PIXELS / 2, g, mask, whole,
-                          DW_PIXELS / 2, STRIDE, WIDTH);
-            continue;
+        if (end - x >= 4) {
+            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, 4, STRIDE, WIDTH);
+            x += 4;
         }
-        for (; x < end; x++)
+        if (end - x >= 2) {
+            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, 2, STRIDE, WIDTH);
+            x += 2;
+        }
+        if (end - x >= 1)
             dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, 1, STRIDE, WIDTH);
     }
 }
@@ -752,9 +755,34 @@ TARGET_AVX2 static void dw_row_avx2_any(const struct nnb_fconv *c, const struct 
 }
 #endif
 
+#ifdef FCONV_X86
+/* The output pixels of a row whose windows reach left or right of the
+ * input: read in place, each is a checked pixel, a load per FMA. */
+static int64_t dw_edge_pixels(const struct nnb_fconv *c) {
+    const int64_t s = c->stride_w;
+    int64_t begin = (c->pad_left + s - 1) / s;
+    int64_t end = c->in_w + c->pad_left >= c->filter_w ? (c->in_w + c->pad_left - c->filter_w) / s + 1
+                                                        : 0;
+    end = end > c->out_w ? c->out_w : end;
+    begin = begin > end ? end : begin;
+    return begin + c->out_w - end;
+}
+
+#endif
+
+/* In place unless the checked pixels cost more than copying the rows: a
+ * checked pixel costs about half a cycle a tap over a block's pixel (a
+ * load per FMA, a test per tap), a row's copy about 2 cycles an input
+ * pixel (stride_h * stride_w of them an output pixel), each for 8
+ * channels.  Timed on one core, in place won on 112- and 56-wide rows, at
+ * stride 2 (4 input pixels copied an output) and on a 64-wide row at 5x5;
+ * the ring on 5x5 rows up to 32 wide (4 checked pixels of 14, 28, 32) and
+ * 3x3 rows up to 8. */
 static int dw_in_place(const struct nnb_fconv *c, const struct dw_sizes *d, int vector) {
 #ifdef FCONV_X86
-    return vector && dw_avx2_shape(c) && c->in_c == d->channels;
+    const int64_t taps = c->filter_h * c->filter_w, s = c->stride_h * c->stride_w;
+    return vector && dw_avx2_shape(c) && c->in_c == d->channels &&
+           dw_edge_pixels(c) * taps <= 2 * s * c->out_w;
 #else
     (void)c, (void)d, (void)vector;
     return 0;
