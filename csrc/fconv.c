@@ -374,6 +374,34 @@ static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const flo
     }
 }
 
+/* A 1x1 layer at stride 1 with as many output pixels as input ones (so
+ * without padding), and a fully connected one: output pixel p reads input
+ * pixel p, so a block's table is its MR row starts.  run_layer's general
+ * table (a bounds test a tap, counters a pixel) cost a 16-channel layer of
+ * 24 inputs as much as its FMAs. */
+static int pointwise(const struct nnb_fconv *c) {
+    return c->filter_h == 1 && c->filter_w == 1 && c->stride_h == 1 && c->stride_w == 1 &&
+           c->out_h == c->in_h && c->out_w == c->in_w;
+}
+
+static void run_pointwise(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
+                          const float *in, int64_t pixels, float *out, const float **table,
+                          tile_fn *tile, tile_fn *half) {
+    const int64_t in_c = c->in_c, out_c = c->out_c;
+    const int channels = out_c < NR ? (int)out_c : NR;
+    for (int64_t p = 0; p < pixels; p += MR) {
+        const int used = pixels - p < MR ? (int)(pixels - p) : MR;
+        for (int m = 0; m < MR; m++) /* a short last block repeats its last pixel */
+            table[m] = in + (p + (m < used ? m : used - 1)) * in_c;
+        for (int64_t t = 0; t < s->tiles; t++)
+            tile(table, 1, in_c, packed + t * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + first_channel(c, t), out_c, used, channels);
+        if (s->half)
+            half(table, 1, in_c, packed + s->tiles * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + out_c - NR / 2, out_c, used, NR / 2);
+    }
+}
+
 /* Every output pixel, MR at a time: their table of tap sources, then each
  * tile. */
 static void run_layer(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
@@ -452,6 +480,8 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
     if (rows)
         run_rows(layer, &s, packed, in, pixels, out, table, zeros, zeros + zero_count, tile,
                  half);
+    else if (pointwise(layer))
+        run_pointwise(layer, &s, packed, in, pixels, out, table, tile, half);
     else
         run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile, half);
     return 0;
