@@ -15,6 +15,15 @@ run with the packed kernels switched off while it is prepared (before) and
 on (after), in one process, calls alternating one by one (a paired ratio
 per pair of calls, the machine's load shared), outputs checked close first.
 
+``python bench/bench_fconv.py --litert MODEL.tflite ...``: each layer's
+packed kernel (fconv avx2, or the best path) against LiteRT (its XNNPACK
+delegate, one thread) running a one-operator model of the same layer
+(weights, bias, SAME or VALID padding, stride, activation), both timed in
+thread CPU time (time the process was scheduled out is not counted), the
+best of three p25s each, and the sum over the model's layers, each shape
+counted as often as it occurs.  A small layer's time is mostly the Python
+call around the kernel (a few us here, LiteRT's invoke less).
+
 One thread throughout (BLAS limited to one, as LiteRT).  The machine these
 ran on is shared: read the ratios, taken in turns, more than the times.
 """
@@ -194,12 +203,95 @@ def bench_models(models: list[Path], seconds: float) -> None:
               f"   x{ratio:.2f} ({len(pairs)} pairs)")  # fmt: skip
 
 
+def litert_model(layer: dict[str, Any]) -> bytes:
+    """A one-operator LiteRT model of ``layer`` (tests/tflite_builder.py writes it)."""
+    from tests.tflite_builder import Tensor, schema, single_op
+
+    filt, win = layer["filter"], layer["win"]
+    h, w, c = layer["in_hwc"]
+    o = filt.depth_out
+    weights = filt.weights[..., :o].reshape(-1, o)
+    pads = (win.pad_top, win.pad_bottom, win.pad_left, win.pad_right)
+    padding = schema.Padding.SAME if any(pads) else schema.Padding.VALID
+    act = schema.ActivationFunctionType
+    fused = {0: act.NONE, 1: act.RELU, 2: act.RELU_N1_TO_1, 3: act.RELU6}[layer["fuse"]]
+    strides = {"strideH": win.stride_h, "strideW": win.stride_w, "fusedActivationFunction": fused}
+    if layer["depthwise"]:
+        kernel = weights.reshape(1, filt.filter_h, filt.filter_w, o)
+        options = schema.DepthwiseConv2DOptionsT(padding=padding, depthMultiplier=1, **strides)
+        name = "DEPTHWISE_CONV_2D"
+    else:
+        kernel = weights.reshape(filt.filter_h, filt.filter_w, c, o).transpose(3, 0, 1, 2)
+        options = schema.Conv2DOptionsT(padding=padding, **strides)
+        name = "CONV_2D"
+    kernel = np.ascontiguousarray(kernel, np.float32)
+    tensors = [Tensor((1, h, w, c), np.float32), Tensor(kernel.shape, np.float32, kernel),
+               Tensor((o,), np.float32, np.asarray(layer["bias"], np.float32))]  # fmt: skip
+    out = [Tensor((1, win.out_h, win.out_w, o), np.float32)]
+    return single_op(name, tensors, out, options)
+
+
+def thread_time(call: Callable[[], object], seconds: float) -> float:
+    """The best of three p25s of call's thread CPU time, us."""
+    best = float("inf")
+    for _ in range(3):
+        call()
+        samples = []
+        end = time.perf_counter() + seconds / 3
+        while time.perf_counter() < end:
+            start = time.thread_time_ns()
+            call()
+            samples.append(time.thread_time_ns() - start)
+        best = min(best, float(np.percentile(samples, 25)) / 1000)
+    return best
+
+
+def bench_litert(models: list[Path], seconds: float) -> None:
+    from ai_edge_litert.interpreter import Interpreter
+
+    path = available_paths()[-1]
+    rng = np.random.default_rng(0)
+    print(f"us (thread CPU time): {PATH_NAMES[path]} against LiteRT's one-operator model")
+    for model in models:
+        print(f"\n{model.name}")
+        layers = model_layers(model.read_bytes())
+        counts: dict[str, int] = {}
+        for layer in layers:
+            counts[label(layer)] = counts.get(label(layer), 0) + 1
+        ours_total = litert_total = 0.0
+        for layer in layers:
+            name = label(layer)
+            if name not in counts:
+                continue
+            count = counts.pop(name)
+            filt = layer["filter"]
+            x = rng.uniform(-1, 1, (1, *layer["in_hwc"])).astype(np.float32)
+            interpreter = Interpreter(model_content=litert_model(layer), num_threads=1)
+            interpreter.allocate_tensors()
+            interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)
+            weights = filt.weights[..., : filt.depth_out].reshape(-1, filt.depth_out)
+            kernel = FloatConv(layer["in_hwc"], weights, (filt.filter_h, filt.filter_w),
+                               layer["bias"], layer["win"], layer["bounds"], path,
+                               layer["depthwise"])  # fmt: skip
+            ours = thread_time(functools.partial(kernel, x), seconds)
+            theirs = thread_time(interpreter.invoke, seconds)
+            ours_total, litert_total = ours_total + ours * count, litert_total + theirs * count
+            print(f"  {name:<36} x{count}  {ours:8.1f} {theirs:8.1f}  x{ours / theirs:.2f}")
+        print(f"  {'all layers':<36}     {ours_total:8.0f} {litert_total:8.0f}"
+              f"  x{ours_total / litert_total:.2f}")  # fmt: skip
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("models", nargs="+", type=Path)
     parser.add_argument("--seconds", type=float, default=1.0, help="per layer or model")
     parser.add_argument("--models", dest="whole", action="store_true", help="whole models")
+    parser.add_argument("--litert", action="store_true", help="each layer against LiteRT")
     args = parser.parse_args(argv)
+    if args.litert:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.tflite_builder
+        bench_litert(args.models, args.seconds)
+        return
     if args.whole:
         with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
             bench_models(args.models, args.seconds)

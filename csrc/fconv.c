@@ -356,8 +356,23 @@ static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const flo
         const int used = pixels - p < MR ? (int)(pixels - p) : MR;
         for (int m = 0; m < used; m++) {
             const float *image = in + b * c->in_h * c->in_w * c->in_c;
-            for (int64_t i = 0; i < fh; i++)
-                table[i * MR + m] = window_row(c, image, y, x, i, zeros, rows + (m * fh + i) * row_k);
+            const int64_t left = x * c->stride_w - c->pad_left;
+            if (left >= 0 && left + c->filter_w <= c->in_w) {
+                /* inside across (most pixels): a row's pointer or the zeros,
+                 * without window_row's tests and call (it cost a first layer
+                 * on RGB two thirds of its FMAs' time) */
+                const float *at = image + left * c->in_c;
+                const int64_t top = y * c->stride_h - c->pad_top;
+                for (int64_t i = 0; i < fh; i++) {
+                    const int64_t in_y = top + i * c->dilation_h;
+                    table[i * MR + m] =
+                        in_y >= 0 && in_y < c->in_h ? at + in_y * c->in_w * c->in_c : zeros;
+                }
+            } else {
+                for (int64_t i = 0; i < fh; i++)
+                    table[i * MR + m] =
+                        window_row(c, image, y, x, i, zeros, rows + (m * fh + i) * row_k);
+            }
             if (++x == c->out_w) {
                 x = 0;
                 if (++y == c->out_h) y = 0, b++;
@@ -370,6 +385,34 @@ static void run_rows(const struct nnb_fconv *c, const struct sizes *s, const flo
                  out + p * out_c + first_channel(c, t), out_c, used, channels);
         if (s->half)
             half(table, fh, row_k, packed + s->tiles * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + out_c - NR / 2, out_c, used, NR / 2);
+    }
+}
+
+/* A 1x1 layer at stride 1 with as many output pixels as input ones (so
+ * without padding), and a fully connected one: output pixel p reads input
+ * pixel p, so a block's table is its MR row starts.  run_layer's general
+ * table (a bounds test a tap, counters a pixel) cost a 16-channel layer of
+ * 24 inputs as much as its FMAs. */
+static int pointwise(const struct nnb_fconv *c) {
+    return c->filter_h == 1 && c->filter_w == 1 && c->stride_h == 1 && c->stride_w == 1 &&
+           c->out_h == c->in_h && c->out_w == c->in_w;
+}
+
+static void run_pointwise(const struct nnb_fconv *c, const struct sizes *s, const float *packed,
+                          const float *in, int64_t pixels, float *out, const float **table,
+                          tile_fn *tile, tile_fn *half) {
+    const int64_t in_c = c->in_c, out_c = c->out_c;
+    const int channels = out_c < NR ? (int)out_c : NR;
+    for (int64_t p = 0; p < pixels; p += MR) {
+        const int used = pixels - p < MR ? (int)(pixels - p) : MR;
+        for (int m = 0; m < MR; m++) /* a short last block repeats its last pixel */
+            table[m] = in + (p + (m < used ? m : used - 1)) * in_c;
+        for (int64_t t = 0; t < s->tiles; t++)
+            tile(table, 1, in_c, packed + t * NR * (1 + s->k), c->lo, c->hi,
+                 out + p * out_c + first_channel(c, t), out_c, used, channels);
+        if (s->half)
+            half(table, 1, in_c, packed + s->tiles * NR * (1 + s->k), c->lo, c->hi,
                  out + p * out_c + out_c - NR / 2, out_c, used, NR / 2);
     }
 }
@@ -452,6 +495,8 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
     if (rows)
         run_rows(layer, &s, packed, in, pixels, out, table, zeros, zeros + zero_count, tile,
                  half);
+    else if (pointwise(layer))
+        run_pointwise(layer, &s, packed, in, pixels, out, table, tile, half);
     else
         run_layer(layer, &s, packed, in, pixels, out, table, zeros, tile, half);
     return 0;
@@ -654,31 +699,78 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void dw_block_avx2(
 }
 
 /* Output pixel x of a row read in place, its taps checked: those left or
- * right of the input read nothing (a few pixels at each end of a row). */
+ * right of the input read nothing (a few pixels at each end of a row).  The
+ * taps inside are worked out once; 4 groups of channels run at once, so
+ * that 4 chains of FMAs are in flight where one group's chain (an FMA's
+ * latency a tap) made a checked pixel cost 4 of a block's. */
 TARGET_AVX2 static void dw_pixel_checked_avx2(const struct nnb_fconv *c, const struct dw_sizes *d,
                                               const float *packed, const float *const *rows,
                                               float *out, int64_t x) {
     const __m256 low = _mm256_set1_ps(c->lo), high = _mm256_set1_ps(c->hi);
-    const int64_t left = x * c->stride_w - c->pad_left;
-    for (int64_t g = 0; g < d->channels / DW_LANES; g++) {
-        const float *group = packed + g * DW_LANES * (1 + d->taps);
-        __m256 acc = _mm256_loadu_ps(group);
-        for (int64_t i = 0, k = 0; i < c->filter_h; i++)
-            for (int64_t j = 0; j < c->filter_w; j++, k++) {
-                const int64_t q = left + j;
-                if (q < 0 || q >= c->in_w) continue;
-                acc = _mm256_fmadd_ps(_mm256_loadu_ps(rows[i] + q * d->channels + g * DW_LANES),
-                                      _mm256_loadu_ps(group + DW_LANES * (1 + k)), acc);
+    const int64_t left = x * c->stride_w - c->pad_left, groups = d->channels / DW_LANES;
+    const int64_t first = left < 0 ? -left : 0; /* taps [first, end) lie inside */
+    const int64_t end = c->in_w - left < c->filter_w ? c->in_w - left : c->filter_w;
+    const int64_t step = DW_LANES * (1 + d->taps); /* from one group's packing to the next */
+    float *o = out + x * c->out_c;
+    int64_t g = 0;
+    for (; g + 4 <= groups; g += 4) {
+        const float *group = packed + g * step;
+        __m256 acc0 = _mm256_loadu_ps(group), acc1 = _mm256_loadu_ps(group + step);
+        __m256 acc2 = _mm256_loadu_ps(group + 2 * step), acc3 = _mm256_loadu_ps(group + 3 * step);
+        for (int64_t i = 0; i < c->filter_h; i++)
+            for (int64_t j = first; j < end; j++) {
+                const float *v = rows[i] + (left + j) * d->channels + g * DW_LANES;
+                const float *w = group + DW_LANES * (1 + i * c->filter_w + j);
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(w), acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(v + DW_LANES), _mm256_loadu_ps(w + step),
+                                       acc1);
+                acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(v + 2 * DW_LANES),
+                                       _mm256_loadu_ps(w + 2 * step), acc2);
+                acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(v + 3 * DW_LANES),
+                                       _mm256_loadu_ps(w + 3 * step), acc3);
             }
-        _mm256_storeu_ps(out + x * c->out_c + g * DW_LANES,
-                         _mm256_min_ps(high, _mm256_max_ps(low, acc)));
+        float *og = o + g * DW_LANES;
+        _mm256_storeu_ps(og, _mm256_min_ps(high, _mm256_max_ps(low, acc0)));
+        _mm256_storeu_ps(og + DW_LANES, _mm256_min_ps(high, _mm256_max_ps(low, acc1)));
+        _mm256_storeu_ps(og + 2 * DW_LANES, _mm256_min_ps(high, _mm256_max_ps(low, acc2)));
+        _mm256_storeu_ps(og + 3 * DW_LANES, _mm256_min_ps(high, _mm256_max_ps(low, acc3)));
+    }
+    for (; g < groups; g++) {
+        const float *group = packed + g * step;
+        __m256 acc = _mm256_loadu_ps(group);
+        for (int64_t i = 0; i < c->filter_h; i++)
+            for (int64_t j = first; j < end; j++)
+                acc = _mm256_fmadd_ps(
+                    _mm256_loadu_ps(rows[i] + (left + j) * d->channels + g * DW_LANES),
+                    _mm256_loadu_ps(group + DW_LANES * (1 + i * c->filter_w + j)), acc);
+        _mm256_storeu_ps(o + g * DW_LANES, _mm256_min_ps(high, _mm256_max_ps(low, acc)));
     }
 }
 
-/* Output pixels [begin, end) of one row: every group of 8 channels, 8
- * pixels a block, the last block ending at `end` (overlapping the one
- * before it, its pixels computed again to the same values); under 8 pixels
- * in blocks of 4 the same way, under 4 pixel by pixel. */
+/* PIXELS output pixels from column x, every group of 8 channels: the
+ * groups inner, so that the block's input span (a few KB) is read from L1
+ * by each group in turn, where a group's whole row before the next group's
+ * read each cache line of the rows from L2 once per group (2.2x LiteRT's
+ * time on a 112-wide 64-channel stride-2 layer). */
+TARGET_AVX2 static inline __attribute__((always_inline)) void dw_column_avx2(
+    const struct nnb_fconv *c, const struct dw_sizes *d, const float *packed,
+    const float *const *rows, int64_t shift, float *out, int64_t x, __m256i mask, int64_t tail,
+    const int PIXELS, const int STRIDE, const int WIDTH) {
+    const int64_t groups = d->channels / DW_LANES;
+    for (int64_t g = 0; g < groups; g++) {
+        const int whole = g < groups - 1 || tail == DW_LANES;
+        dw_block_avx2(c, d, packed + g * DW_LANES * (1 + d->taps), rows, shift, out, x, g, mask,
+                      whole, PIXELS, STRIDE, WIDTH);
+    }
+}
+
+/* Output pixels [begin, end) of one row, 8 pixels a block; of the 1-7
+ * left, 6 or 7 as a last block of 8 ending at `end` (overlapping the one
+ * before, its pixels computed again to the same values), else blocks of 4,
+ * 2 and 1 that end exactly at `end`.  A block of 2 or 4 still loads each
+ * input vector once for all its pixels (at 5 wide, 6 loads for 10 FMAs); a
+ * last block of 8 overlapping by 5 pixels computed a 14-pixel row's 10
+ * inner pixels as 16. */
 TARGET_AVX2 static inline __attribute__((always_inline)) void dw_row_avx2(
     const struct nnb_fconv *c, const struct dw_sizes *d, const float *packed,
     const float *const *rows, int64_t shift, float *out, int64_t begin, int64_t end,
@@ -687,29 +779,24 @@ TARGET_AVX2 static inline __attribute__((always_inline)) void dw_row_avx2(
     const int64_t tail = c->out_c - (groups - 1) * DW_LANES; /* the last group's channels */
     const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)tail),
                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int64_t g = 0; g < groups; g++) {
-        const float *group = packed + g * DW_LANES * (1 + d->taps);
-        const int whole = g < groups - 1 || tail == DW_LANES;
-        int64_t x = begin;
-        for (; x + DW_PIXELS <= end; x += DW_PIXELS)
-            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, DW_PIXELS, STRIDE,
-                          WIDTH);
-        if (x < end && x > begin) { /* a last block overlapping the one before */
-            dw_block_avx2(c, d, group, rows, shift, out, end - DW_PIXELS, g, mask, whole,
-                          DW_PIXELS, STRIDE, WIDTH);
-            continue;
-        }
-        for (; x + DW_PIXELS / 2 <= end; x += DW_PIXELS / 2)
-            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, DW_PIXELS / 2, STRIDE,
-                          WIDTH);
-        if (x < end && x > begin) { /* likewise a last block of 4 */
-            dw_block_avx2(c, d, group, rows, shift, out, end - DW_PIXELS / 2, g, mask, whole,
-                          DW_PIXELS / 2, STRIDE, WIDTH);
-            continue;
-        }
-        for (; x < end; x++)
-            dw_block_avx2(c, d, group, rows, shift, out, x, g, mask, whole, 1, STRIDE, WIDTH);
+    int64_t x = begin;
+    for (; x + DW_PIXELS <= end; x += DW_PIXELS)
+        dw_column_avx2(c, d, packed, rows, shift, out, x, mask, tail, DW_PIXELS, STRIDE, WIDTH);
+    if (end - x >= DW_PIXELS - 2 && x > begin) { /* a last block overlapping the one before */
+        dw_column_avx2(c, d, packed, rows, shift, out, end - DW_PIXELS, mask, tail, DW_PIXELS,
+                       STRIDE, WIDTH);
+        return;
     }
+    if (end - x >= 4) {
+        dw_column_avx2(c, d, packed, rows, shift, out, x, mask, tail, 4, STRIDE, WIDTH);
+        x += 4;
+    }
+    if (end - x >= 2) {
+        dw_column_avx2(c, d, packed, rows, shift, out, x, mask, tail, 2, STRIDE, WIDTH);
+        x += 2;
+    }
+    if (end - x >= 1)
+        dw_column_avx2(c, d, packed, rows, shift, out, x, mask, tail, 1, STRIDE, WIDTH);
 }
 
 /* The shapes with a register loop (stride 1 or 2, 3 or 5 wide, dilation
@@ -752,9 +839,34 @@ TARGET_AVX2 static void dw_row_avx2_any(const struct nnb_fconv *c, const struct 
 }
 #endif
 
+#ifdef FCONV_X86
+/* The output pixels of a row whose windows reach left or right of the
+ * input: read in place, each is a checked pixel, a load per FMA. */
+static int64_t dw_edge_pixels(const struct nnb_fconv *c) {
+    const int64_t s = c->stride_w;
+    int64_t begin = (c->pad_left + s - 1) / s;
+    int64_t end = c->in_w + c->pad_left >= c->filter_w ? (c->in_w + c->pad_left - c->filter_w) / s + 1
+                                                        : 0;
+    end = end > c->out_w ? c->out_w : end;
+    begin = begin > end ? end : begin;
+    return begin + c->out_w - end;
+}
+
+#endif
+
+/* In place unless the checked pixels cost more than copying the rows: a
+ * checked pixel costs about half a cycle a tap over a block's pixel (a
+ * load per FMA, a test per tap), a row's copy about 2 cycles an input
+ * pixel (stride_h * stride_w of them an output pixel), each for 8
+ * channels.  Timed on one core, in place won on 112- and 56-wide rows, at
+ * stride 2 (4 input pixels copied an output) and on a 64-wide row at 5x5;
+ * the ring on 5x5 rows up to 32 wide (4 checked pixels of 14, 28, 32) and
+ * 3x3 rows up to 8. */
 static int dw_in_place(const struct nnb_fconv *c, const struct dw_sizes *d, int vector) {
 #ifdef FCONV_X86
-    return vector && dw_avx2_shape(c) && c->in_c == d->channels;
+    const int64_t taps = c->filter_h * c->filter_w, s = c->stride_h * c->stride_w;
+    return vector && dw_avx2_shape(c) && c->in_c == d->channels &&
+           dw_edge_pixels(c) * taps <= 2 * s * c->out_w;
 #else
     (void)c, (void)d, (void)vector;
     return 0;

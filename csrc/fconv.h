@@ -61,8 +61,9 @@ int nnb_fconv_run(const struct nnb_fconv *layer, const void *packed, int64_t pac
  * wide with stride 1 or 2 and dilation 1 (MobileNet's) keep 8 output
  * pixels x 8 channels in registers and load each input vector of a row
  * once for all the taps and pixels that read it: over the input rows in
- * place when the channels are a multiple of 8 (the few windows at a row's
- * ends checking their taps), else over a ring of rows in the scratch, each
+ * place when the channels are a multiple of 8 and the rows are wide
+ * enough that the few windows at their ends (checking their taps) cost
+ * less than a copy, else over a ring of rows in the scratch, each
  * copied once with the padding and the channels rounded up to 8 around it,
  * so that no tap checks a bound.  Other shapes run a plain loop over the
  * ring.

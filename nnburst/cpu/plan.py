@@ -28,7 +28,8 @@ outputs and an arena of its intermediates.  What the C plan computes:
   may differ from numpy's pairwise one, within a float32 rounding);
 - the moves, from their constant parameters: RESHAPE, SQUEEZE and
   EXPAND_DIMS (the same bytes under another shape), CONCATENATION (of
-  inputs quantized as the output), SLICE, STRIDED_SLICE, TRANSPOSE and PAD.
+  inputs quantized as the output), SLICE, STRIDED_SLICE, TRANSPOSE, PAD and
+  NHWC DEPTH_TO_SPACE.
 
 Each step calls the kernel the operation's bound path calls, with the same
 arguments, so the results are the operations' bit for bit (the elementwise
@@ -202,6 +203,8 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             return _slice(op, subgraph)
         if code == OperationCode.TRANSPOSE:
             return _transpose(op, subgraph)
+        if code == OperationCode.DEPTH_TO_SPACE:
+            return _depth_to_space(op, subgraph)
         if code == OperationCode.PAD:
             return _pad(op, subgraph)
         if code in _FLOAT_UNARY and _info(subgraph, op.inputs[0]).code == _F32:
@@ -488,6 +491,34 @@ def _transpose(op: Any, subgraph: Subgraph) -> _Lowered | None:
     if tuple(extent) != tuple(_info(subgraph, y).dimensions or ()):
         return None
     params = _transposing(info.dtype.itemsize, extent, [in_strides[p] for p in perm])
+    return _Lowered((_Step(c_plan.COPY, x, y, params=params),))
+
+
+def _depth_to_space(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """NHWC DEPTH_TO_SPACE: one copy, the input read as [n, h, w, block, block,
+    depth] with the two middle axes swapped (what the operation's reshape,
+    transpose and reshape compute).  NCHW stays the operation's."""
+    x, y = op.inputs[0], op.outputs[0]
+    info, out = _info(subgraph, x), _info(subgraph, y)
+    block = _constant(subgraph, op.inputs[1])
+    if len(op.inputs) > 2:
+        layout = _constant(subgraph, op.inputs[2])
+        if layout is None or bool(layout):
+            return None  # NCHW, or a layout known only at run time
+    shape = tuple(info.dimensions or ())
+    if block is None or len(shape) != 4 or not _same_bytes(info, out):
+        return None
+    block = int(np.asarray(block).reshape(()))
+    n, h, w, c = shape
+    if block < 1 or c % (block * block):
+        return None
+    depth = c // (block * block)
+    if tuple(out.dimensions or ()) != (n, h * block, w * block, depth):
+        return None
+    # the input's strides over the output's axes [n, h, block_i, w, block_j, depth]
+    a_stride = [h * w * c, w * c, block * depth, c, depth, 1]
+    extent = [n, h, block, w, block, depth]
+    params = _transposing(info.dtype.itemsize, extent, a_stride)
     return _Lowered((_Step(c_plan.COPY, x, y, params=params),))
 
 
