@@ -22,6 +22,7 @@ from nnburst._bindings.fconv import FloatConv, available_paths, vector_path
 from nnburst.codes import FuseCode, PaddingCode
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
+from nnburst.cpu import plan as cpu_plan
 from nnburst.cpu.executor import PreparedModel
 from nnburst.cpu.ops import conv
 from nnburst.cpu.ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
@@ -32,6 +33,14 @@ from nnburst.operands import OperandInfo
 from .op_models import model
 
 PATHS = available_paths()
+
+
+@pytest.fixture
+def unplanned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-operation model is one C plan (the plan's conv steps are compared in
+    test_cpu_plan*); these tests count the operation's own bound kernel, so no
+    run is planned while they prepare."""
+    monkeypatch.setattr(cpu_plan, "MIN_RUN", 1 << 30)
 
 
 def reference(x, weights, filter_hw, bias, win, bounds):
@@ -161,7 +170,7 @@ def _conv_model(rng: np.random.Generator, c: int, o: int, fh: int, stride: int, 
      (8, 5, 3, 1, FuseCode.RELU1)],
 )  # fmt: skip
 def test_conv_2d_runs_the_packed_kernel_and_matches_the_old_route(
-    c: int, o: int, fh: int, stride: int, fuse: int
+    c: int, o: int, fh: int, stride: int, fuse: int, unplanned: None
 ) -> None:
     rng = np.random.default_rng(c * o)
     hal_model = _conv_model(rng, c, o, fh, stride, fuse)
@@ -247,7 +256,7 @@ def _depthwise_model(rng: np.random.Generator, c: int, fh: int, stride: int) -> 
 @pytest.mark.skipif(not vector_path(), reason="the operation binds the kernel on a vector path")
 @pytest.mark.parametrize(("c", "fh"), [(24, 3), (37, 5), (8, 3)])
 def test_depthwise_conv_2d_runs_the_packed_kernel_and_matches_the_old_route(
-    c: int, fh: int
+    c: int, fh: int, unplanned: None
 ) -> None:
     rng = np.random.default_rng(c)
     hal_model = _depthwise_model(rng, c, fh, 1)

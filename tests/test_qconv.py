@@ -28,6 +28,7 @@ from nnburst._bindings.qconv import (
 from nnburst.codes import FuseCode, PaddingCode
 from nnburst.codes import OperandCode as T
 from nnburst.codes import OperationCode as Op
+from nnburst.cpu import plan as cpu_plan
 from nnburst.cpu.executor import PreparedModel
 from nnburst.cpu.ops import conv, fixed_point, fully_connected
 from nnburst.cpu.ops.window_geometry import Window2D
@@ -38,6 +39,14 @@ from .op_models import model
 
 PATHS = available_paths()
 RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127)}
+
+
+@pytest.fixture
+def unplanned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-operation model is one C plan (the plan's conv steps are compared in
+    test_cpu_plan*); these tests count the operation's own bound kernel, so no
+    run is planned while they prepare."""
+    monkeypatch.setattr(cpu_plan, "MIN_RUN", 1 << 30)
 
 
 def reference(x, weights, filter_hw, bias, requant, win, in_zp, out_type, bounds, depthwise=False):
@@ -313,7 +322,7 @@ def _operation_models() -> list[tuple[str, Any, np.ndarray]]:
     not vector_path(), reason="the operations bind the kernels on a vector path only"
 )
 @pytest.mark.parametrize("case", _operation_models(), ids=lambda c: c[0])
-def test_operations_run_the_kernels_and_match_the_float_route(case: Any) -> None:
+def test_operations_run_the_kernels_and_match_the_float_route(case: Any, unplanned: None) -> None:
     """A prepared quantized convolution, depthwise convolution and fully
     connected layer run QuantConv, and give the float route's bytes."""
     _, hal_model, x = case
