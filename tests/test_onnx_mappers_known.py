@@ -95,3 +95,60 @@ def test_upsample_repeats_each_pixel_by_its_scale(opset: int, scales: list[float
         (got,) = run(x)
     want = np.repeat(np.repeat(x, int(scales[2]), axis=2), int(scales[3]), axis=3)
     np.testing.assert_array_equal(got, want)
+
+
+PADS = [
+    ("edge", np.float32, (1, 3, 4), [0, 2, 0, 0, 1, 3]),
+    ("edge", np.int32, (2, 1, 3), [1, 2, 0, 0, 3, 1]),  # an axis of one element
+    ("wrap", np.float32, (2, 3, 4), [0, 2, 5, 1, 4, 3]),
+    ("wrap", np.int32, (3, 2), [2, 1, 0, 3]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode,dtype,shape,pads", PADS, ids=range(len(PADS)))
+def test_pads_by_gather_match_onnxruntime(mode: str, dtype: Any, shape: tuple[int, ...],
+                                          pads: list[int]) -> None:  # fmt: skip
+    kind = {np.int32: TensorProto.INT32, np.float32: TensorProto.FLOAT}
+    model = make_model(
+        [helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)],
+        [helper.make_tensor_value_info("x", kind[dtype], list(shape))],
+        [helper.make_tensor_value_info("y", kind[dtype], [f"d{i}" for i in range(len(shape))])],
+        {"pads": np.array(pads, np.int64)},
+        opset=19,
+    )
+    if dtype == np.float32:
+        x = RNG.standard_normal(shape).astype(dtype)
+    else:
+        x = RNG.integers(-1000, 1000, shape).astype(dtype)
+    against_onnxruntime(model, {"x": x})
+
+
+@pytest.mark.parametrize(
+    "attributes,x,scales",
+    [
+        (
+            {"mode": "linear", "antialias": 1},
+            (1, 2, 5, 9),
+            [1, 1, 1.6, 0.5],
+        ),  # up one axis, down the other
+        ({"mode": "cubic", "antialias": 1}, (1, 1, 4, 12), [1, 1, 2.5, 0.75]),
+    ],
+)
+def test_antialiasing_only_widens_a_downscale(attributes: dict[str, Any], x: tuple[int, ...],
+                                              scales: list[float]) -> None:  # fmt: skip
+    from .test_onnx_resize_pool import _resize
+
+    model = _resize(attributes, x, scales)
+    against_onnxruntime(model, {"x": RNG.standard_normal(x).astype(np.float32)})
+
+
+def test_an_antialiased_downscale_of_up_to_4096_taps_a_row_maps() -> None:
+    """Cubic's reach is 2 input positions, times 1 / scale when antialiasing: a
+    1/1024 downscale takes 4096 taps a row, the most that maps; 2/2050 is refused."""
+    from .test_onnx_resize_pool import _resize
+
+    model = _resize({"mode": "cubic", "antialias": 1}, (1, 1, 1, 2048), sizes=[1, 1, 1, 2])
+    against_onnxruntime(model, {"x": RNG.standard_normal((1, 1, 1, 2048)).astype(np.float32)})
+    wider = _resize({"mode": "cubic", "antialias": 1}, (1, 1, 1, 2050), sizes=[1, 1, 1, 2])
+    with pytest.raises(nn_onnx.UnsupportedModelError, match="rows of over 4096 taps"):
+        nn_onnx.load(wider)

@@ -173,6 +173,7 @@ GROUPS = {
             "tests/test_onnx_attention.py",
             "tests/test_onnx_quantized_inputs.py",
             "tests/test_onnx_mappers_known.py",
+            "tests/test_onnx_attention_windows.py",
             "-k",
             "not node_tests and not real_models and not nnburst_run and not nnburst_bench",
         ),
