@@ -88,12 +88,17 @@ def _upsample(x: tuple[int, ...], scales: list[float], opset: int) -> Any:
 
 
 @pytest.mark.parametrize("opset", [7, 9])
-@pytest.mark.parametrize("scales", [[1.0, 1.0, 2.0, 3.0], [1.0, 1.0, 3.0, 2.0]])
+@pytest.mark.parametrize(
+    "scales", [[1.0, 1.0, 2.0, 3.0], [1.0, 1.0, 3.0, 2.0], [2.0, 1.0, 1.0, 3.0]]
+)
 def test_upsample_repeats_each_pixel_by_its_scale(opset: int, scales: list[float]) -> None:
+    """(the last scales a batch axis: not NNAPI's resize, gathered by the scales)"""
     x = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
     with nn_onnx.Runner(nn_onnx.load(_upsample(x.shape, scales, opset)), cache_dir=None) as run:
         (got,) = run(x)
-    want = np.repeat(np.repeat(x, int(scales[2]), axis=2), int(scales[3]), axis=3)
+    want = x
+    for axis, scale in enumerate(scales):
+        want = np.repeat(want, int(scale), axis=axis)
     np.testing.assert_array_equal(got, want)
 
 
