@@ -211,6 +211,7 @@ GROUPS = {
             "tests/test_cpu_plan_inputs.py",
             "tests/test_cpu_plan_layers.py",
             "tests/test_cpu_plan_more.py",
+            "tests/test_cpu_plan_arena.py",
         ),
     ),
     "spin": Group(("nnburst/hal/spin.py",), ("tests/test_spin.py",)),
