@@ -171,3 +171,20 @@ def test_conv_integer_with_a_zero_point_fed_at_run_time(w_dtype: Any) -> None:
         for j in range(5):
             want[0, :, i, j] = np.tensordot(w, x[0, :, i : i + 3, j : j + 3], axes=3)
     np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
+@pytest.mark.parametrize("dtype", [U8, I8])
+def test_a_folded_dequantize_of_weights_with_a_far_zero_point(dtype: Any) -> None:
+    """DequantizeLinear of constant weights is computed at load: a uint8 zero point
+    of 200 (or an int8 one of -100) must stay that number, not wrap."""
+    zero = np.array(200 if dtype == U8 else -100, dtype)
+    values = {"x": RNG.standard_normal((3, 6)).astype(F32)}
+    constants = {"w": _bytes(dtype, (6, 4)), "ws": np.array(0.02, F32), "wz": zero}
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"]),
+        helper.make_node("MatMul", ["x", "wf"], ["y"]),
+    ]
+    model = _model(nodes, values, {"y": F32}, constants)
+    (got,) = _ours(model, values)
+    weights = (constants["w"].astype(np.int64) - int(zero)).astype(F32) * F32(0.02)
+    np.testing.assert_allclose(got, values["x"] @ weights, rtol=1e-5, atol=1e-5)
