@@ -188,3 +188,21 @@ def test_a_folded_dequantize_of_weights_with_a_far_zero_point(dtype: Any) -> Non
     (got,) = _ours(model, values)
     weights = (constants["w"].astype(np.int64) - int(zero)).astype(F32) * F32(0.02)
     np.testing.assert_allclose(got, values["x"] @ weights, rtol=1e-5, atol=1e-5)
+
+
+def test_qlinear_conv_whose_sums_pass_two_to_the_24_adds_its_bias_in_int32() -> None:
+    """3·3·300 products of up to 255·255 pass 2**24: the accumulator is built from
+    exact int32 digits, and the bias is added to it in int32."""
+    channels = 2
+    values = {
+        "x": _bytes(U8, (1, 300, 5, 5)), "xs": np.array(0.05, F32), "xz": np.array(0, U8),
+        "w": _bytes(U8, (channels, 300, 3, 3)), "ws": np.array(0.0001, F32), "wz": np.array(0, U8),
+        "ys": np.array(2.5, F32), "yz": np.array(3, U8),
+        "b": np.array([-4_000_000, 9_000_000], np.int32),
+    }  # fmt: skip
+    nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                              ["y"])]  # fmt: skip
+    inputs, constants = _split(values, {"x"})
+    model = _model(nodes, inputs, {"y": U8}, constants)
+    got = _exactly_as_onnxruntime(model, inputs)
+    assert len(np.unique(got)) > 4
