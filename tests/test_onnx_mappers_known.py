@@ -52,6 +52,7 @@ POOLS = [
     ("AveragePool", (1, 2, 7, 6), {"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
     ("MaxPool", (1, 2, 6, 7), {"kernel_shape": [2, 3], "auto_pad": "SAME_LOWER", "strides": [2, 2]}),
     ("AveragePool", (1, 1, 6, 7), {"kernel_shape": [2, 3], "auto_pad": "VALID", "strides": [2, 2]}),
+    ("AveragePool", (1, 2, 5, 6), {"kernel_shape": [2, 2], "auto_pad": "VALID"}),
 ]  # fmt: skip
 
 
