@@ -6,6 +6,7 @@ kernel does not take)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -66,6 +67,28 @@ def _split(values: dict[str, np.ndarray], fed: set[str]) -> tuple[dict, dict]:
     return inputs, {k: v for k, v in values.items() if k not in fed}
 
 
+def _requantized_conv(values: dict[str, np.ndarray], pads: tuple[int, int, int, int]) -> np.ndarray:
+    """QLinearConv computed exactly: integer sums, plus bias, times the float32
+    multiplier, rounded half to even, plus the zero point, saturated.  (onnxruntime's
+    x86 kernels without VNNI sum byte products in saturating int16 pairs, so its
+    uint8 results are not always ONNX's integers.)"""
+    top, left, bottom, right = pads
+    x = values["x"].astype(np.int64) - values["xz"].astype(np.int64)
+    x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    w = values["w"].astype(np.int64) - values["wz"].astype(np.int64).reshape(-1, 1, 1, 1)
+    kh, kw = w.shape[2:]
+    oh, ow = x.shape[2] - kh + 1, x.shape[3] - kw + 1
+    sums = np.zeros((1, w.shape[0], oh, ow), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            sums[0, :, i, j] = np.tensordot(w, x[0, :, i : i + kh, j : j + kw], axes=3)
+    sums += values["b"].astype(np.int64).reshape(-1, 1, 1)
+    scale = (values["xs"] * values["ws"] / values["ys"]).astype(F32).reshape(-1, 1, 1)
+    want = np.rint(sums.astype(F32) * scale) + values["yz"].astype(F32)
+    info = np.iinfo(values["yz"].dtype)
+    return np.clip(want, info.min, info.max).astype(values["yz"].dtype)
+
+
 MATMUL_FED = [
     {"a", "as", "az", "bs", "bz", "ys", "yz"},  # every parameter at run time
     {"a", "as", "ys"},  # the scales only
@@ -94,7 +117,7 @@ def test_qlinear_matmul_with_parameters_fed_at_run_time(dtype: Any, fed: set[str
 @pytest.mark.parametrize("fed", [{"x"}, {"x", "xs", "xz", "ws", "ys", "yz"}], ids=["consts", "fed"])
 def test_qlinear_conv_with_few_channels_per_channel_scales(channels: int, fed: set[str]) -> None:
     """Per-channel w_scale of two or three channels, constant or fed: each output
-    channel requantized by its own multiplier."""
+    channel requantized by its own multiplier (the exact integers decide)."""
     dtype = U8
     w_scale = np.array([0.002, 0.02, 0.009][:channels], F32)
     values = {
@@ -107,8 +130,8 @@ def test_qlinear_conv_with_few_channels_per_channel_scales(channels: int, fed: s
                               ["y"], pads=[1, 0, 1, 2])]  # fmt: skip
     inputs, constants = _split(values, fed)
     model = _model(nodes, inputs, {"y": dtype}, constants)
-    got = _exactly_as_onnxruntime(model, inputs)
-    assert got.shape == (1, channels, 7, 6)
+    (got,) = _ours(model, inputs)
+    np.testing.assert_array_equal(got, _requantized_conv(values, (1, 0, 1, 2)))
 
 
 def test_qlinear_matmul_with_a_scale_per_column() -> None:
@@ -192,7 +215,7 @@ def test_a_folded_dequantize_of_weights_with_a_far_zero_point(dtype: Any) -> Non
 
 def test_qlinear_conv_whose_sums_pass_two_to_the_24_adds_its_bias_in_int32() -> None:
     """3·3·300 products of up to 255·255 pass 2**24: the accumulator is built from
-    exact int32 digits, and the bias is added to it in int32."""
+    exact int32 digits, and the bias is added to it in int32 (the exact integers decide)."""
     channels = 2
     values = {
         "x": _bytes(U8, (1, 300, 5, 5)), "xs": np.array(0.05, F32), "xz": np.array(0, U8),
@@ -204,5 +227,18 @@ def test_qlinear_conv_whose_sums_pass_two_to_the_24_adds_its_bias_in_int32() -> 
                               ["y"])]  # fmt: skip
     inputs, constants = _split(values, {"x"})
     model = _model(nodes, inputs, {"y": U8}, constants)
-    got = _exactly_as_onnxruntime(model, inputs)
+    (got,) = _ours(model, inputs)
+    np.testing.assert_array_equal(got, _requantized_conv(values, (0, 0, 0, 0)))
     assert len(np.unique(got)) > 4
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by this file's tests under other random data: one output of a per-channel "
+    "uint8 QLinearConv is 1 off the exact integers (and onnxruntime); to investigate",
+)
+def test_qlinear_conv_per_channel_on_data_where_it_is_one_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "RNG", np.random.default_rng(6))
+    test_qlinear_conv_with_few_channels_per_channel_scales(2, {"x"})
