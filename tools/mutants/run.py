@@ -19,6 +19,7 @@ Usage: ``tox -e mutants`` or ``python tools/mutants/run.py [--only fmq,c] [--job
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import os
 import re
 import shutil
@@ -170,6 +171,9 @@ GROUPS = {
             "tests/test_onnx_quantized.py",
             "tests/test_onnx_resize_pool.py",
             "tests/test_onnx_attention.py",
+            "tests/test_onnx_quantized_inputs.py",
+            "tests/test_onnx_mappers_known.py",
+            "tests/test_onnx_attention_windows.py",
             "-k",
             "not node_tests and not real_models and not nnburst_run and not nnburst_bench",
         ),
@@ -191,6 +195,9 @@ GROUPS = {
             "tests/test_graph_optimiser.py",
             "tests/test_graph_optimiser_guards.py",
             "tests/test_graph_optimiser_more.py",
+            "tests/test_graph_optimiser_leaky.py",
+            "tests/test_pad_fold.py",
+            "tests/test_pad_fold_refusals.py",
         ),
     ),
     # The C plan's planner (which runs become one C call, their steps and arena),
@@ -204,6 +211,7 @@ GROUPS = {
             "tests/test_cpu_plan_inputs.py",
             "tests/test_cpu_plan_layers.py",
             "tests/test_cpu_plan_more.py",
+            "tests/test_cpu_plan_arena.py",
         ),
     ),
     "spin": Group(("nnburst/hal/spin.py",), ("tests/test_spin.py",)),
@@ -395,10 +403,14 @@ def sweep_segments(tree: Path) -> None:
 STATUS = re.compile(r"^\s*(\S+): (.+)$")
 
 
-def run_group(name: str, group: Group, base: Path, jobs: int) -> dict[str, str]:
+def run_group(
+    name: str, group: Group, base: Path, jobs: int, only: tuple[str, ...] = ()
+) -> dict[str, str]:
     """mutant name -> mutmut status for one group.  A work tree left by an
     earlier run in ``base`` is reused: mutmut resumes where it stopped, and the
-    survivors of that run are tested again against the checkout's current tests."""
+    survivors of that run are tested again against the checkout's current tests.
+    ``only`` (mutmut name patterns) restricts the run and the score to those
+    mutants, e.g. the functions a new test file targets in a slow group."""
     tree = base / name
     resumed = (tree / "pyproject.toml").exists()
     if not resumed:
@@ -422,7 +434,7 @@ def run_group(name: str, group: Group, base: Path, jobs: int) -> dict[str, str]:
     log = base / f"{name}.log"
 
     def run(*names: str) -> None:
-        names = names or group.names
+        names = names or only or group.names
         with open(log, "a") as out:
             subprocess.run(
                 [*mutmut, "run", "--max-children", str(jobs), *names],
@@ -450,6 +462,8 @@ def run_group(name: str, group: Group, base: Path, jobs: int) -> dict[str, str]:
     survivors = []
     if resumed:
         survivors = [n for n, s in results().items() if s not in (*KILLED, "not checked")]
+        if only:
+            survivors = [n for n in survivors if any(fnmatch.fnmatchcase(n, p) for p in only)]
     run()
     if survivors:
         run(*survivors)
@@ -462,6 +476,11 @@ def run_group(name: str, group: Group, base: Path, jobs: int) -> dict[str, str]:
         raise RuntimeError(
             f"mutmut checked no mutant of {name} (did the clean run fail?); see {log}"
         )
+    if only:
+        statuses = {
+            n: s for n, s in statuses.items() if any(fnmatch.fnmatchcase(n, p) for p in only)
+        }
+        print(f"{name}: only the {len(statuses)} mutants named by --names scored", flush=True)
     if group.focus:
         scored = {n: s for n, s in statuses.items() if re.search(group.focus, n)}
         print(
@@ -542,7 +561,15 @@ def main() -> int:
         type=Path,
         help="work trees go here and are kept; a later run with the same directory resumes",
     )
+    parser.add_argument(
+        "--names",
+        default="",
+        help="comma-separated mutmut name patterns (fnmatch, e.g. "
+        "'nnburst.onnx.ops.pooling.x__pool_by_taps*'): run and score only these mutants "
+        "of the chosen groups (a slow group's functions that new tests target)",
+    )
     args = parser.parse_args()
+    only = tuple(p.strip() for p in args.names.split(",") if p.strip())
     chosen = [g.strip() for g in args.only.split(",") if g.strip()]
     unknown = set(chosen) - {*GROUPS, "c"}
     if unknown:
@@ -557,7 +584,9 @@ def main() -> int:
     try:
         for name in chosen:
             started = time.monotonic()
-            found = run_c(base) if name == "c" else run_group(name, GROUPS[name], base, args.jobs)
+            found = (
+                run_c(base) if name == "c" else run_group(name, GROUPS[name], base, args.jobs, only)
+            )
             results.update(found)
             killed = sum(1 for s in found.values() if s in KILLED)
             print(
