@@ -204,6 +204,27 @@ def test_a_bad_nnburst_threads_is_refused_naming_it(value: str) -> None:
     assert "NNBURST_THREADS must be a thread count" in done.stderr
 
 
+_CACHED = """
+import os
+from nnburst import tflite
+from tests.model_cache import wheel_member
+from tests.test_kernel_threads import PALM
+palm = wheel_member("mediapipe", "0.10.14", PALM).read_bytes()
+tflite.Runner(palm, cache_dir=os.environ["CACHE_DIR"]).close()
+"""
+
+
+def test_a_bad_nnburst_threads_is_not_blamed_on_the_compilation_cache(tmp_path) -> None:
+    """The count is checked before the cache is read: a cache hit must not log
+    that a good entry "does not fit" (and prepare again) for the caller's error."""
+    first = run_python(_CACHED, {"CACHE_DIR": str(tmp_path)})
+    assert first.returncode == 0, first.stderr
+    done = run_python(_CACHED, {"CACHE_DIR": str(tmp_path), threads.THREADS_ENV: "-1"})
+    assert done.returncode != 0
+    assert "NNBURST_THREADS must be a thread count" in done.stderr
+    assert "does not fit" not in done.stderr
+
+
 @pytest.mark.parametrize("value", ["-1", "1000"])
 def test_serve_refuses_a_bad_threads_option(value: str) -> None:
     from nnburst.tools import serve

@@ -55,7 +55,7 @@ from ..operands import merge_dimensions
 from . import burst_plan
 from .heap import keep_freed_memory
 from .prepare import prepare_model
-from .threads import limit_blas_threads
+from .threads import limit_blas_threads, set_process_threads
 from .validate import validate_operation
 
 __all__ = [
@@ -159,6 +159,9 @@ class CpuPreparedModel(IPreparedModel):
     ) -> None:
         keep_freed_memory()  # every host of CPU models: this process, a driver service
         limit_blas_threads()  # likewise; a service has applied its --blas-threads already
+        # The kernel-thread default too, before the compilation cache: a bad
+        # NNBURST_THREADS is the caller's error, not a cache entry that "does not fit".
+        set_process_threads()
         self.model = model
         self.preference = PreferenceCode(preference)
         #: whether the compilation came from the cache (``cache``: its directory and token)
