@@ -193,38 +193,9 @@ def _lower(op: Any, subgraph: Subgraph) -> _Lowered | None:
             if step.macs > BLAS_MACS_IN_PLAN:
                 return None  # BLAS's matrix product, a step of its own, is faster
             return _kernel_step(op, subgraph, step)
-        if code in _BINARY or code in _CLAMPS or code in _UNARY:
-            return _elementwise(op, subgraph)
-        if code in _VIEWS:
-            return _view(op, subgraph)
-        if code == OperationCode.CONCATENATION:
-            return _concatenation(op, subgraph)
-        if code in (OperationCode.SLICE, OperationCode.STRIDED_SLICE):
-            return _slice(op, subgraph)
-        if code == OperationCode.TRANSPOSE:
-            return _transpose(op, subgraph)
-        if code == OperationCode.DEPTH_TO_SPACE:
-            return _depth_to_space(op, subgraph)
-        if code == OperationCode.PAD:
-            return _pad(op, subgraph)
-        if code in _FLOAT_UNARY and _info(subgraph, op.inputs[0]).code == _F32:
-            return _float_unary(op, subgraph)
-        if code in _BYTE_FUNCTIONS:
-            return _byte_function(op, subgraph)
-        if code == OperationCode.DEQUANTIZE:
-            return _dequantize(op, subgraph)
-        if code == OperationCode.MIRROR_PAD:
-            return _mirror_pad(op, subgraph)
-        if code == OperationCode.GATHER:
-            return _gather(op, subgraph)
-        if code == OperationCode.RESIZE_BILINEAR:
-            return _resize_bilinear(op, subgraph)
-        if code == OperationCode.RESIZE_NEAREST_NEIGHBOR:
-            return _resize_nearest(op, subgraph)
-        if code == OperationCode.MEAN:
-            return _mean(op, subgraph)
-        if code == OperationCode.SOFTMAX:
-            return _softmax(op, subgraph)
+        lowering = _LOWERINGS.get(code)
+        if lowering is not None:
+            return lowering(op, subgraph)
     except (ValueError, TypeError, IndexError, OverflowError):  # parameters it does not take
         return None
     return None
@@ -1002,3 +973,32 @@ def _resize_nearest(op: Any, subgraph: Subgraph) -> _Lowered | None:
             )  # fmt: skip
             steps.append(_Step(c_plan.COPY, x, y, params=params))
     return _Lowered(tuple(steps))
+
+
+def _unary_by_type(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """LOGISTIC, SQRT, TANH: the float function, or the 8-bit one's byte table."""
+    code = op.signature.code
+    if code in _FLOAT_UNARY and _info(subgraph, op.inputs[0]).code == _F32:
+        return _float_unary(op, subgraph)
+    return _byte_function(op, subgraph) if code in _BYTE_FUNCTIONS else None
+
+
+#: How each operation the C plan computes becomes steps (a bound kernel aside).
+_LOWERINGS: dict[int, Callable[[Any, Subgraph], _Lowered | None]] = {
+    **dict.fromkeys((*_BINARY, *_CLAMPS, *_UNARY), _elementwise),
+    **dict.fromkeys(_VIEWS, _view),
+    **dict.fromkeys((*_FLOAT_UNARY, *_BYTE_FUNCTIONS), _unary_by_type),
+    OperationCode.CONCATENATION: _concatenation,
+    OperationCode.SLICE: _slice,
+    OperationCode.STRIDED_SLICE: _slice,
+    OperationCode.TRANSPOSE: _transpose,
+    OperationCode.DEPTH_TO_SPACE: _depth_to_space,
+    OperationCode.PAD: _pad,
+    OperationCode.DEQUANTIZE: _dequantize,
+    OperationCode.MIRROR_PAD: _mirror_pad,
+    OperationCode.GATHER: _gather,
+    OperationCode.RESIZE_BILINEAR: _resize_bilinear,
+    OperationCode.RESIZE_NEAREST_NEIGHBOR: _resize_nearest,
+    OperationCode.MEAN: _mean,
+    OperationCode.SOFTMAX: _softmax,
+}
