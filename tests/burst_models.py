@@ -20,6 +20,11 @@ NBYTES = 48
 
 
 def add_model() -> HalModel:
+    return binary_model(OperationCode.ADD)
+
+
+def binary_model(code: OperationCode) -> HalModel:
+    """One float32 [3, 4] operation of two inputs and a fuse code (ADD, MUL, ...)."""
     tensor = OperandInfo(OperandCode.TENSOR_FLOAT32, SHAPE)
     operands = [
         Operand(tensor, Lifetime.SUBGRAPH_INPUT),
@@ -27,9 +32,7 @@ def add_model() -> HalModel:
         Operand(OperandInfo(OperandCode.INT32, ()), Lifetime.CONSTANT_COPY, np.array(0, np.int32)),
         Operand(tensor, Lifetime.SUBGRAPH_OUTPUT),
     ]
-    return HalModel(
-        Subgraph(operands, [Operation(OperationCode.ADD, (0, 1, 2), (3,))], (0, 1), (3,))
-    )
+    return HalModel(Subgraph(operands, [Operation(code, (0, 1, 2), (3,))], (0, 1), (3,)))
 
 
 class Pools:

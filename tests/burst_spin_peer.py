@@ -1,4 +1,5 @@
-"""Service side of the burst spin tests (``python -m tests.burst_spin_peer serve FD PREFERENCE``).
+"""Service side of the burst C path's and spin policy's cross-process tests
+(``python -m tests.burst_spin_peer serve FD PREFERENCE``).
 
 Serves bursts of the ADD+MUL model (one C plan: repeats are answered in C)
 prepared with PREFERENCE (its polling window) on an inherited socket until

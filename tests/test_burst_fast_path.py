@@ -3,7 +3,7 @@ burst is answered in C, with the Python path's results, and everything that
 is not exactly the armed request (another slot, offset, shape, measure
 flag, a freed memory, a hostile packet, the burst's close) goes back to the
 Python path.  The server runs in a thread of this process and in another
-process (tests/burst_fast_peer.py)."""
+process (tests/burst_spin_peer.py)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ def open_driver(mode: str):
         "process",
         "serve",
         theirs.fileno(),
-        module="tests.burst_fast_peer",
+        "FAST_SINGLE_ANSWER",  # the driver's default preference
+        module="tests.burst_spin_peer",
         pass_fds=(theirs.fileno(),),
         capture_stdout=True,
     )

@@ -8,32 +8,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnburst.codes import ErrorStatus, OperandCode, OperationCode
+from nnburst.codes import ErrorStatus, OperationCode
 from nnburst.cpu import plan as cpu_plan
 from nnburst.cpu.driver import cpu_device
 from nnburst.hal.burst_controller import ExecutionBurstController
-from nnburst.hal.model import HalModel, Lifetime, Operand, Operation, Subgraph
 from nnburst.hal.types import DataLocation, MeasureTiming, Request, RequestArgument
 from nnburst.memory import Memory
-from nnburst.operands import OperandInfo
 
-SHAPE, NBYTES = (3, 4), 48
-
-
-def one_op_model(code: OperationCode) -> HalModel:
-    tensor = OperandInfo(OperandCode.TENSOR_FLOAT32, SHAPE)
-    operands = [
-        Operand(tensor, Lifetime.SUBGRAPH_INPUT),
-        Operand(tensor, Lifetime.SUBGRAPH_INPUT),
-        Operand(OperandInfo(OperandCode.INT32, ()), Lifetime.CONSTANT_COPY, np.array(0, np.int32)),
-        Operand(tensor, Lifetime.SUBGRAPH_OUTPUT),
-    ]
-    return HalModel(Subgraph(operands, [Operation(code, (0, 1, 2), (3,))], (0, 1), (3,)))
+from .burst_models import NBYTES, SHAPE, binary_model
 
 
 def burst_run(code: OperationCode, repeats: int) -> tuple[int, bool]:
     """``repeats`` executions through a burst (results checked); (answered in C, planned)."""
-    prepared = cpu_device().prepare_model(one_op_model(code))
+    prepared = cpu_device().prepare_model(binary_model(code))
     memory = Memory.create_shared(3 * NBYTES)
     try:
         whole = np.frombuffer(memory.buffer, np.float32)
