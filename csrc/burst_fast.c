@@ -1,6 +1,6 @@
-/* The burst server's fast path: see burst_fast.h.
+/* A burst's fast paths: see burst_fast.h.
  *
- * Memory ordering.  armed and stop are written by other threads (a free
+ * Memory ordering (the server's path).  armed and stop are written by other threads (a free
  * of a slot from the client's connection thread, the burst's close) and
  * read here once per request, after the request was read from the queue:
  * stores are release (nnb_burst_fast_*), loads acquire.  A client frees a
@@ -84,4 +84,42 @@ int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t
         if (spin_ns > 0) f->spun++;
         if (max_waits > 0 && f->waits >= max_waits) return (int64_t)n;
     }
+}
+
+/* The client's path.  Memory ordering: the inputs are copied into the
+ * staging memory before nnb_fmq_round_trip publishes the request (release
+ * store of the request queue's write counter; the server's read acquires
+ * it), and the outputs are copied out after the answer was read (the
+ * server wrote them before its release store of the result queue's write
+ * counter, which the read acquires).  The staging memory is a sealed memfd
+ * this process created: the server cannot shrink it under these copies,
+ * whose bounds were checked against it when the struct was filled. */
+int64_t nnb_burst_repeat(nnb_burst_repeat_t *r, int64_t deadline_ns) {
+    r->same = 0;
+    for (int64_t i = 0; i < r->in_count; i++)
+        memcpy(r->in_to[i], r->in_from[i], (size_t)r->in_bytes[i]);
+    /* Timed for the policy, unless it never spins (no window, no limit). */
+    int timed = r->spin_ns > 0 || r->max_waits > 0;
+    int64_t start = timed ? nnb_monotonic_ns() : 0;
+    int64_t got = nnb_fmq_round_trip(r->rt, r->packet_datums, deadline_ns, r->spin_ns);
+    if (got <= 0) return got;
+    if (timed) {
+        int64_t waited = nnb_monotonic_ns() - start;
+        if (waited <= 0) waited = 1;
+        r->waits++;
+        r->waited_ns += waited;
+        if (r->spin_ns > 0 && waited > r->spin_ns) {
+            r->missed_ns = waited;
+            r->due = 1;
+        } else if (r->max_waits > 0 && r->waits >= r->max_waits) {
+            r->due = 1;
+        }
+    }
+    if ((uint64_t)got != r->result_datums) return got;
+    if (memcmp(r->rt->reply, r->result, r->result_datums * DATUM_BYTES) != 0) return got;
+    for (int64_t i = 0; i < r->out_count; i++)
+        memcpy(r->out_to[i], r->out_from[i], (size_t)r->out_bytes[i]);
+    r->same = 1;
+    r->answered++;
+    return got;
 }

@@ -1,5 +1,6 @@
-/* A burst server's fast path (burst_fast.c; bound by
- * nnburst/_bindings/burst_fast.py, armed by nnburst/hal/burst_server.py).
+/* A burst's fast paths, both ends (burst_fast.c; bound by
+ * nnburst/_bindings/burst_fast.py).  The server's is armed by
+ * nnburst/hal/burst_server.py, the client's by nnburst/hal/burst_controller.py.
  *
  * A burst mostly repeats one request: the same packet bytes (slots,
  * offsets, lengths, shapes, measure flag).  Once the Python server has
@@ -75,6 +76,51 @@ void nnb_burst_fast_stop(nnb_burst_fast_t *f);
  * counted but not timed. */
 int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t n,
                              int64_t spin_ns, int64_t max_waits);
+
+/* The client's end: a request the burst sends again as it is (the same
+ * packet, already in the round trip's request buffer) after its inputs
+ * were copied into the staging memory, and whose answer, when it is
+ * byte-for-byte the result the client parsed last time (a success without
+ * timing), needs no parsing: the outputs are copied back here.  Anything
+ * else (another answer, no answer, an error) goes back to Python, which
+ * parses it as it parses every packet.  Filled once by the client's
+ * thread; only that thread calls nnb_burst_repeat. */
+typedef struct {
+    nnb_round_trip_t *rt;        /* the client's: writes requests, reads results */
+    uint64_t packet_datums;      /* the packet in rt->request */
+    const uint32_t *result;      /* the expected answer, 6 words a datum */
+    uint64_t result_datums;
+    int64_t in_count;            /* the caller's buffers copied into the staging memory */
+    void *const *in_to;
+    void *const *in_from;
+    const int64_t *in_bytes;
+    int64_t out_count;           /* the staging memory's outputs copied back */
+    void *const *out_to;
+    void *const *out_from;
+    const int64_t *out_bytes;
+    int same;                    /* out: the answer was the expected one; outputs copied */
+    uint64_t answered;           /* calls whose answer was the expected one (statistics, tests) */
+    /* The caller's spin policy, as the server's (nnb_burst_fast_serve): the
+     * window and how many waits it holds for (0: no limit), set by the
+     * caller; what the waits took since, accumulated here until due says
+     * the policy must hear of them (max_waits reached, or a wait that spun
+     * for spin_ns and still had to sleep: a miss, its length missed_ns).
+     * The caller records them, resets the four and sets a new window. */
+    int64_t spin_ns;
+    int64_t max_waits;
+    int64_t waits;
+    int64_t waited_ns;
+    int64_t missed_ns;
+    int due;
+} nnb_burst_repeat_t;
+
+/* Copy the inputs in, send the packet, wait (r->spin_ns, then the futex, up
+ * to the absolute deadline_ns; negative: none) and read the answer into
+ * rt->reply; when it is the expected one, copy the outputs back and set
+ * same.  Returns what nnb_fmq_round_trip returned (the answer's datums, 0
+ * or a negative errno: rt->wrote says whether the request went out); a
+ * round trip that got no answer is not counted as a wait. */
+int64_t nnb_burst_repeat(nnb_burst_repeat_t *r, int64_t deadline_ns);
 /* cffi cdef end */
 
 #endif

@@ -370,6 +370,7 @@ class _Lib:
     def nnb_burst_fast_serve(
         self, f: CData, rt: CData, n: int, spin_ns: int, max_waits: int
     ) -> int: ...
+    def nnb_burst_repeat(self, r: CData, deadline_ns: int) -> int: ...
 
 ffi: _FFI
 lib: _Lib

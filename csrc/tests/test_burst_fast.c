@@ -3,6 +3,7 @@
  * changed one; the server answers the K in C (outputs copied into place,
  * the result written) and hands the changed one back.  Then: a disarmed or
  * stopped struct serves nothing, and a teardown ends the wait with -EPIPE.
+ * The client sends its repeats with nnb_burst_repeat (the client's C path).
  * Usage: test_burst_fast [K]. */
 #include <errno.h>
 #include <pthread.h>
@@ -61,18 +62,47 @@ static uint32_t packet[4 * 6], changed[4 * 6];
 static float a[12], b[12], target[12];
 static long repeats;
 
+/* The client's end is nnb_burst_repeat: the caller's input (user_a) is
+ * copied into the "staging" buffer a, the output copied from target into
+ * user_out, as a Python client's StagedRequest would. */
+static float user_a[12], user_out[12];
+static const uint32_t expected[2 * 6] = {0, 0, 2, 0, 1, 0,
+                                          3, 0, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF};
+
 static void *client(void *arg) {
     (void)arg;
-    uint32_t reply[COUNT * 6];
+    uint32_t reply[COUNT * 6], other[2 * 6];
+    nnb_round_trip_t rt = {requests, packet, COUNT, results, reply, COUNT, 0};
+    void *in_to[1] = {a}, *in_from[1] = {user_a}, *out_to[1] = {user_out}, *out_from[1] = {target};
+    static const int64_t sizes[1] = {48};
+    nnb_burst_repeat_t r;
+    memset(&r, 0, sizeof r);
+    r.rt = &rt, r.packet_datums = 4, r.result = expected, r.result_datums = 2;
+    r.in_count = 1, r.in_to = in_to, r.in_from = in_from, r.in_bytes = sizes;
+    r.out_count = 1, r.out_to = out_to, r.out_from = out_from, r.out_bytes = sizes;
+    r.spin_ns = 1000, r.max_waits = 5;
+    long reports = 0;
     for (long k = 0; k < repeats; k++) {
-        for (int i = 0; i < 12; i++) a[i] = (float)(k + i); /* the server reads it next */
-        CHECK(nnb_fmq_write_blocking(requests, packet, 4, NNB_EF_NOT_FULL, NNB_EF_NOT_EMPTY,
-                                     -1, 1000) == 0);
-        int64_t n = nnb_fmq_read_available_blocking(results, reply, COUNT, NNB_EF_NOT_FULL,
-                                                    NNB_EF_NOT_EMPTY, -1, 1000);
-        CHECK(n == 2 && reply[0] == 0 && reply[6] == 3);
-        for (int i = 0; i < 12; i++) CHECK(target[i] == (float)(k + i) + b[i]);
+        for (int i = 0; i < 12; i++) user_a[i] = (float)(k + i);
+        CHECK(nnb_burst_repeat(&r, -1) == 2 && r.same == 1);
+        for (int i = 0; i < 12; i++) CHECK(user_out[i] == (float)(k + i) + b[i]);
+        CHECK(r.waits <= 5 && r.waited_ns >= r.waits && r.missed_ns <= r.waited_ns);
+        if (r.due) { /* the policy's turn: 5 waits, or a miss past the 1 µs window */
+            CHECK(r.waits == 5 || r.missed_ns > 1000);
+            r.waits = r.waited_ns = r.missed_ns = r.due = 0;
+            reports++;
+        }
     }
+    CHECK(r.answered == (uint64_t)repeats && reports >= repeats / 5);
+    /* An answer other than the expected one: left in reply, nothing copied. */
+    memcpy(other, expected, sizeof other);
+    other[3] ^= 1;
+    r.result = other;
+    for (int i = 0; i < 12; i++) user_out[i] = -1.0f;
+    CHECK(nnb_burst_repeat(&r, -1) == 2 && r.same == 0 && r.answered == (uint64_t)repeats);
+    CHECK(memcmp(reply, expected, sizeof expected) == 0);
+    for (int i = 0; i < 12; i++) CHECK(user_out[i] == -1.0f);
+    /* Then a changed packet, which the server hands back to its caller. */
     CHECK(nnb_fmq_write_blocking(requests, changed, 4, NNB_EF_NOT_FULL, NNB_EF_NOT_EMPTY, -1,
                                  1000) == 0);
     return NULL;
@@ -125,7 +155,7 @@ int main(int argc, char **argv) {
     CHECK(calls >= repeats / 3); /* every third wait at the latest came back */
     CHECK(pthread_join(thread, NULL) == 0);
     CHECK(n == 4 && memcmp(request_buffer, changed, sizeof changed) == 0);
-    CHECK(f.served == (uint64_t)repeats);
+    CHECK(f.served == (uint64_t)repeats + 1); /* the last one was answered unexpected */
 
     /* The queue torn down first: a serve that goes on where it must not
      * returns -EPIPE below instead of waiting for a request that never comes. */
@@ -133,19 +163,20 @@ int main(int argc, char **argv) {
     /* The armed packet, but disarmed or stopped: handed back at once. */
     memcpy(request_buffer, packet, sizeof packet);
     nnb_burst_fast_disarm(&f);
-    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0, 0) == 4 && f.served == (uint64_t)repeats);
+    const uint64_t served = (uint64_t)repeats + 1;
+    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0, 0) == 4 && f.served == served);
     nnb_burst_fast_arm(&f);
     nnb_burst_fast_stop(&f);
-    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0, 0) == 4 && f.served == (uint64_t)repeats);
+    CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0, 0) == 4 && f.served == served);
     /* A shorter packet is never compared past its end. */
     f.stop = 0;
-    CHECK(nnb_burst_fast_serve(&f, &rt, 3, 0, 0) == 3 && f.served == (uint64_t)repeats);
+    CHECK(nnb_burst_fast_serve(&f, &rt, 3, 0, 0) == 3 && f.served == served);
 
     /* Torn down while waiting for the next request: -EPIPE, the result written. */
     CHECK(nnb_burst_fast_serve(&f, &rt, 4, 0, 0) == -EPIPE && rt.wrote == 1);
-    CHECK(f.served == (uint64_t)repeats + 1);
-    printf("burst_fast: %ld repeats answered in C (%ld waits past the window), the changed "
-           "packet handed back: ok\n",
+    CHECK(f.served == served + 1);
+    printf("burst_fast: %ld repeats sent and answered in C (%ld waits past the window), an "
+           "unexpected answer left to the caller, the changed packet handed back: ok\n",
            repeats, misses);
     free(private_out);
     return 0;

@@ -10,7 +10,7 @@ wrapper would return or raise.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -161,3 +161,120 @@ class BurstFastPath:
         if rc > 0:
             return rc
         return rt._settle(rc, int(self._struct.result_datums), None, spin_ns)
+
+
+_repeat = lib.nnb_burst_repeat
+
+
+class SpinRuns(Protocol):
+    """What :class:`BurstRepeat` asks of a spin policy (``nnburst.hal.spin.SpinPolicy``)."""
+
+    def window_run(self) -> tuple[int, int]: ...
+
+    def record_run(
+        self, window_ns: int, waits: int, waited_ns: int, missed_ns: int = 0
+    ) -> None: ...
+
+
+class BurstRepeat:
+    """The client's end (``nnb_burst_repeat``): the packet already in the round
+    trip's request buffer sent again, the inputs copied into the staging memory
+    first and, when the answer is ``result`` word for word, the outputs copied
+    back after: one C call for a repeated execution.
+
+    ``repeat(deadline_ns)`` returns the answer's length as the round trip does
+    (0: none by the deadline; raises as it raises) and whether it was the
+    expected one, outputs copied.  The waits reach ``policy`` in runs, as the
+    server's do (see ``nnburst/hal/spin.py``): :meth:`flush` hands over the
+    ones not reported yet, before anyone else waits with the same policy.
+    Only the thread that owns the round trip calls it."""
+
+    __slots__ = ("_struct", "_round_trip", "_keep", "_datums", "_policy")
+
+    def __init__(
+        self,
+        round_trip: RoundTrip,
+        packet_datums: int,
+        result: bytes,
+        copies_in: Sequence[tuple[memoryview, memoryview]],
+        copies_out: Sequence[tuple[memoryview, memoryview]],
+        policy: SpinRuns,
+    ) -> None:
+        """``copies_in``/``copies_out``: (source, target) byte views of equal
+        sizes, each kept exported (pinned) for as long as this lives."""
+        rt = round_trip._struct
+        if not 0 < packet_datums <= rt.request_capacity:
+            raise BadDataError(f"a {packet_datums}-datum packet does not fit the request buffer")
+        if (
+            not result
+            or len(result) % DATUM_BYTES
+            or len(result) // DATUM_BYTES > rt.reply_capacity
+        ):
+            raise BadDataError("an expected answer is whole datums that fit the reply buffer")
+        for source, target in (*copies_in, *copies_out):
+            if source.nbytes != target.nbytes or target.readonly:
+                raise BadDataError(
+                    "a copy between buffers of different sizes, or into a read-only one"
+                )
+        words = np.frombuffer(result, "<u4").copy()
+        sides = []
+        for copies in (copies_in, copies_out):
+            to = [ffi.from_buffer(t, require_writable=True) for _, t in copies]
+            from_ = [ffi.from_buffer(s) for s, _ in copies]
+            sides.append(
+                (
+                    len(copies),
+                    ffi.new("void *[]", to),
+                    ffi.new("void *[]", from_),
+                    ffi.new("int64_t[]", [s.nbytes for s, _ in copies]),
+                    to,
+                    from_,
+                )
+            )
+        result_c = ffi.from_buffer("uint32_t[]", words)
+        (in_n, in_to, in_from, in_bytes, *_), (out_n, out_to, out_from, out_bytes, *_) = sides
+        self._struct: Any = ffi.new(
+            "nnb_burst_repeat_t *",
+            {
+                "rt": rt,
+                "packet_datums": packet_datums,
+                "result": result_c,
+                "result_datums": len(words) // 6,
+                "in_count": in_n,
+                "in_to": in_to,
+                "in_from": in_from,
+                "in_bytes": in_bytes,
+                "out_count": out_n,
+                "out_to": out_to,
+                "out_from": out_from,
+                "out_bytes": out_bytes,
+            },
+        )
+        self._round_trip = round_trip
+        self._datums = packet_datums
+        self._policy = policy
+        self._keep = (words, result_c, sides)
+        self.flush()  # takes the policy's window
+
+    @property
+    def answered(self) -> int:
+        """Calls answered with the expected result, outputs copied in C."""
+        return int(self._struct.answered)
+
+    def flush(self) -> None:
+        """Report the waits since the last report to the policy and take its
+        window afresh: the policy is someone else's until the next call."""
+        r = self._struct
+        if r.waits:
+            self._policy.record_run(r.spin_ns, r.waits, r.waited_ns, r.missed_ns)
+        r.waits = r.waited_ns = r.missed_ns = r.due = 0
+        r.spin_ns, r.max_waits = self._policy.window_run()
+
+    def __call__(self, deadline_ns: int) -> tuple[int, bool]:
+        r = self._struct
+        rc: int = _repeat(r, deadline_ns)
+        if r.due:
+            self.flush()
+        if rc > 0:
+            return rc, bool(r.same)
+        return self._round_trip._settle(rc, self._datums, deadline_ns, r.spin_ns), False

@@ -5,6 +5,9 @@ request packets and waits for results.
 server, spin for the polling window, sleep on the futex, read the whole
 result into a preallocated array.  A request too large for the request queue
 is not sent: ``fallback=True`` tells the caller to run it synchronously.
+A request computed again and again is armed (:meth:`arm_repeat`) and then
+sent by :meth:`repeat` in one C call that also copies the caller's buffers
+in and out (``nnb_burst_repeat``).
 
 Deadlines: HAL 1.2 burst packets carry none, so the server runs every
 request to its end; the controller bounds only its own wait.  A result that
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .. import deadlines, tracing
+from .._bindings.burst_fast import BurstRepeat
 from ..codes import ErrorStatus, PreferenceCode
 from ..errors import (
     BadDataError,
@@ -232,6 +236,8 @@ class ExecutionBurstController:
         self._last_packet: tuple[Request, MeasureTiming, list[int], np.ndarray] | None = None
         self._last_result: tuple[bytes, tuple[ErrorStatus, list[OutputShape], Timing] | None]
         self._last_result = (b"", None)
+        #: the request :meth:`repeat` sends, its packet, its C call and expected result
+        self._repeat: tuple[Request, np.ndarray, BurstRepeat, ComputeResult] | None = None
         #: the words the request buffer holds (the round trip never writes it):
         #: a repeated packet is not copied in again
         self._staged: Any = None
@@ -282,11 +288,94 @@ class ExecutionBurstController:
                     received = self._exchange(words, deadline_ns)
             except (BrokenResourceError, ClosedResourceError):
                 return ErrorStatus.DEVICE_UNAVAILABLE, [], Timing(), False
-            if received > 0:
-                try:
-                    status, shapes, timing = self._result(received)
-                except PacketError:
-                    return ErrorStatus.GENERAL_FAILURE, [], Timing(), False
+            return self._outcome(received, wait_limited)
+
+    def arm_repeat(
+        self,
+        request: Request,
+        memory_keys: Sequence[Hashable],
+        copies_in: Sequence[tuple[memoryview, memoryview]],
+        copies_out: Sequence[tuple[memoryview, memoryview]],
+    ) -> bool:
+        """Let :meth:`repeat` send ``request`` again in one C call, copying
+        ``copies_in`` (source, target) before and ``copies_out`` after.
+
+        Only a request this burst just computed without timing, answered with
+        a plain success, is armed (False otherwise): its packet is the last
+        one sent, and an answer equal to the last one needs no parsing.  Any
+        other use of the channels (another request, a freed memory, a raw
+        packet) disarms it."""
+        if self._repeat is not None and self._repeat[0] is request:
+            return True
+        last, (result_words, parsed) = self._last_packet, self._last_result
+        if (
+            self._closed
+            or last is None
+            or last[0] is not request
+            or last[1] != MeasureTiming.NO
+            or parsed is None
+            or parsed[0] != ErrorStatus.NONE
+            or self._slots.get_slots(request.pools, memory_keys) != last[2]
+        ):
+            return False
+        words = last[3]
+        binding = BurstRepeat(
+            self._round_trip, len(words) // WORDS, result_words, copies_in, copies_out, self._spin
+        )
+        self._repeat = (request, words, binding, (*parsed, True))
+        return True
+
+    def repeat(self, request: Request, deadline_ns: int | None = None) -> ComputeResult | None:
+        """:meth:`compute` of the armed request (see :meth:`arm_repeat`); None,
+        with nothing sent, when ``request`` is not armed.  The result's last
+        field says whether the outputs were copied back here (the answer was
+        the expected one): otherwise the caller copies them as after
+        :meth:`compute`."""
+        armed = self._repeat
+        if armed is None or armed[0] is not request or self._owed:
+            return None
+        if self._closed:
+            raise ClosedResourceError("the burst is closed")
+        lock = self._guard.lock
+        if not lock.acquire(blocking=False):
+            raise BadStateError(BurstGuard.IN_USE)
+        try:
+            _, words, binding, expected = armed
+            wait_limited = deadline_ns is None
+            if deadline_ns is None:
+                deadline = time.monotonic_ns() + self._wait_limit_ns
+            elif deadlines.passed(deadline_ns):
+                return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], Timing(), False
+            else:
+                deadline = deadline_ns
+            if words is not self._staged:
+                self._request_words[: len(words)] = words
+                self._staged = words
+            try:
+                received, same = binding(deadline)
+            except (BrokenResourceError, ClosedResourceError):
+                return ErrorStatus.DEVICE_UNAVAILABLE, [], Timing(), False
+            self._owed = received == 0
+            if same:
+                return expected
+            return self._outcome(received, wait_limited)
+        finally:
+            lock.release()
+
+    @property
+    def repeated(self) -> int:
+        """Executions of the armed request answered in one C call (statistics, tests)."""
+        armed = self._repeat
+        return 0 if armed is None else armed[2].answered
+
+    def _outcome(self, received: int, wait_limited: bool) -> ComputeResult:
+        """What a round trip that read ``received`` datums (see :meth:`_exchange`)
+        gives the caller; a wait the wedged-server limit ended closes the burst."""
+        if received > 0:
+            try:
+                status, shapes, timing = self._result(received)
+            except PacketError:
+                return ErrorStatus.GENERAL_FAILURE, [], Timing(), False
         if received <= 0 and not wait_limited:
             return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], Timing(), False
         if received <= 0:
@@ -370,10 +459,15 @@ class ExecutionBurstController:
         if words is not self._staged:
             self._request_words[: len(words)] = words
             self._staged = words
+        repeat = self._repeat
+        if repeat is not None:
+            repeat[2].flush()  # its waits reach the policy first
         spin = self._spin.next_window()
         start = time.monotonic_ns()
         received = self._round_trip(len(words) // WORDS, deadline_ns, spin)
         self._spin.record(spin, time.monotonic_ns() - start)
+        if repeat is not None:
+            repeat[2].flush()  # and it takes the policy's window from here
         self._owed = received == 0
         return received
 
@@ -386,6 +480,7 @@ class ExecutionBurstController:
         slot = self._slots.slot_of(key)
         if slot is None:
             return
+        self._repeat = None  # its packet may name the slot, soon another memory's
         released = self._closed or self._context.free_memory(slot)
         self._slots.free_memory(key, reuse=released)
 
@@ -395,6 +490,7 @@ class ExecutionBurstController:
         if self._closed:
             return
         self._closed = True
+        self._repeat = None
         self._results.tear_down()  # wakes a compute waiting for a result
         try:
             self._context.close()

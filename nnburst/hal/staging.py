@@ -160,6 +160,24 @@ class StagedRequest:
 
         return Request([move(a) for a in request.inputs], [move(a) for a in request.outputs], pools)
 
+    def copies(
+        self,
+    ) -> tuple[list[tuple[memoryview, memoryview]], list[tuple[memoryview, memoryview]]]:
+        """The (source, target) byte views :meth:`copy_in` and :meth:`copy_back`
+        copy, for a caller that does the copies itself (a burst's C path)."""
+        if self.memory is None:
+            return [], []
+        staging = self.memory.buffer
+        regions = self._regions
+        views = {
+            i: (pool_view(self.original.pools[i]), staging[o : o + n])
+            for i, (o, n) in regions.items()
+        }
+        written = {a.location.pool_index for a in self.original.outputs if not a.has_no_value}
+        copies_in = [views[i] for i in sorted(regions)]
+        copies_out = [(views[i][1], views[i][0]) for i in sorted(written & regions.keys())]
+        return copies_in, copies_out
+
     def copy_back(self) -> None:
         """Copy every staged pool an output refers to back into the caller's buffer.
 
