@@ -336,6 +336,28 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
         *out = s->count * 4;
         return 1;
     }
+    case NNB_PLAN_TRANSPOSE_CONV: {
+        const nnb_plan_transpose_conv *c = s->params;
+        if (!dim(c->batches) || !dim(c->in_h) || !dim(c->in_w) || !dim(c->in_c) ||
+            !dim(c->out_h) || !dim(c->out_w) || !dim(c->out_c) || !dim(c->filter_h) ||
+            !dim(c->filter_w) || !dim(c->stride_h) || !dim(c->stride_w) || c->pad_top < 0 ||
+            c->pad_top >= DIM_LIMIT || c->pad_left < 0 || c->pad_left >= DIM_LIMIT ||
+            c->weights == NULL || c->bias == NULL || c->batches * c->in_h >= DIM_LIMIT ||
+            c->in_w * c->in_c >= DIM_LIMIT || c->batches * c->out_h >= DIM_LIMIT ||
+            c->out_w * c->out_c >= DIM_LIMIT || c->filter_h * c->filter_w >= DIM_LIMIT ||
+            c->filter_w * c->out_c >= DIM_LIMIT)
+            return 0;
+        const int64_t in_floats = c->batches * c->in_h * c->in_w * c->in_c;
+        const int64_t out_floats = c->batches * c->out_h * c->out_w * c->out_c;
+        const int64_t tap_floats = c->filter_h * c->filter_w * c->out_c;
+        if (in_floats >= DIM_LIMIT * 4 || out_floats >= DIM_LIMIT * 4 ||
+            tap_floats >= DIM_LIMIT * 4 || c->in_c >= DIM_LIMIT * 4 / tap_floats ||
+            c->weight_count != c->in_c * tap_floats || s->count != out_floats)
+            return 0;
+        *a = in_floats * 4;
+        *out = out_floats * 4;
+        return 1;
+    }
     default: { /* NNB_PLAN_PADDED_ADD */
         const nnb_plan_padded_add *p = s->params;
         if (!dim(p->channels) || !dim(p->x_channels) || p->x_channels > p->channels ||
@@ -703,6 +725,61 @@ static void resize_bilinear(const nnb_plan_resize *r, const float *a, float *out
         }
 }
 
+/* TRANSPOSE_CONV_2D (plan.h), one output row at a time: the row zeroed,
+ * then for each filter row i that lands on it (canvas row oy + pad_top ==
+ * y * stride_h + i) and each input pixel x of input row y, the pixel's
+ * in_c values times the weights of taps (i, j) for the j whose columns
+ * fall inside the row: those taps' out_c outputs are neighbours in the row
+ * and in the weights, so each input value is one contiguous multiply-add
+ * of up to filter_w * out_c floats (the loop the compiler vectorises; an
+ * AVX2+FMA clone where the CPU has it).  Then bias and clamp.  The sums
+ * run in another order than the operation's matrix product and scatter:
+ * equal within float32 rounding, not bit for bit. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
+#define FMA_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define FMA_CLONES
+#endif
+
+FMA_CLONES static void transpose_conv(const nnb_plan_transpose_conv *c, const float *a, float lo,
+                                      float hi, float *out)
+{
+    const int64_t in_c = c->in_c, out_c = c->out_c, fw = c->filter_w, sh = c->stride_h;
+    const int64_t sw = c->stride_w, row_floats = c->out_w * out_c;
+    const int64_t tap_floats = c->filter_h * fw * out_c; /* one input channel's weights */
+    for (int64_t n = 0; n < c->batches; n++)
+        for (int64_t oy = 0; oy < c->out_h; oy++) {
+            float *restrict row = out + (n * c->out_h + oy) * row_floats;
+            memset(row, 0, (size_t)row_floats * sizeof(float));
+            const int64_t r = oy + c->pad_top; /* the canvas row */
+            for (int64_t i = r % sh; i < c->filter_h && i <= r; i += sh) {
+                const int64_t y = (r - i) / sh;
+                if (y >= c->in_h)
+                    continue;
+                const float *pixels = a + (n * c->in_h + y) * c->in_w * in_c;
+                for (int64_t x = 0; x < c->in_w; x++) {
+                    const int64_t first = x * sw - c->pad_left; /* tap 0's output column */
+                    const int64_t j0 = first < 0 ? -first : 0;
+                    const int64_t j1 = c->out_w - first < fw ? c->out_w - first : fw;
+                    if (j0 >= j1)
+                        continue;
+                    const int64_t length = (j1 - j0) * out_c;
+                    float *restrict o = row + (first + j0) * out_c;
+                    const float *w = c->weights + (i * fw + j0) * out_c;
+                    const float *v = pixels + x * in_c;
+                    for (int64_t k = 0; k < in_c; k++, w += tap_floats) {
+                        const float value = v[k];
+                        for (int64_t e = 0; e < length; e++)
+                            o[e] += value * w[e];
+                    }
+                }
+            }
+            for (int64_t p = 0; p < row_floats; p += out_c)
+                for (int64_t e = 0; e < out_c; e++)
+                    row[p + e] = clamped(row[p + e] + c->bias[e], lo, hi);
+        }
+}
+
 /* A depthwise input of source_c channels into the kernel's in_c: its own
  * channels, then zeros. */
 static void widen(const nnb_plan_conv *c, const float *a, float *wide)
@@ -798,6 +875,9 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
         return 0;
     case NNB_PLAN_RESIZE_BILINEAR:
         resize_bilinear(s->params, a, out);
+        return 0;
+    case NNB_PLAN_TRANSPOSE_CONV:
+        transpose_conv(s->params, a, s->lo, s->hi, out);
         return 0;
     case NNB_PLAN_SQRT: {
         const float *x = a;

@@ -107,6 +107,7 @@ class _Lib:
     NNB_PLAN_SQRT: int
     NNB_PLAN_LOGISTIC: int
     NNB_PLAN_RESIZE_BILINEAR: int
+    NNB_PLAN_TRANSPOSE_CONV: int
     NNB_PLAN_KINDS: int
     NNB_PLAN_THREADS: int
     NNB_PLAN_MAX_RANK: int

@@ -28,7 +28,7 @@ SOFTMAX_Q8, AVERAGE_Q8 = lib.NNB_PLAN_SOFTMAX_Q8, lib.NNB_PLAN_AVERAGE_Q8
 PRELU, QUANTIZE, DEQUANTIZE = lib.NNB_PLAN_PRELU, lib.NNB_PLAN_QUANTIZE, lib.NNB_PLAN_DEQUANTIZE
 MEAN, SOFTMAX = lib.NNB_PLAN_MEAN, lib.NNB_PLAN_SOFTMAX
 SQRT, LOGISTIC = lib.NNB_PLAN_SQRT, lib.NNB_PLAN_LOGISTIC
-RESIZE_BILINEAR = lib.NNB_PLAN_RESIZE_BILINEAR
+RESIZE_BILINEAR, TRANSPOSE_CONV = lib.NNB_PLAN_RESIZE_BILINEAR, lib.NNB_PLAN_TRANSPOSE_CONV
 THREADS = lib.NNB_PLAN_THREADS
 MAX_RANK = lib.NNB_PLAN_MAX_RANK
 #: Every intermediate starts on a cache line (the kernels' vector loads like it).
@@ -214,6 +214,25 @@ def resize_params(
     pointer.x0, pointer.x1 = ffi.from_buffer("int64_t[]", x0), ffi.from_buffer("int64_t[]", x1)
     pointer.dy, pointer.dx = ffi.from_buffer("float[]", dy), ffi.from_buffer("float[]", dx)
     return Params(pointer, (y0, y1, x0, x1, dy, dx))
+
+
+def transpose_conv_params(
+    in_shape: Sequence[int], out_hw: Sequence[int], weights: np.ndarray, bias: np.ndarray,
+    strides: Sequence[int], pads: Sequence[int],
+) -> Params:  # fmt: skip
+    """TRANSPOSE_CONV: NHWC ``in_shape``, ``weights`` float32 [in_c, fh, fw, out_c]
+    and ``bias`` float32 [out_c], both C-contiguous; ``strides`` (h, w), ``pads``
+    (top, left): where the output starts in the canvas."""
+    pointer: Any = ffi.new("nnb_plan_transpose_conv *")
+    pointer.batches, pointer.in_h, pointer.in_w, pointer.in_c = in_shape
+    pointer.out_h, pointer.out_w = out_hw
+    _, pointer.filter_h, pointer.filter_w, pointer.out_c = weights.shape
+    pointer.stride_h, pointer.stride_w = strides
+    pointer.pad_top, pointer.pad_left = pads
+    pointer.weights = ffi.from_buffer("float[]", weights)
+    pointer.weight_count = weights.size
+    pointer.bias = ffi.from_buffer("float[]", bias)
+    return Params(pointer, (weights, bias))
 
 
 def threads_params(threads: int, min_work: int, slices: int = 1) -> Params:
