@@ -352,10 +352,16 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
         const int64_t tap_floats = c->filter_h * c->filter_w * c->out_c;
         if (in_floats >= DIM_LIMIT * 4 || out_floats >= DIM_LIMIT * 4 ||
             tap_floats >= DIM_LIMIT * 4 || c->in_c >= DIM_LIMIT * 4 / tap_floats ||
-            c->weight_count != c->in_c * tap_floats || s->count != out_floats)
+            c->weight_count != c->in_c * tap_floats || s->count != out_floats ||
+            (c->dot != 0 && c->dot != 1) || (c->nchw != 0 && c->nchw != 1))
             return 0;
         *a = in_floats * 4;
         *out = out_floats * 4;
+        if (c->nchw) { /* scratch: an output row and an input row, floats in the arena */
+            if (s->b < 0 || s->b % 4 != 0)
+                return 0;
+            *b = (c->out_w * c->out_c + c->in_w * c->in_c) * 4;
+        }
         return 1;
     }
     default: { /* NNB_PLAN_PADDED_ADD */
@@ -727,29 +733,73 @@ static void resize_bilinear(const nnb_plan_resize *r, const float *a, float *out
 
 /* TRANSPOSE_CONV_2D (plan.h), one output row at a time: the row zeroed,
  * then for each filter row i that lands on it (canvas row oy + pad_top ==
- * y * stride_h + i) and each input pixel x of input row y, the pixel's
- * in_c values times the weights of taps (i, j) for the j whose columns
- * fall inside the row: those taps' out_c outputs are neighbours in the row
- * and in the weights, so each input value is one contiguous multiply-add
- * of up to filter_w * out_c floats (the loop the compiler vectorises; an
- * AVX2+FMA clone where the CPU has it).  Then bias and clamp.  The sums
- * run in another order than the operation's matrix product and scatter:
- * equal within float32 rounding, not bit for bit. */
+ * y * stride_h + i) each input pixel x of input row y adds its taps (i, j)
+ * for the j whose columns fall inside the row, then bias and clamp.  Taps
+ * of one pixel are neighbours in the row.  Wide outputs (spread): each input
+ * value times the taps' weights is one contiguous multiply-add of up to
+ * filter_w * out_c floats; narrow ones (dot): each output of a tap is a dot
+ * product of the pixel's in_c values, 8 partial sums at a time.  The
+ * compiler vectorises both (an AVX2+FMA clone where the CPU has it).  The
+ * sums run in another order than the operation's matrix product and
+ * scatter: equal within float32 rounding, not bit for bit. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
 #define FMA_CLONES __attribute__((target_clones("arch=haswell", "default")))
 #else
 #define FMA_CLONES
 #endif
 
+/* The pixel v's contribution to length outputs o through weights w
+ * (spread: [in_c][stride] rows, length floats used of each). */
+static inline void spread(const float *v, int64_t in_c, const float *w, int64_t stride,
+                          int64_t length, float *restrict o)
+{
+    for (int64_t k = 0; k < in_c; k++, w += stride) {
+        const float value = v[k];
+        for (int64_t e = 0; e < length; e++)
+            o[e] += value * w[e];
+    }
+}
+
+/* dot: o[e] += v . w[e * in_c ..] for e < length. */
+static inline void dots(const float *v, int64_t in_c, const float *w, int64_t length,
+                        float *restrict o)
+{
+    for (int64_t e = 0; e < length; e++, w += in_c) {
+        float part[8] = {0};
+        int64_t k = 0;
+        for (; k + 8 <= in_c; k += 8)
+            for (int l = 0; l < 8; l++)
+                part[l] += v[k + l] * w[k + l];
+        float sum = ((part[0] + part[4]) + (part[1] + part[5])) +
+                    ((part[2] + part[6]) + (part[3] + part[7]));
+        for (; k < in_c; k++)
+            sum += v[k] * w[k];
+        o[e] += sum;
+    }
+}
+
+/* NCHW input row y of image n as an NHWC row [in_w][in_c] in row. */
+static void gather_row(const nnb_plan_transpose_conv *c, const float *a, int64_t n, int64_t y,
+                       float *restrict row)
+{
+    for (int64_t k = 0; k < c->in_c; k++) {
+        const float *plane = a + ((n * c->in_c + k) * c->in_h + y) * c->in_w;
+        for (int64_t x = 0; x < c->in_w; x++)
+            row[x * c->in_c + k] = plane[x];
+    }
+}
+
 FMA_CLONES static void transpose_conv(const nnb_plan_transpose_conv *c, const float *a, float lo,
-                                      float hi, float *out)
+                                      float hi, float *out, float *scratch)
 {
     const int64_t in_c = c->in_c, out_c = c->out_c, fw = c->filter_w, sh = c->stride_h;
     const int64_t sw = c->stride_w, row_floats = c->out_w * out_c;
-    const int64_t tap_floats = c->filter_h * fw * out_c; /* one input channel's weights */
+    const int64_t tap_floats = c->filter_h * fw * out_c; /* spread: one input channel's weights */
     for (int64_t n = 0; n < c->batches; n++)
         for (int64_t oy = 0; oy < c->out_h; oy++) {
-            float *restrict row = out + (n * c->out_h + oy) * row_floats;
+            /* NCHW: the row is computed NHWC in scratch, its input rows gathered after it */
+            float *restrict row = c->nchw ? scratch : out + (n * c->out_h + oy) * row_floats;
+            float *restrict gathered = scratch + row_floats;
             memset(row, 0, (size_t)row_floats * sizeof(float));
             const int64_t r = oy + c->pad_top; /* the canvas row */
             for (int64_t i = r % sh; i < c->filter_h && i <= r; i += sh) {
@@ -757,26 +807,35 @@ FMA_CLONES static void transpose_conv(const nnb_plan_transpose_conv *c, const fl
                 if (y >= c->in_h)
                     continue;
                 const float *pixels = a + (n * c->in_h + y) * c->in_w * in_c;
+                if (c->nchw) {
+                    gather_row(c, a, n, y, gathered);
+                    pixels = gathered;
+                }
                 for (int64_t x = 0; x < c->in_w; x++) {
                     const int64_t first = x * sw - c->pad_left; /* tap 0's output column */
                     const int64_t j0 = first < 0 ? -first : 0;
                     const int64_t j1 = c->out_w - first < fw ? c->out_w - first : fw;
                     if (j0 >= j1)
                         continue;
-                    const int64_t length = (j1 - j0) * out_c;
+                    const int64_t length = (j1 - j0) * out_c, tap = (i * fw + j0) * out_c;
                     float *restrict o = row + (first + j0) * out_c;
-                    const float *w = c->weights + (i * fw + j0) * out_c;
-                    const float *v = pixels + x * in_c;
-                    for (int64_t k = 0; k < in_c; k++, w += tap_floats) {
-                        const float value = v[k];
-                        for (int64_t e = 0; e < length; e++)
-                            o[e] += value * w[e];
-                    }
+                    if (c->dot)
+                        dots(pixels + x * in_c, in_c, c->weights + tap * in_c, length, o);
+                    else
+                        spread(pixels + x * in_c, in_c, c->weights + tap, tap_floats, length, o);
                 }
             }
-            for (int64_t p = 0; p < row_floats; p += out_c)
-                for (int64_t e = 0; e < out_c; e++)
-                    row[p + e] = clamped(row[p + e] + c->bias[e], lo, hi);
+            if (!c->nchw) {
+                for (int64_t p = 0; p < row_floats; p += out_c)
+                    for (int64_t e = 0; e < out_c; e++)
+                        row[p + e] = clamped(row[p + e] + c->bias[e], lo, hi);
+                continue;
+            }
+            for (int64_t e = 0; e < out_c; e++) {
+                float *plane = out + ((n * out_c + e) * c->out_h + oy) * c->out_w;
+                for (int64_t x = 0; x < c->out_w; x++)
+                    plane[x] = clamped(row[x * out_c + e] + c->bias[e], lo, hi);
+            }
         }
 }
 
@@ -877,7 +936,7 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
         resize_bilinear(s->params, a, out);
         return 0;
     case NNB_PLAN_TRANSPOSE_CONV:
-        transpose_conv(s->params, a, s->lo, s->hi, out);
+        transpose_conv(s->params, a, s->lo, s->hi, out, tensor_at(s->b, arena, tensors));
         return 0;
     case NNB_PLAN_SQRT: {
         const float *x = a;

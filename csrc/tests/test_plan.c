@@ -493,7 +493,8 @@ static int random_resize(void)
 /* TRANSPOSE_CONV against the canvas built here (every input pixel's taps
  * added where they land, in double), within float32 rounding: random
  * strides, filters, head pads and output sizes shorter or longer than the
- * canvas (a negative tail); a weight count, a count or an input one float
+ * canvas (a negative tail), either weight layout, NHWC or NCHW (its scratch
+ * in the arena); a weight count, a count, an input or a scratch one float
  * off refused. */
 static int random_transpose_conv(void)
 {
@@ -509,6 +510,9 @@ static int random_transpose_conv(void)
     const int64_t in_n = c.batches * c.in_h * c.in_w * c.in_c;
     const int64_t out_n = c.batches * c.out_h * c.out_w * c.out_c;
     c.weight_count = c.in_c * c.filter_h * c.filter_w * c.out_c;
+    c.dot = rand() % 2, c.nchw = rand() % 2;
+    const int64_t scratch = c.nchw ? (c.out_w * c.out_c + c.in_w * c.in_c) * 4 : 0;
+    float *arena = c.nchw ? malloc((size_t)scratch) : NULL;
     float *x = malloc(sizeof(float) * (size_t)in_n), *out = malloc(sizeof(float) * (size_t)out_n);
     float *w = malloc(sizeof(float) * (size_t)c.weight_count);
     float *bias = malloc(sizeof(float) * (size_t)c.out_c);
@@ -528,33 +532,47 @@ static int random_transpose_conv(void)
                         if (oy < 0 || oy >= c.out_h || ox < 0 || ox >= c.out_w)
                             continue;
                         for (int64_t k = 0; k < c.in_c; k++)
-                            for (int64_t e = 0; e < c.out_c; e++)
+                            for (int64_t e = 0; e < c.out_c; e++) {
+                                const int64_t at = c.nchw
+                                                       ? ((n * c.in_c + k) * c.in_h + y) * c.in_w + xx
+                                                       : ((n * c.in_h + y) * c.in_w + xx) * c.in_c + k;
+                                const int64_t tap = c.dot
+                                    ? ((i * c.filter_w + j) * c.out_c + e) * c.in_c + k
+                                    : ((k * c.filter_h + i) * c.filter_w + j) * c.out_c + e;
                                 want[((n * c.out_h + oy) * c.out_w + ox) * c.out_c + e] +=
-                                    (double)x[((n * c.in_h + y) * c.in_w + xx) * c.in_c + k] *
-                                    w[((k * c.filter_h + i) * c.filter_w + j) * c.out_c + e];
+                                    (double)x[at] * w[tap];
+                            }
                     }
     nnb_plan_step step = {.kind = NNB_PLAN_TRANSPOSE_CONV, .a = -1, .out = -2, .count = out_n,
                           .lo = lo, .hi = hi, .params = &c};
     void *tensors[2] = {x, out};
     int64_t bytes[2] = {in_n * 4, out_n * 4};
-    int failed = run_one(&step, NULL, 0, tensors, bytes, 2) != 0;
-    for (int64_t k = 0; k < out_n && !failed; k++) {
-        double v = want[k] + bias[k % c.out_c];
+    int failed = run_one(&step, arena, scratch, tensors, bytes, 2) != 0;
+    for (int64_t k = 0; k < out_n && !failed; k++) { /* k: NHWC; the output's own place */
+        const int64_t e = k % c.out_c, pixel = k / c.out_c, pixels = c.out_h * c.out_w;
+        const int64_t at = c.nchw ? ((pixel / pixels) * c.out_c + e) * pixels + pixel % pixels : k;
+        double v = want[k] + bias[e];
         v = v < lo ? lo : v > hi ? hi : v;
-        failed = fabs(out[k] - v) > 1e-4 * (1.0 + fabs(v));
+        failed = fabs(out[at] - v) > 1e-4 * (1.0 + fabs(v));
+    }
+    if (c.nchw) {
+        failed |= nnb_plan_check(&step, 1, scratch - 4, bytes, 2) != -EINVAL;
+        step.b = 2;
+        failed |= nnb_plan_check(&step, 1, scratch + 4, bytes, 2) != -EINVAL; /* misaligned */
+        step.b = 0;
     }
     c.weight_count += 1;
-    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    failed |= nnb_plan_check(&step, 1, scratch, bytes, 2) != -EINVAL;
     c.weight_count -= 1;
     step.count += 1;
-    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    failed |= nnb_plan_check(&step, 1, scratch, bytes, 2) != -EINVAL;
     step.count -= 1;
     bytes[0] -= 4;
-    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
+    failed |= nnb_plan_check(&step, 1, scratch, bytes, 2) != -EINVAL;
     bytes[0] += 4;
     c.pad_left = -1;
-    failed |= nnb_plan_check(&step, 1, 0, bytes, 2) != -EINVAL;
-    free(x), free(out), free(w), free(bias), free(want);
+    failed |= nnb_plan_check(&step, 1, scratch, bytes, 2) != -EINVAL;
+    free(x), free(out), free(w), free(bias), free(want), free(arena);
     return failed;
 }
 

@@ -310,24 +310,18 @@ def _kernel_step(op: Any, subgraph: Subgraph, step: c_plan.KernelStep) -> _Lower
         return _Lowered(
             (_Step(step.kind, x, y, step.count, b, lo=step.lo, hi=step.hi, params=step.params),)
         )
-    inner = _Step(step.kind, x, y, step.count, b, lo=step.lo, hi=step.hi, params=step.params)
-    return _around_nchw(inner, subgraph)
-
-
-def _around_nchw(step: _Step, subgraph: Subgraph) -> _Lowered:
-    """``step``, an NHWC float32 computation of NCHW operands ``step.a`` and
-    ``step.out``, between a copy of its input to NHWC and one of its output back."""
-    assert isinstance(step.a, int) and isinstance(step.out, int)
-    x, y = step.a, step.out
-    n, c, h, w = _dims(subgraph, x)
-    _, oc, oh, ow = _dims(subgraph, y)
+    x_info, y_info = _info(subgraph, x), _info(subgraph, y)
+    n, c, h, w = x_info.dimensions or ()
+    _, oc, oh, ow = y_info.dimensions or ()
     x_nhwc, y_nhwc = _Scratch(n * h * w * c * 4), _Scratch(n * oh * ow * oc * 4)
     to_nhwc = _transposing(4, (n, h, w, c), (c * h * w, w, 1, h * w))
     to_nchw = _transposing(4, (n, oc, oh, ow), (oh * ow * oc, 1, ow * oc, oc))
     return _Lowered(
         (
             _Step(c_plan.COPY, x, x_nhwc, params=to_nhwc),
-            dataclasses.replace(step, a=x_nhwc, out=y_nhwc),
+            _Step(
+                step.kind, x_nhwc, y_nhwc, step.count, b, lo=step.lo, hi=step.hi, params=step.params
+            ),
             _Step(c_plan.COPY, y_nhwc, y, params=to_nchw),
         )
     )
@@ -977,8 +971,8 @@ def _resize_nearest(op: Any, subgraph: Subgraph) -> _Lowered | None:
 
 def _transpose_conv(op: Any, subgraph: Subgraph) -> _Lowered | None:
     """A float32 TRANSPOSE_CONV_2D whose filter, bias and parameters are constant
-    (the weights as the operation laid them out at prepare): one step, between two
-    transposing copies when NCHW."""
+    (the weights as the operation laid them out at prepare): one step, NCHW or
+    NHWC as the operation's layout flag says."""
     state = op.state  # the operation's prepared _MatmulState (ops/transposed_conv.py)
     x, y = op.inputs[0], op.outputs[0]
     if state.values is None or state.bias is None:
@@ -1017,11 +1011,13 @@ def _transpose_conv(op: Any, subgraph: Subgraph) -> _Lowered | None:
         return None
     weights = np.ascontiguousarray(filt.weights.reshape(depth_in, fh, fw, depth_out))
     params = c_plan.transpose_conv_params(
-        (n, h, w, c), (oh, ow), weights, bias, (sh, sw), (top, left)
+        (n, h, w, c), (oh, ow), weights, bias, (sh, sw), (top, left), nchw
     )
-    step = _Step(c_plan.TRANSPOSE_CONV, x, y, n * oh * ow * oc, lo=bounds[0], hi=bounds[1],
+    scratch = _Scratch(c_plan.transpose_conv_scratch(w, c, ow, oc)) if nchw else None
+    count = n * oh * ow * oc
+    step = _Step(c_plan.TRANSPOSE_CONV, x, y, count, scratch, lo=bounds[0], hi=bounds[1],
                  params=params)  # fmt: skip
-    return _around_nchw(step, subgraph) if nchw else _Lowered((step,))
+    return _Lowered((step,))
 
 
 def _unary_by_type(op: Any, subgraph: Subgraph) -> _Lowered | None:
