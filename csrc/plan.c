@@ -353,14 +353,15 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
         if (in_floats >= DIM_LIMIT * 4 || out_floats >= DIM_LIMIT * 4 ||
             tap_floats >= DIM_LIMIT * 4 || c->in_c >= DIM_LIMIT * 4 / tap_floats ||
             c->weight_count != c->in_c * tap_floats || s->count != out_floats ||
-            (c->dot != 0 && c->dot != 1) || (c->nchw != 0 && c->nchw != 1))
+            (c->narrow != 0 && c->narrow != 1) || (c->nchw != 0 && c->nchw != 1))
             return 0;
         *a = in_floats * 4;
         *out = out_floats * 4;
-        if (c->nchw) { /* scratch: an output row and an input row, floats in the arena */
+        const int64_t scratch = nnb_plan_transpose_conv_scratch(c);
+        if (scratch > 0) { /* floats in the arena */
             if (s->b < 0 || s->b % 4 != 0)
                 return 0;
-            *b = (c->out_w * c->out_c + c->in_w * c->in_c) * 4;
+            *b = scratch;
         }
         return 1;
     }
@@ -733,14 +734,15 @@ static void resize_bilinear(const nnb_plan_resize *r, const float *a, float *out
 
 /* TRANSPOSE_CONV_2D (plan.h), one output row at a time: the row zeroed,
  * then for each filter row i that lands on it (canvas row oy + pad_top ==
- * y * stride_h + i) each input pixel x of input row y adds its taps (i, j)
- * for the j whose columns fall inside the row, then bias and clamp.  Taps
- * of one pixel are neighbours in the row.  Wide outputs (spread): each input
- * value times the taps' weights is one contiguous multiply-add of up to
- * filter_w * out_c floats; narrow ones (dot): each output of a tap is a dot
- * product of the pixel's in_c values, 8 partial sums at a time.  The
- * compiler vectorises both (an AVX2+FMA clone where the CPU has it).  The
- * sums run in another order than the operation's matrix product and
+ * y * stride_h + i) input row y adds its taps (i, j) that fall inside the
+ * row, then bias and clamp.  Wide outputs (spread): each input value times
+ * the weights of one pixel's taps is one contiguous multiply-add of up to
+ * filter_w * out_c floats (the taps are neighbours in the row and in the
+ * weights).  Narrow ones: per tap (i, j) and output channel, the sums of a
+ * whole input row at once, one multiply-add of in_w floats per input
+ * channel (its NCHW plane's row), then added where each pixel's tap lands.
+ * The compiler vectorises both (an AVX2+FMA clone where the CPU has it).
+ * The sums run in another order than the operation's matrix product and
  * scatter: equal within float32 rounding, not bit for bit. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
 #define FMA_CLONES __attribute__((target_clones("arch=haswell", "default")))
@@ -748,8 +750,20 @@ static void resize_bilinear(const nnb_plan_resize *r, const float *a, float *out
 #define FMA_CLONES
 #endif
 
+int64_t nnb_plan_transpose_conv_scratch(const nnb_plan_transpose_conv *c)
+{
+    int64_t floats = 0;
+    if (c->nchw)
+        floats += c->out_w * c->out_c; /* the output row, NHWC */
+    if (c->nchw != c->narrow)
+        floats += c->in_w * c->in_c; /* the input row in the other layout */
+    if (c->narrow)
+        floats += c->in_w; /* one tap's sums over the input row */
+    return floats * 4;
+}
+
 /* The pixel v's contribution to length outputs o through weights w
- * (spread: [in_c][stride] rows, length floats used of each). */
+ * ([in_c] rows stride floats apart, length floats used of each). */
 static inline void spread(const float *v, int64_t in_c, const float *w, int64_t stride,
                           int64_t length, float *restrict o)
 {
@@ -760,33 +774,49 @@ static inline void spread(const float *v, int64_t in_c, const float *w, int64_t 
     }
 }
 
-/* dot: o[e] += v . w[e * in_c ..] for e < length. */
-static inline void dots(const float *v, int64_t in_c, const float *w, int64_t length,
-                        float *restrict o)
+/* Input row y of image n, NCHW to NHWC ([in_w][in_c]) or NHWC to NCHW
+ * planes ([in_c][in_w]), into to. */
+static void regather(const nnb_plan_transpose_conv *c, const float *a, int64_t n, int64_t y,
+                     float *restrict to)
 {
-    for (int64_t e = 0; e < length; e++, w += in_c) {
-        float part[8] = {0};
-        int64_t k = 0;
-        for (; k + 8 <= in_c; k += 8)
-            for (int l = 0; l < 8; l++)
-                part[l] += v[k + l] * w[k + l];
-        float sum = ((part[0] + part[4]) + (part[1] + part[5])) +
-                    ((part[2] + part[6]) + (part[3] + part[7]));
-        for (; k < in_c; k++)
-            sum += v[k] * w[k];
-        o[e] += sum;
+    const int64_t in_c = c->in_c, in_w = c->in_w;
+    if (c->nchw) {
+        for (int64_t k = 0; k < in_c; k++) {
+            const float *plane = a + ((n * in_c + k) * c->in_h + y) * in_w;
+            for (int64_t x = 0; x < in_w; x++)
+                to[x * in_c + k] = plane[x];
+        }
+    } else {
+        const float *pixels = a + (n * c->in_h + y) * in_w * in_c;
+        for (int64_t x = 0; x < in_w; x++)
+            for (int64_t k = 0; k < in_c; k++)
+                to[k * in_w + x] = pixels[x * in_c + k];
     }
 }
 
-/* NCHW input row y of image n as an NHWC row [in_w][in_c] in row. */
-static void gather_row(const nnb_plan_transpose_conv *c, const float *a, int64_t n, int64_t y,
-                       float *restrict row)
+/* Narrow: filter row i's taps over input row y (planes: channel k's row at
+ * planes + k * plane_stride) added into row. */
+static inline void narrow_taps(const nnb_plan_transpose_conv *c, int64_t i, const float *planes,
+                               int64_t plane_stride, float *restrict sums, float *restrict row)
 {
-    for (int64_t k = 0; k < c->in_c; k++) {
-        const float *plane = a + ((n * c->in_c + k) * c->in_h + y) * c->in_w;
-        for (int64_t x = 0; x < c->in_w; x++)
-            row[x * c->in_c + k] = plane[x];
-    }
+    const int64_t in_c = c->in_c, in_w = c->in_w, out_c = c->out_c, fw = c->filter_w;
+    const int64_t tap_floats = c->filter_h * fw * out_c;
+    for (int64_t j = 0; j < fw; j++)
+        for (int64_t e = 0; e < out_c; e++) {
+            const float *w = c->weights + (i * fw + j) * out_c + e;
+            memset(sums, 0, (size_t)in_w * sizeof(float));
+            for (int64_t k = 0; k < in_c; k++) {
+                const float value = w[k * tap_floats];
+                const float *plane = planes + k * plane_stride;
+                for (int64_t x = 0; x < in_w; x++)
+                    sums[x] += value * plane[x];
+            }
+            for (int64_t x = 0; x < in_w; x++) {
+                const int64_t ox = x * c->stride_w + j - c->pad_left;
+                if (ox >= 0 && ox < c->out_w)
+                    row[ox * out_c + e] += sums[x];
+            }
+        }
 }
 
 FMA_CLONES static void transpose_conv(const nnb_plan_transpose_conv *c, const float *a, float lo,
@@ -794,35 +824,40 @@ FMA_CLONES static void transpose_conv(const nnb_plan_transpose_conv *c, const fl
 {
     const int64_t in_c = c->in_c, out_c = c->out_c, fw = c->filter_w, sh = c->stride_h;
     const int64_t sw = c->stride_w, row_floats = c->out_w * out_c;
-    const int64_t tap_floats = c->filter_h * fw * out_c; /* spread: one input channel's weights */
+    const int64_t tap_floats = c->filter_h * fw * out_c; /* one input channel's weights */
+    /* scratch: [the NHWC output row (NCHW)] [the regathered input row] [the sums (narrow)] */
+    float *regathered = scratch + (c->nchw ? row_floats : 0);
+    float *sums = regathered + (c->nchw != c->narrow ? c->in_w * in_c : 0);
     for (int64_t n = 0; n < c->batches; n++)
         for (int64_t oy = 0; oy < c->out_h; oy++) {
-            /* NCHW: the row is computed NHWC in scratch, its input rows gathered after it */
             float *restrict row = c->nchw ? scratch : out + (n * c->out_h + oy) * row_floats;
-            float *restrict gathered = scratch + row_floats;
             memset(row, 0, (size_t)row_floats * sizeof(float));
             const int64_t r = oy + c->pad_top; /* the canvas row */
             for (int64_t i = r % sh; i < c->filter_h && i <= r; i += sh) {
                 const int64_t y = (r - i) / sh;
                 if (y >= c->in_h)
                     continue;
-                const float *pixels = a + (n * c->in_h + y) * c->in_w * in_c;
-                if (c->nchw) {
-                    gather_row(c, a, n, y, gathered);
-                    pixels = gathered;
+                if (c->nchw != c->narrow)
+                    regather(c, a, n, y, regathered);
+                if (c->narrow) {
+                    if (c->nchw)
+                        narrow_taps(c, i, a + (n * in_c * c->in_h + y) * c->in_w,
+                                    c->in_h * c->in_w, sums, row);
+                    else
+                        narrow_taps(c, i, regathered, c->in_w, sums, row);
+                    continue;
                 }
+                const float *pixels =
+                    c->nchw ? regathered : a + (n * c->in_h + y) * c->in_w * in_c;
                 for (int64_t x = 0; x < c->in_w; x++) {
                     const int64_t first = x * sw - c->pad_left; /* tap 0's output column */
                     const int64_t j0 = first < 0 ? -first : 0;
                     const int64_t j1 = c->out_w - first < fw ? c->out_w - first : fw;
                     if (j0 >= j1)
                         continue;
-                    const int64_t length = (j1 - j0) * out_c, tap = (i * fw + j0) * out_c;
                     float *restrict o = row + (first + j0) * out_c;
-                    if (c->dot)
-                        dots(pixels + x * in_c, in_c, c->weights + tap * in_c, length, o);
-                    else
-                        spread(pixels + x * in_c, in_c, c->weights + tap, tap_floats, length, o);
+                    spread(pixels + x * in_c, in_c, c->weights + (i * fw + j0) * out_c, tap_floats,
+                           (j1 - j0) * out_c, o);
                 }
             }
             if (!c->nchw) {

@@ -202,20 +202,22 @@ typedef struct {
  * is dropped; out rows or columns past the canvas, a negative tail
  * padding, hold the bias alone), plus bias [out_c], clamped to the step's
  * [lo, hi].  weight_count must be in_c * filter_h * filter_w * out_c.
- * dot 0: weights [in_c, filter_h, filter_w, out_c], vectors along out_c
- * (wide outputs); 1: weights [filter_h, filter_w, out_c, in_c], each output
- * a dot product along in_c (narrow ones: a few out_c).  nchw 1: a is
+ * nchw 1: a is
  * [batches, in_c, in_h, in_w] and out [batches, out_c, out_h, out_w]
- * instead, and b is scratch in the arena of out_w * out_c + in_w * in_c
- * floats (an output row computed NHWC, an input row gathered NHWC). */
+ * instead.  narrow 1: the sums run along input rows (for a few out_c; 0:
+ * along out_c).  b is nnb_plan_transpose_conv_scratch bytes of the arena
+ * when that is not 0 (rows in the layouts the loops want). */
 typedef struct {
     int64_t batches, in_h, in_w, in_c, out_h, out_w, out_c;
     int64_t filter_h, filter_w, stride_h, stride_w, pad_top, pad_left;
     const float *weights;
     int64_t weight_count;
     const float *bias;
-    int32_t dot, nchw;
+    int32_t narrow, nchw;
 } nnb_plan_transpose_conv;
+
+/* The scratch bytes a TRANSPOSE_CONV step's b holds (0: none). */
+int64_t nnb_plan_transpose_conv_scratch(const nnb_plan_transpose_conv *c);
 
 /* THREADS: the convolutions after it (CONV, DEPTHWISE, QCONV, QDEPTHWISE,
  * FCONV, FDWCONV; a fully connected layer is one of these over `batches`

@@ -2,7 +2,7 @@
 against the operation one by one (numpy's matrix product and scatter), within
 float32 rounding: random shapes, strides 1-3, filters 1-4, explicit paddings
 with negative tails, SAME and VALID, every fused activation, NCHW, batches of
-1-2 and depths around the vector width (both weight layouts); a layer the plan cannot take (a filter
+1-2 and depths around the vector width (both loops); a layer the plan cannot take (a filter
 given at run time) stays the operation's."""
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def test_a_transposed_convolution_is_one_c_step(
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("seed", [4, 9])  # NCHW; out_c 3 (dot products) and 8 (spread)
+@pytest.mark.parametrize("seed", [4, 9])  # NCHW; out_c 3 (narrow) and 8 (wide)
 def test_an_nchw_layer_is_one_step_reading_and_writing_nchw(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:

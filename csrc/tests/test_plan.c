@@ -493,7 +493,7 @@ static int random_resize(void)
 /* TRANSPOSE_CONV against the canvas built here (every input pixel's taps
  * added where they land, in double), within float32 rounding: random
  * strides, filters, head pads and output sizes shorter or longer than the
- * canvas (a negative tail), either weight layout, NHWC or NCHW (its scratch
+ * canvas (a negative tail), wide or narrow loops, NHWC or NCHW (their scratch
  * in the arena); a weight count, a count, an input or a scratch one float
  * off refused. */
 static int random_transpose_conv(void)
@@ -510,9 +510,9 @@ static int random_transpose_conv(void)
     const int64_t in_n = c.batches * c.in_h * c.in_w * c.in_c;
     const int64_t out_n = c.batches * c.out_h * c.out_w * c.out_c;
     c.weight_count = c.in_c * c.filter_h * c.filter_w * c.out_c;
-    c.dot = rand() % 2, c.nchw = rand() % 2;
-    const int64_t scratch = c.nchw ? (c.out_w * c.out_c + c.in_w * c.in_c) * 4 : 0;
-    float *arena = c.nchw ? malloc((size_t)scratch) : NULL;
+    c.narrow = rand() % 2, c.nchw = rand() % 2;
+    const int64_t scratch = nnb_plan_transpose_conv_scratch(&c);
+    float *arena = scratch ? malloc((size_t)scratch) : NULL;
     float *x = malloc(sizeof(float) * (size_t)in_n), *out = malloc(sizeof(float) * (size_t)out_n);
     float *w = malloc(sizeof(float) * (size_t)c.weight_count);
     float *bias = malloc(sizeof(float) * (size_t)c.out_c);
@@ -536,9 +536,8 @@ static int random_transpose_conv(void)
                                 const int64_t at = c.nchw
                                                        ? ((n * c.in_c + k) * c.in_h + y) * c.in_w + xx
                                                        : ((n * c.in_h + y) * c.in_w + xx) * c.in_c + k;
-                                const int64_t tap = c.dot
-                                    ? ((i * c.filter_w + j) * c.out_c + e) * c.in_c + k
-                                    : ((k * c.filter_h + i) * c.filter_w + j) * c.out_c + e;
+                                const int64_t tap =
+                                    ((k * c.filter_h + i) * c.filter_w + j) * c.out_c + e;
                                 want[((n * c.out_h + oy) * c.out_w + ox) * c.out_c + e] +=
                                     (double)x[at] * w[tap];
                             }
@@ -555,7 +554,7 @@ static int random_transpose_conv(void)
         v = v < lo ? lo : v > hi ? hi : v;
         failed = fabs(out[at] - v) > 1e-4 * (1.0 + fabs(v));
     }
-    if (c.nchw) {
+    if (scratch) {
         failed |= nnb_plan_check(&step, 1, scratch - 4, bytes, 2) != -EINVAL;
         step.b = 2;
         failed |= nnb_plan_check(&step, 1, scratch + 4, bytes, 2) != -EINVAL; /* misaligned */

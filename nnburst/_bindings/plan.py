@@ -219,16 +219,13 @@ def resize_params(
 def transpose_conv_params(
     in_shape: Sequence[int], out_hw: Sequence[int], weights: np.ndarray, bias: np.ndarray,
     strides: Sequence[int], pads: Sequence[int], nchw: bool = False,
-) -> Params:  # fmt: skip
-    """TRANSPOSE_CONV: NHWC ``in_shape``, ``weights`` float32 [in_c, fh, fw, out_c]
-    and ``bias`` float32 [out_c]; ``strides`` (h, w), ``pads`` (top, left): where
-    the output starts in the canvas.  A narrow output (out_c below one AVX2
-    vector) takes the weights as [fh, fw, out_c, in_c]: dot products along in_c.
-    ``nchw``: the step reads and writes NCHW (its b: :func:`transpose_conv_scratch`
-    bytes of the arena), ``in_shape`` still (n, h, w, c)."""
+) -> tuple[Params, int]:  # fmt: skip
+    """TRANSPOSE_CONV: NHWC ``in_shape`` (whatever ``nchw``, the layout the step
+    reads and writes), ``weights`` float32 [in_c, fh, fw, out_c] and ``bias``
+    float32 [out_c]; ``strides`` (h, w), ``pads`` (top, left): where the output
+    starts in the canvas.  With the scratch bytes its b needs (0: none)."""
     in_c, fh, fw, out_c = weights.shape
-    dot = out_c < DOT_BELOW
-    laid = np.ascontiguousarray(weights.transpose(1, 2, 3, 0) if dot else weights, np.float32)
+    weights = np.ascontiguousarray(weights, np.float32)
     bias = np.ascontiguousarray(bias, np.float32)
     pointer: Any = ffi.new("nnb_plan_transpose_conv *")
     pointer.batches, pointer.in_h, pointer.in_w, pointer.in_c = in_shape
@@ -236,21 +233,16 @@ def transpose_conv_params(
     pointer.filter_h, pointer.filter_w, pointer.out_c = fh, fw, out_c
     pointer.stride_h, pointer.stride_w = strides
     pointer.pad_top, pointer.pad_left = pads
-    pointer.weights = ffi.from_buffer("float[]", laid)
-    pointer.weight_count = laid.size
+    pointer.weights = ffi.from_buffer("float[]", weights)
+    pointer.weight_count = weights.size
     pointer.bias = ffi.from_buffer("float[]", bias)
-    pointer.dot, pointer.nchw = int(dot), int(nchw)
-    return Params(pointer, (laid, bias))
+    pointer.narrow, pointer.nchw = int(out_c < NARROW_BELOW), int(nchw)
+    return Params(pointer, (weights, bias)), lib.nnb_plan_transpose_conv_scratch(pointer)
 
 
-def transpose_conv_scratch(in_w: int, in_c: int, out_w: int, out_c: int) -> int:
-    """Bytes of scratch an NCHW TRANSPOSE_CONV step takes: a row of each side."""
-    return (in_w * in_c + out_w * out_c) * 4
-
-
-#: TRANSPOSE_CONV with fewer output channels than this computes dot products
+#: TRANSPOSE_CONV with fewer output channels than this sums along input rows
 #: (a multiply-add along a few out_c costs more in loop than in arithmetic).
-DOT_BELOW = 8
+NARROW_BELOW = 8
 
 
 def threads_params(threads: int, min_work: int, slices: int = 1) -> Params:

@@ -1010,10 +1010,10 @@ def _transpose_conv(op: Any, subgraph: Subgraph) -> _Lowered | None:
     if bounds is None or bias.shape != (depth_out,):
         return None
     weights = np.ascontiguousarray(filt.weights.reshape(depth_in, fh, fw, depth_out))
-    params = c_plan.transpose_conv_params(
+    params, scratch_bytes = c_plan.transpose_conv_params(
         (n, h, w, c), (oh, ow), weights, bias, (sh, sw), (top, left), nchw
     )
-    scratch = _Scratch(c_plan.transpose_conv_scratch(w, c, ow, oc)) if nchw else None
+    scratch = _Scratch(scratch_bytes) if scratch_bytes else None
     count = n * oh * ow * oc
     step = _Step(c_plan.TRANSPOSE_CONV, x, y, count, scratch, lo=bounds[0], hi=bounds[1],
                  params=params)  # fmt: skip
