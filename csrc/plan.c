@@ -8,7 +8,9 @@
  * stays (MAXIMUM and MINIMUM themselves keep their first operand where
  * either is NaN, as std::max / std::min and the run loop do).  The other steps call the kernels the operations' bound paths
  * call (kernels.h, qconv.h, fconv.h) with the same arguments, so a plan's results
- * are the operations' bit for bit.
+ * are the operations' bit for bit; but for the float TRANSPOSE_CONV_2D, whose
+ * operation is numpy's matrix product and scatter: its loop here sums in
+ * another order (within float32 rounding).
  *
  * Every step is checked before the first runs (nnb_plan_check): the bytes
  * it reads and writes, worked out here from its kind and parameters, must

@@ -2,7 +2,8 @@
  * tensors and an arena of intermediates (plan.c; built by
  * csrc/build_ffi.py, planned by nnburst/cpu/plan.py).  The convolutions,
  * pools and the 8-bit table lookups call the kernels of kernels.h,
- * qconv.h and fconv.h; the moves (copies, fills) and the elementwise loops are here. */
+ * qconv.h and fconv.h; the moves (copies, fills), the elementwise loops and
+ * the float transposed convolution are here. */
 #ifndef NNBURST_PLAN_H
 #define NNBURST_PLAN_H
 
