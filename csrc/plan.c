@@ -8,7 +8,9 @@
  * stays (MAXIMUM and MINIMUM themselves keep their first operand where
  * either is NaN, as std::max / std::min and the run loop do).  The other steps call the kernels the operations' bound paths
  * call (kernels.h, qconv.h, fconv.h) with the same arguments, so a plan's results
- * are the operations' bit for bit.
+ * are the operations' bit for bit; but for the float TRANSPOSE_CONV_2D, whose
+ * operation is numpy's matrix product and scatter: its loop here sums in
+ * another order (within float32 rounding).
  *
  * Every step is checked before the first runs (nnb_plan_check): the bytes
  * it reads and writes, worked out here from its kind and parameters, must
@@ -334,6 +336,35 @@ static int step_bytes(const nnb_plan_step *s, int64_t *a, int64_t *b, int64_t *o
                 return 0;
         *a = r->batches * r->in_h * r->in_w * r->channels * 4;
         *out = s->count * 4;
+        return 1;
+    }
+    case NNB_PLAN_TRANSPOSE_CONV: {
+        const nnb_plan_transpose_conv *c = s->params;
+        if (!dim(c->batches) || !dim(c->in_h) || !dim(c->in_w) || !dim(c->in_c) ||
+            !dim(c->out_h) || !dim(c->out_w) || !dim(c->out_c) || !dim(c->filter_h) ||
+            !dim(c->filter_w) || !dim(c->stride_h) || !dim(c->stride_w) || c->pad_top < 0 ||
+            c->pad_top >= DIM_LIMIT || c->pad_left < 0 || c->pad_left >= DIM_LIMIT ||
+            c->weights == NULL || c->bias == NULL || c->batches * c->in_h >= DIM_LIMIT ||
+            c->in_w * c->in_c >= DIM_LIMIT || c->batches * c->out_h >= DIM_LIMIT ||
+            c->out_w * c->out_c >= DIM_LIMIT || c->filter_h * c->filter_w >= DIM_LIMIT ||
+            c->filter_w * c->out_c >= DIM_LIMIT)
+            return 0;
+        const int64_t in_floats = c->batches * c->in_h * c->in_w * c->in_c;
+        const int64_t out_floats = c->batches * c->out_h * c->out_w * c->out_c;
+        const int64_t tap_floats = c->filter_h * c->filter_w * c->out_c;
+        if (in_floats >= DIM_LIMIT * 4 || out_floats >= DIM_LIMIT * 4 ||
+            tap_floats >= DIM_LIMIT * 4 || c->in_c >= DIM_LIMIT * 4 / tap_floats ||
+            c->weight_count != c->in_c * tap_floats || s->count != out_floats ||
+            (c->narrow != 0 && c->narrow != 1) || (c->nchw != 0 && c->nchw != 1))
+            return 0;
+        *a = in_floats * 4;
+        *out = out_floats * 4;
+        const int64_t scratch = nnb_plan_transpose_conv_scratch(c);
+        if (scratch > 0) { /* floats in the arena */
+            if (s->b < 0 || s->b % 4 != 0)
+                return 0;
+            *b = scratch;
+        }
         return 1;
     }
     default: { /* NNB_PLAN_PADDED_ADD */
@@ -703,6 +734,148 @@ static void resize_bilinear(const nnb_plan_resize *r, const float *a, float *out
         }
 }
 
+/* TRANSPOSE_CONV_2D (plan.h), one output row at a time: the row zeroed,
+ * then for each filter row i that lands on it (canvas row oy + pad_top ==
+ * y * stride_h + i) input row y adds its taps (i, j) that fall inside the
+ * row, then bias and clamp.  Wide outputs (spread): each input value times
+ * the weights of one pixel's taps is one contiguous multiply-add of up to
+ * filter_w * out_c floats (the taps are neighbours in the row and in the
+ * weights).  Narrow ones: per tap (i, j) and output channel, the sums of a
+ * whole input row at once, one multiply-add of in_w floats per input
+ * channel (its NCHW plane's row), then added where each pixel's tap lands.
+ * The compiler vectorises both (an AVX2+FMA clone where the CPU has it).
+ * The sums run in another order than the operation's matrix product and
+ * scatter: equal within float32 rounding, not bit for bit. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
+#define FMA_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#else
+#define FMA_CLONES
+#endif
+
+int64_t nnb_plan_transpose_conv_scratch(const nnb_plan_transpose_conv *c)
+{
+    int64_t floats = 0;
+    if (c->nchw)
+        floats += c->out_w * c->out_c; /* the output row, NHWC */
+    if (c->nchw != c->narrow)
+        floats += c->in_w * c->in_c; /* the input row in the other layout */
+    if (c->narrow)
+        floats += c->in_w; /* one tap's sums over the input row */
+    return floats * 4;
+}
+
+/* The pixel v's contribution to length outputs o through weights w
+ * ([in_c] rows stride floats apart, length floats used of each). */
+static inline void spread(const float *v, int64_t in_c, const float *w, int64_t stride,
+                          int64_t length, float *restrict o)
+{
+    for (int64_t k = 0; k < in_c; k++, w += stride) {
+        const float value = v[k];
+        for (int64_t e = 0; e < length; e++)
+            o[e] += value * w[e];
+    }
+}
+
+/* Input row y of image n, NCHW to NHWC ([in_w][in_c]) or NHWC to NCHW
+ * planes ([in_c][in_w]), into to. */
+static void regather(const nnb_plan_transpose_conv *c, const float *a, int64_t n, int64_t y,
+                     float *restrict to)
+{
+    const int64_t in_c = c->in_c, in_w = c->in_w;
+    if (c->nchw) {
+        for (int64_t k = 0; k < in_c; k++) {
+            const float *plane = a + ((n * in_c + k) * c->in_h + y) * in_w;
+            for (int64_t x = 0; x < in_w; x++)
+                to[x * in_c + k] = plane[x];
+        }
+    } else {
+        const float *pixels = a + (n * c->in_h + y) * in_w * in_c;
+        for (int64_t x = 0; x < in_w; x++)
+            for (int64_t k = 0; k < in_c; k++)
+                to[k * in_w + x] = pixels[x * in_c + k];
+    }
+}
+
+/* Narrow: filter row i's taps over input row y (planes: channel k's row at
+ * planes + k * plane_stride) added into row. */
+static inline void narrow_taps(const nnb_plan_transpose_conv *c, int64_t i, const float *planes,
+                               int64_t plane_stride, float *restrict sums, float *restrict row)
+{
+    const int64_t in_c = c->in_c, in_w = c->in_w, out_c = c->out_c, fw = c->filter_w;
+    const int64_t tap_floats = c->filter_h * fw * out_c;
+    for (int64_t j = 0; j < fw; j++)
+        for (int64_t e = 0; e < out_c; e++) {
+            const float *w = c->weights + (i * fw + j) * out_c + e;
+            memset(sums, 0, (size_t)in_w * sizeof(float));
+            for (int64_t k = 0; k < in_c; k++) {
+                const float value = w[k * tap_floats];
+                const float *plane = planes + k * plane_stride;
+                for (int64_t x = 0; x < in_w; x++)
+                    sums[x] += value * plane[x];
+            }
+            for (int64_t x = 0; x < in_w; x++) {
+                const int64_t ox = x * c->stride_w + j - c->pad_left;
+                if (ox >= 0 && ox < c->out_w)
+                    row[ox * out_c + e] += sums[x];
+            }
+        }
+}
+
+FMA_CLONES static void transpose_conv(const nnb_plan_transpose_conv *c, const float *a, float lo,
+                                      float hi, float *out, float *scratch)
+{
+    const int64_t in_c = c->in_c, out_c = c->out_c, fw = c->filter_w, sh = c->stride_h;
+    const int64_t sw = c->stride_w, row_floats = c->out_w * out_c;
+    const int64_t tap_floats = c->filter_h * fw * out_c; /* one input channel's weights */
+    /* scratch: [the NHWC output row (NCHW)] [the regathered input row] [the sums (narrow)] */
+    float *regathered = scratch + (c->nchw ? row_floats : 0);
+    float *sums = regathered + (c->nchw != c->narrow ? c->in_w * in_c : 0);
+    for (int64_t n = 0; n < c->batches; n++)
+        for (int64_t oy = 0; oy < c->out_h; oy++) {
+            float *restrict row = c->nchw ? scratch : out + (n * c->out_h + oy) * row_floats;
+            memset(row, 0, (size_t)row_floats * sizeof(float));
+            const int64_t r = oy + c->pad_top; /* the canvas row */
+            for (int64_t i = r % sh; i < c->filter_h && i <= r; i += sh) {
+                const int64_t y = (r - i) / sh;
+                if (y >= c->in_h)
+                    continue;
+                if (c->nchw != c->narrow)
+                    regather(c, a, n, y, regathered);
+                if (c->narrow) {
+                    if (c->nchw)
+                        narrow_taps(c, i, a + (n * in_c * c->in_h + y) * c->in_w,
+                                    c->in_h * c->in_w, sums, row);
+                    else
+                        narrow_taps(c, i, regathered, c->in_w, sums, row);
+                    continue;
+                }
+                const float *pixels =
+                    c->nchw ? regathered : a + (n * c->in_h + y) * c->in_w * in_c;
+                for (int64_t x = 0; x < c->in_w; x++) {
+                    const int64_t first = x * sw - c->pad_left; /* tap 0's output column */
+                    const int64_t j0 = first < 0 ? -first : 0;
+                    const int64_t j1 = c->out_w - first < fw ? c->out_w - first : fw;
+                    if (j0 >= j1)
+                        continue;
+                    float *restrict o = row + (first + j0) * out_c;
+                    spread(pixels + x * in_c, in_c, c->weights + (i * fw + j0) * out_c, tap_floats,
+                           (j1 - j0) * out_c, o);
+                }
+            }
+            if (!c->nchw) {
+                for (int64_t p = 0; p < row_floats; p += out_c)
+                    for (int64_t e = 0; e < out_c; e++)
+                        row[p + e] = clamped(row[p + e] + c->bias[e], lo, hi);
+                continue;
+            }
+            for (int64_t e = 0; e < out_c; e++) {
+                float *plane = out + ((n * out_c + e) * c->out_h + oy) * c->out_w;
+                for (int64_t x = 0; x < c->out_w; x++)
+                    plane[x] = clamped(row[x * out_c + e] + c->bias[e], lo, hi);
+            }
+        }
+}
+
 /* A depthwise input of source_c channels into the kernel's in_c: its own
  * channels, then zeros. */
 static void widen(const nnb_plan_conv *c, const float *a, float *wide)
@@ -798,6 +971,9 @@ static int run_step(const nnb_plan_step *s, void *arena, void *const *tensors)
         return 0;
     case NNB_PLAN_RESIZE_BILINEAR:
         resize_bilinear(s->params, a, out);
+        return 0;
+    case NNB_PLAN_TRANSPOSE_CONV:
+        transpose_conv(s->params, a, s->lo, s->hi, out, tensor_at(s->b, arena, tensors));
         return 0;
     case NNB_PLAN_SQRT: {
         const float *x = a;

@@ -2,7 +2,8 @@
  * tensors and an arena of intermediates (plan.c; built by
  * csrc/build_ffi.py, planned by nnburst/cpu/plan.py).  The convolutions,
  * pools and the 8-bit table lookups call the kernels of kernels.h,
- * qconv.h and fconv.h; the moves (copies, fills) and the elementwise loops are here. */
+ * qconv.h and fconv.h; the moves (copies, fills), the elementwise loops and
+ * the float transposed convolution are here. */
 #ifndef NNBURST_PLAN_H
 #define NNBURST_PLAN_H
 
@@ -46,7 +47,8 @@
 #define NNB_PLAN_SQRT 26        /* out = sqrtf(a), count floats; params NULL */
 #define NNB_PLAN_LOGISTIC 27    /* out = 1 / (1 + expf(-a)) in float, count floats; params NULL */
 #define NNB_PLAN_RESIZE_BILINEAR 28 /* nnb_plan_resize: float32 NHWC bilinear resize */
-#define NNB_PLAN_KINDS 29
+#define NNB_PLAN_TRANSPOSE_CONV 29  /* nnb_plan_transpose_conv: float32 NHWC TRANSPOSE_CONV_2D */
+#define NNB_PLAN_KINDS 30
 /* Not a computation: the steps after it may split across threads
  * (nnb_plan_threads; a, b and count unused, out 0).  Numbered apart from
  * the kinds above so that new kinds keep their numbers. */
@@ -192,6 +194,31 @@ typedef struct {
     const int64_t *y0, *y1, *x0, *x1;
     const float *dy, *dx;
 } nnb_plan_resize;
+
+/* TRANSPOSE_CONV: a [batches, in_h, in_w, in_c] float32, out [batches,
+ * out_h, out_w, out_c] (count floats).  Input pixel (y, x) times weights
+ * [in_c, filter_h, filter_w, out_c] spreads over the canvas rows y *
+ * stride_h + [0, filter_h) and columns x * stride_w + [0, filter_w); out is
+ * the canvas from row pad_top and column pad_left on (what falls outside
+ * is dropped; out rows or columns past the canvas, a negative tail
+ * padding, hold the bias alone), plus bias [out_c], clamped to the step's
+ * [lo, hi].  weight_count must be in_c * filter_h * filter_w * out_c.
+ * nchw 1: a is
+ * [batches, in_c, in_h, in_w] and out [batches, out_c, out_h, out_w]
+ * instead.  narrow 1: the sums run along input rows (for a few out_c; 0:
+ * along out_c).  b is nnb_plan_transpose_conv_scratch bytes of the arena
+ * when that is not 0 (rows in the layouts the loops want). */
+typedef struct {
+    int64_t batches, in_h, in_w, in_c, out_h, out_w, out_c;
+    int64_t filter_h, filter_w, stride_h, stride_w, pad_top, pad_left;
+    const float *weights;
+    int64_t weight_count;
+    const float *bias;
+    int32_t narrow, nchw;
+} nnb_plan_transpose_conv;
+
+/* The scratch bytes a TRANSPOSE_CONV step's b holds (0: none). */
+int64_t nnb_plan_transpose_conv_scratch(const nnb_plan_transpose_conv *c);
 
 /* THREADS: the convolutions after it (CONV, DEPTHWISE, QCONV, QDEPTHWISE,
  * FCONV, FDWCONV; a fully connected layer is one of these over `batches`

@@ -490,6 +490,91 @@ static int random_resize(void)
     return failed;
 }
 
+/* TRANSPOSE_CONV against the canvas built here (every input pixel's taps
+ * added where they land, in double), within float32 rounding: random
+ * strides, filters, head pads and output sizes shorter or longer than the
+ * canvas (a negative tail), wide or narrow loops, NHWC or NCHW (their scratch
+ * in the arena); a weight count, a count, an input or a scratch one float
+ * off refused. */
+static int random_transpose_conv(void)
+{
+    nnb_plan_transpose_conv c = {.batches = 1 + rand() % 2, .in_h = 1 + rand() % 5,
+                                 .in_w = 1 + rand() % 5, .in_c = 1 + rand() % 10,
+                                 .out_c = 1 + rand() % 18, .filter_h = 1 + rand() % 4,
+                                 .filter_w = 1 + rand() % 4, .stride_h = 1 + rand() % 3,
+                                 .stride_w = 1 + rand() % 3};
+    const int64_t full_h = (c.in_h - 1) * c.stride_h + c.filter_h;
+    const int64_t full_w = (c.in_w - 1) * c.stride_w + c.filter_w;
+    c.pad_top = rand() % full_h, c.pad_left = rand() % full_w;
+    c.out_h = 1 + rand() % (full_h - c.pad_top + 2), c.out_w = 1 + rand() % (full_w - c.pad_left + 2);
+    const int64_t in_n = c.batches * c.in_h * c.in_w * c.in_c;
+    const int64_t out_n = c.batches * c.out_h * c.out_w * c.out_c;
+    c.weight_count = c.in_c * c.filter_h * c.filter_w * c.out_c;
+    c.narrow = rand() % 2, c.nchw = rand() % 2;
+    const int64_t scratch = nnb_plan_transpose_conv_scratch(&c);
+    float *arena = scratch ? malloc((size_t)scratch) : NULL;
+    float *x = malloc(sizeof(float) * (size_t)in_n), *out = malloc(sizeof(float) * (size_t)out_n);
+    float *w = malloc(sizeof(float) * (size_t)c.weight_count);
+    float *bias = malloc(sizeof(float) * (size_t)c.out_c);
+    double *want = calloc((size_t)out_n, sizeof(double));
+    for (int64_t k = 0; k < in_n; k++) x[k] = (float)(rand() % 200 - 100) / 50.0f;
+    for (int64_t k = 0; k < c.weight_count; k++) w[k] = (float)(rand() % 200 - 100) / 50.0f;
+    for (int64_t k = 0; k < c.out_c; k++) bias[k] = (float)(rand() % 10 - 5);
+    c.weights = w, c.bias = bias;
+    const float lo = rand() % 2 ? 0.0f : -INFINITY, hi = rand() % 2 ? 6.0f : INFINITY;
+    for (int64_t n = 0; n < c.batches; n++)
+        for (int64_t y = 0; y < c.in_h; y++)
+            for (int64_t xx = 0; xx < c.in_w; xx++)
+                for (int64_t i = 0; i < c.filter_h; i++)
+                    for (int64_t j = 0; j < c.filter_w; j++) {
+                        const int64_t oy = y * c.stride_h + i - c.pad_top;
+                        const int64_t ox = xx * c.stride_w + j - c.pad_left;
+                        if (oy < 0 || oy >= c.out_h || ox < 0 || ox >= c.out_w)
+                            continue;
+                        for (int64_t k = 0; k < c.in_c; k++)
+                            for (int64_t e = 0; e < c.out_c; e++) {
+                                const int64_t at = c.nchw
+                                                       ? ((n * c.in_c + k) * c.in_h + y) * c.in_w + xx
+                                                       : ((n * c.in_h + y) * c.in_w + xx) * c.in_c + k;
+                                const int64_t tap =
+                                    ((k * c.filter_h + i) * c.filter_w + j) * c.out_c + e;
+                                want[((n * c.out_h + oy) * c.out_w + ox) * c.out_c + e] +=
+                                    (double)x[at] * w[tap];
+                            }
+                    }
+    nnb_plan_step step = {.kind = NNB_PLAN_TRANSPOSE_CONV, .a = -1, .out = -2, .count = out_n,
+                          .lo = lo, .hi = hi, .params = &c};
+    void *tensors[2] = {x, out};
+    int64_t bytes[2] = {in_n * 4, out_n * 4};
+    int failed = run_one(&step, arena, scratch, tensors, bytes, 2) != 0;
+    for (int64_t k = 0; k < out_n && !failed; k++) { /* k: NHWC; the output's own place */
+        const int64_t e = k % c.out_c, pixel = k / c.out_c, pixels = c.out_h * c.out_w;
+        const int64_t at = c.nchw ? ((pixel / pixels) * c.out_c + e) * pixels + pixel % pixels : k;
+        double v = want[k] + bias[e];
+        v = v < lo ? lo : v > hi ? hi : v;
+        failed = fabs(out[at] - v) > 1e-4 * (1.0 + fabs(v));
+    }
+    if (scratch) {
+        failed |= nnb_plan_check(&step, 1, scratch - 4, bytes, 2) != -EINVAL;
+        step.b = 2;
+        failed |= nnb_plan_check(&step, 1, scratch + 4, bytes, 2) != -EINVAL; /* misaligned */
+        step.b = 0;
+    }
+    c.weight_count += 1;
+    failed |= nnb_plan_check(&step, 1, scratch, bytes, 2) != -EINVAL;
+    c.weight_count -= 1;
+    step.count += 1;
+    failed |= nnb_plan_check(&step, 1, scratch, bytes, 2) != -EINVAL;
+    step.count -= 1;
+    bytes[0] -= 4;
+    failed |= nnb_plan_check(&step, 1, scratch, bytes, 2) != -EINVAL;
+    bytes[0] += 4;
+    c.pad_left = -1;
+    failed |= nnb_plan_check(&step, 1, scratch, bytes, 2) != -EINVAL;
+    free(x), free(out), free(w), free(bias), free(want), free(arena);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     int runs = argc > 1 ? atoi(argv[1]) : 500, failures = 0;
@@ -504,7 +589,8 @@ int main(int argc, char **argv)
     for (int r = 0; r < runs; r++) failures += random_softmax();
     for (int r = 0; r < runs; r++) failures += random_unary();
     for (int r = 0; r < runs; r++) failures += random_resize();
-    printf("plan: %d random chains, copies, per-channel steps, means, softmaxes, square roots, logistics and resizes, %d convolutions, packed float layers and 8-bit average pools, %d failed\n", runs, runs / 4,
+    for (int r = 0; r < runs; r++) failures += random_transpose_conv();
+    printf("plan: %d random chains, copies, per-channel steps, means, softmaxes, square roots, logistics, resizes and transposed convolutions, %d convolutions, packed float layers and 8-bit average pools, %d failed\n", runs, runs / 4,
            failures);
     return failures != 0;
 }

@@ -28,7 +28,7 @@ SOFTMAX_Q8, AVERAGE_Q8 = lib.NNB_PLAN_SOFTMAX_Q8, lib.NNB_PLAN_AVERAGE_Q8
 PRELU, QUANTIZE, DEQUANTIZE = lib.NNB_PLAN_PRELU, lib.NNB_PLAN_QUANTIZE, lib.NNB_PLAN_DEQUANTIZE
 MEAN, SOFTMAX = lib.NNB_PLAN_MEAN, lib.NNB_PLAN_SOFTMAX
 SQRT, LOGISTIC = lib.NNB_PLAN_SQRT, lib.NNB_PLAN_LOGISTIC
-RESIZE_BILINEAR = lib.NNB_PLAN_RESIZE_BILINEAR
+RESIZE_BILINEAR, TRANSPOSE_CONV = lib.NNB_PLAN_RESIZE_BILINEAR, lib.NNB_PLAN_TRANSPOSE_CONV
 THREADS = lib.NNB_PLAN_THREADS
 MAX_RANK = lib.NNB_PLAN_MAX_RANK
 #: Every intermediate starts on a cache line (the kernels' vector loads like it).
@@ -214,6 +214,35 @@ def resize_params(
     pointer.x0, pointer.x1 = ffi.from_buffer("int64_t[]", x0), ffi.from_buffer("int64_t[]", x1)
     pointer.dy, pointer.dx = ffi.from_buffer("float[]", dy), ffi.from_buffer("float[]", dx)
     return Params(pointer, (y0, y1, x0, x1, dy, dx))
+
+
+def transpose_conv_params(
+    in_shape: Sequence[int], out_hw: Sequence[int], weights: np.ndarray, bias: np.ndarray,
+    strides: Sequence[int], pads: Sequence[int], nchw: bool = False,
+) -> tuple[Params, int]:  # fmt: skip
+    """TRANSPOSE_CONV: NHWC ``in_shape`` (whatever ``nchw``, the layout the step
+    reads and writes), ``weights`` float32 [in_c, fh, fw, out_c] and ``bias``
+    float32 [out_c]; ``strides`` (h, w), ``pads`` (top, left): where the output
+    starts in the canvas.  With the scratch bytes its b needs (0: none)."""
+    in_c, fh, fw, out_c = weights.shape
+    weights = np.ascontiguousarray(weights, np.float32)
+    bias = np.ascontiguousarray(bias, np.float32)
+    pointer: Any = ffi.new("nnb_plan_transpose_conv *")
+    pointer.batches, pointer.in_h, pointer.in_w, pointer.in_c = in_shape
+    pointer.out_h, pointer.out_w = out_hw
+    pointer.filter_h, pointer.filter_w, pointer.out_c = fh, fw, out_c
+    pointer.stride_h, pointer.stride_w = strides
+    pointer.pad_top, pointer.pad_left = pads
+    pointer.weights = ffi.from_buffer("float[]", weights)
+    pointer.weight_count = weights.size
+    pointer.bias = ffi.from_buffer("float[]", bias)
+    pointer.narrow, pointer.nchw = int(out_c < NARROW_BELOW), int(nchw)
+    return Params(pointer, (weights, bias)), lib.nnb_plan_transpose_conv_scratch(pointer)
+
+
+#: TRANSPOSE_CONV with fewer output channels than this sums along input rows
+#: (a multiply-add along a few out_c costs more in loop than in arithmetic).
+NARROW_BELOW = 8
 
 
 def threads_params(threads: int, min_work: int, slices: int = 1) -> Params:

@@ -21,8 +21,12 @@ outputs and an arena of its intermediates.  What the C plan computes:
   numpy's own vector exp may round differently: within a float32 rounding);
 - float32 NHWC RESIZE_BILINEAR (its taps worked out here as the operation
   does; each output the same float32 terms in the same order);
-- RESIZE_NEAREST_NEIGHBOR by whole factors (a strided copy per place in the
-  repeated block, when the operation's own source indices are k // factor);
+- RESIZE_NEAREST_NEIGHBOR by whole factors (one copy reading each pixel
+  again for every place in the repeated block, when the operation's own
+  source indices are k // factor);
+- float32 TRANSPOSE_CONV_2D of constant filter and bias (a C loop: its sums
+  in another order than the operation's matrix product, within float32
+  rounding);
 - float32 MEAN over a block of neighbouring axes and float32 SOFTMAX over
   the last axis (in double, as the operations compute them: the sums' order
   may differ from numpy's pairwise one, within a float32 rounding);
@@ -59,6 +63,7 @@ from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
 from .ops.resize import _source_index, _taps
 from .ops.shape import _slice_indices  # the operations' own index rules
 from .ops.tensor import _slice_bounds
+from .ops.window_geometry import transpose_padding
 from .registry import ExecutionContext
 
 logger = logging.getLogger("nnburst.compilation.plan")
@@ -939,14 +944,10 @@ def _resize_bilinear(op: Any, subgraph: Subgraph) -> _Lowered | None:
     return _Lowered((_Step(c_plan.RESIZE_BILINEAR, x, y, math.prod(out), params=params),))
 
 
-#: A nearest resize repeating each pixel more times than this stays numpy's.
-MAX_NEAREST_COPIES = 16
-
-
 def _resize_nearest(op: Any, subgraph: Subgraph) -> _Lowered | None:
     """RESIZE_NEAREST_NEIGHBOR that repeats each pixel sy x sx times (the source
-    rows and columns the operation picks are k // sy and k // sx): one strided
-    copy of the input per place in the sy x sx block."""
+    rows and columns the operation picks are k // sy and k // sx): one copy
+    reading the input as [n, h, sy, w, sx, c] with the repeats' strides 0."""
     x, y = op.inputs[0], op.outputs[0]
     if not _same_bytes(_info(subgraph, x), _info(subgraph, y)):
         return None
@@ -954,7 +955,7 @@ def _resize_nearest(op: Any, subgraph: Subgraph) -> _Lowered | None:
     if setup is None:
         return None
     (n, h, w, c), (_, out_h, out_w, _), align, half = setup
-    if out_h % h or out_w % w or (out_h // h) * (out_w // w) > MAX_NEAREST_COPIES:
+    if out_h % h or out_w % w:
         return None
     sy, sx = out_h // h, out_w // w
     rows, columns = _source_index(out_h, h, align, half), _source_index(out_w, w, align, half)
@@ -963,16 +964,60 @@ def _resize_nearest(op: Any, subgraph: Subgraph) -> _Lowered | None:
         and np.array_equal(columns, np.arange(out_w) // sx)
     ):
         return None
-    elem = _info(subgraph, x).dtype.itemsize
-    steps = []
-    for j in range(sy):
-        for i in range(sx):
-            params = c_plan.copy_params(
-                elem, (n, h, w, c), _strides((n, h, w, c)),
-                (out_h * out_w * c, sy * out_w * c, sx * c, 1), 0, (j * out_w + i) * c,
-            )  # fmt: skip
-            steps.append(_Step(c_plan.COPY, x, y, params=params))
-    return _Lowered(tuple(steps))
+    extent = (n, h, sy, w, sx, c)
+    params = _transposing(_info(subgraph, x).dtype.itemsize, extent, (h * w * c, w * c, 0, c, 0, 1))
+    return _Lowered((_Step(c_plan.COPY, x, y, params=params),))
+
+
+def _transpose_conv(op: Any, subgraph: Subgraph) -> _Lowered | None:
+    """A float32 TRANSPOSE_CONV_2D whose filter, bias and parameters are constant
+    (the weights as the operation laid them out at prepare): one step, NCHW or
+    NHWC as the operation's layout flag says."""
+    state = op.state  # the operation's prepared _MatmulState (ops/transposed_conv.py)
+    x, y = op.inputs[0], op.outputs[0]
+    if state.values is None or state.bias is None:
+        return None
+    filt = state.weights
+    if filt is None or filt.requant is not None or filt.weights.dtype != np.float32:
+        return None
+    if _info(subgraph, x).code != _F32 or _info(subgraph, y).code != _F32:
+        return None
+    values = state.values
+    nchw = bool(values["nchw"])
+    (n, c, h, w), (_, oc, oh, ow) = _dims(subgraph, x), _dims(subgraph, y)
+    if not nchw:
+        (n, h, w, c), (_, oh, ow, oc) = _dims(subgraph, x), _dims(subgraph, y)
+    depth_out, fh, fw, depth_in = filt.shape
+    if (depth_in, depth_out) != (c, oc) or _dims(subgraph, y)[0] != n:
+        return None
+    sh, sw = int(values["stride_h"]), int(values["stride_w"])
+    if "padding_scheme" in values:
+        wanted = _constant(subgraph, op.inputs[3])
+        if wanted is None or np.asarray(wanted).size != 4:
+            return None
+        wanted = [int(v) for v in np.asarray(wanted).reshape(-1)]
+        want_h, want_w = wanted[2:4] if nchw else wanted[1:3]
+        top, bottom = transpose_padding(want_h, sh, fh, values["padding_scheme"])
+        left, right = transpose_padding(want_w, sw, fw, values["padding_scheme"])
+    else:
+        top, bottom = int(values["pad_top"]), int(values["pad_bottom"])
+        left, right = int(values["pad_left"]), int(values["pad_right"])
+    full_h, full_w = (h - 1) * sh + fh, (w - 1) * sw + fw
+    if (full_h - top - bottom, full_w - left - right) != (oh, ow) or min(top, left) < 0:
+        return None
+    bounds = FLOAT_ACTIVATION_BOUNDS.get(int(values["fuse"]))
+    bias = np.ascontiguousarray(state.bias, np.float32)
+    if bounds is None or bias.shape != (depth_out,):
+        return None
+    weights = np.ascontiguousarray(filt.weights.reshape(depth_in, fh, fw, depth_out))
+    params, scratch_bytes = c_plan.transpose_conv_params(
+        (n, h, w, c), (oh, ow), weights, bias, (sh, sw), (top, left), nchw
+    )
+    scratch = _Scratch(scratch_bytes) if scratch_bytes else None
+    count = n * oh * ow * oc
+    step = _Step(c_plan.TRANSPOSE_CONV, x, y, count, scratch, lo=bounds[0], hi=bounds[1],
+                 params=params)  # fmt: skip
+    return _Lowered((step,))
 
 
 def _unary_by_type(op: Any, subgraph: Subgraph) -> _Lowered | None:
@@ -1001,4 +1046,5 @@ _LOWERINGS: dict[int, Callable[[Any, Subgraph], _Lowered | None]] = {
     OperationCode.RESIZE_NEAREST_NEIGHBOR: _resize_nearest,
     OperationCode.MEAN: _mean,
     OperationCode.SOFTMAX: _softmax,
+    OperationCode.TRANSPOSE_CONV_2D: _transpose_conv,
 }

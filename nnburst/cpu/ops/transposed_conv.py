@@ -33,6 +33,7 @@ from .window_geometry import (
     check_window_values,
     from_nhwc,
     to_nhwc,
+    transpose_padding,
     window_args,
     window_values,
 )
@@ -256,22 +257,6 @@ def _validate_transpose(sig: OperationSignature) -> None:
             raise sig.fail(f"filter depth_in {filter_depth} != input depth {depth_in}")
 
 
-def _transpose_padding(
-    out_size: int, stride: int, filter_size: int, scheme: int
-) -> tuple[int, int]:
-    """(head, tail) padding for an implicit scheme, given the wanted output size.
-
-    SAME pads so the output is exactly ``out_size``; the tail is fitted to the
-    end of the last stride and may come out negative, as in the reference.
-    """
-    if scheme != PaddingCode.SAME:
-        return 0, 0
-    in_size = (out_size + stride - 1) // stride
-    needed = (in_size - 1) * stride + filter_size - out_size
-    head = needed // 2 if needed > 0 else 0
-    return head, needed - head
-
-
 def _prepare_transpose(sig: OperationSignature) -> _MatmulState:
     positions = _tc_positions(sig)
     values = {
@@ -303,8 +288,8 @@ def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
         if shape.size != 4:
             raise fail(f"output_shape has {shape.size} elements; expected 4")
         want_h, want_w = (int(shape[2]), int(shape[3])) if nchw else (int(shape[1]), int(shape[2]))
-        pt, pb = _transpose_padding(want_h, sh, fh, values["padding_scheme"])
-        pl, pr = _transpose_padding(want_w, sw, fw, values["padding_scheme"])
+        pt, pb = transpose_padding(want_h, sh, fh, values["padding_scheme"])
+        pl, pr = transpose_padding(want_w, sw, fw, values["padding_scheme"])
     else:
         pt, pb = int(values["pad_top"]), int(values["pad_bottom"])
         pl, pr = int(values["pad_left"]), int(values["pad_right"])

@@ -40,6 +40,21 @@ def padding_for_scheme(
     return needed // 2, needed - needed // 2
 
 
+def transpose_padding(out_size: int, stride: int, filter_size: int, scheme: int) -> tuple[int, int]:
+    """TRANSPOSE_CONV_2D's (head, tail) padding for an implicit scheme, given the
+    wanted output size.
+
+    SAME pads so the output is exactly ``out_size``; the tail is fitted to the
+    end of the last stride and may come out negative, as in the reference.
+    """
+    if scheme != PaddingCode.SAME:
+        return 0, 0
+    in_size = (out_size + stride - 1) // stride
+    needed = (in_size - 1) * stride + filter_size - out_size
+    head = needed // 2 if needed > 0 else 0
+    return head, needed - head
+
+
 @dataclass(frozen=True)
 class WindowArgs:
     """Input positions of the scalar parameters of a 2-D windowed operation.
