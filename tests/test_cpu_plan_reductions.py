@@ -131,8 +131,9 @@ def test_a_softmax_alone_is_a_c_call_and_an_add_alone_is_not(
     assert check(g, monkeypatch, feeds) == 3
     planned, _ = both(g.model(), monkeypatch)
     first, _, last = (op.kernel for op in planned.main._plan)
-    assert first.__qualname__.startswith("_kernel")  # plan.py's C call
-    assert not last.__qualname__.startswith("_kernel")
+    # plan.py's C call carries its table (and keeps working under mutmut's renamed functions)
+    assert hasattr(first, "plan_table")
+    assert not hasattr(last, "plan_table")
 
 
 @pytest.mark.parametrize("code", [Op.SQRT, Op.LOGISTIC], ids=["SQRT", "LOGISTIC"])
