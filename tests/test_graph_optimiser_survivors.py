@@ -16,7 +16,7 @@ import pytest
 
 from nnburst.codes import FuseCode, OperandCode
 from nnburst.cpu import optimise
-from nnburst.hal.model import Lifetime, Operand, Subgraph
+from nnburst.hal.model import Lifetime, Operand, Operation, Subgraph
 from nnburst.operands import OperandInfo
 from tests.test_graph_optimiser import F32, I32, Graph, Op, codes, compare, hard_swish, prepared
 from tests.test_layout_regions import SHAPE, pool
@@ -265,3 +265,198 @@ def test_each_rewrite_prepares_without_falling_back(
     dropped with a warning and the graph run as written, with the same answers)."""
     g, left = rewrite(kind)
     assert compare(g, monkeypatch) == left
+
+
+# -- the PAD fold ----------------------------------------------------------------------
+
+IMAGE = (1, 6, 5, 3)
+PADS = [[0, 0], [1, 1], [2, 0], [0, 0]]
+
+
+def padded_conv(
+    g: Graph,
+    depthwise: bool = False,
+    guard: str | None = None,
+) -> tuple[int, int]:
+    """x -> PAD -> a dilated CONV_2D or DEPTHWISE_CONV_2D (layout flag given), SAME
+    padding; (the PAD's output, the layer's).  ``guard`` breaks one condition of the fold."""
+    x = g.input((1, 6, 4, 2) if guard == "not a pad" else IMAGE)
+    pads = np.array(PADS, np.int32)
+    if guard == "nchw":  # the PAD's rows 1 and 2 are then channels and rows
+        pads = np.array([[0, 0], [1, 0], [1, 1], [0, 0]], np.int32)
+    paddings = g.const(pads, T32)
+    if guard == "paddings fed":
+        paddings = len(g.operands)
+        g.operands.append(Operand(OperandInfo(T32, (4, 2)), Lifetime.SUBGRAPH_INPUT))
+        g.inputs.append(paddings)
+    padded_dims = tuple(d + int(p.sum()) for d, p in zip(IMAGE, pads))
+    if guard == "not a pad":  # a MAXIMUM by a [4, 2] constant of a PAD's paddings
+        padded_dims = (1, 6, 4, 2)
+        padded = g.op(Op.MAXIMUM, [x, g.const(pads.astype(np.float32))], padded_dims)
+    else:
+        declared = (1, 0, 0, 3) if guard == "unknown size" else padded_dims
+        padded = g.op(Op.PAD, [x, paddings], declared)
+    n, h, w, c = padded_dims
+    if guard == "nchw":
+        n, c, h, w = padded_dims
+    rng = np.random.default_rng(5)
+    depth = c if depthwise else 4
+    weights = rng.normal(0, 0.5, (1, 3, 3, c) if depthwise else (depth, 3, 3, c)).astype(np.float32)
+    if guard == "weights inf":
+        weights[0, 1, 1, 0] = np.inf
+    w_index = g.const(weights)
+    if guard == "weights fed":
+        w_index = len(g.operands)
+        g.operands.append(Operand(OperandInfo(F32, weights.shape), Lifetime.SUBGRAPH_INPUT))
+        g.inputs.append(w_index)
+    args = [padded, w_index, g.const(rng.normal(0, 0.5, depth).astype(np.float32))]
+    args += [g.const(1, I32), g.const(1, I32), g.const(1, I32)]  # SAME, strides 1
+    if depthwise:
+        args.append(g.const(1, I32))
+    args += [g.fuse(), g.const(guard == "nchw", OperandCode.BOOL), g.const(2, I32), g.const(2, I32)]
+    out = (n, depth, h, w) if guard == "nchw" else (n, h, w, depth)
+    layer = g.op(Op.DEPTHWISE_CONV_2D if depthwise else Op.CONV_2D, args, out)
+    g.output(layer)
+    if guard == "read twice":
+        g.output(g.op(Op.RELU, [padded], padded_dims))
+    return padded, layer
+
+
+def answers(g: Graph, monkeypatch: pytest.MonkeyPatch, seed: int = 0) -> list[str]:
+    """The optimised graph's operations, after checking it answers as the graph as
+    written bit for bit (NaN where NaN), for graphs of any inputs."""
+    model = g.model()
+    rng = np.random.default_rng(seed)
+    feeds = []
+    for i in g.inputs:
+        info = model.main.operands[i].info
+        if info.code == T32:
+            feeds.append(np.array(PADS, np.int32))
+        else:
+            feeds.append(rng.uniform(-6, 6, info.dimensions).astype(np.float32))
+    optimised, written = prepared(model, True, monkeypatch), prepared(model, False, monkeypatch)
+    for got, want in zip(optimised.run(feeds), written.run(feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    return codes(optimised)
+
+
+@pytest.mark.parametrize("depthwise", [False, True], ids=["conv", "depthwise"])
+def test_a_pad_folds_into_a_dilated_layer_with_its_layout_flag(
+    depthwise: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fold keeps the layer's strides, depth multiplier, activation, layout
+    flag and dilations, and adds four int32 paddings."""
+    g = Graph()
+    padded_conv(g, depthwise)
+    layer = "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D"
+    assert answers(g, monkeypatch) == [layer]
+    assert f"PAD [[1, 1], [2, 0]] folded into {layer}'s padding" in caplog.text
+    rewritten = optimise.optimise(g.model().main)
+    (op,) = rewritten.operations
+    assert len(op.inputs) == (14 if depthwise else 13)
+    for operand in rewritten.operands[len(g.operands) :]:
+        assert operand.value.dtype == operand.info.dtype
+
+
+PAD_GUARDS = [
+    "read twice",
+    "weights fed",
+    "paddings fed",
+    "weights inf",
+    "unknown size",
+    "nchw",
+    "not a pad",
+]
+
+
+@pytest.mark.parametrize("guard", PAD_GUARDS)
+def test_what_the_pad_fold_leaves(guard: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = Graph()
+    padded_conv(g, guard=guard)
+    names = answers(g, monkeypatch)
+    assert ("MAXIMUM" if guard == "not a pad" else "PAD") in names
+
+
+# -- what the activation rewrites leave -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "guard", ["MUL read twice", "MUL of another input", "slope fed", "size unknown"]
+)
+def test_what_is_not_a_leaky_relu_here_is_left(guard: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = Graph()
+    x = g.input((3, 7))
+    scaled_of = g.input((3, 7)) if guard == "MUL of another input" else x
+    slope = g.input((1,)) if guard == "slope fed" else g.const(0.2)
+    shape = (3, 0) if guard == "size unknown" else (3, 7)
+    scaled = g.binary(Op.MUL, scaled_of, slope, shape)
+    g.output(g.op(Op.MAXIMUM, [x, scaled], (3, 7)))
+    if guard == "MUL read twice":
+        g.output(g.op(Op.RELU, [scaled], (3, 7)))
+    assert "MAXIMUM" in answers(g, monkeypatch)
+
+
+def test_a_hard_swish_multiplying_the_gate_first_is_one_operation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    g = Graph()
+    x = g.input((3, 7))
+    shifted = g.binary(Op.ADD, x, g.const([3.0]), (3, 7), FuseCode.RELU6)
+    product = g.binary(Op.MUL, shifted, x, (3, 7))  # the gate on the left
+    g.output(g.binary(Op.DIV, product, g.const(6.0), (3, 7)))
+    assert answers(g, monkeypatch) == ["HARD_SWISH"]
+
+
+@pytest.mark.parametrize("guard", ["product read twice", "a sixth 5e-6 off"])
+def test_more_that_is_not_a_hard_swish_is_left(guard: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    g = Graph()
+    x = g.input((3, 7))
+    shifted = g.binary(Op.ADD, x, g.const([3.0]), (3, 7), FuseCode.RELU6)
+    product = g.binary(Op.MUL, x, shifted, (3, 7))
+    sixth = np.float32(1 / 6) * np.float32(1 + 5e-6 if guard == "a sixth 5e-6 off" else 1)
+    g.output(g.binary(Op.MUL, product, g.const(sixth), (3, 7)))
+    if guard == "product read twice":
+        g.output(g.op(Op.RELU, [product], (3, 7)))
+    assert "HARD_SWISH" not in answers(g, monkeypatch)
+
+
+def test_a_square_is_logged_and_a_maximum_by_two_is_no_square(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = Graph()
+    x = g.input((3, 7))
+    squared = g.op(Op.POW, [x, g.const(2.0)], (3, 7))
+    g.output(g.op(Op.MAXIMUM, [squared, g.const(2.0)], (3, 7)))
+    assert answers(g, monkeypatch) == ["MUL", "MAXIMUM"]
+    assert "POW(x, 2) as MUL(x, x)" in caplog.text
+
+
+def test_random_numbers_of_constants_are_drawn_each_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """RANDOM_MULTINOMIAL reads only constants, and still is never run at prepare."""
+    g = Graph()
+    x = g.input((2, 3))
+    logits = g.const(np.log([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]]))
+    seeds = g.const([7, 11], T32)
+    out = len(g.operands)
+    g.operands.append(Operand(OperandInfo(T32, (2, 4)), Lifetime.SUBGRAPH_OUTPUT))
+    g.outputs.append(out)
+    g.operations.append(Operation(Op.RANDOM_MULTINOMIAL, (logits, g.const(4, I32), seeds), (out,)))
+    g.output(g.op(Op.RELU, [x], (2, 3)))
+    rewritten = optimise.optimise(g.model().main)
+    assert Op.RANDOM_MULTINOMIAL in [op.code for op in rewritten.operations]
+
+
+def test_an_operation_of_two_results_is_left_and_a_dead_identity_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SPLIT (two outputs) is no identity; a RESHAPE to its own shape that
+    nothing reads goes."""
+    g = Graph()
+    x = g.input((4, 3))
+    halves = [len(g.operands), len(g.operands) + 1]
+    for _ in halves:
+        g.operands.append(Operand(OperandInfo(F32, (2, 3)), Lifetime.TEMPORARY_VARIABLE))
+    g.operations.append(Operation(Op.SPLIT, (x, g.const(0, I32), g.const(2, I32)), tuple(halves)))
+    g.output(g.binary(Op.ADD, halves[0], halves[1], (2, 3)))
+    g.op(Op.RESHAPE, [x, g.const([4, 3], T32)], (4, 3))  # read by nothing
+    assert answers(g, monkeypatch) == ["SPLIT", "ADD"]
