@@ -219,3 +219,75 @@ def test_a_planned_run_is_logged_with_its_operations_steps_and_arena(
     (message,) = [r.getMessage() for r in caplog.records if r.name.endswith(".plan")]
     # the ADD's 60 bytes take one 64-byte block of the arena
     assert message == "plan: 2 operations (ADD, MUL) as one C call of 2 steps, arena 64 bytes"
+
+
+# -- bound kernels as steps ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depthwise", [False, True], ids=["conv", "depthwise"])
+def test_an_nchw_layer_is_a_c_step_between_two_transposing_copies(
+    depthwise: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(plan, "BLAS_MACS_IN_PLAN", 1 << 30)
+    net = Net(12)
+    x = net.input(f32(1, 3, 5, 4))  # NCHW
+    t = net.conv(x, 6, depthwise=depthwise, nchw=True)
+    net.output(net.op(Op.RELU, [t], net.info(t)))
+    assert c_calls(net, monkeypatch) == [True]
+
+
+def test_a_channel_padded_add_clamps_to_its_fused_activation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ADD(a, PAD(x)) of the channels (fusion.py's pair) with RELU6 fused, inside a
+    run: sums below 0 and above 6 both occur and are clamped."""
+    net = Net(13)
+    a, x = net.input(f32(2, 3, 5)), net.input(f32(2, 3, 3))
+    none = net.scalar(FuseCode.NONE)
+    shifted = net.op(Op.ADD, [a, net.const(f32(1), np.float32([-3.0])), none], f32(2, 3, 5))
+    scaled = net.op(Op.MUL, [x, net.const(f32(1), np.float32([8.0])), none], f32(2, 3, 3))
+    rows = net.const(OperandInfo(T32, (3, 2)), np.array([[0, 0], [0, 0], [0, 2]]))
+    padded = net.op(Op.PAD, [scaled, rows], f32(2, 3, 5))
+    net.output(net.op(Op.ADD, [shifted, padded, net.scalar(FuseCode.RELU6)], f32(2, 3, 5)))
+    assert c_calls(net, monkeypatch) == [True]
+
+
+def test_a_plan_for_two_threads_gives_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built to split its convolutions over two kernel threads (no work too small)."""
+    from nnburst.cpu import threads
+
+    monkeypatch.setattr(threads, "MIN_WORK", 0)
+    net = Net(14)
+    x = net.input(f32(1, 9, 8, 3))
+    t = net.conv(x, 8)
+    net.output(net.op(Op.RELU, [t], net.info(t)))
+    with threads.asked(2):
+        assert c_calls(net, monkeypatch) == [True]
+        planned, _ = both(net.model(), monkeypatch)
+    assert planned.main._plan[0].kernel.plan_table.threads == 2
+
+
+def test_a_prelu_with_a_slope_per_element_is_a_c_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    net = Net(15)
+    x = net.input(f32(3, 4))
+    slope = net.const(f32(3, 4), np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4))
+    t = net.op(Op.PRELU, [x, slope], f32(3, 4))
+    net.output(net.op(Op.RELU1, [t], f32(3, 4)))
+    assert c_calls(net, monkeypatch) == [True]
+
+
+@pytest.mark.parametrize("flags", [0, 1], ids=["layout only", "NCHW"])
+def test_a_nearest_resize_without_corner_flags_is_c_steps_and_an_nchw_one_is_not(
+    flags: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    net = Net(16)
+    x = net.input(f32(1, 2, 3, 4))
+    nhwc = net.const(OperandInfo(BOOL, ()), np.bool_(False))
+    args = [x, net.scalar(6), net.scalar(4), nhwc]  # width 6, height 4, no corner flags
+    out = f32(1, 4, 6, 4)
+    if flags:  # NCHW: 2 channels of 3 x 4 to 6 x 8
+        args = [x, net.scalar(8), net.scalar(6), net.const(OperandInfo(BOOL, ()), np.bool_(True))]
+        out = f32(1, 2, 6, 8)
+    resized = net.op(Op.RESIZE_NEAREST_NEIGHBOR, args, out)
+    net.output(net.op(Op.RELU, [resized], out))
+    assert c_calls(net, monkeypatch) == ([False, True] if flags else [True])

@@ -173,8 +173,8 @@ def test_shapes_known_only_at_run_time_are_left_as_written(
     x, y = g.input((2, 5)), g.input((2, 5))
     added = g.binary(Op.ADD, x, y, (2, 0))
     g.output(g.op(Op.RELU, [added], (2, 5)))
-    inner = g.op(Op.RELU6, [y], (2, 5))
-    g.output(g.op(Op.RELU1, [inner], (0, 5)))
+    inner = g.op(Op.RELU, [y], (2, 5))
+    g.output(g.op(Op.RELU6, [inner], (0, 5)))
     image = g.input((1, 6, 5, 3))
     conv = g.conv(image, (1, 6, 5, 3), 4)
     g.operands[conv] = Operand(OperandInfo(F32, (1, 0, 0, 4)), Lifetime.TEMPORARY_VARIABLE)
@@ -182,8 +182,8 @@ def test_shapes_known_only_at_run_time_are_left_as_written(
     assert compare(g, monkeypatch, exact=True) == [
         "ADD",
         "RELU",
+        "RELU",
         "RELU6",
-        "RELU1",
         "CONV_2D",
         "MUL",
     ]
@@ -460,3 +460,11 @@ def test_an_operation_of_two_results_is_left_and_a_dead_identity_dropped(
     g.output(g.binary(Op.ADD, halves[0], halves[1], (2, 3)))
     g.op(Op.RESHAPE, [x, g.const([4, 3], T32)], (4, 3))  # read by nothing
     assert answers(g, monkeypatch) == ["SPLIT", "ADD"]
+
+
+def test_a_layer_output_read_twice_keeps_its_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    g = Graph()
+    conv = g.conv(g.input(IMAGE), IMAGE, 4)
+    g.output(g.binary(Op.MUL, conv, g.const([0.5, 2.0, -1.0, 1.5]), (1, 6, 5, 4)))
+    g.output(g.op(Op.RELU, [conv], (1, 6, 5, 4)))
+    assert answers(g, monkeypatch) == ["CONV_2D", "MUL", "RELU"]
