@@ -174,6 +174,7 @@ def nearest(net: Net, x: int, out_h: int, out_w: int) -> int:
         (16, 6, False),  # 8 x 3 = 24 copies: more than it takes
         (3, 4, False),  # 1.5 x 2: no whole factor down
         (4, 3, False),  # 2 x 1.5 across
+        (1, 2, False),  # half the rows: no factor at all
     ],
 )
 def test_a_nearest_resize_by_whole_factors_within_its_copies_is_c_steps(
