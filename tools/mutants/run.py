@@ -470,11 +470,23 @@ def run_group(
         }
 
     survivors = []
+    patterns = only or group.names
     if resumed:
         survivors = [n for n, s in results().items() if s not in (*KILLED, "not checked")]
         if only:
             survivors = [n for n in survivors if any(fnmatch.fnmatchcase(n, p) for p in only)]
-    run()
+    if resumed and patterns:
+        # mutmut re-runs every mutant it is named (patterns too), decided or not: name
+        # only those still undecided, or a resumed onnx-import starts over
+        pending = [
+            n
+            for n, s in results().items()
+            if s == "not checked" and any(fnmatch.fnmatchcase(n, p) for p in patterns)
+        ]
+        if pending:
+            run(*pending)
+    else:
+        run()
     if survivors:
         run(*survivors)
     statuses = results()
