@@ -230,8 +230,8 @@ GROUPS = {
 
 
 #: Groups left out of the default run: hal-full takes hours; the importers' groups
-#: (tflite-import 92 %, onnx-import's 6,101 mutants about 2 hours: see LAST_RUN.md)
-#: take long on a busy machine.
+#: (tflite-import 92 %, onnx-import's 6,101 mutants 1.5-2 hours at 50-65 a minute:
+#: see LAST_RUN.md) take long on a busy machine.
 NOT_DEFAULT = ("hal-full", "tflite-import", "onnx-import")
 
 
