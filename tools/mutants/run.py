@@ -174,6 +174,7 @@ GROUPS = {
             "tests/test_onnx_quantized_inputs.py",
             "tests/test_onnx_mappers_known.py",
             "tests/test_onnx_attention_windows.py",
+            "tests/test_onnx_mappers_survivors.py",
             "-k",
             "not node_tests and not real_models and not nnburst_run and not nnburst_bench",
         ),
@@ -198,6 +199,8 @@ GROUPS = {
             "tests/test_graph_optimiser_leaky.py",
             "tests/test_pad_fold.py",
             "tests/test_pad_fold_refusals.py",
+            "tests/test_optimise_square.py",
+            "tests/test_graph_optimiser_survivors.py",
         ),
     ),
     # The C plan's planner (which runs become one C call, their steps and arena),
@@ -212,6 +215,13 @@ GROUPS = {
             "tests/test_cpu_plan_layers.py",
             "tests/test_cpu_plan_more.py",
             "tests/test_cpu_plan_arena.py",
+            "tests/test_cpu_plan_depth_to_space.py",
+            "tests/test_cpu_plan_moves.py",
+            "tests/test_cpu_plan_pools.py",
+            "tests/test_cpu_plan_qconv_int16.py",
+            "tests/test_cpu_plan_reductions.py",
+            "tests/test_cpu_plan_resize.py",
+            "tests/test_cpu_plan_survivors.py",
         ),
     ),
     "spin": Group(("nnburst/hal/spin.py",), ("tests/test_spin.py",)),
@@ -220,8 +230,8 @@ GROUPS = {
 
 
 #: Groups left out of the default run: hal-full takes hours; the importers' groups
-#: (tflite-import 92 %, onnx-import's 6,101 mutants about 2 hours: see LAST_RUN.md)
-#: take long on a busy machine.
+#: (tflite-import 92 %, onnx-import's 6,101 mutants 1.5-2 hours at 50-65 a minute:
+#: see LAST_RUN.md) take long on a busy machine.
 NOT_DEFAULT = ("hal-full", "tflite-import", "onnx-import")
 
 
@@ -460,11 +470,23 @@ def run_group(
         }
 
     survivors = []
+    patterns = only or group.names
     if resumed:
         survivors = [n for n, s in results().items() if s not in (*KILLED, "not checked")]
         if only:
             survivors = [n for n in survivors if any(fnmatch.fnmatchcase(n, p) for p in only)]
-    run()
+    if resumed and patterns:
+        # mutmut re-runs every mutant it is named (patterns too), decided or not: name
+        # only those still undecided, or a resumed onnx-import starts over
+        pending = [
+            n
+            for n, s in results().items()
+            if s == "not checked" and any(fnmatch.fnmatchcase(n, p) for p in patterns)
+        ]
+        if pending:
+            run(*pending)
+    else:
+        run()
     if survivors:
         run(*survivors)
     statuses = results()
