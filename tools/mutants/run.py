@@ -222,6 +222,7 @@ GROUPS = {
             "tests/test_cpu_plan_reductions.py",
             "tests/test_cpu_plan_resize.py",
             "tests/test_cpu_plan_survivors.py",
+            "tests/test_cpu_plan_transpose_conv.py",
         ),
     ),
     "spin": Group(("nnburst/hal/spin.py",), ("tests/test_spin.py",)),
