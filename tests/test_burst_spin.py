@@ -245,8 +245,11 @@ def test_a_service_answers_repeats_spinning_and_its_policy_hears_every_wait(pool
     assert report["served"] == REPEATS - 2
     assert report["accounted"] >= REPEATS - 1
     # Some waits were caught spinning (how many depends on the machine's load:
-    # the policy stops spinning while it does not pay, and probes again).
-    assert report["spun"] > 0
+    # the policy stops spinning while it does not pay, and probes again).  With
+    # every core busy (pytest -n 2 on two cores) spinning never pays and the
+    # policy is right to stop: only a machine with a core to spare must spin.
+    if os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5:
+        assert report["spun"] > 0
     assert (report["threads"], report["fds"]) == (0, 0)
 
 
