@@ -63,7 +63,7 @@ from .ops.fused_activation import FLOAT_ACTIVATION_BOUNDS
 from .ops.resize import _source_index, _taps
 from .ops.shape import _slice_indices  # the operations' own index rules
 from .ops.tensor import _slice_bounds
-from .ops.window_geometry import transpose_padding
+from .ops.window_geometry import transpose_conv_paddings
 from .registry import ExecutionContext
 
 logger = logging.getLogger("nnburst.compilation.plan")
@@ -991,17 +991,13 @@ def _transpose_conv(op: Any, subgraph: Subgraph) -> _Lowered | None:
     if (depth_in, depth_out) != (c, oc) or _dims(subgraph, y)[0] != n:
         return None
     sh, sw = int(values["stride_h"]), int(values["stride_w"])
+    wanted = None
     if "padding_scheme" in values:
         wanted = _constant(subgraph, op.inputs[3])
         if wanted is None or np.asarray(wanted).size != 4:
             return None
-        wanted = [int(v) for v in np.asarray(wanted).reshape(-1)]
-        want_h, want_w = wanted[2:4] if nchw else wanted[1:3]
-        top, bottom = transpose_padding(want_h, sh, fh, values["padding_scheme"])
-        left, right = transpose_padding(want_w, sw, fw, values["padding_scheme"])
-    else:
-        top, bottom = int(values["pad_top"]), int(values["pad_bottom"])
-        left, right = int(values["pad_left"]), int(values["pad_right"])
+        wanted = np.asarray(wanted).reshape(-1)
+    top, bottom, left, right = transpose_conv_paddings(values, wanted, nchw, (fh, fw))
     full_h, full_w = (h - 1) * sh + fh, (w - 1) * sw + fw
     if (full_h - top - bottom, full_w - left - right) != (oh, ow) or min(top, left) < 0:
         return None

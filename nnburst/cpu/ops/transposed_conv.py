@@ -33,7 +33,7 @@ from .window_geometry import (
     check_window_values,
     from_nhwc,
     to_nhwc,
-    transpose_padding,
+    transpose_conv_paddings,
     window_args,
     window_values,
 )
@@ -283,16 +283,12 @@ def _execute_transpose(ctx: ExecutionContext) -> list[np.ndarray]:
     if filter_depth != depth_in:
         raise fail(f"filter depth_in {filter_depth} != input depth {depth_in}")
     sh, sw = int(values["stride_h"]), int(values["stride_w"])
+    shape = None
     if "output_shape" in positions:
         shape = ctx.input(3).reshape(-1)
         if shape.size != 4:
             raise fail(f"output_shape has {shape.size} elements; expected 4")
-        want_h, want_w = (int(shape[2]), int(shape[3])) if nchw else (int(shape[1]), int(shape[2]))
-        pt, pb = transpose_padding(want_h, sh, fh, values["padding_scheme"])
-        pl, pr = transpose_padding(want_w, sw, fw, values["padding_scheme"])
-    else:
-        pt, pb = int(values["pad_top"]), int(values["pad_bottom"])
-        pl, pr = int(values["pad_left"]), int(values["pad_right"])
+    pt, pb, pl, pr = transpose_conv_paddings(values, shape, nchw, (fh, fw))
     full_h, full_w = (in_h - 1) * sh + fh, (in_w - 1) * sw + fw
     out_h, out_w = full_h - pt - pb, full_w - pl - pr
     if min(in_h, in_w, depth_in, depth_out, out_h, out_w) <= 0:

@@ -55,6 +55,27 @@ def transpose_padding(out_size: int, stride: int, filter_size: int, scheme: int)
     return head, needed - head
 
 
+def transpose_conv_paddings(
+    values: dict[str, Any], output_shape: Any, nchw: bool, filter_hw: tuple[int, int]
+) -> tuple[int, int, int, int]:
+    """TRANSPOSE_CONV_2D's (top, bottom, left, right): the explicit paddings, or
+    for an implicit scheme (``padding_scheme`` in ``values``) those that give
+    the wanted ``output_shape`` (4 values, NCHW or NHWC as ``nchw`` says).
+    The operation and the C plan's lowering both work them out here."""
+    if "padding_scheme" not in values:
+        return (
+            int(values["pad_top"]), int(values["pad_bottom"]),
+            int(values["pad_left"]), int(values["pad_right"]),
+        )  # fmt: skip
+    want_h, want_w = (
+        (output_shape[2], output_shape[3]) if nchw else (output_shape[1], output_shape[2])
+    )
+    scheme = values["padding_scheme"]
+    top, bottom = transpose_padding(int(want_h), int(values["stride_h"]), filter_hw[0], scheme)
+    left, right = transpose_padding(int(want_w), int(values["stride_w"]), filter_hw[1], scheme)
+    return top, bottom, left, right
+
+
 @dataclass(frozen=True)
 class WindowArgs:
     """Input positions of the scalar parameters of a 2-D windowed operation.
