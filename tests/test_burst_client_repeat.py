@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -87,6 +88,15 @@ def pools() -> Iterator[Pools]:
     p.close()
 
 
+@pytest.fixture
+def switched(pools: Pools) -> Iterator[tuple[Switchable, ExecutionBurstController, Caller, Any]]:
+    """A burst of the Switchable model in this process, its request armed."""
+    model = Switchable()
+    with ExecutionBurstController.create(model) as controller:
+        caller = Caller(pools)
+        yield model, controller, caller, armed(controller, pools, caller)
+
+
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_a_repeat_copies_in_round_trips_and_copies_back_in_one_call(mode, pools):
     with (
@@ -105,70 +115,61 @@ def test_a_repeat_copies_in_round_trips_and_copies_back_in_one_call(mode, pools)
         assert controller.repeated == 40
 
 
-def test_an_unexpected_answer_is_parsed_and_nothing_is_copied_back(pools):
-    model = Switchable()
-    with ExecutionBurstController.create(model) as controller:
-        caller = Caller(pools)
-        request = armed(controller, pools, caller)
-        model.failing = True
-        caller.c[:] = 7.0
-        assert controller.repeat(request) == (ErrorStatus.GENERAL_FAILURE, [], Timing(), False)
-        assert np.all(caller.c == 7.0)
-        model.failing = False
-        caller.a[:] = 3.0
-        status, _, _, copied = controller.repeat(request)
-        assert (status, copied) == (ErrorStatus.NONE, True)
-        assert np.all(caller.c == 3.5)
-        assert controller.repeated == 1
+def test_an_unexpected_answer_is_parsed_and_nothing_is_copied_back(switched):
+    model, controller, caller, request = switched
+    model.failing = True
+    caller.c[:] = 7.0
+    assert controller.repeat(request) == (ErrorStatus.GENERAL_FAILURE, [], Timing(), False)
+    assert np.all(caller.c == 7.0)
+    model.failing = False
+    caller.a[:] = 3.0
+    status, _, _, copied = controller.repeat(request)
+    assert (status, copied) == (ErrorStatus.NONE, True)
+    assert np.all(caller.c == 3.5)
+    assert controller.repeated == 1
 
 
-def test_a_repeat_past_its_deadline_is_missed_and_its_late_answer_dropped(pools):
-    model = Switchable()
-    with ExecutionBurstController.create(model) as controller:
-        caller = Caller(pools)
-        request = armed(controller, pools, caller)
-        model.held.clear()
-        model.entered.clear()
-        soon = time.monotonic_ns() + 20_000_000
-        assert controller.repeat(request, soon) == (
-            ErrorStatus.MISSED_DEADLINE_TRANSIENT,
-            [],
-            Timing(),
-            False,
-        )
-        assert model.entered.is_set()
-        # The answer is owed: the C path sends nothing until the Python path drained it.
-        assert controller.repeat(request) is None
-        past = time.monotonic_ns() - 1
-        assert controller.compute(request, MeasureTiming.NO, pools.keys, past)[0] == (
-            ErrorStatus.MISSED_DEADLINE_TRANSIENT
-        )
-        model.held.set()
-        caller.a[:] = 2.0
-        pools.a[:] = 2.0  # the Python path reads the pools themselves
-        assert controller.compute(request, MeasureTiming.NO, pools.keys)[0] == ErrorStatus.NONE
-        caller.a[:] = 4.0
-        status, _, _, copied = controller.repeat(request)
-        assert (status, copied) == (ErrorStatus.NONE, True)
-        assert np.all(caller.c == 4.5)
+def test_a_repeat_past_its_deadline_is_missed_and_its_late_answer_dropped(switched, pools):
+    model, controller, caller, request = switched
+    model.held.clear()
+    model.entered.clear()
+    soon = time.monotonic_ns() + 20_000_000
+    assert controller.repeat(request, soon) == (
+        ErrorStatus.MISSED_DEADLINE_TRANSIENT,
+        [],
+        Timing(),
+        False,
+    )
+    assert model.entered.is_set()
+    # The answer is owed: the C path sends nothing until the Python path drained it.
+    assert controller.repeat(request) is None
+    past = time.monotonic_ns() - 1
+    assert controller.compute(request, MeasureTiming.NO, pools.keys, past)[0] == (
+        ErrorStatus.MISSED_DEADLINE_TRANSIENT
+    )
+    model.held.set()
+    caller.a[:] = 2.0
+    pools.a[:] = 2.0  # the Python path reads the pools themselves
+    assert controller.compute(request, MeasureTiming.NO, pools.keys)[0] == ErrorStatus.NONE
+    caller.a[:] = 4.0
+    status, _, _, copied = controller.repeat(request)
+    assert (status, copied) == (ErrorStatus.NONE, True)
+    assert np.all(caller.c == 4.5)
 
 
-def test_a_second_execution_while_one_is_in_flight_is_refused(pools):
-    model = Switchable()
-    with ExecutionBurstController.create(model) as controller:
-        caller = Caller(pools)
-        request = armed(controller, pools, caller)
-        model.held.clear()
-        model.entered.clear()
-        results = []
-        thread = threading.Thread(target=lambda: results.append(controller.repeat(request)))
-        thread.start()
-        assert model.entered.wait(30)
-        with pytest.raises(BadStateError):
-            controller.repeat(request)
-        model.held.set()
-        thread.join(30)
-        assert results[0][0] == ErrorStatus.NONE
+def test_a_second_execution_while_one_is_in_flight_is_refused(switched):
+    model, controller, caller, request = switched
+    model.held.clear()
+    model.entered.clear()
+    results = []
+    thread = threading.Thread(target=lambda: results.append(controller.repeat(request)))
+    thread.start()
+    assert model.entered.wait(30)
+    with pytest.raises(BadStateError):
+        controller.repeat(request)
+    model.held.set()
+    thread.join(30)
+    assert results[0][0] == ErrorStatus.NONE
 
 
 def test_only_a_plain_success_of_the_last_request_is_armed(pools):
