@@ -32,6 +32,8 @@ from .peers import Peer
 WINDOW = 50_000
 HIT, MISS = 1_000, 900_000
 REPEATS = 300
+#: Bursts tried before the machine is taken never to let a spin catch an answer.
+ATTEMPTS = 5
 
 
 # -- the policy, told of waits a run at a time -----------------------------------------
@@ -236,21 +238,25 @@ def service(preference: PreferenceCode):
 
 def test_a_service_answers_repeats_spinning_and_its_policy_hears_every_wait(pool) -> None:
     preference = PreferenceCode.FAST_SINGLE_ANSWER
-    with service(preference) as (model, finish):
-        with ExecutionBurstController.create(
-            model, polling_window_us=polling_window_us(preference)
-        ) as controller:
-            pool.run(controller, REPEATS)
-        report = finish()
-    assert report["served"] == REPEATS - 2
-    assert report["accounted"] >= REPEATS - 1
-    # Some waits were caught spinning (how many depends on the machine's load:
-    # the policy stops spinning while it does not pay, and probes again).  With
-    # every core busy (pytest -n 2 on two cores) spinning never pays and the
-    # policy is right to stop: only a machine with a core to spare must spin.
-    if os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5:
-        assert report["spun"] > 0
-    assert (report["threads"], report["fds"]) == (0, 0)
+    spun = []
+    # Some waits are caught spinning, but how many depends on the machine: the
+    # policy stops spinning while it does not pay (both cores busy, as under
+    # pytest -n 2) and probes again.  So a burst that caught none is tried
+    # again, up to ATTEMPTS times; every burst must account for every wait.
+    for _ in range(ATTEMPTS):
+        with service(preference) as (model, finish):
+            with ExecutionBurstController.create(
+                model, polling_window_us=polling_window_us(preference)
+            ) as controller:
+                pool.run(controller, REPEATS)
+            report = finish()
+        assert report["served"] == REPEATS - 2
+        assert report["accounted"] >= REPEATS - 1
+        assert (report["threads"], report["fds"]) == (0, 0)
+        spun.append(report["spun"])
+        if spun[-1] > 0:
+            break
+    assert spun[-1] > 0, f"no wait caught spinning in {len(spun)} bursts"
 
 
 def test_a_low_power_service_sleeps_at_once(pool) -> None:
