@@ -96,6 +96,8 @@ int64_t nnb_burst_fast_serve(nnb_burst_fast_t *f, nnb_round_trip_t *rt, uint64_t
  * whose bounds were checked against it when the struct was filled. */
 int64_t nnb_burst_repeat(nnb_burst_repeat_t *r, int64_t deadline_ns) {
     r->same = 0;
+    if (deadline_ns == 0) deadline_ns = nnb_monotonic_ns() + r->wait_limit_ns;
+    r->deadline_ns = deadline_ns;
     for (int64_t i = 0; i < r->in_count; i++)
         memcpy(r->in_to[i], r->in_from[i], (size_t)r->in_bytes[i]);
     /* Timed for the policy, unless it never spins (no window, no limit). */
@@ -121,5 +123,5 @@ int64_t nnb_burst_repeat(nnb_burst_repeat_t *r, int64_t deadline_ns) {
         memcpy(r->out_to[i], r->out_from[i], (size_t)r->out_bytes[i]);
     r->same = 1;
     r->answered++;
-    return got;
+    return r->due ? got : NNB_REPEAT_ANSWERED;
 }

@@ -112,14 +112,22 @@ typedef struct {
     int64_t waited_ns;
     int64_t missed_ns;
     int due;
+    int64_t wait_limit_ns;       /* a call without a deadline waits this long at most */
+    int64_t deadline_ns;         /* out: the deadline the last call waited to */
 } nnb_burst_repeat_t;
 
+/* nnb_burst_repeat's answer when it was the expected one (outputs copied)
+ * and the policy is not due: the one value the caller's hot path tests. */
+#define NNB_REPEAT_ANSWERED 0x100000000
+
 /* Copy the inputs in, send the packet, wait (r->spin_ns, then the futex, up
- * to the absolute deadline_ns; negative: none) and read the answer into
- * rt->reply; when it is the expected one, copy the outputs back and set
- * same.  Returns what nnb_fmq_round_trip returned (the answer's datums, 0
- * or a negative errno: rt->wrote says whether the request went out); a
- * round trip that got no answer is not counted as a wait. */
+ * to the absolute deadline_ns; 0: r->wait_limit_ns from now; negative:
+ * none) and read the answer into rt->reply; when it is the expected one,
+ * copy the outputs back and set same.  Returns NNB_REPEAT_ANSWERED when it
+ * was and due is not set; otherwise what nnb_fmq_round_trip returned (the
+ * answer's datums, 0 or a negative errno: rt->wrote says whether the
+ * request went out).  A round trip that got no answer is not counted as a
+ * wait. */
 int64_t nnb_burst_repeat(nnb_burst_repeat_t *r, int64_t deadline_ns);
 /* cffi cdef end */
 

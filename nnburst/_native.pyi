@@ -111,6 +111,7 @@ class _Lib:
     NNB_PLAN_KINDS: int
     NNB_PLAN_THREADS: int
     NNB_PLAN_MAX_RANK: int
+    NNB_REPEAT_ANSWERED: int
     def nnb_fmq_handle_bytes(self) -> int: ...
     def nnb_fmq_required_bytes(self, quantum: int, count: int) -> int: ...
     def nnb_fmq_create(

@@ -116,7 +116,10 @@ class Burst:
         """A controller over two new FMQs, or None if the driver cannot burst."""
         try:
             return ExecutionBurstController.create(
-                self._prepared, polling_window_us=polling_window_us, **channel_lengths
+                self._prepared,
+                polling_window_us=polling_window_us,
+                owner_guards=True,  # every call is made under this burst's guard
+                **channel_lengths,
             )
         except NNError as exc:
             # As the NN runtime: a driver that cannot burst still executes, just not over FMQs.
@@ -173,6 +176,47 @@ class Burst:
             lock.release()
             raise BadStateError("burst_compute: the burst is closed")
 
+    def repeat(self, request: Request, deadline_ns: int | None = None) -> ExecutionResult | None:
+        """``request`` sent again in one C call, when it is the request this burst
+        staged last and its controller is armed for it (see
+        ``ExecutionBurstController.arm_repeat``); None, with nothing sent, otherwise.
+
+        The hot path of a repeated ``Execution.burst_compute``: one frame here,
+        one in the controller, one in C.  Raises and returns as :meth:`run`."""
+        lock = self._guard.lock
+        if not lock.acquire(blocking=False):
+            raise BadStateError(BurstGuard.IN_USE)
+        try:
+            if self._closed:
+                raise BadStateError("burst_compute: the burst is closed")
+            staged = self._staged
+            controller = self._controller
+            if controller is None or staged is None or staged.original is not request:
+                return None
+            try:
+                repeated = controller.repeat(staged.request, deadline_ns)
+            except NNError as exc:
+                logger.info("burst execution failed: %s", exc)
+                return status_for_exception(exc), [], NO_TIMING
+            if repeated is None:
+                return None
+            status, shapes, timing, copied = repeated
+            if not copied and status == ErrorStatus.NONE:
+                staged.copy_back()
+            return status, shapes, timing
+        finally:
+            lock.release()
+
+    def armed_for(self, request: Request) -> bool:
+        """Whether :meth:`repeat` would send ``request`` in one C call now."""
+        staged, controller = self._staged, self._controller
+        return (
+            controller is not None
+            and staged is not None
+            and staged.original is request
+            and controller.armed_for(staged.request)
+        )
+
     def run(self, bound: BoundRequest) -> ExecutionResult:
         """Run one execution's request through this burst (for ``Execution.burst_compute``).
 
@@ -180,28 +224,17 @@ class Burst:
         closed or in use (``BAD_STATE``), staging failure.  Failures after the
         request was sent come back as a status.
         """
-        self._hold()  # not `with self.using()`: two frames fewer on the hot path
+        repeated = self.repeat(bound.request, bound.deadline_ns)
+        if repeated is not None:
+            return repeated
+        self._hold()  # not `with self.using()`: two frames fewer
         try:
-            controller = self._controller
-            staged = self._staged
-            copied = False
             try:
-                repeated = None
-                if (
-                    controller is not None
-                    and staged is not None
-                    and staged.original is bound.request
-                ):
-                    # A repeat: one C call copies in, round-trips and copies back.
-                    repeated = controller.repeat(staged.request, bound.deadline_ns)
-                if repeated is not None:
-                    status, shapes, timing, copied = repeated
-                else:
-                    status, shapes, timing = self._computed(bound)
+                status, shapes, timing = self._computed(bound)
             except NNError as exc:
                 logger.info("burst execution failed: %s", exc)
                 return status_for_exception(exc), [], NO_TIMING
-            if status == ErrorStatus.NONE and not copied:
+            if status == ErrorStatus.NONE:
                 assert self._staged is not None
                 self._staged.copy_back()
             return status, shapes, timing

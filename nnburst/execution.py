@@ -255,6 +255,13 @@ class Execution:
         self._direct: IExecution | None = None
         #: the last burst computation's request and settings (see _bound)
         self._last_bound: BoundRequest | None = None
+        #: set by the first computation: nothing in the bindings or settings asks
+        #: more of a repeat than a burst's C path does (reusable, no deadline, no
+        #: timing, no device memory to check or mark)
+        self._repeatable = False
+        #: the stable request, once a burst computed it under those settings:
+        #: burst_compute then offers it to the burst's armed repeat first
+        self._repeat_request: Request | None = None
         self._closed = False
 
     @property
@@ -270,7 +277,7 @@ class Execution:
         """Forget the kept request (lock held); returns the driver's execution of
         it, for the caller to close once the lock is released."""
         direct, self._direct = self._direct, None
-        self._stable_request = None
+        self._stable_request = self._repeat_request = None
         return direct
 
     def close(self) -> None:
@@ -644,6 +651,13 @@ class Execution:
                 arg is not None and arg.memory is not None and arg.memory.desc is not None
                 for arg in self._outputs
             )
+            self._repeatable = (
+                self._reusable
+                and not self._measure
+                and not self._timeout_ns
+                and not self._input_memories
+                and self._plain_outputs
+            )
             self._state = _COMPUTATION
 
     def _abort(self) -> None:
@@ -658,6 +672,19 @@ class Execution:
     def _complete(self, result: ExecutionResult, what: str) -> None:
         """Record a driver result and raise its error, if any."""
         status, shapes, timing = result
+        if status is _NONE and self._plain_outputs and len(shapes) == len(self._outputs):
+            # The common success, every repeat's: no conversion, padding or marking.
+            with self._lock:
+                self._status = status
+                self._shapes = list(shapes)
+                self._timing = timing if self._measure else NO_TIMING
+                self._state = _COMPLETED
+                if self._reusable and not self._closed:
+                    return
+                direct = self._forget_request()
+            if direct is not None:
+                direct.close()
+            return
         if type(status) is not ErrorStatus:  # the enum call costs more than the check
             status = ErrorStatus(status)
         ok = status is _NONE
@@ -911,6 +938,28 @@ class Execution:
                 burst belongs to another compilation; ``BAD_STATE`` if the
                 burst is closed or already in use, and as :meth:`compute`.
         """
+        request = self._repeat_request
+        if request is not None and type(burst) is Burst and not tracing.enabled():
+            # The common repeat, in one frame: see _repeat_request.
+            lock = self._lock
+            with lock:
+                ready = self._state is _COMPLETED and not self._closed
+                if ready:
+                    self._state = _COMPUTATION
+            if ready:
+                try:
+                    result = burst.repeat(request)
+                except BaseException:
+                    self._abort()
+                    raise
+                if result is not None:
+                    self._complete(result, "burst_compute")
+                    return
+                with lock:  # not armed: the whole path below, from where it was
+                    self._state = _COMPLETED
+                    self._repeat_request = None
+                if self._closed:  # close() came meanwhile and left the release to us
+                    self._abort()
         if type(burst) is not Burst:  # the common case in one check
             require(burst, "burst_compute: burst")
             if not isinstance(burst, Burst):
@@ -931,6 +980,8 @@ class Execution:
             else:
                 bound = self._bound(deadline)
                 result = tracing.call(_RUNTIME, _EXECUTION, "burst_compute", burst.run, bound)
+                if self._repeatable and burst.armed_for(bound.request):
+                    self._repeat_request = bound.request
         except BaseException:
             self._abort()
             raise

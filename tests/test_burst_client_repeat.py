@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import nnburst as nn
+from nnburst import tracing
 from nnburst.codes import ErrorStatus
 from nnburst.cpu.driver import cpu_device
 from nnburst.errors import BadDataError, BadStateError
@@ -27,6 +28,7 @@ from nnburst.hal.interfaces import IPreparedModel
 from nnburst.hal.packets import deserialize_result
 from nnburst.hal.types import MeasureTiming, Timing
 from nnburst.service import remote
+from nnburst.tools import trace_summary
 from nnburst.tools.benchmarks.runtime_paths import add_mul_model
 
 from .burst_models import NBYTES, SHAPE, Pools, add_model
@@ -172,6 +174,25 @@ def test_a_second_execution_while_one_is_in_flight_is_refused(switched):
     assert results[0][0] == ErrorStatus.NONE
 
 
+def test_a_repeat_without_a_deadline_stops_waiting_at_the_wedged_server_limit(pools):
+    """No deadline: C waits the controller's limit from the call (deadline 0),
+    neither at once nor for ever; then the burst is closed, as compute does."""
+    model = Switchable()
+    with ExecutionBurstController.create(model, wait_limit_s=0.3) as controller:
+        caller = Caller(pools)
+        request = armed(controller, pools, caller)
+        closing = []
+        close = controller.close
+        controller.close = lambda: closing.append(time.monotonic()) or close()  # type: ignore[method-assign]
+        model.held.clear()
+        threading.Timer(3.0, model.held.set).start()  # then the server can stop
+        started = time.monotonic()
+        status, _, _, copied = controller.repeat(request)
+        assert (status, copied) == (ErrorStatus.DEVICE_UNAVAILABLE, False)
+        assert 0.25 <= closing[0] - started < 2.5  # gave up at the limit, not before
+        assert controller.closed
+
+
 def test_only_a_plain_success_of_the_last_request_is_armed(pools):
     with ExecutionBurstController.create(cpu_device().prepare_model(add_model())) as controller:
         caller = Caller(pools)
@@ -224,7 +245,11 @@ def service_device(path: str, monkeypatch: pytest.MonkeyPatch) -> nn.Device:
     return next(d for d in nn.get_devices() if d.name == "nnburst-sample-all")
 
 
-def bursts(device: nn.Device) -> Iterator[tuple[nn.Execution, nn.Burst, list[np.ndarray]]]:
+def bursts(
+    device: nn.Device, setting: str = ""
+) -> Iterator[tuple[nn.Execution, nn.Burst, list[np.ndarray]]]:
+    """One reusable execution of ADD+MUL and a burst, on ``device``; ``setting``
+    "timeout" or "timing" sets that too."""
     work = add_mul_model()
     with nn.Compilation(work.model, devices=[device]) as compilation:
         compilation.set_preference(nn.PreferenceCode.FAST_SINGLE_ANSWER)
@@ -232,6 +257,10 @@ def bursts(device: nn.Device) -> Iterator[tuple[nn.Execution, nn.Burst, list[np.
         with nn.Burst(compilation) as burst:
             execution = nn.Execution(compilation)
             execution.set_reusable(True)
+            if setting == "timeout":
+                execution.set_timeout(30_000_000_000)
+            elif setting == "timing":
+                execution.set_measure_timing(True)
             buffers = [np.zeros((3, 4), np.float32) for _ in range(3)]
             execution.set_input(0, buffers[0])
             execution.set_input(1, buffers[1])
@@ -303,3 +332,66 @@ def test_killing_the_service_between_repeats_ends_them_with_unavailable_device(
     finally:
         remote.disconnect_all()
         proc.kill()
+
+
+def computes(execution: nn.Execution, burst: nn.Burst, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many of the next five burst_computes went the whole way (Burst.run)."""
+    runs = []
+    real = nn.Burst.run
+    monkeypatch.setattr(nn.Burst, "run", lambda self, bound: runs.append(1) or real(self, bound))
+    for _ in range(5):
+        execution.burst_compute(burst)
+    monkeypatch.setattr(nn.Burst, "run", real)
+    return len(runs)
+
+
+def test_a_repeated_burst_compute_skips_the_runtime_path_only_when_nothing_asks_for_it(
+    service, monkeypatch, tmp_path
+):
+    """Execution.burst_compute offers an armed request to Burst.repeat first:
+    a plain reusable execution's repeats never reach Burst.run, while a
+    timeout, timing or tracing keeps them on the whole path, and a burst
+    that is closed, busy or of another compilation is refused as before."""
+    device = service_device(service.path, monkeypatch)
+    try:
+        for execution, burst, (a, b, out) in bursts(device):
+            execution.burst_compute(burst)
+            execution.burst_compute(burst)  # armed from here
+            assert computes(execution, burst, monkeypatch) == 0
+            a[:] = 2.0
+            b[:] = 4.0
+            execution.burst_compute(burst)
+            assert np.all(out == 3.0)
+            # Tracing on: every call is spanned, so it takes the whole path.
+            tracing.start(tmp_path / "trace.json")
+            try:
+                assert computes(execution, burst, monkeypatch) == 5
+            finally:
+                path = tracing.stop()
+            assert path is not None
+            spans = [e["name"] for e in trace_summary.load(path) if e.get("ph") == "X"]
+            assert spans.count("[NN_LR_PE]burst_compute") == 5
+            assert computes(execution, burst, monkeypatch) == 0
+            # Another compilation's burst: BAD_DATA, as on the first call.
+            with nn.Compilation(add_mul_model().model, devices=[device]) as other:
+                other.finish()
+                with nn.Burst(other) as foreign, pytest.raises(BadDataError):
+                    execution.burst_compute(foreign)
+            # The miss sent the next call the whole way once, which armed it again.
+            assert computes(execution, burst, monkeypatch) == 1
+            # A burst in use by another execution: BAD_STATE, nothing sent.
+            sent = burst._controller.repeated
+            with burst.using(), pytest.raises(BadStateError):
+                execution.burst_compute(burst)
+            assert burst._controller.repeated == sent
+            execution.burst_compute(burst)  # and the execution is still usable
+            burst.close()
+            with pytest.raises(BadStateError):
+                execution.burst_compute(burst)
+        for setting in ("timeout", "timing"):
+            for execution, burst, _ in bursts(device, setting):
+                execution.burst_compute(burst)
+                execution.burst_compute(burst)
+                assert computes(execution, burst, monkeypatch) == 5, setting
+    finally:
+        remote.disconnect_all()

@@ -80,11 +80,15 @@ static void *client(void *arg) {
     r.rt = &rt, r.packet_datums = 4, r.result = expected, r.result_datums = 2;
     r.in_count = 1, r.in_to = in_to, r.in_from = in_from, r.in_bytes = sizes;
     r.out_count = 1, r.out_to = out_to, r.out_from = out_from, r.out_bytes = sizes;
-    r.spin_ns = 1000, r.max_waits = 5;
+    r.spin_ns = 1000, r.max_waits = 5, r.wait_limit_ns = 10 * 1000000000LL;
     long reports = 0;
     for (long k = 0; k < repeats; k++) {
         for (int i = 0; i < 12; i++) user_a[i] = (float)(k + i);
-        CHECK(nnb_burst_repeat(&r, -1) == 2 && r.same == 1);
+        /* Half the calls without a deadline: the wait limit from now. */
+        int64_t before = nnb_monotonic_ns(), deadline = k % 2 ? -1 : 0;
+        int64_t got = nnb_burst_repeat(&r, deadline);
+        CHECK(r.same == 1 && got == (r.due ? 2 : NNB_REPEAT_ANSWERED));
+        CHECK(deadline ? r.deadline_ns == -1 : r.deadline_ns >= before + r.wait_limit_ns);
         for (int i = 0; i < 12; i++) CHECK(user_out[i] == (float)(k + i) + b[i]);
         CHECK(r.waits <= 5 && r.waited_ns >= r.waits && r.missed_ns <= r.waited_ns);
         if (r.due) { /* the policy's turn: 5 waits, or a miss past the 1 µs window */

@@ -164,6 +164,8 @@ class BurstFastPath:
 
 
 _repeat = lib.nnb_burst_repeat
+#: what :class:`BurstRepeat` returns for the expected answer (outputs copied)
+ANSWERED: int = lib.NNB_REPEAT_ANSWERED
 
 
 class SpinRuns(Protocol):
@@ -182,9 +184,10 @@ class BurstRepeat:
     first and, when the answer is ``result`` word for word, the outputs copied
     back after: one C call for a repeated execution.
 
-    ``repeat(deadline_ns)`` returns the answer's length as the round trip does
-    (0: none by the deadline; raises as it raises) and whether it was the
-    expected one, outputs copied.  The waits reach ``policy`` in runs, as the
+    ``repeat(deadline_ns)`` returns :data:`ANSWERED` when the answer was the
+    expected one, outputs copied; otherwise its length as the round trip
+    returns it (0: none by the deadline; raises as it raises).  A deadline of
+    0 is ``wait_limit_ns`` from the call.  The waits reach ``policy`` in runs, as the
     server's do (see ``nnburst/hal/spin.py``): :meth:`flush` hands over the
     ones not reported yet, before anyone else waits with the same policy.
     Only the thread that owns the round trip calls it."""
@@ -199,6 +202,7 @@ class BurstRepeat:
         copies_in: Sequence[tuple[memoryview, memoryview]],
         copies_out: Sequence[tuple[memoryview, memoryview]],
         policy: SpinRuns,
+        wait_limit_ns: int,
     ) -> None:
         """``copies_in``/``copies_out``: (source, target) byte views of equal
         sizes, each kept exported (pinned) for as long as this lives."""
@@ -248,6 +252,7 @@ class BurstRepeat:
                 "out_to": out_to,
                 "out_from": out_from,
                 "out_bytes": out_bytes,
+                "wait_limit_ns": wait_limit_ns,
             },
         )
         self._round_trip = round_trip
@@ -270,11 +275,13 @@ class BurstRepeat:
         r.waits = r.waited_ns = r.missed_ns = r.due = 0
         r.spin_ns, r.max_waits = self._policy.window_run()
 
-    def __call__(self, deadline_ns: int) -> tuple[int, bool]:
+    def __call__(self, deadline_ns: int = 0) -> int:
         r = self._struct
         rc: int = _repeat(r, deadline_ns)
+        if rc == ANSWERED:  # the hot path: one comparison
+            return rc
         if r.due:
             self.flush()
         if rc > 0:
-            return rc, bool(r.same)
-        return self._round_trip._settle(rc, self._datums, deadline_ns, r.spin_ns), False
+            return ANSWERED if r.same else rc
+        return self._round_trip._settle(rc, self._datums, r.deadline_ns, r.spin_ns)

@@ -18,18 +18,19 @@ deadline), so results and requests never get out of step.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import numpy as np
 
 from .. import deadlines, tracing
-from .._bindings.burst_fast import BurstRepeat
+from .._bindings.burst_fast import ANSWERED, BurstRepeat
 from ..codes import ErrorStatus, PreferenceCode
 from ..errors import (
     BadDataError,
@@ -184,8 +185,10 @@ class ExecutionBurstController:
         channel_length: int = CHANNEL_LENGTH,
         result_channel_length: int | None = None,
         wait_limit_s: float = WAIT_LIMIT_S,
+        owner_guards: bool = False,
     ) -> ExecutionBurstController:
-        """Create both channels and ask the prepared model to serve them.
+        """Create both channels and ask the prepared model to serve them
+        (``owner_guards``: see :meth:`__init__`).
 
         Raises:
             NNError: the driver refused to configure the burst (its status,
@@ -211,7 +214,7 @@ class ExecutionBurstController:
             requests.close()
             results.close()
             raise
-        return cls(requests, results, slots, context, polling_window_us, wait_limit_s)
+        return cls(requests, results, slots, context, polling_window_us, wait_limit_s, owner_guards)
 
     def __init__(
         self,
@@ -221,12 +224,21 @@ class ExecutionBurstController:
         context: IBurstContext,
         polling_window_us: int,
         wait_limit_s: float = WAIT_LIMIT_S,
+        owner_guards: bool = False,
     ) -> None:
+        """``owner_guards``: the owner takes a :class:`BurstGuard` of its own
+        around every call here, because it does more under the same rule (the
+        runtime's ``Burst`` stages its pools): the controller then takes none,
+        one lock fewer per execution.  Otherwise :meth:`compute`,
+        :meth:`repeat` and :meth:`send_packet` each take the controller's."""
         self._requests = requests
         self._results = results
         self._slots = slots
         self._context = context
-        self._guard = BurstGuard()
+        guard = None if owner_guards else BurstGuard()
+        self._guard: AbstractContextManager[None] = guard or contextlib.nullcontext()
+        #: the guard's lock, for repeat's hot path; None when the owner guards
+        self._lock = None if guard is None else guard.lock
         self._owed = False  # a result that missed its deadline is still to come
         self._wait_limit_ns = int(wait_limit_s * 1e9)
         self._request_buffer = np.zeros(requests.quantum_count, dtype=REQUEST_DATUM)
@@ -320,10 +332,21 @@ class ExecutionBurstController:
             return False
         words = last[3]
         binding = BurstRepeat(
-            self._round_trip, len(words) // WORDS, result_words, copies_in, copies_out, self._spin
+            self._round_trip,
+            len(words) // WORDS,
+            result_words,
+            copies_in,
+            copies_out,
+            self._spin,
+            self._wait_limit_ns,
         )
         self._repeat = (request, words, binding, (*parsed, True))
         return True
+
+    def armed_for(self, request: Request) -> bool:
+        """Whether :meth:`repeat` would send ``request`` now."""
+        armed = self._repeat
+        return armed is not None and armed[0] is request and not self._owed and not self._closed
 
     def repeat(self, request: Request, deadline_ns: int | None = None) -> ComputeResult | None:
         """:meth:`compute` of the armed request (see :meth:`arm_repeat`); None,
@@ -336,31 +359,28 @@ class ExecutionBurstController:
             return None
         if self._closed:
             raise ClosedResourceError("the burst is closed")
-        lock = self._guard.lock
-        if not lock.acquire(blocking=False):
+        lock = self._lock
+        if lock is not None and not lock.acquire(blocking=False):
             raise BadStateError(BurstGuard.IN_USE)
         try:
             _, words, binding, expected = armed
-            wait_limited = deadline_ns is None
-            if deadline_ns is None:
-                deadline = time.monotonic_ns() + self._wait_limit_ns
-            elif deadlines.passed(deadline_ns):
+            if deadline_ns is not None and deadlines.passed(deadline_ns):
                 return ErrorStatus.MISSED_DEADLINE_TRANSIENT, [], Timing(), False
-            else:
-                deadline = deadline_ns
             if words is not self._staged:
                 self._request_words[: len(words)] = words
                 self._staged = words
             try:
-                received, same = binding(deadline)
+                # No deadline: 0, the wedged-server limit from now (C reads the clock).
+                received = binding(deadline_ns or 0)
             except (BrokenResourceError, ClosedResourceError):
                 return ErrorStatus.DEVICE_UNAVAILABLE, [], Timing(), False
-            self._owed = received == 0
-            if same:
+            if received == ANSWERED:
                 return expected
-            return self._outcome(received, wait_limited)
+            self._owed = received == 0
+            return self._outcome(received, deadline_ns is None)
         finally:
-            lock.release()
+            if lock is not None:
+                lock.release()
 
     @property
     def repeated(self) -> int:
