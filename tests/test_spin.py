@@ -201,3 +201,52 @@ def test_a_sleeping_average_of_one_ns_still_counts() -> None:
     for _ in range(3):
         policy.record(WINDOW, 2)  # caught, yet slower than sleeping
     assert not policy.spinning
+
+
+def serve(policy: SpinPolicy, waits: int, spinning_ns: int, sleeping_ns: int) -> None:
+    """``waits`` waits reported in runs as a loop in C reports them: each of
+    ``spinning_ns`` with a window, ``sleeping_ns`` without."""
+    done = 0
+    while done < waits:
+        window, run = policy.window_run()
+        wait = spinning_ns if window else sleeping_ns
+        if window and wait > window:
+            policy.record_run(window, 1, wait, wait)  # the run ends at its miss
+            done += 1
+            continue
+        n = min(run or waits, waits - done)
+        policy.record_run(window, n, n * wait)
+        done += n
+
+
+def test_a_run_of_waits_moves_an_average_as_the_same_waits_one_by_one() -> None:
+    one_by_one, at_once = SpinPolicy(WINDOW), SpinPolicy(WINDOW)
+    for policy in (one_by_one, at_once):
+        policy.record(0, 5_000)
+    for _ in range(64):
+        one_by_one.record(0, 110_000)
+    at_once.record_run(0, 64, 64 * 110_000)
+    assert one_by_one.slept_ns == 109_963
+    assert at_once.slept_ns == 107_629  # 32 steps: within 1.4% of the way left
+    assert spin._averaged(5_000, 110_000, 1) == 6_875  # one sample: clipped, as ever
+    assert spin._averaged(0, 110_000, 64) == 110_000  # the first sample is the average
+
+
+def test_both_ends_asleep_after_a_stall_reopen_at_the_first_probe_that_beats_sleeping() -> None:
+    """A stall of a few ms (the host took the CPU) makes three misses in a
+    row at both ends of a burst, and both close.  From then on every wait
+    meets a sleeping peer: ~113 us asleep, ~85 us for a probe that spins
+    (it skips its own wake-up).  The probe beats sleeping, so it must
+    reopen the window, although sleeping took 6 us while the peer spun."""
+    policy = SpinPolicy(200_000)
+    serve(policy, 5_000, 2_300, 6_000)  # the peer spins: hits, sleeping samples of 6 us
+    assert policy.spinning and policy.slept_ns < 10_000
+    for stalled in (1_800_000, 760_000, 450_000):
+        policy.record(policy.next_window(), stalled)
+    assert not policy.spinning
+    serve(policy, 16, 85_000, 113_000)  # the pause: 16 sleeping waits
+    assert policy.slept_ns > 85_000  # near what sleeping costs now, not what it cost
+    window, _ = policy.window_run()
+    assert window == 800_000  # the probe
+    serve(policy, 1, 85_000, 113_000)
+    assert policy.spinning

@@ -50,6 +50,8 @@ SLEEP_SAMPLE_EVERY = 256
 #: several milliseconds says little about the next wait).
 AVERAGE_WEIGHT = 8
 OUTLIER_FACTOR = 4
+#: Equal samples after which the average is theirs (within 1.4%: (7/8)**32).
+STEADY_AFTER = 32
 
 
 class SpinPolicy:
@@ -122,25 +124,27 @@ class SpinPolicy:
         """Account ``waits`` waits with ``window_ns`` (from :meth:`window_run`),
         ``waited_ns`` in all, the last of which missed the window when
         ``missed_ns`` (its length) is not 0.  The waits that did not miss count
-        as one wait of their average length: hits and misses both reach the
-        policy, as they do one by one through :meth:`record`."""
+        as that many waits of their average length: hits and misses both reach
+        the policy, and move its averages, as they do one by one through
+        :meth:`record`."""
         if waits <= 0:
             return
         self._advance(waits)
         hits = waits - (1 if missed_ns else 0)
         if hits > 0:
-            self.record(window_ns, (waited_ns - missed_ns) // hits)
+            self.record(window_ns, (waited_ns - missed_ns) // hits, hits)
         if missed_ns:
             self.record(window_ns, missed_ns)
 
-    def record(self, spin_ns: int, waited_ns: int) -> None:
-        """Account a wait that spun for up to ``spin_ns`` and took ``waited_ns`` in all."""
+    def record(self, spin_ns: int, waited_ns: int, times: int = 1) -> None:
+        """Account a wait that spun for up to ``spin_ns`` and took ``waited_ns`` in
+        all (``times`` such waits, judged as one: a run of hits is one hit)."""
         if self.window_ns == 0:
             return  # never spins: nothing to learn
         if spin_ns == 0:
-            self.slept_ns = _averaged(self.slept_ns, waited_ns)
+            self.slept_ns = _averaged(self.slept_ns, waited_ns, times)
             return
-        self.spun_ns = _averaged(self.spun_ns, waited_ns)
+        self.spun_ns = _averaged(self.spun_ns, waited_ns, times)
         if waited_ns <= spin_ns and not self.spun_ns > self.slept_ns > 0:
             self._misses = 0
             self._pause = FIRST_PAUSE
@@ -158,9 +162,18 @@ class SpinPolicy:
         return self.window_ns > 0 and self._closed_for == 0
 
 
-def _averaged(average: int, sample: int) -> int:
-    """The running ``average`` moved toward ``sample`` (clipped: see OUTLIER_FACTOR)."""
+def _averaged(average: int, sample: int, times: int = 1) -> int:
+    """The running ``average`` moved toward ``sample`` as ``times`` such samples
+    one after another would move it (each clipped: see OUTLIER_FACTOR).
+
+    A run of waits reported at once must weigh as much as the same waits
+    reported one by one: counted as one sample, 64 sleeping waits of 110 us
+    would leave a sleeping average of 5 us, learnt while the peer spun, nearly
+    where it was, and a probe that met the now sleeping peer would be judged
+    slower than sleeping forever (both ends of a burst then stay closed)."""
     if average == 0:
-        return sample
-    sample = min(sample, OUTLIER_FACTOR * average)
-    return average + (sample - average) // AVERAGE_WEIGHT
+        average, times = sample, times - 1
+    for _ in range(min(times, STEADY_AFTER)):
+        step = min(sample, OUTLIER_FACTOR * average)
+        average += (step - average) // AVERAGE_WEIGHT
+    return average
