@@ -250,3 +250,18 @@ def test_both_ends_asleep_after_a_stall_reopen_at_the_first_probe_that_beats_sle
     assert window == 800_000  # the probe
     serve(policy, 1, 85_000, 113_000)
     assert policy.spinning
+
+
+def test_the_first_waits_of_a_burst_are_not_judged() -> None:
+    """A burst's first requests are slow for reasons of their own (the server
+    maps the pools and arms its C path): with a warm-up they neither close
+    the window nor move the averages; the wait after them is judged."""
+    assert spin.WARM_UP == 16
+    policy = SpinPolicy(WINDOW, warm_up=16)
+    policy.record_run(WINDOW, 10, 10 * HIT)
+    for _ in range(6):
+        policy.record(policy.next_window(), MISS)
+    assert policy.spinning and (policy.spun_ns, policy.slept_ns) == (0, 0)
+    policy.record(0, 40_000)
+    assert policy.slept_ns == 40_000
+    closed(policy)

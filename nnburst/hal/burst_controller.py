@@ -44,7 +44,7 @@ from ..errors import (
 from ..fmq import MessageQueue
 from .interfaces import IBurstCallback, IBurstContext, SupportsBursts
 from .packets import REQUEST_DATUM, RESULT_DATUM, WORDS, parse_result_words, request_words
-from .spin import SpinPolicy
+from .spin import WARM_UP, SpinPolicy
 from .types import MeasureTiming, OutputShape, Request, Timing
 
 #: FMQ length of each channel, as Android's kExecutionBurstChannelLength.
@@ -253,7 +253,7 @@ class ExecutionBurstController:
         #: the words the request buffer holds (the round trip never writes it):
         #: a repeated packet is not copied in again
         self._staged: Any = None
-        self._spin = SpinPolicy(max(0, polling_window_us) * 1000)
+        self._spin = SpinPolicy(max(0, polling_window_us) * 1000, WARM_UP)
         self._round_trip = requests.round_trip(
             results, self._request_buffer, self._result_buffer, self._spin.window_ns
         )

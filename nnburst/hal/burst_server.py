@@ -54,7 +54,7 @@ from .packets import (
     parse_request_words,
     result_words,
 )
-from .spin import SpinPolicy
+from .spin import WARM_UP, SpinPolicy
 from .types import MeasureTiming, Request, Timing
 
 log = logging.getLogger("nnburst.burst")
@@ -250,7 +250,7 @@ class _Worker:
             self.serve()
 
     def serve(self) -> None:
-        spin = self.spin = SpinPolicy(self.spin_ns)
+        spin = self.spin = SpinPolicy(self.spin_ns, WARM_UP)
         try:
             n = self.requests.read_available_until(self.request_buffer, None, spin_ns=self.spin_ns)
             reply_and_wait = self.results.round_trip(

@@ -50,6 +50,11 @@ SLEEP_SAMPLE_EVERY = 256
 #: several milliseconds says little about the next wait).
 AVERAGE_WEIGHT = 8
 OUTLIER_FACTOR = 4
+#: Waits a burst's two ends do not judge: the first requests of a burst pay
+#: for first-time work (the server maps the pools and arms its C path, the
+#: client stages and arms its own), and three such waits would close the
+#: window for the rest of the burst.
+WARM_UP = 16
 #: Equal samples after which the average is theirs (within 1.4%: (7/8)**32).
 STEADY_AFTER = 32
 
@@ -70,10 +75,14 @@ class SpinPolicy:
         "spun_ns",
         "slept_ns",
         "waits",
+        "_warm_up",
     )
 
-    def __init__(self, window_ns: int) -> None:
+    def __init__(self, window_ns: int, warm_up: int = 0) -> None:
+        """``warm_up``: how many first waits to leave unjudged (a burst's ends
+        pass :data:`WARM_UP`)."""
         self.window_ns = max(0, int(window_ns))
+        self._warm_up = max(0, int(warm_up))
         self._misses = 0
         self._pause = FIRST_PAUSE
         self._closed_for = 0  # waits left before the next probe
@@ -141,6 +150,9 @@ class SpinPolicy:
         all (``times`` such waits, judged as one: a run of hits is one hit)."""
         if self.window_ns == 0:
             return  # never spins: nothing to learn
+        if self._warm_up:
+            self._warm_up = max(0, self._warm_up - times)
+            return
         if spin_ns == 0:
             self.slept_ns = _averaged(self.slept_ns, waited_ns, times)
             return
