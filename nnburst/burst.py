@@ -18,8 +18,9 @@ share one interpreter lock), and buys nothing: the FMQ path exists to reach
 another process.
 
 An execution hands the burst one value, a
-:class:`~nnburst.hal.staging.BoundRequest`; the burst reads nothing else of
-the execution.
+:class:`~nnburst.hal.staging.BoundRequest` (:meth:`Burst.run`), or, to send
+it again in one C call, the request it holds (:meth:`Burst.repeat`); the
+burst reads nothing else of the execution.
 """
 
 from __future__ import annotations
