@@ -118,10 +118,13 @@ def test_worker_processes_through_python_m(tmp_path: Path) -> None:
 def test_an_interrupted_run_has_not_passed(tmp_path: Path) -> None:
     """Ctrl-C mid-run: the summary says so and the exit code is 130, not PASS and 0."""
     out = tmp_path / "summary.json"
+    # As from a terminal: a test run started in the background (`cmd &` in a
+    # script) ignores SIGINT, and its children would inherit that.
     proc = subprocess.Popen(
         [sys.executable, "-m", "nnburst", "stress", "--services", "0", "--threads", "1",
          "--duration", "60", "--json", str(out)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         assert proc.stderr is not None
