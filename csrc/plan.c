@@ -433,11 +433,14 @@ static float minimum(float a, float b) { return b < a ? b : a; }
 /* The elementwise and broadcast loops vectorise; an AVX2 clone (picked by
  * the loader where the CPU has it, as kernels.c's MACHINE_CLONES: AVX2
  * alone, no FMA, so no contraction and the same bits) does 8 floats a step
- * where the baseline does 4. */
+ * where the baseline does 4.  FMA_CLONES adds FMA (Haswell's set), for the
+ * float transposed convolution, whose sums are not bit for bit anyway. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
 #define PLAN_CLONES __attribute__((target_clones("avx2", "default")))
+#define FMA_CLONES __attribute__((target_clones("arch=haswell", "default")))
 #else
 #define PLAN_CLONES
+#define FMA_CLONES
 #endif
 
 PLAN_CLONES static void elementwise(const nnb_plan_step *s, const float *a, const float *b,
@@ -746,11 +749,6 @@ static void resize_bilinear(const nnb_plan_resize *r, const float *a, float *out
  * The compiler vectorises both (an AVX2+FMA clone where the CPU has it).
  * The sums run in another order than the operation's matrix product and
  * scatter: equal within float32 rounding, not bit for bit. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__GLIBC__)
-#define FMA_CLONES __attribute__((target_clones("arch=haswell", "default")))
-#else
-#define FMA_CLONES
-#endif
 
 int64_t nnb_plan_transpose_conv_scratch(const nnb_plan_transpose_conv *c)
 {

@@ -253,8 +253,6 @@ class Execution:
         self._stable_request: Request | None = None
         #: the driver's reusable execution of the stable request
         self._direct: IExecution | None = None
-        #: the last burst computation's request and settings (see _bound)
-        self._last_bound: BoundRequest | None = None
         #: set by the first computation: nothing in the bindings or settings asks
         #: more of a repeat than a burst's C path does (reusable, no deadline, no
         #: timing, no device memory to check or mark)
@@ -672,19 +670,6 @@ class Execution:
     def _complete(self, result: ExecutionResult, what: str) -> None:
         """Record a driver result and raise its error, if any."""
         status, shapes, timing = result
-        if status is _NONE and self._plain_outputs and len(shapes) == len(self._outputs):
-            # The common success, every repeat's: no conversion, padding or marking.
-            with self._lock:
-                self._status = status
-                self._shapes = list(shapes)
-                self._timing = timing if self._measure else NO_TIMING
-                self._state = _COMPLETED
-                if self._reusable and not self._closed:
-                    return
-                direct = self._forget_request()
-            if direct is not None:
-                direct.close()
-            return
         if type(status) is not ErrorStatus:  # the enum call costs more than the check
             status = ErrorStatus(status)
         ok = status is _NONE
@@ -789,23 +774,9 @@ class Execution:
         return request, stable
 
     def _bound(self, deadline_ns: int | None) -> BoundRequest:
-        """This computation's request and settings, as one value for the burst path.
-
-        Kept for the next computation while nothing in it changes: building
-        it costs a third of a repeated burst's Python."""
-        request = self._current_request()[0]
+        """This computation's request and settings, as one value for the burst path."""
         measure = MeasureTiming.YES if self._measure else MeasureTiming.NO
-        bound = self._last_bound
-        if (
-            bound is None
-            or bound.request is not request
-            or bound.deadline_ns != deadline_ns
-            or bound.measure is not measure
-            or bound.loop_timeout_ns != self._loop_timeout_ns
-        ):
-            bound = BoundRequest(request, measure, deadline_ns, self._loop_timeout_ns)
-            self._last_bound = bound
-        return bound
+        return BoundRequest(self._current_request()[0], measure, deadline_ns, self._loop_timeout_ns)
 
     def _execute_directly(self, deadline_ns: int | None) -> ExecutionResult:
         """Run on the prepared model; driver errors come back as a status.

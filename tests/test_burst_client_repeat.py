@@ -211,6 +211,9 @@ def test_only_a_plain_success_of_the_last_request_is_armed(pools):
         wrong = [(caller.copies_in[0][0], pools.inputs.buffer[:4])]  # sizes differ
         with pytest.raises(BadDataError):
             controller.arm_repeat(third, pools.keys, wrong, [])
+        read_only = [(caller.copies_in[0][0], memoryview(bytes(NBYTES)))]
+        with pytest.raises(BadDataError, match="read-only"):
+            controller.arm_repeat(third, pools.keys, [], read_only)
 
 
 def test_freeing_a_memory_disarms_and_a_raw_packet_does_not_reach_the_repeat(pools):

@@ -25,6 +25,23 @@ DATUM_BYTES = 24
 _serve = lib.nnb_burst_fast_serve
 
 
+def _copy_table(copies: Sequence[tuple[Any, Any]]) -> tuple[Any, Any, Any, tuple[Any, ...]]:
+    """C's arrays for (source, target) buffer pairs: the targets' pointers, the
+    sources' and the byte counts, with what keeps the pointers valid (the
+    caller holds it for as long as C may copy).  Raises ``BadDataError`` for
+    a read-only target or a pair of different sizes."""
+    try:
+        to = [ffi.from_buffer(t, require_writable=True) for _, t in copies]
+    except (TypeError, ValueError, BufferError) as exc:  # cffi's word for read-only varies
+        raise BadDataError(f"a copy into a read-only buffer: {exc}") from None
+    from_ = [ffi.from_buffer(s) for s, _ in copies]
+    if any(len(t) != len(s) for t, s in zip(to, from_)):
+        raise BadDataError("a copy between buffers of different sizes")
+    to_c, from_c = ffi.new("void *[]", to), ffi.new("void *[]", from_)
+    nbytes = ffi.new("int64_t[]", [len(s) for s in from_])
+    return to_c, from_c, nbytes, (to, from_, to_c, from_c, nbytes)
+
+
 class BurstFastPath:
     """One burst's armed request, or none.
 
@@ -70,18 +87,11 @@ class BurstFastPath:
             raise BadDataError("the packet is longer than the request buffer")
         if len(result_words) // 6 > rt._struct.request_capacity:
             raise BadDataError("the result is longer than the result buffer")
-        for source, target in copies:
-            if source.nbytes != target.nbytes or not target.flags.writeable:
-                raise BadDataError("an output copy between buffers of different sizes")
+        copy_to, copy_from, copy_bytes, pinned = _copy_table(copies)
         steps, step_count, arena, arena_bytes, tensors, sizes, tensor_count = plan.c_arguments
         self.clear()
         packet_words = np.frombuffer(packet, "<u4").copy()
         result = np.array(result_words, "<u4")
-        sources = [ffi.from_buffer(s) for s, _ in copies]
-        targets = [ffi.from_buffer(t, require_writable=True) for _, t in copies]
-        copy_from = ffi.new("void *[]", sources)
-        copy_to = ffi.new("void *[]", targets)
-        copy_bytes = ffi.new("int64_t[]", [s.nbytes for s, _ in copies])
         packet_c = ffi.from_buffer("uint32_t[]", packet_words)
         result_c = ffi.from_buffer("uint32_t[]", result)
         f = self._struct
@@ -97,10 +107,7 @@ class BurstFastPath:
             copy_to,
             copy_bytes,
         )
-        self._keep = (
-            plan, copies, packet_words, result, sources, targets, copy_from, copy_to,
-            copy_bytes, packet_c, result_c,
-        )  # fmt: skip
+        self._keep = (plan, copies, packet_words, result, pinned, packet_c, result_c)
         self.packet = packet
         lib.nnb_burst_fast_arm(f)
 
@@ -215,28 +222,10 @@ class BurstRepeat:
             or len(result) // DATUM_BYTES > rt.reply_capacity
         ):
             raise BadDataError("an expected answer is whole datums that fit the reply buffer")
-        for source, target in (*copies_in, *copies_out):
-            if source.nbytes != target.nbytes or target.readonly:
-                raise BadDataError(
-                    "a copy between buffers of different sizes, or into a read-only one"
-                )
         words = np.frombuffer(result, "<u4").copy()
-        sides = []
-        for copies in (copies_in, copies_out):
-            to = [ffi.from_buffer(t, require_writable=True) for _, t in copies]
-            from_ = [ffi.from_buffer(s) for s, _ in copies]
-            sides.append(
-                (
-                    len(copies),
-                    ffi.new("void *[]", to),
-                    ffi.new("void *[]", from_),
-                    ffi.new("int64_t[]", [s.nbytes for s, _ in copies]),
-                    to,
-                    from_,
-                )
-            )
+        in_to, in_from, in_bytes, pinned_in = _copy_table(copies_in)
+        out_to, out_from, out_bytes, pinned_out = _copy_table(copies_out)
         result_c = ffi.from_buffer("uint32_t[]", words)
-        (in_n, in_to, in_from, in_bytes, *_), (out_n, out_to, out_from, out_bytes, *_) = sides
         self._struct: Any = ffi.new(
             "nnb_burst_repeat_t *",
             {
@@ -244,11 +233,11 @@ class BurstRepeat:
                 "packet_datums": packet_datums,
                 "result": result_c,
                 "result_datums": len(words) // 6,
-                "in_count": in_n,
+                "in_count": len(copies_in),
                 "in_to": in_to,
                 "in_from": in_from,
                 "in_bytes": in_bytes,
-                "out_count": out_n,
+                "out_count": len(copies_out),
                 "out_to": out_to,
                 "out_from": out_from,
                 "out_bytes": out_bytes,
@@ -258,7 +247,7 @@ class BurstRepeat:
         self._round_trip = round_trip
         self._datums = packet_datums
         self._policy = policy
-        self._keep = (words, result_c, sides)
+        self._keep = (words, result_c, pinned_in, pinned_out)
         self.flush()  # takes the policy's window
 
     @property

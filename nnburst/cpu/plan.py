@@ -984,11 +984,14 @@ def _transpose_conv(op: Any, subgraph: Subgraph) -> _Lowered | None:
         return None
     values = state.values
     nchw = bool(values["nchw"])
-    (n, c, h, w), (_, oc, oh, ow) = _dims(subgraph, x), _dims(subgraph, y)
-    if not nchw:
-        (n, h, w, c), (_, oh, ow, oc) = _dims(subgraph, x), _dims(subgraph, y)
+    x_dims, y_dims = _dims(subgraph, x), _dims(subgraph, y)
+    if len(x_dims) != 4 or len(y_dims) != 4:
+        return None
+    if nchw:
+        x_dims, y_dims = (tuple(d[i] for i in (0, 2, 3, 1)) for d in (x_dims, y_dims))
+    (n, h, w, c), (batches, oh, ow, oc) = x_dims, y_dims
     depth_out, fh, fw, depth_in = filt.shape
-    if (depth_in, depth_out) != (c, oc) or _dims(subgraph, y)[0] != n:
+    if (depth_in, depth_out, batches) != (c, oc, n):
         return None
     sh, sw = int(values["stride_h"]), int(values["stride_w"])
     wanted = None
